@@ -1,0 +1,21 @@
+//! Rigdeck's GUI-free core: telemetry collectors, findings, storage, settings and the event bus.
+//!
+//! Nothing in here knows about HTTP or windows; the server and the desktop shell wrap it.
+
+pub mod auth;
+pub mod events;
+pub mod findings;
+pub mod paths;
+pub mod settings;
+pub mod store;
+pub mod telemetry;
+
+/// Milliseconds since the Unix epoch, read from the system clock.
+///
+/// Only the outermost loops call this; logic that tests must control takes the time as an argument.
+pub fn now_ms() -> i64 {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    i64::try_from(now.as_millis()).unwrap_or(i64::MAX)
+}

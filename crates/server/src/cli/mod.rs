@@ -1,0 +1,41 @@
+//! The `rigdeck` command line: one subcommand per module.
+
+pub mod desktop;
+pub mod gpus;
+pub mod serve;
+
+use clap::{Parser, Subcommand};
+
+/// Rigdeck: run large language models on your own GPUs — monitor the rig, plan, launch, serve.
+///
+/// With no command, opens the desktop app (or, without a display, starts the daemon).
+/// Files: token and settings in $XDG_CONFIG_HOME/rigdeck (RIGDECK_CONFIG_DIR), database in
+/// $XDG_DATA_HOME/rigdeck (RIGDECK_DATA_DIR).
+#[derive(Debug, Parser)]
+#[command(name = "rigdeck", version, about, long_about)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Option<Command>,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Open the desktop window (the default). It runs the server in-process on loopback,
+    /// or connects to another rig's daemon with --remote.
+    Desktop(desktop::DesktopArgs),
+    /// Run the headless daemon: web UI, JSON API and live events (for boxes without a screen,
+    /// or to manage the rig from a laptop's browser).
+    Serve(serve::ServeArgs),
+    /// Print the GPUs with their memory, load, temperature, power and PCIe links.
+    Gpus(gpus::GpusArgs),
+}
+
+/// Logs to stderr; `RUST_LOG` overrides the level (e.g. `RUST_LOG=debug`).
+pub fn init_logging() {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,sqlx=warn,tower_http=warn"));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .try_init();
+}

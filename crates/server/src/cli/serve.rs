@@ -1,0 +1,64 @@
+//! `rigdeck serve`: the headless daemon.
+
+use std::net::SocketAddr;
+use std::process::ExitCode;
+
+use crate::running::DEFAULT_BIND;
+use crate::{start, ServeOptions};
+
+#[derive(Debug, clap::Args)]
+pub struct ServeArgs {
+    /// Address to listen on. Anything but loopback exposes the rig to the network (the token is
+    /// still required); a warning is printed.
+    #[arg(long, default_value = DEFAULT_BIND, value_name = "IP:PORT")]
+    pub bind: SocketAddr,
+    /// Also answer to this host name (a LAN name or reverse proxy); repeatable. IP addresses and
+    /// localhost are always accepted.
+    #[arg(long = "allow-host", value_name = "NAME")]
+    pub allow_hosts: Vec<String>,
+}
+
+pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
+    let runtime = tokio::runtime::Runtime::new()?;
+    runtime.block_on(serve(args))
+}
+
+async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
+    if !args.bind.ip().is_loopback() {
+        eprintln!(
+            "WARNING: listening on {} makes Rigdeck reachable from the network. Anyone who can reach this \
+             port and has the token controls the rig. Use --bind 127.0.0.1:{} unless you mean it.",
+            args.bind,
+            args.bind.port()
+        );
+    }
+    let mut options = ServeOptions::from_env(args.bind)?;
+    options.allow_hosts = args.allow_hosts;
+    let mut server = start(options).await?;
+    println!("Rigdeck is serving on {}", server.base_url());
+    println!("Open this URL to sign in: {}", server.login_url());
+    tokio::select! {
+        result = server.wait() => result?,
+        _ = shutdown_signal() => {
+            eprintln!("rigdeck: stopping");
+            server.shutdown().await;
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Ctrl-C or SIGTERM (systemd's stop).
+pub async fn shutdown_signal() {
+    let terminate = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut signal) => {
+                signal.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = terminate => {}
+    }
+}

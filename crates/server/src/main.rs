@@ -1,0 +1,26 @@
+//! `rigdeck`: the desktop app, the headless daemon and the command-line tools in one command.
+
+use std::process::ExitCode;
+
+use clap::Parser;
+use rigdeck_server::cli::{self, Cli, Command};
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    cli::init_logging();
+    let outcome = match cli
+        .command
+        .unwrap_or(Command::Desktop(cli::desktop::DesktopArgs::default()))
+    {
+        Command::Serve(args) => cli::serve::run(args),
+        Command::Gpus(args) => cli::gpus::run(args),
+        Command::Desktop(args) => cli::desktop::run(args),
+    };
+    match outcome {
+        Ok(code) => code,
+        Err(err) => {
+            eprintln!("rigdeck: {err:#}");
+            ExitCode::FAILURE
+        }
+    }
+}

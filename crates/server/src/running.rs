@@ -1,0 +1,198 @@
+//! Starting and stopping the server: token, settings, database, collectors, then the listener.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+
+use anyhow::Context;
+use rigdeck_core::auth::ApiToken;
+use rigdeck_core::events::EventBus;
+use rigdeck_core::paths::AppPaths;
+use rigdeck_core::settings::SettingsStore;
+use rigdeck_core::store::Store;
+use rigdeck_core::telemetry::collector::Sources;
+use rigdeck_core::telemetry::gpu::{NvmlSource, NVML_LIBRARY_ENV};
+use rigdeck_core::telemetry::host::HostCollector;
+use rigdeck_core::telemetry::{spawn_collector, StartedByRigdeck, TelemetryHandle};
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+use crate::http::{self, AllowedHosts, AppState};
+
+/// Default address of `rigdeck serve`.
+pub const DEFAULT_BIND: &str = "127.0.0.1:7878";
+
+/// How to run the server.
+#[derive(Debug, Clone)]
+pub struct ServeOptions {
+    /// Port 0 picks a free port (the desktop shell does this).
+    pub bind: SocketAddr,
+    /// Extra host names the UI may be reached by (reverse proxy, LAN name), beyond loopback and IPs.
+    pub allow_hosts: Vec<String>,
+    pub paths: AppPaths,
+    /// The /sys tree the host collector reads (NUMA nodes, P/E cores).
+    pub sysfs_root: PathBuf,
+    /// An NVML library other than the driver's (the NVML test double in tests and benchmarks).
+    pub nvml_library: Option<PathBuf>,
+}
+
+impl ServeOptions {
+    /// Loopback on the given address, with folders from the environment (XDG by default).
+    pub fn from_env(bind: SocketAddr) -> anyhow::Result<Self> {
+        Ok(Self {
+            bind,
+            allow_hosts: Vec::new(),
+            paths: AppPaths::from_env()?,
+            sysfs_root: std::env::var_os("RIGDECK_SYSFS_ROOT")
+                .map_or_else(|| PathBuf::from("/sys"), PathBuf::from),
+            nvml_library: std::env::var_os(NVML_LIBRARY_ENV).map(PathBuf::from),
+        })
+    }
+}
+
+/// A server that is listening. Dropping it does not stop it; call `shutdown`.
+pub struct RunningServer {
+    pub local_addr: SocketAddr,
+    token: ApiToken,
+    state: Arc<AppState>,
+    stop: watch::Sender<bool>,
+    serving: JoinHandle<std::io::Result<()>>,
+    telemetry: Arc<TelemetryHandle>,
+}
+
+impl RunningServer {
+    /// `http://127.0.0.1:PORT` (the loopback address even when bound to all interfaces).
+    pub fn base_url(&self) -> String {
+        let ip = self.local_addr.ip();
+        let host = if ip.is_unspecified() {
+            "127.0.0.1".to_owned()
+        } else {
+            http::host_literal(ip)
+        };
+        format!("http://{host}:{}", self.local_addr.port())
+    }
+
+    /// Opening this URL signs the browser in (it sets the session cookie and drops the token from the address).
+    pub fn login_url(&self) -> String {
+        format!("{}/login?token={}", self.base_url(), self.token.as_str())
+    }
+
+    pub fn token(&self) -> &str {
+        self.token.as_str()
+    }
+
+    /// Authenticated WebSocket clients connected right now.
+    pub fn ws_clients(&self) -> usize {
+        self.state.ws_clients.load(Ordering::Relaxed)
+    }
+
+    /// The user's choice for the desktop window: keep serving after it closes.
+    pub fn keep_running_in_background(&self) -> bool {
+        self.state.current_settings().keep_running_in_background
+    }
+
+    /// Resolves when the server stops on its own (it only does on a listener error).
+    pub async fn wait(&mut self) -> anyhow::Result<()> {
+        (&mut self.serving)
+            .await
+            .context("server task failed")?
+            .context("server stopped")
+    }
+
+    /// Stops accepting requests, closes WebSockets, stops the collector (flushing history).
+    pub async fn shutdown(self) {
+        let _ = self.stop.send(true);
+        if let Err(err) = self.serving.await {
+            tracing::warn!("server task ended abnormally: {err}");
+        }
+        drop(self.state);
+        match Arc::try_unwrap(self.telemetry) {
+            Ok(telemetry) => telemetry.shutdown().await,
+            Err(_) => tracing::warn!(
+                "telemetry still in use at shutdown; the last partial history bucket is not saved"
+            ),
+        }
+    }
+}
+
+/// Starts everything and returns once the listener is bound and the first sample is taken.
+pub async fn start(options: ServeOptions) -> anyhow::Result<RunningServer> {
+    let paths = &options.paths;
+    let token = ApiToken::load_or_create(&paths.token_file())?;
+    let (settings, problem) = SettingsStore::load(paths);
+    if let Some(problem) = problem {
+        tracing::warn!("{problem}");
+    }
+    let listener = bind(options.bind).await?;
+    let local_addr = listener
+        .local_addr()
+        .context("cannot read the bound address")?;
+    let store = open_store(paths).await;
+    let (settings_tx, settings_rx) = watch::channel(settings.current());
+    let bus = EventBus::new();
+    let sources = Sources {
+        nvml: NvmlSource::open(options.nvml_library.as_deref()),
+        host: HostCollector::new(options.sysfs_root.clone(), settings.current().model_folders),
+    };
+    let telemetry = Arc::new(spawn_collector(
+        sources,
+        settings_rx,
+        bus.clone(),
+        store.clone(),
+        StartedByRigdeck::default(),
+    ));
+    telemetry.first_frame().await;
+    let state = Arc::new(AppState {
+        token: token.clone(),
+        allowed_hosts: AllowedHosts::new(local_addr, &options.allow_hosts),
+        telemetry: telemetry.clone(),
+        history_available: store.is_some(),
+        settings: Mutex::new(settings),
+        settings_tx,
+        bus,
+        started_at_ms: rigdeck_core::now_ms(),
+        bind: local_addr,
+        data_dir: paths.data_dir.clone(),
+        ws_clients: AtomicUsize::new(0),
+    });
+    let (stop, stop_rx) = watch::channel(false);
+    let serving = tokio::spawn(http::serve(listener, state.clone(), stop_rx));
+    Ok(RunningServer {
+        local_addr,
+        token,
+        state,
+        stop,
+        serving,
+        telemetry,
+    })
+}
+
+async fn bind(addr: SocketAddr) -> anyhow::Result<tokio::net::TcpListener> {
+    tokio::net::TcpListener::bind(addr).await.map_err(|err| match err.kind() {
+        std::io::ErrorKind::AddrInUse => anyhow::anyhow!(
+            "port {} on {} is already in use (another `rigdeck serve`? `ss -ltnp 'sport = :{}'` shows who): stop it, or choose another address with --bind {}:{}",
+            addr.port(), addr.ip(), addr.port(), addr.ip(), addr.port().wrapping_add(1)
+        ),
+        std::io::ErrorKind::AddrNotAvailable => anyhow::anyhow!(
+            "address {} does not belong to this machine: use 127.0.0.1, 0.0.0.0 or one of this machine's own addresses with --bind",
+            addr.ip()
+        ),
+        std::io::ErrorKind::PermissionDenied => anyhow::anyhow!(
+            "not allowed to listen on port {}: ports below 1024 need root; choose a higher one with --bind", addr.port()
+        ),
+        _ => anyhow::Error::new(err).context(format!("cannot listen on {addr}")),
+    })
+}
+
+/// The daemon keeps running without stored history when the database cannot be used;
+/// live telemetry and the 15-minute view still work, and the reason is logged.
+async fn open_store(paths: &AppPaths) -> Option<Store> {
+    match Store::open(&paths.database_file()).await {
+        Ok(store) => Some(store),
+        Err(err) => {
+            tracing::error!("telemetry history is off: {err}");
+            None
+        }
+    }
+}

@@ -1,0 +1,94 @@
+//! The event WebSocket: token and origin checked on the upgrade, then a hello and live frames.
+
+mod support;
+
+use futures_util::StreamExt;
+use support::TestServer;
+use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+use tokio_tungstenite::tungstenite::Message;
+
+fn ws_request(
+    t: &TestServer,
+    token: Option<&str>,
+    origin: Option<&str>,
+) -> tokio_tungstenite::tungstenite::handshake::client::Request {
+    let url = t.url("/api/v1/events").replacen("http://", "ws://", 1);
+    let mut request = url.into_client_request().unwrap();
+    if let Some(token) = token {
+        request
+            .headers_mut()
+            .insert("authorization", format!("Bearer {token}").parse().unwrap());
+    }
+    if let Some(origin) = origin {
+        request
+            .headers_mut()
+            .insert("origin", origin.parse().unwrap());
+    }
+    request
+}
+
+async fn next_json(
+    socket: &mut (impl StreamExt<Item = Result<Message, tokio_tungstenite::tungstenite::Error>> + Unpin),
+) -> serde_json::Value {
+    loop {
+        let message = tokio::time::timeout(std::time::Duration::from_secs(5), socket.next())
+            .await
+            .expect("message in time");
+        if let Message::Text(text) = message.expect("open").expect("no error") {
+            return serde_json::from_str(&text).expect("json");
+        }
+    }
+}
+
+#[tokio::test]
+async fn an_authenticated_client_gets_hello_then_live_frames_and_is_counted() {
+    let t = TestServer::start("4x3090.json").await;
+    let origin = t.server.base_url();
+    let (mut socket, _) =
+        tokio_tungstenite::connect_async(ws_request(&t, Some(t.server.token()), Some(&origin)))
+            .await
+            .unwrap();
+    let hello = next_json(&mut socket).await;
+    assert_eq!(hello["type"], "hello");
+    let first = next_json(&mut socket).await;
+    assert_eq!(first["type"], "telemetry.frame");
+    assert_eq!(
+        first["data"]["sample"]["gpus"]["gpus"]
+            .as_array()
+            .unwrap()
+            .len(),
+        4
+    );
+    let second = next_json(&mut socket).await;
+    assert!(
+        second["data"]["sample"]["at_ms"].as_i64() > first["data"]["sample"]["at_ms"].as_i64(),
+        "a newer sample follows"
+    );
+    assert_eq!(t.server.ws_clients(), 1);
+    drop(socket);
+    for _ in 0..50 {
+        if t.server.ws_clients() == 0 {
+            return;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    panic!("closed client still counted");
+}
+
+#[tokio::test]
+async fn the_upgrade_needs_the_token_and_our_origin() {
+    let t = TestServer::start("4x3090.json").await;
+    let no_token = tokio_tungstenite::connect_async(ws_request(&t, None, None))
+        .await
+        .unwrap_err();
+    assert!(no_token.to_string().contains("401"), "{no_token}");
+    let foreign = tokio_tungstenite::connect_async(ws_request(
+        &t,
+        Some(t.server.token()),
+        Some("http://evil.example"),
+    ))
+    .await
+    .unwrap_err();
+    assert!(foreign.to_string().contains("403"), "{foreign}");
+    assert_eq!(t.server.ws_clients(), 0);
+}

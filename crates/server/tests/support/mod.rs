@@ -1,0 +1,128 @@
+//! Test support: a real server on a free loopback port, playing a rig from a fixture through the
+//! NVML test double, with its own config and data folders.
+
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+
+use rigdeck_core::paths::AppPaths;
+use rigdeck_server::{start, RunningServer, ServeOptions};
+
+/// The NVML test double: `RIGDECK_NVML_LIBRARY`, or the one cargo built beside the test binaries.
+pub fn nvml_double() -> PathBuf {
+    if let Some(path) = std::env::var_os("RIGDECK_NVML_LIBRARY") {
+        return PathBuf::from(path);
+    }
+    let exe = std::env::current_exe().expect("test binary path");
+    let target = exe.parent().and_then(Path::parent).expect("target dir");
+    let lib = target.join("libnvml_double.so");
+    assert!(
+        lib.exists(),
+        "{} not found: run `cargo build -p rigdeck-nvml-double` first",
+        lib.display()
+    );
+    lib
+}
+
+pub fn fixture(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../tests/fixtures/rigs")
+        .join(name)
+}
+
+/// A scratch copy of a rig fixture that a test may rewrite while the server runs.
+pub fn scratch_rig(dir: &Path, name: &str) -> PathBuf {
+    let path = dir.join(name);
+    std::fs::copy(fixture(name), &path).expect("copy fixture");
+    path
+}
+
+pub struct TestServer {
+    pub server: RunningServer,
+    pub dir: tempfile::TempDir,
+    pub rig: PathBuf,
+    pub client: reqwest::Client,
+}
+
+impl TestServer {
+    /// Starts a server for `fixture` (copied, so the test may edit it). One rig per test process:
+    /// NVML state is process-wide, and nextest runs every test in its own process.
+    pub async fn start(fixture_name: &str) -> Self {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let rig = scratch_rig(dir.path(), fixture_name);
+        Self::start_with_rig(dir, rig).await
+    }
+
+    pub async fn start_with_rig(dir: tempfile::TempDir, rig: PathBuf) -> Self {
+        std::env::set_var("RIGDECK_NVML_DOUBLE_RIG", &rig);
+        let options = options(dir.path(), "127.0.0.1:0");
+        let server = start(options).await.expect("server starts");
+        Self {
+            server,
+            dir,
+            rig,
+            client: reqwest::Client::new(),
+        }
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.server.base_url())
+    }
+
+    pub async fn get_json(&self, path: &str) -> serde_json::Value {
+        let response = self
+            .client
+            .get(self.url(path))
+            .bearer_auth(self.server.token())
+            .send()
+            .await
+            .expect("request");
+        assert!(
+            response.status().is_success(),
+            "GET {path}: {}",
+            response.status()
+        );
+        response.json().await.expect("json body")
+    }
+
+    /// Rewrites the rig file; the double notices within 100 ms, the collector on its next tick.
+    pub fn edit_rig(&self, edit: impl FnOnce(&mut serde_json::Value)) {
+        let text = std::fs::read_to_string(&self.rig).expect("read rig");
+        let mut rig: serde_json::Value = serde_json::from_str(&text).expect("rig json");
+        edit(&mut rig);
+        // Write then rename, so the double never reads a half-written file.
+        let tmp = self.rig.with_extension("tmp");
+        std::fs::write(&tmp, serde_json::to_string_pretty(&rig).expect("serialise"))
+            .expect("write rig");
+        std::fs::rename(&tmp, &self.rig).expect("rename rig");
+    }
+
+    /// Polls the latest frame until `check` holds (collector period is 1 s).
+    pub async fn wait_for_frame(
+        &self,
+        what: &str,
+        check: impl Fn(&serde_json::Value) -> bool,
+    ) -> serde_json::Value {
+        for _ in 0..100 {
+            let frame = self.get_json("/api/v1/telemetry/latest").await;
+            if check(&frame) {
+                return frame;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        }
+        panic!("timed out waiting for {what}");
+    }
+}
+
+pub fn options(dir: &Path, bind: &str) -> ServeOptions {
+    ServeOptions {
+        bind: bind.parse().expect("bind address"),
+        allow_hosts: Vec::new(),
+        paths: AppPaths {
+            config_dir: dir.join("config"),
+            data_dir: dir.join("data"),
+        },
+        sysfs_root: PathBuf::from("/sys"),
+        nvml_library: Some(nvml_double()),
+    }
+}
