@@ -1,0 +1,80 @@
+// Fetch client: request shape, error bodies shown verbatim, 401 detection.
+
+import { afterEach, describe, expect, it, vi } from 'vitest';
+import { api, ApiError, errorFromBody, probeSession } from './client';
+
+afterEach(() => {
+  vi.unstubAllGlobals();
+});
+
+function respond(status: number, body: string, statusText = '') {
+  const fetchMock = vi.fn(async (_input: string, _init?: RequestInit) => new Response(status === 204 ? null : body, { status, statusText }));
+  vi.stubGlobal('fetch', fetchMock);
+  return fetchMock;
+}
+
+describe('errorFromBody', () => {
+  it('keeps the daemon message verbatim', () => {
+    const e = errorFromBody(400, 'Bad Request', '{"code":"invalid_settings","message":"telemetry_period_ms must be 250–60000"}');
+    expect(e.code).toBe('invalid_settings');
+    expect(e.message).toBe('telemetry_period_ms must be 250–60000');
+    expect(e.status).toBe(400);
+  });
+  it('falls back to the status line for a non-JSON body', () => {
+    expect(errorFromBody(502, 'Bad Gateway', '<html>' + 'x'.repeat(400)).message).toBe('HTTP 502 Bad Gateway');
+  });
+});
+
+describe('api', () => {
+  it('sends the session cookie and parses JSON', async () => {
+    const f = respond(200, '{"version":"0.1.0"}');
+    await expect(api.status()).resolves.toEqual({ version: '0.1.0' });
+    const [path, init] = f.mock.calls[0] as [string, RequestInit];
+    expect(path).toBe('/api/v1/status');
+    expect(init.credentials).toBe('include');
+  });
+
+  it('posts the token as JSON and accepts 204', async () => {
+    const f = respond(204, '');
+    await expect(api.signIn('tok')).resolves.toBeUndefined();
+    const [path, init] = f.mock.calls[0] as [string, RequestInit];
+    expect(path).toBe('/api/v1/session');
+    expect(init.method).toBe('POST');
+    expect(JSON.parse(init.body as string)).toEqual({ token: 'tok' });
+  });
+
+  it('sends a partial settings body with PUT', async () => {
+    const f = respond(200, '{"telemetry_period_ms":500,"model_folders":[],"keep_running_in_background":false}');
+    const s = await api.updateSettings({ telemetry_period_ms: 500 });
+    expect(s.telemetry_period_ms).toBe(500);
+    const [, init] = f.mock.calls[0] as [string, RequestInit];
+    expect(init.method).toBe('PUT');
+    expect(init.body).toBe('{"telemetry_period_ms":500}');
+  });
+
+  it('throws ApiError with the 401 flag', async () => {
+    respond(401, '{"code":"unauthorized","message":"sign in"}');
+    const err = await api.status().catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(ApiError);
+    expect((err as ApiError).unauthorized).toBe(true);
+  });
+
+  it('asks for the history range in the query', async () => {
+    const f = respond(200, '{}');
+    await api.history('24h');
+    expect(f.mock.calls[0]![0]).toBe('/api/v1/telemetry/history?range=24h');
+  });
+});
+
+describe('probeSession', () => {
+  it('tells ok, unauthorized and unreachable apart', async () => {
+    respond(200, '{}');
+    await expect(probeSession()).resolves.toBe('ok');
+    respond(401, '{"code":"unauthorized","message":"x"}');
+    await expect(probeSession()).resolves.toBe('unauthorized');
+    vi.stubGlobal('fetch', vi.fn(async () => Promise.reject(new TypeError('Failed to fetch'))));
+    await expect(probeSession()).resolves.toBe('unreachable');
+    respond(500, '{"code":"internal","message":"x"}');
+    await expect(probeSession()).resolves.toBe('unreachable');
+  });
+});

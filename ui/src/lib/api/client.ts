@@ -1,0 +1,82 @@
+// Fetch client for the daemon's JSON API. Same origin, cookie credentials (the session cookie set by
+// /login or POST /api/v1/session). Every failure becomes an ApiError that carries the server's own
+// `{code, message}` so the UI can show the message verbatim.
+
+import type { ApiErrorBody, History, HistoryRange, ServerStatus, Settings } from './types';
+
+export class ApiError extends Error {
+  /** HTTP status, or 0 when the daemon could not be reached at all. */
+  readonly status: number;
+  readonly code: string;
+
+  constructor(status: number, code: string, message: string) {
+    super(message);
+    this.name = 'ApiError';
+    this.status = status;
+    this.code = code;
+  }
+
+  get unauthorized(): boolean {
+    return this.status === 401;
+  }
+}
+
+/** Reads an error body; a body that is not `{code, message}` still yields a useful message. */
+export function errorFromBody(status: number, statusText: string, bodyText: string): ApiError {
+  try {
+    const body = JSON.parse(bodyText) as Partial<ApiErrorBody>;
+    if (body && typeof body.message === 'string') {
+      return new ApiError(status, typeof body.code === 'string' ? body.code : 'http_' + status, body.message);
+    }
+  } catch {
+    // Not JSON (a proxy's HTML page, say): fall through to the status line.
+  }
+  const text = bodyText.trim();
+  const message = text && text.length < 300 ? text : `HTTP ${status} ${statusText}`.trim();
+  return new ApiError(status, 'http_' + status, message);
+}
+
+async function request<T>(method: string, path: string, body?: unknown): Promise<T> {
+  const init: RequestInit = {
+    method,
+    credentials: 'include',
+    headers: { Accept: 'application/json' },
+  };
+  if (body !== undefined) {
+    init.headers = { ...init.headers, 'Content-Type': 'application/json' };
+    init.body = JSON.stringify(body);
+  }
+  let res: Response;
+  try {
+    res = await fetch(path, init);
+  } catch (e) {
+    throw new ApiError(0, 'unreachable', `Cannot reach the Rigdeck daemon (${(e as Error).message}).`);
+  }
+  if (!res.ok) {
+    throw errorFromBody(res.status, res.statusText, await res.text().catch(() => ''));
+  }
+  if (res.status === 204) return undefined as T;
+  return (await res.json()) as T;
+}
+
+export const api = {
+  status: () => request<ServerStatus>('GET', '/api/v1/status'),
+  signIn: (token: string) => request<void>('POST', '/api/v1/session', { token }),
+  signOut: () => request<void>('DELETE', '/api/v1/session'),
+  history: (range: HistoryRange) =>
+    request<History>('GET', `/api/v1/telemetry/history?range=${encodeURIComponent(range)}`),
+  settings: () => request<Settings>('GET', '/api/v1/settings'),
+  /** The body is a partial Settings; the answer is the full new Settings. */
+  updateSettings: (patch: Partial<Settings>) => request<Settings>('PUT', '/api/v1/settings', patch),
+};
+
+/** Used by the event socket after a close: is the session still good, gone, or the daemon down? */
+export async function probeSession(): Promise<'ok' | 'unauthorized' | 'unreachable'> {
+  try {
+    await api.status();
+    return 'ok';
+  } catch (e) {
+    if (e instanceof ApiError && e.unauthorized) return 'unauthorized';
+    return 'unreachable';
+  }
+}

@@ -1,0 +1,67 @@
+// The app's live telemetry state: the latest frame, the 15-minute point buffer and the connection
+// state, fed by the /api/v1/events WebSocket (never by polling). One instance for the whole app.
+
+import { EventClient, eventsUrl, type ConnectionState } from '../api/events';
+import { probeSession } from '../api/client';
+import type { Hello, TelemetryFrame } from '../api/types';
+import { appendFrame, emptyBuffer, type SeriesBuffer } from './series';
+
+/** A pause longer than three periods is a gap in the charts, not a straight line. */
+export function gapThresholdMs(periodMs: number): number {
+  return Math.max(3 * periodMs, 3_000);
+}
+
+class LiveTelemetry {
+  frame = $state.raw<TelemetryFrame | null>(null);
+  buffer = $state.raw<SeriesBuffer>(emptyBuffer());
+  hello = $state.raw<Hello | null>(null);
+  connection = $state<ConnectionState>('connecting');
+  retryInMs = $state<number | null>(null);
+  /** Last message the UI could not read; shown discreetly, never fatal. */
+  parseError = $state<string | null>(null);
+
+  private client: EventClient | null = null;
+
+  start(onSignedOut: () => void): void {
+    if (this.client) return;
+    this.client = new EventClient({
+      url: eventsUrl(window.location),
+      checkSession: probeSession,
+      onState: (state, detail) => {
+        this.connection = state;
+        this.retryInMs = detail.retryInMs;
+        if (state === 'signed_out') {
+          this.client = null;
+          onSignedOut();
+        }
+      },
+      onEvent: (ev) => {
+        if (ev.type === 'hello') this.hello = ev.data;
+        else if (ev.type === 'telemetry.frame') this.ingest(ev.data);
+      },
+      onParseError: (err) => {
+        this.parseError = err;
+        console.warn('rigdeck: ignored an event:', err);
+      },
+    });
+    this.client.start();
+  }
+
+  ingest(frame: TelemetryFrame): void {
+    const period = this.hello?.telemetry_period_ms ?? 1000;
+    this.buffer = appendFrame(this.buffer, frame, { gapMs: gapThresholdMs(period) });
+    this.frame = frame;
+  }
+
+  retryNow(): void {
+    this.client?.retryNow();
+  }
+
+  stop(): void {
+    const c = this.client;
+    this.client = null;
+    c?.stop();
+  }
+}
+
+export const live = new LiveTelemetry();
