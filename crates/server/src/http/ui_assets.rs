@@ -5,7 +5,7 @@ use axum::response::{Html, IntoResponse, Response};
 use rust_embed::RustEmbed;
 
 #[derive(RustEmbed)]
-#[folder = "$CARGO_MANIFEST_DIR/../../ui/dist"]
+#[folder = "../../ui/dist"]
 #[allow_missing = true]
 struct UiAssets;
 
@@ -16,7 +16,7 @@ pub async fn serve(uri: Uri) -> Response {
     if let Some(file) = UiAssets::get(path) {
         return file_response(path, file.data.into_owned());
     }
-    if path.contains('.') || path.starts_with("api/") {
+    if path != "index.html" && (path.contains('.') || path.starts_with("api/")) {
         return (StatusCode::NOT_FOUND, "not found").into_response();
     }
     match UiAssets::get("index.html") {

@@ -1,0 +1,55 @@
+# Rigdeck: `make run` sets up, builds and opens the app; `make test` runs every test.
+# Build caches stay outside the checkout (CARGO_TARGET_DIR), so repeat runs are fast.
+
+CARGO_TARGET_DIR ?= $(HOME)/.cache/rigdeck/target
+export CARGO_TARGET_DIR
+DEBUG := $(CARGO_TARGET_DIR)/debug
+RELEASE := $(CARGO_TARGET_DIR)/release
+ARTIFACTS ?= $(CURDIR)/tests/artifacts
+
+.PHONY: run setup ui build test test-rust test-ui test-e2e test-desktop bench lint
+
+## run: install what is missing, build, open the desktop app (or `rigdeck serve` without a display)
+run: build
+	$(RELEASE)/rigdeck
+
+setup:
+	bash installer/setup.sh
+
+ui: setup
+	cd ui && npm run build
+
+## build: release binaries `rigdeck` and `rigdeck-desktop` with the UI embedded
+build: ui
+	cargo build --release -p rigdeck-server -p rigdeck-desktop
+
+## test: every suite — Rust (core, server, NVML double), UI unit, browser end-to-end, desktop smoke
+test: test-rust test-ui test-e2e test-desktop
+	@echo "make test: all suites passed"
+
+test-rust: ui
+	cargo build -p rigdeck-nvml-double -p rigdeck-server -p rigdeck-desktop
+	RIGDECK_NVML_LIBRARY=$(DEBUG)/libnvml_double.so cargo nextest run --workspace --no-fail-fast
+
+test-ui: setup
+	cd ui && npm run check && npm test
+
+test-e2e: test-rust
+	mkdir -p $(ARTIFACTS)
+	cd tests/e2e && RIGDECK_BIN=$(DEBUG)/rigdeck RIGDECK_NVML_LIBRARY=$(DEBUG)/libnvml_double.so \
+		RIGDECK_ARTIFACTS=$(ARTIFACTS) node --test --test-concurrency=1
+
+test-desktop: test-rust
+	mkdir -p $(ARTIFACTS)
+	RIGDECK_NVML_LIBRARY=$(DEBUG)/libnvml_double.so RIGDECK_NVML_DOUBLE_RIG=$(CURDIR)/tests/fixtures/rigs/4x3090.json \
+		bash tests/desktop/smoke.sh $(DEBUG)/rigdeck-desktop $(ARTIFACTS)
+
+## bench: telemetry cost of `rigdeck serve` (8 GPUs + host at 1 Hz, 60 s idle and 60 s with a browser)
+bench: build
+	cargo build --release -p rigdeck-nvml-double
+	cd tests/e2e && RIGDECK_BIN=$(RELEASE)/rigdeck RIGDECK_NVML_LIBRARY=$(RELEASE)/libnvml_double.so \
+		node ../bench/telemetry.mjs
+
+lint: setup
+	cargo fmt --all -- --check
+	cargo clippy --workspace --all-targets -- -D warnings

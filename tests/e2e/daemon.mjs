@@ -1,0 +1,77 @@
+// Starts a real `rigdeck serve` for a test or a benchmark: own config/data folders, a rig from a
+// fixture through the NVML test double, a free loopback port; and finds Debian's chromium.
+import { spawn, execFileSync } from "node:child_process";
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join, resolve, dirname } from "node:path";
+import { fileURLToPath } from "node:url";
+import { chromium } from "playwright-core";
+
+const here = dirname(fileURLToPath(import.meta.url));
+export const fixtures = resolve(here, "../fixtures/rigs");
+
+function required(name) {
+  const value = process.env[name];
+  if (!value) throw new Error(`${name} is not set: run the browser tests through \`make test-e2e\``);
+  return value;
+}
+
+/** Starts the daemon and resolves once it prints its sign-in URL. */
+export async function startDaemon(rigFile) {
+  const dir = mkdtempSync(join(tmpdir(), "rigdeck-e2e-"));
+  const child = spawn(required("RIGDECK_BIN"), ["serve", "--bind", "127.0.0.1:0"], {
+    env: {
+      ...process.env,
+      RIGDECK_CONFIG_DIR: join(dir, "config"),
+      RIGDECK_DATA_DIR: join(dir, "data"),
+      RIGDECK_NVML_LIBRARY: required("RIGDECK_NVML_LIBRARY"),
+      RIGDECK_NVML_DOUBLE_RIG: join(fixtures, rigFile),
+      RUST_LOG: "warn",
+    },
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  let log = "";
+  child.stderr.on("data", (chunk) => (log += chunk));
+  const loginUrl = await new Promise((resolveUrl, reject) => {
+    let out = "";
+    const timer = setTimeout(() => reject(new Error(`rigdeck serve did not start in 30 s:\n${log}`)), 30_000);
+    child.stdout.on("data", (chunk) => {
+      out += chunk;
+      const match = out.match(/sign in: (http:\/\/\S+)/);
+      if (match) {
+        clearTimeout(timer);
+        resolveUrl(match[1]);
+      }
+    });
+    child.on("exit", (code) => reject(new Error(`rigdeck serve exited with ${code}:\n${log}`)));
+  });
+  const url = new URL(loginUrl);
+  return {
+    child,
+    loginUrl,
+    base: url.origin,
+    token: url.searchParams.get("token"),
+    log: () => log,
+    async stop() {
+      child.kill("SIGTERM");
+      await new Promise((done) => (child.exitCode !== null ? done() : child.on("exit", done)));
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}
+
+/** Debian's chromium, never a downloaded browser. */
+export async function launchChromium() {
+  const executablePath = execFileSync("sh", ["-c", "command -v chromium"], { encoding: "utf8" }).trim();
+  return chromium.launch({
+    executablePath,
+    args: [
+      "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+      "--disable-background-networking", "--disable-component-update", "--disable-sync",
+    ],
+  });
+}
+
+export function readJson(path) {
+  return JSON.parse(readFileSync(path, "utf8"));
+}
