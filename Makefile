@@ -45,8 +45,8 @@ test-desktop: test-rust
 		bash tests/desktop/smoke.sh $(DEBUG)/rigdeck-desktop $(ARTIFACTS)
 
 ## bench: telemetry cost of `rigdeck serve` (8 GPUs + host at 1 Hz, 60 s idle and 60 s with a browser)
-bench: build
-	cargo build --release -p rigdeck-nvml-double
+bench: ui
+	cargo build --release -p rigdeck-server -p rigdeck-nvml-double
 	cd tests/e2e && RIGDECK_BIN=$(RELEASE)/rigdeck RIGDECK_NVML_LIBRARY=$(RELEASE)/libnvml_double.so \
 		node ../bench/telemetry.mjs
 
