@@ -6,7 +6,9 @@ use std::process::Command;
 
 fn rigdeck(rig: &str) -> Command {
     let mut command = Command::new(env!("CARGO_BIN_EXE_rigdeck"));
-    command.env("RIGDECK_NVML_LIBRARY", support::nvml_double()).env("RIGDECK_NVML_DOUBLE_RIG", support::fixture(rig));
+    command
+        .env("RIGDECK_NVML_LIBRARY", support::nvml_double())
+        .env("RIGDECK_NVML_DOUBLE_RIG", support::fixture(rig));
     command
 }
 
@@ -15,19 +17,35 @@ fn gpus_prints_a_table_with_the_degraded_link_marked_and_explained() {
     let output = rigdeck("4x3090.json").arg("gpus").output().unwrap();
     assert!(output.status.success());
     let text = String::from_utf8(output.stdout).unwrap();
-    assert!(text.starts_with("NVIDIA driver 580.105.08, 4 GPU(s)"), "{text}");
-    let rows: Vec<&str> = text.lines().filter(|l| l.starts_with(|c: char| c.is_ascii_digit())).collect();
+    assert!(
+        text.starts_with("NVIDIA driver 580.105.08, 4 GPU(s)"),
+        "{text}"
+    );
+    let rows: Vec<&str> = text
+        .lines()
+        .filter(|l| l.starts_with(|c: char| c.is_ascii_digit()))
+        .collect();
     assert_eq!(rows.len(), 4, "{text}");
     assert!(rows[3].contains("Gen4 x1 (max Gen4 x16) !"), "{}", rows[3]);
-    assert!(rows[0].contains("Gen4 x16") && !rows[0].contains("max"), "{}", rows[0]);
+    assert!(
+        rows[0].contains("Gen4 x16") && !rows[0].contains("max"),
+        "{}",
+        rows[0]
+    );
     assert!(rows[0].contains("24.0 GiB"), "{}", rows[0]);
-    assert!(text.contains("! GPU 3 · NVIDIA GeForce RTX 3090: PCIe link x1 (card supports x16)"), "{text}");
+    assert!(
+        text.contains("! GPU 3 · NVIDIA GeForce RTX 3090: PCIe link x1 (card supports x16)"),
+        "{text}"
+    );
     assert!(text.contains("sidecar"));
 }
 
 #[test]
 fn gpus_json_is_the_raw_readout_for_scripts() {
-    let output = rigdeck("2xgh200.json").args(["gpus", "--json"]).output().unwrap();
+    let output = rigdeck("2xgh200.json")
+        .args(["gpus", "--json"])
+        .output()
+        .unwrap();
     assert!(output.status.success());
     let readout: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
     assert_eq!(readout["driver"]["state"], "ready");
@@ -50,14 +68,23 @@ fn gpus_without_a_driver_says_so_plainly() {
 
 #[test]
 fn help_documents_every_command() {
-    let output = Command::new(env!("CARGO_BIN_EXE_rigdeck")).arg("--help").output().unwrap();
+    let output = Command::new(env!("CARGO_BIN_EXE_rigdeck"))
+        .arg("--help")
+        .output()
+        .unwrap();
     let text = String::from_utf8(output.stdout).unwrap();
     for command in ["desktop", "serve", "gpus"] {
         assert!(text.contains(command), "--help lacks {command}: {text}");
     }
-    let serve = Command::new(env!("CARGO_BIN_EXE_rigdeck")).args(["serve", "--help"]).output().unwrap();
+    let serve = Command::new(env!("CARGO_BIN_EXE_rigdeck"))
+        .args(["serve", "--help"])
+        .output()
+        .unwrap();
     let text = String::from_utf8(serve.stdout).unwrap();
-    assert!(text.contains("--bind") && text.contains("127.0.0.1:7878") && text.contains("--allow-host"), "{text}");
+    assert!(
+        text.contains("--bind") && text.contains("127.0.0.1:7878") && text.contains("--allow-host"),
+        "{text}"
+    );
 }
 
 #[test]
@@ -75,5 +102,8 @@ fn serve_warns_when_bound_beyond_loopback() {
     let _ = child.kill();
     let output = child.wait_with_output().unwrap();
     let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(stderr.contains("WARNING") && stderr.contains("reachable from the network"), "{stderr}");
+    assert!(
+        stderr.contains("WARNING") && stderr.contains("reachable from the network"),
+        "{stderr}"
+    );
 }

@@ -97,7 +97,7 @@ pub fn evaluate(sample: &RigSample, limits: &Thresholds) -> Vec<Finding> {
         gpu_findings(gpu, limits, &mut out);
     }
     host_findings(&sample.host, limits, &mut out);
-    out.sort_by(|a, b| b.severity.cmp(&a.severity));
+    out.sort_by_key(|f| std::cmp::Reverse(f.severity));
     out
 }
 
@@ -319,22 +319,11 @@ mod tests {
 
     fn gpu(index: u32) -> GpuSnapshot {
         GpuSnapshot {
-            index,
             name: Some("NVIDIA GeForce RTX 3090".into()),
             uuid: Some(format!("GPU-{index}")),
-            pci_bus_id: None,
-            lost: None,
-            memory: None,
             utilization_gpu_pct: Some(0),
-            utilization_memory_pct: None,
             temperature_mc: Some(50_000),
-            memory_temperature_mc: None,
-            fan_pct: None,
-            power_mw: None,
             power_limit_mw: Some(200_000),
-            clocks: GpuClocks::default(),
-            memory_bus_width_bits: None,
-            peak_bandwidth_bytes_per_s: None,
             pcie: PcieLink {
                 gen_current: Some(4),
                 gen_max: Some(4),
@@ -343,9 +332,7 @@ mod tests {
                 ..Default::default()
             },
             throttle_reasons: Some(vec![]),
-            compute_capability: None,
-            numa_node: None,
-            processes: vec![],
+            ..GpuSnapshot::blank(index)
         }
     }
 

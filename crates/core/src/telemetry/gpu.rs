@@ -167,7 +167,7 @@ fn read_gpu(nvml: &Nvml, index: u32, started_by_rigdeck: &HashSet<u32>) -> GpuSn
             None
         }
     };
-    let mut snapshot = empty_snapshot(index);
+    let mut snapshot = GpuSnapshot::blank(index);
     if let Some(device) = device {
         fill_snapshot(
             &mut snapshot,
@@ -355,38 +355,12 @@ pub fn throttle_reason_names(reasons: ThrottleReasons) -> Vec<String> {
         .collect()
 }
 
-fn empty_snapshot(index: u32) -> GpuSnapshot {
-    GpuSnapshot {
-        index,
-        name: None,
-        uuid: None,
-        pci_bus_id: None,
-        lost: None,
-        memory: None,
-        utilization_gpu_pct: None,
-        utilization_memory_pct: None,
-        temperature_mc: None,
-        memory_temperature_mc: None,
-        fan_pct: None,
-        power_mw: None,
-        power_limit_mw: None,
-        clocks: GpuClocks::default(),
-        memory_bus_width_bits: None,
-        peak_bandwidth_bytes_per_s: None,
-        pcie: PcieLink::default(),
-        throttle_reasons: None,
-        compute_capability: None,
-        numa_node: None,
-        processes: Vec::new(),
-    }
-}
-
 fn identity_only(s: GpuSnapshot) -> GpuSnapshot {
     GpuSnapshot {
         name: s.name,
         uuid: s.uuid,
         pci_bus_id: s.pci_bus_id,
-        ..empty_snapshot(s.index)
+        ..GpuSnapshot::blank(s.index)
     }
 }
 

@@ -232,31 +232,17 @@ pub(crate) mod tests {
                 gpus: gpus
                     .iter()
                     .map(|(index, uuid, util)| GpuSnapshot {
-                        index: *index,
                         name: Some("RTX".into()),
                         uuid: Some((*uuid).into()),
-                        pci_bus_id: None,
-                        lost: None,
                         memory: Some(GpuMemory {
                             total_bytes: 100,
                             used_bytes: 40,
                             free_bytes: 60,
                         }),
                         utilization_gpu_pct: Some(*util),
-                        utilization_memory_pct: None,
                         temperature_mc: Some(50_000),
-                        memory_temperature_mc: None,
-                        fan_pct: None,
                         power_mw: Some(100_000),
-                        power_limit_mw: None,
-                        clocks: GpuClocks::default(),
-                        memory_bus_width_bits: None,
-                        peak_bandwidth_bytes_per_s: None,
-                        pcie: PcieLink::default(),
-                        throttle_reasons: None,
-                        compute_capability: None,
-                        numa_node: None,
-                        processes: vec![],
+                        ..GpuSnapshot::blank(*index)
                     })
                     .collect(),
             },

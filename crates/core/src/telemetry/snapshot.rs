@@ -69,6 +69,35 @@ pub struct GpuSnapshot {
     pub processes: Vec<GpuProcess>,
 }
 
+impl GpuSnapshot {
+    /// A GPU known only by its index; the collector fills in what the driver answers.
+    pub fn blank(index: u32) -> Self {
+        Self {
+            index,
+            name: None,
+            uuid: None,
+            pci_bus_id: None,
+            lost: None,
+            memory: None,
+            utilization_gpu_pct: None,
+            utilization_memory_pct: None,
+            temperature_mc: None,
+            memory_temperature_mc: None,
+            fan_pct: None,
+            power_mw: None,
+            power_limit_mw: None,
+            clocks: GpuClocks::default(),
+            memory_bus_width_bits: None,
+            peak_bandwidth_bytes_per_s: None,
+            pcie: PcieLink::default(),
+            throttle_reasons: None,
+            compute_capability: None,
+            numa_node: None,
+            processes: Vec::new(),
+        }
+    }
+}
+
 #[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
 pub struct GpuMemory {
     pub total_bytes: u64,
