@@ -6,10 +6,10 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 # Tauri 2 on Linux, the real browser and display for the end-to-end and desktop tests,
-# ImageMagick for screenshots, curl for the smoke test.
+# ImageMagick for screenshots, curl, gcc and libX11 for the desktop smoke test.
 packages=(
   pkg-config libssl-dev libwebkit2gtk-4.1-dev libgtk-3-dev librsvg2-dev libayatana-appindicator3-dev
-  chromium xvfb xauth x11-utils imagemagick curl fonts-dejavu-core
+  chromium xvfb xauth x11-utils imagemagick curl fonts-dejavu-core gcc libx11-dev
 )
 
 missing=()

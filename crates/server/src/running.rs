@@ -100,19 +100,14 @@ impl RunningServer {
             .context("server stopped")
     }
 
-    /// Stops accepting requests, closes WebSockets, stops the collector (flushing history).
+    /// Stops accepting requests, closes WebSockets (they watch the same stop signal), and stops
+    /// the collector, flushing the history bucket in progress.
     pub async fn shutdown(self) {
         let _ = self.stop.send(true);
         if let Err(err) = self.serving.await {
             tracing::warn!("server task ended abnormally: {err}");
         }
-        drop(self.state);
-        match Arc::try_unwrap(self.telemetry) {
-            Ok(telemetry) => telemetry.shutdown().await,
-            Err(_) => tracing::warn!(
-                "telemetry still in use at shutdown; the last partial history bucket is not saved"
-            ),
-        }
+        self.telemetry.shutdown().await;
     }
 }
 
@@ -143,7 +138,9 @@ pub async fn start(options: ServeOptions) -> anyhow::Result<RunningServer> {
         StartedByRigdeck::default(),
     ));
     telemetry.first_frame().await;
+    let (stop, stop_rx) = watch::channel(false);
     let state = Arc::new(AppState {
+        stopping: stop_rx.clone(),
         token: token.clone(),
         allowed_hosts: AllowedHosts::new(local_addr, &options.allow_hosts),
         telemetry: telemetry.clone(),
@@ -156,7 +153,6 @@ pub async fn start(options: ServeOptions) -> anyhow::Result<RunningServer> {
         data_dir: paths.data_dir.clone(),
         ws_clients: AtomicUsize::new(0),
     });
-    let (stop, stop_rx) = watch::channel(false);
     let serving = tokio::spawn(http::serve(listener, state.clone(), stop_rx));
     Ok(RunningServer {
         local_addr,

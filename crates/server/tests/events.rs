@@ -92,3 +92,44 @@ async fn the_upgrade_needs_the_token_and_our_origin() {
     assert!(foreign.to_string().contains("403"), "{foreign}");
     assert_eq!(t.server.ws_clients(), 0);
 }
+
+#[tokio::test]
+async fn shutdown_closes_open_sockets_and_still_saves_history() {
+    let t = TestServer::start("2x5060ti.json").await;
+    let origin = t.server.base_url();
+    let (mut socket, _) =
+        tokio_tungstenite::connect_async(ws_request(&t, Some(t.server.token()), Some(&origin)))
+            .await
+            .unwrap();
+    assert_eq!(next_json(&mut socket).await["type"], "hello");
+    let db = t.dir.path().join("data/rigdeck.db");
+    let TestServer { server, dir, .. } = t;
+    tokio::time::timeout(std::time::Duration::from_secs(10), server.shutdown())
+        .await
+        .expect("shutdown does not hang on an open socket");
+    let closed = loop {
+        match tokio::time::timeout(std::time::Duration::from_secs(5), socket.next())
+            .await
+            .expect("socket ends")
+        {
+            Some(Ok(Message::Close(_))) | None | Some(Err(_)) => break true,
+            Some(Ok(_)) => continue,
+        }
+    };
+    assert!(closed);
+    let store = rigdeck_core::store::Store::open(&db).await.unwrap();
+    let history = store
+        .history(
+            rigdeck_core::telemetry::history::HistoryRange::OneHour,
+            0,
+            10_000,
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        history.gpus.len(),
+        2,
+        "the partial bucket was written at shutdown"
+    );
+    drop(dir);
+}

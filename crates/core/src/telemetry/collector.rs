@@ -78,7 +78,7 @@ pub struct TelemetryHandle {
     recent: Arc<Mutex<RecentHistory>>,
     store: Option<Store>,
     stop: watch::Sender<bool>,
-    task: JoinHandle<()>,
+    task: Mutex<Option<JoinHandle<()>>>,
 }
 
 impl TelemetryHandle {
@@ -116,10 +116,19 @@ impl TelemetryHandle {
         }
     }
 
-    /// Stops the loop and writes the bucket in progress.
-    pub async fn shutdown(self) {
+    /// Stops the loop and writes the bucket in progress. Works while other holders of the
+    /// handle (a WebSocket still closing) keep it alive; a second call does nothing.
+    pub async fn shutdown(&self) {
         let _ = self.stop.send(true);
-        if let Err(err) = self.task.await {
+        let task = self
+            .task
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+        if let Some(Err(err)) = match task {
+            Some(task) => Some(task.await),
+            None => None,
+        } {
             tracing::error!("telemetry collector ended abnormally: {err}");
         }
     }
@@ -156,7 +165,7 @@ pub fn spawn_collector(
         recent,
         store,
         stop,
-        task,
+        task: Mutex::new(Some(task)),
     }
 }
 

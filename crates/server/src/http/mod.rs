@@ -36,6 +36,8 @@ pub struct AppState {
     pub bind: SocketAddr,
     pub data_dir: PathBuf,
     pub ws_clients: AtomicUsize,
+    /// Turns true when the server shuts down; long-lived connections end on it.
+    pub stopping: watch::Receiver<bool>,
 }
 
 impl AppState {

@@ -53,8 +53,14 @@ async fn stream_events(mut socket: WebSocket, state: Arc<AppState>) {
         }
     }
     let mut ping = tokio::time::interval(PING_EVERY);
+    let mut stopping = state.stopping.clone();
     loop {
         tokio::select! {
+            // Graceful shutdown does not wait for upgraded connections: close them ourselves.
+            _ = async { let _ = stopping.wait_for(|stop| *stop).await; } => {
+                let _ = socket.send(Message::Close(None)).await;
+                break;
+            }
             event = events.recv() => match event {
                 Ok(event) => if send_json(&mut socket, event.as_ref()).await.is_err() { break },
                 // Fell behind: the next event is newer anyway; telemetry frames are complete each time.
