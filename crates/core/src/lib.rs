@@ -6,6 +6,7 @@ pub mod auth;
 pub mod events;
 pub mod findings;
 pub mod paths;
+pub mod placement;
 pub mod settings;
 pub mod store;
 pub mod telemetry;

@@ -1,0 +1,575 @@
+//! Plans as llama-server arguments and back: the exact flags for a placement, and a pasted
+//! llama-server command line read into placement options (so it can be drawn and checked).
+
+use serde::{Deserialize, Serialize};
+
+use super::options::{DeviceId, KvType, PlacementOptions, SplitMode, TensorOverride};
+
+/// The arguments (after the program name) that make llama-server load `model` this way.
+/// Every choice is explicit, so the command means the same on any llama.cpp version.
+pub fn to_args(model: &str, options: &PlacementOptions) -> Result<Vec<String>, FlagError> {
+    let mut args: Vec<String> = vec!["-m".into(), model.into()];
+    let mut push = |flag: &str, value: String| {
+        args.push(flag.into());
+        args.push(value);
+    };
+    push(
+        "-ngl",
+        options
+            .n_gpu_layers
+            .map_or_else(|| "all".to_owned(), |n| n.to_string()),
+    );
+    if !options.tensor_split.is_empty() {
+        push(
+            "-ts",
+            options
+                .tensor_split
+                .iter()
+                .map(|v| trim_float(*v))
+                .collect::<Vec<_>>()
+                .join(","),
+        );
+    }
+    push("-sm", split_mode_name(options.split_mode).into());
+    if options.main_gpu != 0 {
+        push("-mg", options.main_gpu.to_string());
+    }
+    for o in &options.overrides {
+        if o.pattern.contains(',') || o.pattern.contains('=') {
+            return Err(FlagError::PatternNotExpressible(o.pattern.clone()));
+        }
+        push("-ot", format!("{}={}", o.pattern, o.device.buffer_name()));
+    }
+    push("-c", options.context.to_string());
+    push("-ctk", options.cache_type_k.name().into());
+    push("-ctv", options.cache_type_v.name().into());
+    push(
+        "-fa",
+        if options.flash_attention { "on" } else { "off" }.into(),
+    );
+    push("-np", options.parallel.max(1).to_string());
+    push("-b", options.batch.to_string());
+    push("-ub", options.ubatch.to_string());
+    if let Some(threads) = options.threads {
+        push("-t", threads.to_string());
+    }
+    args.push(
+        if options.kv_unified {
+            "-kvu"
+        } else {
+            "-no-kvu"
+        }
+        .into(),
+    );
+    if !options.kv_offload {
+        args.push("-nkvo".into());
+    }
+    Ok(args)
+}
+
+/// One line a user can paste into a shell: quoted where the shell would otherwise interpret.
+pub fn command_line(program: &str, args: &[String]) -> String {
+    std::iter::once(program)
+        .chain(args.iter().map(String::as_str))
+        .map(shell_quote)
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+fn shell_quote(word: &str) -> String {
+    let plain = !word.is_empty()
+        && word
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_./:,=+@%".contains(c));
+    if plain {
+        word.to_owned()
+    } else {
+        format!("'{}'", word.replace('\'', r"'\''"))
+    }
+}
+
+fn trim_float(v: f64) -> String {
+    let s = format!("{v:.4}");
+    s.trim_end_matches('0').trim_end_matches('.').to_owned()
+}
+
+fn split_mode_name(mode: SplitMode) -> &'static str {
+    match mode {
+        SplitMode::None => "none",
+        SplitMode::Layer => "layer",
+        SplitMode::Row => "row",
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum FlagError {
+    #[error("the command line cannot be split into words: {0}")]
+    Unparsable(String),
+    #[error("{flag} needs a value")]
+    MissingValue { flag: String },
+    #[error("{flag} {value}: {reason}")]
+    BadValue {
+        flag: String,
+        value: String,
+        reason: String,
+    },
+    #[error("-ot pattern '{0}' contains ',' or '=', which llama.cpp's -ot parser splits on: rewrite it (e.g. (1|2) instead of {{1,2}})")]
+    PatternNotExpressible(String),
+}
+
+/// A pasted llama-server command, read into the planner's terms.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ParsedCommand {
+    pub program: Option<String>,
+    pub model: Option<String>,
+    pub options: PlacementOptions,
+    /// Flags that do not affect placement or memory, kept so nothing is silently lost.
+    pub other_args: Vec<String>,
+    /// Things the reader had to assume, in plain words.
+    pub notes: Vec<String>,
+}
+
+/// Flags of llama-server that take a value but do not change placement: skipped with their value.
+const VALUED_FLAGS_WE_KEEP: &[&str] = &[
+    "--host",
+    "--port",
+    "-a",
+    "--alias",
+    "--api-key",
+    "--chat-template",
+    "--chat-template-file",
+    "-md",
+    "--model-draft",
+    "--temp",
+    "--top-k",
+    "--top-p",
+    "--min-p",
+    "--repeat-penalty",
+    "-n",
+    "--n-predict",
+    "--reasoning-budget",
+    "--reasoning-format",
+    "--seed",
+    "-s",
+    "--log-file",
+    "--slot-save-path",
+    "--mmproj",
+    "-ngld",
+    "--gpu-layers-draft",
+    "--draft-max",
+    "--draft-min",
+    "--numa",
+    "--prio",
+    "-tb",
+    "--threads-batch",
+    "--cache-reuse",
+    "--ctx-size-draft",
+    "--hf-repo",
+    "-hf",
+    "--hf-file",
+    "-hff",
+    "--jinja-template",
+    "--rope-scaling",
+    "--rope-freq-base",
+    "--override-kv",
+];
+
+/// Reads a llama-server command line as a user would paste it (quotes, `\` line continuations).
+pub fn parse_command(text: &str) -> Result<ParsedCommand, FlagError> {
+    let joined = text.replace("\\\r\n", " ").replace("\\\n", " ");
+    let words = shell_words::split(&joined).map_err(|e| FlagError::Unparsable(e.to_string()))?;
+    parse_args(&words)
+}
+
+pub fn parse_args(words: &[String]) -> Result<ParsedCommand, FlagError> {
+    let mut parsed = ParsedCommand {
+        program: None,
+        model: None,
+        options: PlacementOptions {
+            context: 0,
+            parallel: 4,
+            kv_unified: true,
+            ..Default::default()
+        },
+        other_args: Vec::new(),
+        notes: Vec::new(),
+    };
+    let mut parallel_given = false;
+    let mut unified_given = false;
+    let mut i = 0;
+    if let Some(first) = words.first() {
+        if !first.starts_with('-') {
+            parsed.program = Some(first.clone());
+            i = 1;
+        }
+    }
+    while i < words.len() {
+        let (flag, inline) = match words[i].split_once('=') {
+            Some((f, v)) if f.starts_with("--") => (f.to_owned(), Some(v.to_owned())),
+            _ => (words[i].clone(), None),
+        };
+        let takes_value = takes_value(&flag);
+        let value = if takes_value {
+            match inline {
+                Some(v) => Some(v),
+                None => {
+                    i += 1;
+                    Some(
+                        words
+                            .get(i)
+                            .cloned()
+                            .ok_or_else(|| FlagError::MissingValue { flag: flag.clone() })?,
+                    )
+                }
+            }
+        } else {
+            None
+        };
+        i += 1;
+        let o = &mut parsed.options;
+        match (flag.as_str(), value) {
+            ("-m" | "--model", Some(v)) => parsed.model = Some(v),
+            ("-ngl" | "--gpu-layers" | "--n-gpu-layers", Some(v)) => {
+                o.n_gpu_layers = parse_ngl(&flag, &v, &mut parsed.notes)?
+            }
+            ("-ts" | "--tensor-split", Some(v)) => o.tensor_split = parse_split(&flag, &v)?,
+            ("-sm" | "--split-mode", Some(v)) => o.split_mode = parse_split_mode(&flag, &v)?,
+            ("-mg" | "--main-gpu", Some(v)) => o.main_gpu = number(&flag, &v)?,
+            ("-ot" | "--override-tensor", Some(v)) => {
+                o.overrides.extend(parse_overrides(&flag, &v)?)
+            }
+            ("-ncmoe" | "--n-cpu-moe", Some(v)) => o
+                .overrides
+                .extend(PlacementOptions::n_cpu_moe_overrides(number(&flag, &v)?)),
+            ("-cmoe" | "--cpu-moe", None) => o.overrides.push(PlacementOptions::cpu_moe_override()),
+            ("-c" | "--ctx-size", Some(v)) => o.context = number(&flag, &v)?,
+            ("-np" | "--parallel", Some(v)) => {
+                o.parallel = number(&flag, &v)?;
+                parallel_given = true;
+            }
+            ("-kvu" | "--kv-unified", None) => {
+                o.kv_unified = true;
+                unified_given = true;
+            }
+            ("-no-kvu" | "--no-kv-unified", None) => {
+                o.kv_unified = false;
+                unified_given = true;
+            }
+            ("-ctk" | "--cache-type-k", Some(v)) => o.cache_type_k = kv_type(&flag, &v)?,
+            ("-ctv" | "--cache-type-v", Some(v)) => o.cache_type_v = kv_type(&flag, &v)?,
+            ("-fa" | "--flash-attn", Some(v)) => {
+                o.flash_attention = !matches!(v.as_str(), "off" | "0" | "false" | "no")
+            }
+            ("-b" | "--batch-size", Some(v)) => o.batch = number(&flag, &v)?,
+            ("-ub" | "--ubatch-size", Some(v)) => o.ubatch = number(&flag, &v)?,
+            ("-t" | "--threads", Some(v)) => o.threads = Some(number(&flag, &v)?),
+            ("-nkvo" | "--no-kv-offload", None) => o.kv_offload = false,
+            (_, value) => {
+                parsed.other_args.push(flag.clone());
+                parsed.other_args.extend(value);
+            }
+        }
+    }
+    // llama-server: an explicit -np leaves the KV cache per slot unless -kvu says otherwise.
+    if parallel_given && !unified_given {
+        parsed.options.kv_unified = false;
+    }
+    if !parallel_given {
+        parsed.notes.push(
+            "no -np: llama-server's default of 4 slots sharing one KV cache is assumed".into(),
+        );
+    }
+    if parsed.options.context == 0 {
+        parsed.notes.push(
+            "no -c: the model's trained context is assumed (llama-server may shrink it with --fit)"
+                .into(),
+        );
+    }
+    if parsed.options.cache_type_v.is_quantized() && !parsed.options.flash_attention {
+        parsed
+            .notes
+            .push("a quantized V cache needs flash attention: llama.cpp turns -fa on".into());
+        parsed.options.flash_attention = true;
+    }
+    Ok(parsed)
+}
+
+fn takes_value(flag: &str) -> bool {
+    const VALUED: &[&str] = &[
+        "-m",
+        "--model",
+        "-ngl",
+        "--gpu-layers",
+        "--n-gpu-layers",
+        "-ts",
+        "--tensor-split",
+        "-sm",
+        "--split-mode",
+        "-mg",
+        "--main-gpu",
+        "-ot",
+        "--override-tensor",
+        "-ncmoe",
+        "--n-cpu-moe",
+        "-c",
+        "--ctx-size",
+        "-np",
+        "--parallel",
+        "-ctk",
+        "--cache-type-k",
+        "-ctv",
+        "--cache-type-v",
+        "-fa",
+        "--flash-attn",
+        "-b",
+        "--batch-size",
+        "-ub",
+        "--ubatch-size",
+        "-t",
+        "--threads",
+    ];
+    VALUED.contains(&flag) || VALUED_FLAGS_WE_KEEP.contains(&flag)
+}
+
+fn bad(flag: &str, value: &str, reason: impl Into<String>) -> FlagError {
+    FlagError::BadValue {
+        flag: flag.to_owned(),
+        value: value.to_owned(),
+        reason: reason.into(),
+    }
+}
+
+fn number(flag: &str, value: &str) -> Result<u32, FlagError> {
+    value
+        .trim()
+        .parse()
+        .map_err(|_| bad(flag, value, "expected a whole number"))
+}
+
+fn parse_ngl(flag: &str, value: &str, notes: &mut Vec<String>) -> Result<Option<u32>, FlagError> {
+    match value {
+        "all" => Ok(None),
+        "auto" | "-1" => {
+            notes.push(
+                "-ngl auto: llama.cpp's --fit decides; drawn with every layer on the GPUs".into(),
+            );
+            Ok(None)
+        }
+        _ => number(flag, value).map(Some),
+    }
+}
+
+fn parse_split(flag: &str, value: &str) -> Result<Vec<f64>, FlagError> {
+    value
+        .split([',', '/'])
+        .map(|part| {
+            part.trim()
+                .parse::<f64>()
+                .ok()
+                .filter(|v| v.is_finite() && *v >= 0.0)
+                .ok_or_else(|| bad(flag, value, "expected non-negative numbers like 3,1"))
+        })
+        .collect()
+}
+
+fn parse_split_mode(flag: &str, value: &str) -> Result<SplitMode, FlagError> {
+    match value {
+        "none" => Ok(SplitMode::None),
+        "layer" => Ok(SplitMode::Layer),
+        "row" => Ok(SplitMode::Row),
+        _ => Err(bad(flag, value, "expected none, layer or row")),
+    }
+}
+
+fn kv_type(flag: &str, value: &str) -> Result<KvType, FlagError> {
+    KvType::parse(value).ok_or_else(|| {
+        bad(
+            flag,
+            value,
+            "expected one of f32, f16, bf16, q8_0, q5_1, q5_0, q4_1, q4_0, iq4_nl",
+        )
+    })
+}
+
+/// `pattern=CUDA0,pattern2=CPU`: llama.cpp splits on ',' then on the first '='.
+fn parse_overrides(flag: &str, value: &str) -> Result<Vec<TensorOverride>, FlagError> {
+    value
+        .split(',')
+        .map(|entry| {
+            let (pattern, buffer) = entry.split_once('=').ok_or_else(|| {
+                bad(
+                    flag,
+                    entry,
+                    "expected <tensor pattern>=<buffer type>, e.g. exps=CPU",
+                )
+            })?;
+            let device = buffer_device(buffer).ok_or_else(|| {
+                bad(
+                    flag,
+                    entry,
+                    format!("unknown buffer type '{buffer}': use CUDA0, CUDA1, … or CPU"),
+                )
+            })?;
+            regex::Regex::new(pattern).map_err(|e| {
+                bad(
+                    flag,
+                    entry,
+                    format!("the pattern is not a valid regular expression: {e}"),
+                )
+            })?;
+            Ok(TensorOverride {
+                pattern: pattern.to_owned(),
+                device,
+            })
+        })
+        .collect()
+}
+
+fn buffer_device(name: &str) -> Option<DeviceId> {
+    if name.eq_ignore_ascii_case("CPU") {
+        return Some(DeviceId::Cpu);
+    }
+    ["CUDA", "Vulkan", "ROCm", "SYCL"]
+        .iter()
+        .find_map(|prefix| name.strip_prefix(prefix)?.parse().ok().map(DeviceId::Gpu))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The shape of the script in seed 002: a per-card -ot block with the CPU catch-all last.
+    const SEED_SCRIPT: &str = r#"./llama-server \
+  -m /models/GLM-5.2-UD-IQ2_M-00001-of-00006.gguf \
+  -c 131072 -ctk q8_0 -ctv q8_0 -fa on \
+  -ngl 99 -ts 1,1,1,1 \
+  -ot "blk\.(3|4|5|6|7)\.ffn_.*_exps=CUDA0" \
+  -ot "blk\.(8|9|10|11|12)\.ffn_.*_exps=CUDA1" \
+  -ot "exps=CPU" \
+  -t 12 --host 127.0.0.1 --port 8080 --jinja"#;
+
+    #[test]
+    fn reads_a_pasted_script_with_continuations_and_quotes() {
+        let parsed = parse_command(SEED_SCRIPT).unwrap();
+        assert_eq!(parsed.program.as_deref(), Some("./llama-server"));
+        assert_eq!(
+            parsed.model.as_deref(),
+            Some("/models/GLM-5.2-UD-IQ2_M-00001-of-00006.gguf")
+        );
+        let o = &parsed.options;
+        assert_eq!(
+            (o.context, o.n_gpu_layers, o.threads),
+            (131_072, Some(99), Some(12))
+        );
+        assert_eq!(o.tensor_split, vec![1.0; 4]);
+        assert_eq!(o.cache_type_k, KvType::Q8_0);
+        assert_eq!(o.overrides.len(), 3);
+        assert_eq!(o.overrides[1].device, DeviceId::Gpu(1));
+        assert_eq!(
+            o.overrides[2],
+            TensorOverride {
+                pattern: "exps".into(),
+                device: DeviceId::Cpu
+            }
+        );
+        assert_eq!(
+            parsed.other_args,
+            vec!["--host", "127.0.0.1", "--port", "8080", "--jinja"]
+        );
+        assert!(parsed.notes.iter().any(|n| n.contains("4 slots")));
+    }
+
+    #[test]
+    fn cpu_moe_flags_expand_in_order() {
+        let parsed =
+            parse_command(r"llama-server -m x.gguf -ot 'blk\.0\.ffn_up_exps=CUDA0' -ncmoe 2 -cmoe")
+                .unwrap();
+        let patterns: Vec<_> = parsed
+            .options
+            .overrides
+            .iter()
+            .map(|o| o.pattern.as_str())
+            .collect();
+        assert_eq!(
+            patterns,
+            vec![
+                r"blk\.0\.ffn_up_exps",
+                r"blk\.0\.ffn_(up|down|gate|gate_up)_(ch|)exps",
+                r"blk\.1\.ffn_(up|down|gate|gate_up)_(ch|)exps",
+                r"\.ffn_(up|down|gate|gate_up)_(ch|)exps"
+            ]
+        );
+    }
+
+    #[test]
+    fn bad_flags_name_the_flag_and_the_fix() {
+        let err = parse_command("llama-server -ot 'blk\\.(3=CUDA0'")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.starts_with("-ot blk\\.(3=CUDA0") && err.contains("not a valid regular expression"),
+            "{err}"
+        );
+        let err = parse_command("llama-server -ot exps=GPU0")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("unknown buffer type 'GPU0'"), "{err}");
+        let err = parse_command("llama-server -ctk q3_k")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("-ctk q3_k") && err.contains("q8_0"), "{err}");
+        assert!(parse_command("llama-server -c")
+            .unwrap_err()
+            .to_string()
+            .contains("-c needs a value"));
+        assert!(parse_command("llama-server -ts 1,x").is_err());
+        assert!(parse_command("llama-server 'unclosed").is_err());
+    }
+
+    #[test]
+    fn an_explicit_slot_count_means_per_slot_kv_unless_unified() {
+        assert!(!parse_command("s -np 2").unwrap().options.kv_unified);
+        assert!(parse_command("s -np 2 -kvu").unwrap().options.kv_unified);
+    }
+
+    #[test]
+    fn written_flags_read_back_to_the_same_options() {
+        let mut options = PlacementOptions {
+            n_gpu_layers: Some(60),
+            tensor_split: vec![1.0, 0.75, 0.9, 1.0],
+            context: 170_000,
+            parallel: 4,
+            threads: Some(32),
+            ..Default::default()
+        };
+        options.overrides = vec![
+            TensorOverride {
+                pattern: r"blk\.(3|4)\.ffn_.*_exps".into(),
+                device: DeviceId::Gpu(2),
+            },
+            PlacementOptions::cpu_moe_override(),
+        ];
+        let args = to_args("/m/model.gguf", &options).unwrap();
+        let line = command_line("llama-server", &args);
+        assert!(
+            line.contains(r"-ot 'blk\.(3|4)\.ffn_.*_exps=CUDA2'"),
+            "{line}"
+        );
+        let reread = parse_command(&line).unwrap();
+        assert_eq!(reread.options, options);
+        assert_eq!(reread.model.as_deref(), Some("/m/model.gguf"));
+    }
+
+    #[test]
+    fn a_pattern_with_a_comma_cannot_be_written() {
+        let mut options = PlacementOptions::default();
+        options.overrides = vec![TensorOverride {
+            pattern: r"blk\.\d{1,2}\.ffn".into(),
+            device: DeviceId::Cpu,
+        }];
+        assert!(matches!(
+            to_args("m", &options),
+            Err(FlagError::PatternNotExpressible(_))
+        ));
+    }
+}

@@ -1,0 +1,251 @@
+//! KV cache size per layer, with llama.cpp's own rules (`src/llama-context.cpp`,
+//! `src/llama-kv-cache*.cpp`): context padded to 256, one stream per slot unless unified,
+//! sliding-window layers capped at the window, MLA caching K only.
+
+use super::model::AttentionLayout;
+use super::options::{KvType, PlacementOptions};
+
+const PAD: u64 = 256;
+
+fn pad(n: u64) -> u64 {
+    n.div_ceil(PAD) * PAD
+}
+
+/// The context geometry llama.cpp derives from `-c`, `-np` and `-kvu`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ContextGeometry {
+    pub n_ctx: u64,
+    pub n_ctx_seq: u64,
+    pub n_stream: u64,
+}
+
+pub fn geometry(options: &PlacementOptions, trained_context: u32) -> ContextGeometry {
+    let requested = if options.context == 0 {
+        trained_context
+    } else {
+        options.context
+    };
+    let n_seq = u64::from(options.parallel.max(1));
+    let n_ctx = pad(u64::from(requested.max(1)));
+    if options.kv_unified {
+        return ContextGeometry {
+            n_ctx,
+            n_ctx_seq: n_ctx,
+            n_stream: 1,
+        };
+    }
+    let n_ctx_seq = pad(n_ctx / n_seq);
+    ContextGeometry {
+        n_ctx: n_ctx_seq * n_seq,
+        n_ctx_seq,
+        n_stream: n_seq,
+    }
+}
+
+/// Bytes of one cache row of `n` elements; `None` when a quantized type's block does not divide it.
+pub fn row_bytes(kind: KvType, n: u64) -> Option<u64> {
+    let (block, bytes) = kind.block();
+    (n % block == 0).then(|| n / block * bytes)
+}
+
+/// Why a KV configuration cannot work, in the user's terms.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum KvError {
+    #[error("KV cache type {kind} needs rows divisible by {block} elements, but layer {layer} has {row}: use f16 or q8_0 with a model whose head size fits")]
+    RowNotDivisible {
+        kind: &'static str,
+        block: u64,
+        layer: u32,
+        row: u64,
+    },
+}
+
+/// Cells (tokens) the cache of layer `il` holds.
+fn cells(
+    attention: &AttentionLayout,
+    il: usize,
+    options: &PlacementOptions,
+    g: &ContextGeometry,
+) -> u64 {
+    let swa = attention.swa_layers.get(il).copied().unwrap_or(false);
+    match (swa, attention.sliding_window) {
+        (true, Some(window)) => {
+            let slots = if options.kv_unified {
+                u64::from(options.parallel.max(1))
+            } else {
+                1
+            };
+            pad(g
+                .n_ctx_seq
+                .min(u64::from(window) * slots + u64::from(options.ubatch)))
+        }
+        _ => g.n_ctx_seq,
+    }
+}
+
+/// KV bytes of each layer (K + V, plus the K-only indexer cache where the model has one).
+pub fn layer_kv_bytes(
+    attention: &AttentionLayout,
+    options: &PlacementOptions,
+    g: &ContextGeometry,
+) -> Result<Vec<u64>, KvError> {
+    // Without flash attention llama.cpp stores V transposed, every layer as wide as the widest.
+    let v_width_max = attention
+        .head_count_kv
+        .iter()
+        .map(|&h| u64::from(h) * u64::from(attention.value_length))
+        .max()
+        .unwrap_or(0);
+    (0..attention.head_count_kv.len())
+        .map(|il| {
+            let heads = u64::from(attention.head_count_kv[il]);
+            if heads == 0 {
+                return Ok(0);
+            }
+            let c = cells(attention, il, options, g) * g.n_stream;
+            let k_width = u64::from(attention.key_length) * heads;
+            let row = |kind: KvType, width: u64| {
+                row_bytes(kind, width).ok_or(KvError::RowNotDivisible {
+                    kind: kind.name(),
+                    block: kind.block().0,
+                    layer: il as u32,
+                    row: width,
+                })
+            };
+            let k = row(options.cache_type_k, k_width)? * c;
+            let v = if attention.mla {
+                0
+            } else {
+                let width = if options.flash_attention {
+                    u64::from(attention.value_length) * heads
+                } else {
+                    v_width_max
+                };
+                row(options.cache_type_v, width)? * c
+            };
+            let indexer_width =
+                u64::from(attention.indexer_key_length.get(il).copied().unwrap_or(0));
+            let indexer = if indexer_width > 0 {
+                row(options.cache_type_k, indexer_width)? * g.n_ctx_seq * g.n_stream
+            } else {
+                0
+            };
+            Ok(k + v + indexer)
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn dense(n_layer: usize, kv_heads: u32, head: u32) -> AttentionLayout {
+        AttentionLayout {
+            head_count_kv: vec![kv_heads; n_layer],
+            head_count: vec![kv_heads * 8; n_layer],
+            key_length: head,
+            value_length: head,
+            mla: false,
+            sliding_window: None,
+            swa_layers: vec![false; n_layer],
+            indexer_key_length: vec![0; n_layer],
+        }
+    }
+
+    fn total(attention: &AttentionLayout, options: &PlacementOptions) -> u64 {
+        let g = geometry(options, 131_072);
+        layer_kv_bytes(attention, options, &g).unwrap().iter().sum()
+    }
+
+    #[test]
+    fn llama_3_1_70b_is_320_kib_per_token_at_f16() {
+        // The reference's worked example: 80 layers, 8 KV heads × 128 → 10 GiB at 32k.
+        let options = PlacementOptions {
+            context: 32_768,
+            ..Default::default()
+        };
+        assert_eq!(total(&dense(80, 8, 128), &options), 10 << 30);
+    }
+
+    #[test]
+    fn deepseek_v3_mla_is_68_6_kib_per_token() {
+        let mut mla = dense(61, 1, 576);
+        mla.mla = true;
+        let options = PlacementOptions {
+            context: 131_072,
+            ..Default::default()
+        };
+        let per_token = total(&mla, &options) as f64 / 131_072.0 / 1024.0;
+        assert!((per_token - 68.625).abs() < 0.01, "{per_token}");
+    }
+
+    #[test]
+    fn q8_0_costs_34_bytes_per_32_elements() {
+        let options = PlacementOptions {
+            context: 4096,
+            cache_type_k: KvType::Q8_0,
+            cache_type_v: KvType::Q8_0,
+            ..Default::default()
+        };
+        assert_eq!(
+            total(&dense(1, 8, 128), &options),
+            2 * 4096 * 1024 / 32 * 34
+        );
+    }
+
+    #[test]
+    fn a_quantized_cache_needs_divisible_rows() {
+        let options = PlacementOptions {
+            cache_type_k: KvType::Q4_0,
+            ..Default::default()
+        };
+        let g = geometry(&options, 4096);
+        let err = layer_kv_bytes(&dense(1, 1, 40), &options, &g).unwrap_err();
+        assert!(err.to_string().contains("divisible by 32"), "{err}");
+    }
+
+    #[test]
+    fn context_is_padded_and_split_per_slot_without_unified_kv() {
+        let options = PlacementOptions {
+            context: 10_000,
+            parallel: 4,
+            kv_unified: false,
+            ..Default::default()
+        };
+        let g = geometry(&options, 0);
+        assert_eq!(g.n_ctx_seq, 2560);
+        assert_eq!(g.n_stream, 4);
+        assert_eq!(g.n_ctx, 10_240);
+        let unified = geometry(
+            &PlacementOptions {
+                context: 10_000,
+                parallel: 4,
+                ..Default::default()
+            },
+            0,
+        );
+        assert_eq!(
+            (unified.n_ctx, unified.n_ctx_seq, unified.n_stream),
+            (10_240, 10_240, 1)
+        );
+    }
+
+    #[test]
+    fn sliding_window_layers_hold_only_the_window() {
+        // Gemma 3 style: 5 of every 6 layers slide over 1024 tokens.
+        let mut attention = dense(6, 8, 128);
+        attention.sliding_window = Some(1024);
+        attention.swa_layers = (0..6).map(|il| il % 6 < 5).collect();
+        let options = PlacementOptions {
+            context: 32_768,
+            parallel: 1,
+            ubatch: 512,
+            ..Default::default()
+        };
+        let g = geometry(&options, 0);
+        let per_layer = layer_kv_bytes(&attention, &options, &g).unwrap();
+        let row = 2 * 8 * 128 * 2; // K + V, f16
+        assert_eq!(per_layer[0], row * 1536);
+        assert_eq!(per_layer[5], row * 32_768);
+    }
+}

@@ -1,0 +1,15 @@
+//! The placement planner: which GPU (or CPU RAM) each layer and each block of experts goes to,
+//! and the memory every device then needs, following llama.cpp's own rules.
+
+pub mod flags;
+pub mod kv;
+pub mod layers;
+pub mod model;
+pub mod options;
+pub mod plan;
+#[cfg(test)]
+pub(crate) mod testing;
+
+pub use model::{AttentionLayout, ExpertShape, ModelShape, ModelTensor, TensorRole};
+pub use options::{DeviceId, KvType, PlacementOptions, SplitMode, TensorOverride};
+pub use plan::{plan, DevicePlan, DeviceSpec, DeviceUsage, Plan, PlanError};

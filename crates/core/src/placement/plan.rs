@@ -1,0 +1,489 @@
+//! Puts it together: every tensor and every layer's KV cache on a device, and the memory each
+//! device needs (weights, KV, compute buffers, overhead) against what it has.
+
+use regex::Regex;
+use serde::{Deserialize, Serialize};
+
+use super::kv::{self, ContextGeometry, KvError};
+use super::layers::{assign_layers, LayerDevices};
+use super::model::{ModelShape, TensorRole};
+use super::options::{DeviceId, PlacementOptions, SplitMode};
+
+/// A device as the planner sees it: what it holds and what must stay free.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DeviceSpec {
+    pub id: DeviceId,
+    pub name: String,
+    /// Memory the planner may fill: free VRAM (live) or total (hypothetical rig), host RAM for the CPU.
+    pub capacity_bytes: u64,
+    /// Kept free on purpose (the user's reserve).
+    pub reserve_bytes: u64,
+    /// Memory a GPU loses before any tensor lands (CUDA context), calibrated by the user.
+    pub overhead_bytes: u64,
+    /// Peak memory bandwidth, for the speed ceiling.
+    pub bandwidth_bytes_per_s: Option<u64>,
+}
+
+/// What one device ends up holding.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct DeviceUsage {
+    pub weights_bytes: u64,
+    pub kv_bytes: u64,
+    pub compute_bytes: u64,
+    pub overhead_bytes: u64,
+    /// Layers whose non-expert tensors are here.
+    pub layers: Vec<u32>,
+    /// Layers whose routed experts are here.
+    pub expert_layers: Vec<u32>,
+}
+
+impl DeviceUsage {
+    pub fn total_bytes(&self) -> u64 {
+        self.weights_bytes + self.kv_bytes + self.compute_bytes + self.overhead_bytes
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DevicePlan {
+    pub spec: DeviceSpec,
+    pub usage: DeviceUsage,
+    /// How far past its capacity (minus reserve) the device is; 0 when it fits.
+    pub overflow_bytes: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Plan {
+    pub devices: Vec<DevicePlan>,
+    /// The device of each tensor, in the model's tensor order.
+    pub tensor_devices: Vec<DeviceId>,
+    /// The device of each layer's KV cache.
+    pub kv_devices: Vec<DeviceId>,
+    pub n_ctx: u64,
+    pub n_ctx_seq: u64,
+}
+
+impl Plan {
+    pub fn fits(&self) -> bool {
+        self.devices.iter().all(|d| d.overflow_bytes == 0)
+    }
+
+    pub fn device(&self, id: DeviceId) -> Option<&DevicePlan> {
+        self.devices.iter().find(|d| d.spec.id == id)
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PlanError {
+    #[error("-ot pattern '{pattern}' is not a valid regular expression: {reason}")]
+    BadPattern { pattern: String, reason: String },
+    #[error(
+        "-ot sends tensors to {device}, which this rig does not have: use CUDA0…CUDA{last} or CPU"
+    )]
+    UnknownDevice { device: String, last: u32 },
+    #[error("{0}")]
+    Kv(#[from] KvError),
+}
+
+struct CompiledOverride {
+    regex: Regex,
+    device: DeviceId,
+}
+
+fn compile_overrides(
+    options: &PlacementOptions,
+    n_gpus: u32,
+) -> Result<Vec<CompiledOverride>, PlanError> {
+    options
+        .overrides
+        .iter()
+        .map(|o| {
+            if let DeviceId::Gpu(i) = o.device {
+                if i >= n_gpus {
+                    return Err(PlanError::UnknownDevice {
+                        device: o.device.buffer_name(),
+                        last: n_gpus.saturating_sub(1),
+                    });
+                }
+            }
+            let regex = Regex::new(&o.pattern).map_err(|e| PlanError::BadPattern {
+                pattern: o.pattern.clone(),
+                reason: e.to_string(),
+            })?;
+            Ok(CompiledOverride {
+                regex,
+                device: o.device,
+            })
+        })
+        .collect()
+}
+
+/// Plans `model` on `devices` (GPUs first, in backend order, then the CPU) with `options`.
+pub fn plan(
+    model: &ModelShape,
+    devices: &[DeviceSpec],
+    options: &PlacementOptions,
+) -> Result<Plan, PlanError> {
+    let gpus: Vec<&DeviceSpec> = devices
+        .iter()
+        .filter(|d| matches!(d.id, DeviceId::Gpu(_)))
+        .collect();
+    let n_gpus = gpus.len() as u32;
+    let overrides = compile_overrides(options, n_gpus)?;
+    let free: Vec<u64> = gpus.iter().map(|d| d.capacity_bytes).collect();
+    let layer_devices = assign_layers(model.n_layer, &free, options);
+    let tensor_devices: Vec<DeviceId> = model
+        .tensors
+        .iter()
+        .map(|t| tensor_device(&t.name, t.role, t.layer, &layer_devices, &overrides))
+        .collect();
+    let geometry = kv::geometry(options, model.context_length);
+    let kv_per_layer = kv::layer_kv_bytes(&model.attention, options, &geometry)?;
+    let kv_devices = kv_devices(&layer_devices, options);
+
+    let mut ledger = Ledger {
+        ids: devices.iter().map(|d| d.id).collect(),
+        usage: vec![DeviceUsage::default(); devices.len()],
+    };
+    let row_split = RowSplit::new(options, &gpus);
+    for (t, &device) in model.tensors.iter().zip(&tensor_devices) {
+        ledger.add_weights(device, t.bytes, t.role, t.layer, &row_split);
+    }
+    if model.ties_output_to_embedding() {
+        // llama.cpp duplicates token_embd as the output matrix on the output layer's device.
+        ledger.add_weights(
+            layer_devices.output,
+            model.embedding_bytes(),
+            TensorRole::Output,
+            Some(model.n_layer),
+            &row_split,
+        );
+    }
+    for (&bytes, &device) in kv_per_layer.iter().zip(&kv_devices) {
+        if let Some(u) = ledger.at(device) {
+            u.kv_bytes += bytes;
+        }
+    }
+    for (il, &device) in layer_devices.layers.iter().enumerate() {
+        if let Some(u) = ledger.at(device) {
+            u.layers.push(il as u32);
+        }
+    }
+    for (t, &device) in model.tensors.iter().zip(&tensor_devices) {
+        if let (TensorRole::Experts, Some(layer), Some(u)) = (t.role, t.layer, ledger.at(device)) {
+            if !u.expert_layers.contains(&layer) {
+                u.expert_layers.push(layer);
+            }
+        }
+    }
+    for spec in devices {
+        let compute = compute_estimate(model, spec.id, &layer_devices, &geometry, options);
+        if let Some(u) = ledger.at(spec.id) {
+            u.expert_layers.sort_unstable();
+            u.compute_bytes = compute;
+            // A GPU pays its context even when it holds nothing; host memory has no such cost.
+            u.overhead_bytes = if matches!(spec.id, DeviceId::Gpu(_)) {
+                spec.overhead_bytes
+            } else {
+                0
+            };
+        }
+    }
+    let devices = devices
+        .iter()
+        .zip(ledger.usage)
+        .map(|(spec, usage)| {
+            let room = spec.capacity_bytes.saturating_sub(spec.reserve_bytes);
+            DevicePlan {
+                overflow_bytes: usage.total_bytes().saturating_sub(room),
+                spec: spec.clone(),
+                usage,
+            }
+        })
+        .collect();
+    Ok(Plan {
+        devices,
+        tensor_devices,
+        kv_devices,
+        n_ctx: geometry.n_ctx,
+        n_ctx_seq: geometry.n_ctx_seq,
+    })
+}
+
+/// First matching override wins; then the input embedding on the CPU, layers on their device.
+fn tensor_device(
+    name: &str,
+    role: TensorRole,
+    layer: Option<u32>,
+    layers: &LayerDevices,
+    overrides: &[CompiledOverride],
+) -> DeviceId {
+    if let Some(o) = overrides.iter().find(|o| o.regex.is_match(name)) {
+        return o.device;
+    }
+    match (role, layer) {
+        (TensorRole::TokenEmbedding, _) | (TensorRole::Other, _) => DeviceId::Cpu,
+        (TensorRole::Output, _) => layers.output,
+        (_, Some(il)) => layers
+            .layers
+            .get(il as usize)
+            .copied()
+            .unwrap_or(DeviceId::Cpu),
+        (_, None) => DeviceId::Cpu,
+    }
+}
+
+/// KV of a layer lives with the layer (moving experts with `-ot` does not move it); in row mode
+/// on the main GPU; with `-nkvo` in host memory.
+fn kv_devices(layers: &LayerDevices, options: &PlacementOptions) -> Vec<DeviceId> {
+    layers
+        .layers
+        .iter()
+        .map(|&d| match (options.kv_offload, options.split_mode, d) {
+            (false, _, _) | (_, _, DeviceId::Cpu) => DeviceId::Cpu,
+            (true, SplitMode::Row, DeviceId::Gpu(_)) => DeviceId::Gpu(options.main_gpu),
+            (true, _, gpu) => gpu,
+        })
+        .collect()
+}
+
+/// Memory per device while the plan is being added up.
+struct Ledger {
+    ids: Vec<DeviceId>,
+    usage: Vec<DeviceUsage>,
+}
+
+impl Ledger {
+    fn at(&mut self, id: DeviceId) -> Option<&mut DeviceUsage> {
+        let index = self.ids.iter().position(|&d| d == id)?;
+        self.usage.get_mut(index)
+    }
+
+    /// Row mode splits the layers' matrices across the GPUs by `-ts`; everything else lands whole.
+    fn add_weights(
+        &mut self,
+        device: DeviceId,
+        bytes: u64,
+        role: TensorRole,
+        layer: Option<u32>,
+        rows: &RowSplit,
+    ) {
+        let split = rows.active
+            && matches!(device, DeviceId::Gpu(_))
+            && layer.is_some()
+            && role != TensorRole::Output;
+        if !split {
+            if let Some(u) = self.at(device) {
+                u.weights_bytes += bytes;
+            }
+            return;
+        }
+        for &(gpu, share) in &rows.shares {
+            if let Some(u) = self.at(gpu) {
+                u.weights_bytes += (bytes as f64 * share) as u64;
+            }
+        }
+    }
+}
+
+/// The share of each GPU in `-sm row` mode.
+struct RowSplit {
+    active: bool,
+    shares: Vec<(DeviceId, f64)>,
+}
+
+impl RowSplit {
+    fn new(options: &PlacementOptions, gpus: &[&DeviceSpec]) -> Self {
+        let weights: Vec<f64> = (0..gpus.len())
+            .map(|i| options.tensor_split.get(i).copied().unwrap_or(0.0).max(0.0))
+            .collect();
+        let sum: f64 = weights.iter().sum();
+        let even = 1.0 / gpus.len().max(1) as f64;
+        let shares = gpus
+            .iter()
+            .zip(&weights)
+            .map(|(g, w)| (g.id, if sum > 0.0 { w / sum } else { even }))
+            .collect();
+        Self {
+            active: options.split_mode == SplitMode::Row && gpus.len() > 1,
+            shares,
+        }
+    }
+}
+
+/// A rough compute-buffer size: llama.cpp reserves the worst-case graph for one micro-batch, so
+/// there is no closed form. Activations scale with ubatch × (embedding + feed-forward width);
+/// without flash attention the attention scores add n_kv × ubatch × heads floats; the output
+/// device holds the logits. Calibrate against `llama-fit-params -fitp on`.
+fn compute_estimate(
+    model: &ModelShape,
+    device: DeviceId,
+    layers: &LayerDevices,
+    g: &ContextGeometry,
+    options: &PlacementOptions,
+) -> u64 {
+    let holds_layers = layers.layers.contains(&device);
+    let holds_output = layers.output == device;
+    if !holds_layers && !holds_output {
+        return 0;
+    }
+    let ub = u64::from(options.ubatch.min(options.batch).max(1));
+    let mut bytes = ub * 4 * (u64::from(model.n_embd) * 6 + u64::from(model.n_ff) * 2);
+    if !options.flash_attention {
+        let heads = u64::from(
+            model
+                .attention
+                .head_count
+                .iter()
+                .copied()
+                .max()
+                .unwrap_or(0),
+        );
+        bytes += g.n_ctx_seq * ub * heads * 4;
+    }
+    if holds_output {
+        bytes += u64::from(model.n_vocab) * ub * 4;
+    }
+    bytes
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::placement::options::TensorOverride;
+    use crate::placement::testing::{gpus, moe_model, GIB, MIB};
+
+    #[test]
+    fn everything_adds_up_to_the_model_plus_the_kv_cache() {
+        let model = moe_model(20, 2, 200 * MIB, 1200 * MIB);
+        let options = PlacementOptions {
+            context: 32_768,
+            ..Default::default()
+        };
+        let plan = plan(&model, &gpus(2, 48 * GIB), &options).unwrap();
+        let weights: u64 = plan.devices.iter().map(|d| d.usage.weights_bytes).sum();
+        assert_eq!(weights, model.total_bytes());
+        let kv: u64 = plan.devices.iter().map(|d| d.usage.kv_bytes).sum();
+        assert_eq!(kv, 20 * 576 * 2 * 32_768);
+        let cpu = plan.device(DeviceId::Cpu).unwrap();
+        assert_eq!(
+            cpu.usage.weights_bytes,
+            800 * MIB,
+            "only the input embedding stays on the CPU"
+        );
+        assert_eq!(cpu.usage.kv_bytes, 0);
+    }
+
+    #[test]
+    fn n_cpu_moe_with_a_layer_split_piles_the_kept_experts_on_the_last_card() {
+        // Seed 002: -ncmoe with -sm layer over 4× 24 GB tried to put 54 GB on one card.
+        let model = moe_model(78, 3, 150 * MIB, 3 * GIB);
+        let mut options = PlacementOptions {
+            context: 32_768,
+            ..Default::default()
+        };
+        options.overrides = PlacementOptions::n_cpu_moe_overrides(60);
+        let plan = plan(&model, &gpus(4, 24 * GIB), &options).unwrap();
+        let last = plan.device(DeviceId::Gpu(3)).unwrap();
+        assert_eq!(last.usage.expert_layers, (60..78).collect::<Vec<_>>());
+        assert!(
+            last.overflow_bytes > 20 * GIB,
+            "overflow {} GiB",
+            last.overflow_bytes / GIB
+        );
+        assert!(plan
+            .device(DeviceId::Gpu(0))
+            .unwrap()
+            .usage
+            .expert_layers
+            .is_empty());
+        assert!(!plan.fits());
+    }
+
+    #[test]
+    fn the_first_matching_override_wins_and_kv_stays_with_its_layer() {
+        let model = moe_model(8, 0, 100 * MIB, 600 * MIB);
+        let mut options = PlacementOptions {
+            context: 8192,
+            ..Default::default()
+        };
+        options.overrides = vec![
+            TensorOverride {
+                pattern: r"blk\.(0|1)\.ffn_.*_exps".into(),
+                device: DeviceId::Gpu(1),
+            },
+            PlacementOptions::cpu_moe_override(),
+        ];
+        let plan = plan(&model, &gpus(2, 24 * GIB), &options).unwrap();
+        assert_eq!(
+            plan.device(DeviceId::Gpu(1)).unwrap().usage.expert_layers,
+            vec![0, 1]
+        );
+        assert_eq!(
+            plan.device(DeviceId::Cpu).unwrap().usage.expert_layers,
+            (2..8).collect::<Vec<_>>()
+        );
+        // Layers 0 and 1 sit on GPU 0 by the split; their KV stays there.
+        assert_eq!(plan.kv_devices[0], DeviceId::Gpu(0));
+    }
+
+    #[test]
+    fn bad_overrides_name_the_pattern_or_the_device() {
+        let model = moe_model(4, 0, 10 * MIB, 10 * MIB);
+        let mut options = PlacementOptions::default();
+        options.overrides = vec![TensorOverride {
+            pattern: "blk\\.(0".into(),
+            device: DeviceId::Cpu,
+        }];
+        let err = plan(&model, &gpus(1, GIB), &options)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("blk\\.(0") && err.contains("not a valid regular expression"),
+            "{err}"
+        );
+        options.overrides = vec![TensorOverride {
+            pattern: "exps".into(),
+            device: DeviceId::Gpu(5),
+        }];
+        let err = plan(&model, &gpus(2, GIB), &options)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("CUDA5") && err.contains("CUDA0…CUDA1"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn a_tied_output_is_loaded_twice() {
+        let mut model = moe_model(4, 4, 10 * MIB, 0);
+        model.tensors.retain(|t| t.name != "output.weight");
+        let plan = plan(&model, &gpus(1, 24 * GIB), &PlacementOptions::default()).unwrap();
+        let gpu = plan.device(DeviceId::Gpu(0)).unwrap();
+        let cpu = plan.device(DeviceId::Cpu).unwrap();
+        assert_eq!(cpu.usage.weights_bytes, 800 * MIB);
+        assert!(
+            gpu.usage.weights_bytes >= 800 * MIB,
+            "the duplicate output matrix is on the GPU"
+        );
+    }
+
+    #[test]
+    fn the_reserve_and_overhead_count_against_capacity() {
+        let model = moe_model(4, 4, 100 * MIB, 0);
+        let mut rig = gpus(1, 2 * GIB);
+        rig[0].reserve_bytes = GIB;
+        let plan = plan(
+            &model,
+            &rig,
+            &PlacementOptions {
+                context: 512,
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        let gpu = plan.device(DeviceId::Gpu(0)).unwrap();
+        assert_eq!(gpu.usage.overhead_bytes, 300 * MIB);
+        assert_eq!(gpu.overflow_bytes, gpu.usage.total_bytes() - GIB);
+    }
+}

@@ -1,0 +1,104 @@
+//! Synthetic models and rigs for the planner's tests, shaped like the seeds' models.
+
+use super::model::{classify, AttentionLayout, ExpertShape, ModelShape, ModelTensor};
+use super::options::DeviceId;
+use super::plan::DeviceSpec;
+
+pub const GIB: u64 = 1 << 30;
+pub const MIB: u64 = 1 << 20;
+
+fn tensor(name: String, bytes: u64, n_layer: u32) -> ModelTensor {
+    let (layer, role) = classify(&name, n_layer);
+    ModelTensor {
+        name,
+        bytes,
+        layer,
+        role,
+    }
+}
+
+/// A GLM-5.2-like MoE: `dense` dense layers, then MoE layers with `expert_bytes` of routed experts
+/// each, MLA attention (576-wide K, no V).
+pub fn moe_model(n_layer: u32, dense: u32, layer_bytes: u64, expert_bytes: u64) -> ModelShape {
+    let mut tensors = vec![tensor("token_embd.weight".into(), 800 * MIB, n_layer)];
+    for il in 0..n_layer {
+        tensors.push(tensor(
+            format!("blk.{il}.attn_q_a.weight"),
+            layer_bytes / 2,
+            n_layer,
+        ));
+        tensors.push(tensor(
+            format!("blk.{il}.attn_kv_a_mqa.weight"),
+            layer_bytes / 2,
+            n_layer,
+        ));
+        if il >= dense {
+            for part in ["gate", "up", "down"] {
+                tensors.push(tensor(
+                    format!("blk.{il}.ffn_{part}_exps.weight"),
+                    expert_bytes / 3,
+                    n_layer,
+                ));
+            }
+            tensors.push(tensor(
+                format!("blk.{il}.ffn_down_shexp.weight"),
+                40 * MIB,
+                n_layer,
+            ));
+        } else {
+            tensors.push(tensor(
+                format!("blk.{il}.ffn_down.weight"),
+                300 * MIB,
+                n_layer,
+            ));
+        }
+    }
+    tensors.push(tensor("output.weight".into(), 800 * MIB, n_layer));
+    tensors.push(tensor("output_norm.weight".into(), 24 * 1024, n_layer));
+    ModelShape {
+        architecture: "glm-dsa".into(),
+        n_layer,
+        n_embd: 6144,
+        n_vocab: 154_880,
+        n_ff: 12_288,
+        context_length: 202_752,
+        attention: AttentionLayout {
+            head_count_kv: vec![1; n_layer as usize],
+            head_count: vec![64; n_layer as usize],
+            key_length: 576,
+            value_length: 512,
+            mla: true,
+            sliding_window: None,
+            swa_layers: vec![false; n_layer as usize],
+            indexer_key_length: vec![0; n_layer as usize],
+        },
+        experts: Some(ExpertShape {
+            count: 256,
+            used: 8,
+            shared: 1,
+        }),
+        tensors,
+    }
+}
+
+pub fn gpus(n: u32, each: u64) -> Vec<DeviceSpec> {
+    let mut devices: Vec<DeviceSpec> = (0..n)
+        .map(|i| DeviceSpec {
+            id: DeviceId::Gpu(i),
+            name: format!("RTX 3090 #{i}"),
+            capacity_bytes: each,
+            reserve_bytes: 0,
+            overhead_bytes: 300 * MIB,
+            bandwidth_bytes_per_s: Some(936_000_000_000),
+        })
+        .collect();
+    devices.push(DeviceSpec {
+        id: DeviceId::Cpu,
+        name: "CPU RAM".into(),
+        capacity_bytes: 192 * GIB,
+        reserve_bytes: 8 * GIB,
+        overhead_bytes: 0,
+        bandwidth_bytes_per_s: Some(89_600_000_000),
+    });
+    devices
+}
