@@ -562,11 +562,13 @@ mod tests {
 
     #[test]
     fn a_pattern_with_a_comma_cannot_be_written() {
-        let mut options = PlacementOptions::default();
-        options.overrides = vec![TensorOverride {
-            pattern: r"blk\.\d{1,2}\.ffn".into(),
-            device: DeviceId::Cpu,
-        }];
+        let options = PlacementOptions {
+            overrides: vec![TensorOverride {
+                pattern: r"blk\.\d{1,2}\.ffn".into(),
+                device: DeviceId::Cpu,
+            }],
+            ..Default::default()
+        };
         assert!(matches!(
             to_args("m", &options),
             Err(FlagError::PatternNotExpressible(_))

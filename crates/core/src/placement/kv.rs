@@ -45,7 +45,7 @@ pub fn geometry(options: &PlacementOptions, trained_context: u32) -> ContextGeom
 /// Bytes of one cache row of `n` elements; `None` when a quantized type's block does not divide it.
 pub fn row_bytes(kind: KvType, n: u64) -> Option<u64> {
     let (block, bytes) = kind.block();
-    (n % block == 0).then(|| n / block * bytes)
+    n.is_multiple_of(block).then(|| n / block * bytes)
 }
 
 /// Why a KV configuration cannot work, in the user's terms.

@@ -1,12 +1,14 @@
 //! The placement planner: which GPU (or CPU RAM) each layer and each block of experts goes to,
 //! and the memory every device then needs, following llama.cpp's own rules.
 
+pub mod ceiling;
 pub mod flags;
 pub mod kv;
 pub mod layers;
 pub mod model;
 pub mod options;
 pub mod plan;
+pub mod solver;
 #[cfg(test)]
 pub(crate) mod testing;
 

@@ -22,6 +22,9 @@ pub struct DeviceSpec {
     pub overhead_bytes: u64,
     /// Peak memory bandwidth, for the speed ceiling.
     pub bandwidth_bytes_per_s: Option<u64>,
+    /// The GPU sits on a link of x4 or less (a riser): fine alone, bad inside a split.
+    #[serde(default)]
+    pub link_degraded: bool,
 }
 
 /// What one device ends up holding.
@@ -429,11 +432,13 @@ mod tests {
     #[test]
     fn bad_overrides_name_the_pattern_or_the_device() {
         let model = moe_model(4, 0, 10 * MIB, 10 * MIB);
-        let mut options = PlacementOptions::default();
-        options.overrides = vec![TensorOverride {
-            pattern: "blk\\.(0".into(),
-            device: DeviceId::Cpu,
-        }];
+        let mut options = PlacementOptions {
+            overrides: vec![TensorOverride {
+                pattern: "blk\\.(0".into(),
+                device: DeviceId::Cpu,
+            }],
+            ..Default::default()
+        };
         let err = plan(&model, &gpus(1, GIB), &options)
             .unwrap_err()
             .to_string();

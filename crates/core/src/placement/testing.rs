@@ -90,6 +90,7 @@ pub fn gpus(n: u32, each: u64) -> Vec<DeviceSpec> {
             reserve_bytes: 0,
             overhead_bytes: 300 * MIB,
             bandwidth_bytes_per_s: Some(936_000_000_000),
+            link_degraded: false,
         })
         .collect();
     devices.push(DeviceSpec {
@@ -99,6 +100,7 @@ pub fn gpus(n: u32, each: u64) -> Vec<DeviceSpec> {
         reserve_bytes: 8 * GIB,
         overhead_bytes: 0,
         bandwidth_bytes_per_s: Some(89_600_000_000),
+        link_degraded: false,
     });
     devices
 }
