@@ -8,6 +8,7 @@ pub mod layers;
 pub mod model;
 pub mod options;
 pub mod plan;
+pub mod rig;
 pub mod solver;
 #[cfg(test)]
 pub(crate) mod testing;
