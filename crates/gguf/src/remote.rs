@@ -1,0 +1,352 @@
+//! Reading GGUF headers over HTTP Range requests, so the planner can size a 400 GB model
+//! before downloading it.
+//!
+//! The header is fetched in growing chunks: 2 MiB first (what the Hugging Face JS library
+//! starts with), then at least double the previous request, or more where the reader can tell
+//! from a half-read tokenizer array how much is left. A typical header takes one request, one
+//! with a 250k-token vocabulary two. Split models are expanded by their file-name pattern
+//! (`…-00001-of-00006.gguf`) and each part's header read the same way.
+//!
+//! The byte source is the small [`RangeSource`] trait; [`HttpSource`] implements it over
+//! reqwest and counts its requests. A server that ignores `Range` and starts sending the whole
+//! file is cut off at once, with an error saying so.
+
+use crate::error::{ErrorKind, GgufError};
+use crate::read::{GgufFile, ReadOptions, DEFAULT_MAX_HEADER_BYTES};
+use crate::split::{GgufModel, SplitName};
+use std::future::Future;
+
+/// Size of the first request.
+pub const FIRST_REQUEST_BYTES: u64 = 2 << 20;
+/// Extra bytes requested beyond the reader's estimate of the header's end.
+const ESTIMATE_SLACK: u64 = 256 << 10;
+
+/// Bytes of a range read.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct RangeBytes {
+    /// The bytes: as many as asked for, fewer only at the end of the file.
+    pub bytes: Vec<u8>,
+    /// The total size of the file, when the source knows it.
+    pub total_size: Option<u64>,
+}
+
+/// Something that serves byte ranges of one file.
+pub trait RangeSource {
+    /// The file's name or URL, for messages.
+    fn name(&self) -> &str;
+
+    /// Reads up to `len` bytes starting at `start`.
+    fn read_range(
+        &self,
+        start: u64,
+        len: u64,
+    ) -> impl Future<Output = Result<RangeBytes, GgufError>> + Send;
+}
+
+/// Reads a GGUF header from a range source in growing chunks.
+pub async fn read_header<S: RangeSource + Sync>(source: &S) -> Result<GgufFile, GgufError> {
+    let name = source.name().to_owned();
+    let mut buf: Vec<u8> = Vec::new();
+    let mut total: Option<u64> = None;
+    let mut want = FIRST_REQUEST_BYTES;
+    loop {
+        let start = buf.len() as u64;
+        let len = total
+            .map_or(want, |t| want.min(t.saturating_sub(start)))
+            .max(1);
+        let got = source
+            .read_range(start, len)
+            .await
+            .map_err(|e| e.in_file(&name))?;
+        total = total.or(got.total_size);
+        let take = got
+            .bytes
+            .len()
+            .min(usize::try_from(len).unwrap_or(usize::MAX));
+        buf.extend_from_slice(got.bytes.get(..take).unwrap_or_default());
+        // A short read ends the file when its size is unknown; with a known size it may just
+        // be a server that caps range lengths, so ask again from there. An empty read ends
+        // the file either way, so the loop always makes progress.
+        if take == 0 || ((take as u64) < len && total.is_none()) {
+            total = Some(total.map_or(buf.len() as u64, |t| t.min(buf.len() as u64)));
+        }
+        let at_end = total.is_some_and(|t| buf.len() as u64 >= t);
+        let options = ReadOptions {
+            file_name: Some(name.clone()),
+            file_size: total,
+            max_header_bytes: None,
+        };
+        match GgufFile::read(buf.as_slice(), &options) {
+            Ok(file) => return Ok(file),
+            Err(GgufError {
+                kind:
+                    ErrorKind::Truncated {
+                        estimated_header_end,
+                        ..
+                    },
+                ..
+            }) if !at_end => {
+                let have = buf.len() as u64;
+                let estimate = estimated_header_end
+                    .saturating_sub(have)
+                    .saturating_add(ESTIMATE_SLACK);
+                want = want
+                    .saturating_mul(2)
+                    .max(estimate)
+                    .min(DEFAULT_MAX_HEADER_BYTES);
+            }
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+/// The URLs of all parts of a split model, given the URL of any part; `None` if the file name
+/// does not follow the split pattern. A query string (`?download=true`) is kept on each.
+pub fn shard_urls(url: &str) -> Option<Vec<String>> {
+    let (base, query) = url.find(['?', '#']).map_or((url, ""), |i| url.split_at(i));
+    let (dir, file) = base.rsplit_once('/')?;
+    let split = SplitName::parse(file)?;
+    Some(
+        split
+            .all_file_names()
+            .into_iter()
+            .map(|n| format!("{dir}/{n}{query}"))
+            .collect(),
+    )
+}
+
+/// Reads a model's headers: all parts if `url` names a part of a split model, else the one
+/// file. `open` makes the range source for a URL.
+pub async fn read_model<S, F>(url: &str, open: F) -> Result<GgufModel, GgufError>
+where
+    S: RangeSource + Sync,
+    F: Fn(&str) -> S,
+{
+    let urls = shard_urls(url).unwrap_or_else(|| vec![url.to_owned()]);
+    let mut files = Vec::with_capacity(urls.len());
+    for part in &urls {
+        files.push(read_header(&open(part)).await?);
+    }
+    GgufModel::from_shards(files)
+}
+
+#[cfg(feature = "remote")]
+pub use http::{HttpReader, HttpSource};
+
+#[cfg(feature = "remote")]
+mod http {
+    use super::{RangeBytes, RangeSource, FIRST_REQUEST_BYTES};
+    use crate::error::{ErrorKind, GgufError};
+    use crate::read::GgufFile;
+    use crate::split::GgufModel;
+    use reqwest::header::{HeaderMap, CONTENT_RANGE, RANGE};
+    use std::future::Future;
+    use std::sync::atomic::{AtomicU64, Ordering};
+    use std::sync::Arc;
+
+    /// Reads headers over HTTP and counts the requests it makes.
+    #[derive(Clone, Debug, Default)]
+    pub struct HttpReader {
+        client: reqwest::Client,
+        requests: Arc<AtomicU64>,
+    }
+
+    impl HttpReader {
+        /// A reader with a default client (which speaks https:// only if a reqwest TLS
+        /// feature is enabled somewhere in the build).
+        pub fn new() -> Self {
+            HttpReader::default()
+        }
+
+        /// A reader over a configured client (proxy, timeouts, an access token header).
+        pub fn with_client(client: reqwest::Client) -> Self {
+            HttpReader {
+                client,
+                requests: Arc::default(),
+            }
+        }
+
+        /// HTTP requests made so far by this reader and its sources.
+        pub fn requests(&self) -> u64 {
+            self.requests.load(Ordering::Relaxed)
+        }
+
+        /// A range source for one URL, counting into this reader.
+        pub fn source(&self, url: &str) -> HttpSource {
+            HttpSource {
+                client: self.client.clone(),
+                url: url.to_owned(),
+                requests: Arc::clone(&self.requests),
+            }
+        }
+
+        /// Reads one file's header.
+        pub async fn read_header(&self, url: &str) -> Result<GgufFile, GgufError> {
+            super::read_header(&self.source(url)).await
+        }
+
+        /// Reads a model's headers, all parts of a split model.
+        pub async fn read_model(&self, url: &str) -> Result<GgufModel, GgufError> {
+            super::read_model(url, |u| self.source(u)).await
+        }
+    }
+
+    /// One URL as a range source.
+    #[derive(Clone, Debug)]
+    pub struct HttpSource {
+        client: reqwest::Client,
+        url: String,
+        requests: Arc<AtomicU64>,
+    }
+
+    impl RangeSource for HttpSource {
+        fn name(&self) -> &str {
+            &self.url
+        }
+
+        fn read_range(
+            &self,
+            start: u64,
+            len: u64,
+        ) -> impl Future<Output = Result<RangeBytes, GgufError>> + Send {
+            self.fetch(start, len)
+        }
+    }
+
+    impl HttpSource {
+        async fn fetch(&self, start: u64, len: u64) -> Result<RangeBytes, GgufError> {
+            self.requests.fetch_add(1, Ordering::Relaxed);
+            let fail = |kind| GgufError::new(kind).in_file(&self.url);
+            let last = start.saturating_add(len.saturating_sub(1));
+            let response = self
+                .client
+                .get(&self.url)
+                .header(RANGE, format!("bytes={start}-{last}"))
+                .send()
+                .await
+                .map_err(|e| fail(network(&e)))?;
+            let status = response.status().as_u16();
+            let total = match status {
+                206 => {
+                    let (first, total) = content_range(response.headers());
+                    if first.is_some_and(|f| f != start) {
+                        let message = format!(
+                            "the server answered a request for byte {start} with bytes from {}",
+                            first.unwrap_or_default()
+                        );
+                        return Err(fail(ErrorKind::Network { message }));
+                    }
+                    total
+                }
+                // A server that ignores Range answers 200 with the whole file. Dropping the
+                // response unread closes the connection, so nothing more is downloaded; a body
+                // no longer than asked for is harmless and used as it is.
+                200 => {
+                    let body_len = response.content_length();
+                    if start != 0 || body_len.is_none_or(|b| b > len) {
+                        return Err(fail(ErrorKind::RangeIgnored {
+                            status,
+                            start,
+                            len,
+                            body_len,
+                        }));
+                    }
+                    body_len
+                }
+                // Asked beyond the end: an empty read, and the size if the server says it.
+                416 => {
+                    let total = content_range(response.headers()).1;
+                    return Ok(RangeBytes {
+                        bytes: Vec::new(),
+                        total_size: total,
+                    });
+                }
+                _ => return Err(fail(ErrorKind::HttpStatus { status })),
+            };
+            let bytes = read_capped(response, len)
+                .await
+                .map_err(|e| fail(network(&e)))?;
+            Ok(RangeBytes {
+                bytes,
+                total_size: total,
+            })
+        }
+    }
+
+    /// The body, but never more than `len` bytes, whatever the server sends.
+    async fn read_capped(mut response: reqwest::Response, len: u64) -> reqwest::Result<Vec<u8>> {
+        let cap = usize::try_from(len).unwrap_or(usize::MAX);
+        let initial = usize::try_from(len.min(FIRST_REQUEST_BYTES)).unwrap_or(0);
+        let mut out = Vec::with_capacity(initial);
+        while out.len() < cap {
+            let Some(chunk) = response.chunk().await? else {
+                break;
+            };
+            let room = cap.saturating_sub(out.len()).min(chunk.len());
+            out.extend_from_slice(chunk.get(..room).unwrap_or_default());
+        }
+        Ok(out)
+    }
+
+    /// `Content-Range: bytes <first>-<last>/<total>` → (first, total); `*` is unknown.
+    fn content_range(headers: &HeaderMap) -> (Option<u64>, Option<u64>) {
+        let Some(value) = headers.get(CONTENT_RANGE).and_then(|v| v.to_str().ok()) else {
+            return (None, None);
+        };
+        let spec = value.trim().strip_prefix("bytes").unwrap_or(value).trim();
+        let (range, total) = spec.split_once('/').unwrap_or((spec, "*"));
+        let first = range
+            .split_once('-')
+            .and_then(|(f, _)| f.trim().parse().ok());
+        (first, total.trim().parse().ok())
+    }
+
+    /// The error and its causes in one line ("error sending request: connection refused").
+    fn network(e: &reqwest::Error) -> ErrorKind {
+        let mut message = e.to_string();
+        let mut source = std::error::Error::source(e);
+        while let Some(cause) = source {
+            message = format!("{message}: {cause}");
+            source = cause.source();
+        }
+        ErrorKind::Network { message }
+    }
+
+    #[cfg(test)]
+    mod tests {
+        use super::*;
+        use reqwest::header::HeaderValue;
+
+        #[test]
+        fn parses_content_range() {
+            let mut h = HeaderMap::new();
+            assert_eq!(content_range(&h), (None, None));
+            h.insert(
+                CONTENT_RANGE,
+                HeaderValue::from_static("bytes 0-2097151/400000000000"),
+            );
+            assert_eq!(content_range(&h), (Some(0), Some(400_000_000_000)));
+            h.insert(CONTENT_RANGE, HeaderValue::from_static("bytes 5-9/*"));
+            assert_eq!(content_range(&h), (Some(5), None));
+            h.insert(CONTENT_RANGE, HeaderValue::from_static("bytes */1234"));
+            assert_eq!(content_range(&h), (None, Some(1234)));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn expands_split_urls_and_keeps_queries() {
+        let urls = shard_urls("http://h/org/repo/resolve/main/M-Q2-00003-of-00004.gguf?download=1")
+            .unwrap();
+        assert_eq!(urls.len(), 4);
+        assert_eq!(
+            urls[0],
+            "http://h/org/repo/resolve/main/M-Q2-00001-of-00004.gguf?download=1"
+        );
+        assert_eq!(shard_urls("http://h/m.gguf"), None);
+    }
+}
