@@ -1,0 +1,677 @@
+//! The supervisor against real processes: a small Python HTTP server plays the engine (503 while
+//! "loading", then 200, llama.cpp-style progress dots on stderr), and the tests kill, stop,
+//! starve and orphan it the way real engines get killed, stopped, starved and orphaned.
+//!
+//! Every test registers each engine pid with a `Reaper`, which SIGKILLs those process groups
+//! when the test ends, so a failing assertion never leaves a process behind.
+
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use rigdeck_core::supervisor::process::{live_group_members, proc_stat};
+use rigdeck_core::supervisor::wait_until;
+use rigdeck_core::supervisor::{
+    CrashCause, InstanceHandle, InstanceState, LaunchSpec, LogLimits, LogStream, Phase, PidRecord,
+    Probe, RestartPolicy, SuperviseError, Supervisor,
+};
+
+/// The fake engine. argv: MODE PORT LOAD_SECONDS FILLER_LINES.
+/// MODE: `serve` (normal), `ignore-term` (ignores SIGTERM and starts a helper that does too),
+/// `exit` (prints an error and exits 1 at once).
+const ENGINE: &str = r#"
+import http.server, signal, subprocess, sys, threading, time
+mode, port, load_s, filler = sys.argv[1], int(sys.argv[2]), float(sys.argv[3]), int(sys.argv[4])
+
+def out(msg):
+    print(msg, flush=True)
+
+def err(msg):
+    print(msg, file=sys.stderr, flush=True)
+
+if mode == "exit":
+    err("error: invalid argument: --no-such-flag")
+    sys.exit(1)
+if mode == "ignore-term":
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    helper = subprocess.Popen(["/bin/sh", "-c", "trap '' TERM; sleep 300"])
+    out("helper pid %d" % helper.pid)
+
+out("build: 1 (fake) for the supervisor tests")
+for i in range(filler):
+    out("filler line %d %s" % (i, "x" * 40))
+started = time.time()
+
+class Health(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        ready = time.time() - started >= load_s
+        if self.path != "/health":
+            body, status = b"{}", 404
+        elif ready:
+            body, status = b'{"status":"ok"}', 200
+        else:
+            body, status = b'{"error":{"code":503,"message":"Loading model","type":"unavailable_error"}}', 503
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args):
+        pass
+
+try:
+    server = http.server.HTTPServer(("127.0.0.1", port), Health)
+except OSError as e:
+    err("start: couldn't bind HTTP server socket, hostname: 127.0.0.1, port: %d" % port)
+    err("OSError: %s" % e)
+    sys.exit(1)
+threading.Thread(target=server.serve_forever, daemon=True).start()
+err("main: HTTP server is listening, hostname: 127.0.0.1, port: %d" % port)
+err("load_tensors: loading model tensors, this can take a while... (mmap = true)")
+for _ in range(100):
+    sys.stderr.write(".")
+    sys.stderr.flush()
+    time.sleep(load_s / 100)
+sys.stderr.write("\n")
+err("main: model loaded")
+while True:
+    time.sleep(3600)
+"#;
+
+/// SIGKILLs every registered process group when dropped.
+#[derive(Default)]
+struct Reaper {
+    groups: Mutex<Vec<i32>>,
+}
+
+impl Reaper {
+    fn track(&self, pid: Option<u32>) -> i32 {
+        let pid = i32::try_from(pid.expect("the instance has a pid")).expect("pid fits i32");
+        self.groups.lock().unwrap().push(pid);
+        pid
+    }
+}
+
+impl Drop for Reaper {
+    fn drop(&mut self) {
+        for &pgid in self.groups.lock().unwrap().iter() {
+            if pgid > 1 {
+                // SAFETY: killpg only sends a signal.
+                unsafe { libc::killpg(pgid, libc::SIGKILL) };
+            }
+        }
+    }
+}
+
+struct Rig {
+    dir: tempfile::TempDir,
+    reaper: Reaper,
+}
+
+impl Rig {
+    fn new() -> Self {
+        Self {
+            dir: tempfile::tempdir().unwrap(),
+            reaper: Reaper::default(),
+        }
+    }
+
+    fn log_dir(&self) -> PathBuf {
+        self.dir.path().join("logs")
+    }
+
+    fn run_dir(&self) -> PathBuf {
+        self.dir.path().join("run")
+    }
+
+    fn supervisor(&self) -> Supervisor {
+        Supervisor::new(self.log_dir(), self.run_dir())
+    }
+}
+
+fn python() -> PathBuf {
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    std::env::split_paths(&path)
+        .map(|dir| dir.join("python3"))
+        .find(|candidate| candidate.is_file())
+        .expect("python3 on PATH")
+}
+
+fn free_port() -> u16 {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.local_addr().unwrap().port()
+}
+
+fn engine(name: &str, mode: &str, port: u16, load_s: f32, filler: u32) -> LaunchSpec {
+    let mut spec = LaunchSpec::new(name, python(), format!("http://127.0.0.1:{port}/health"));
+    spec.args = vec![
+        "-c".into(),
+        ENGINE.into(),
+        mode.into(),
+        port.to_string(),
+        load_s.to_string(),
+        filler.to_string(),
+    ];
+    spec.health.poll_every = Duration::from_millis(100);
+    spec.health.ready_timeout = Duration::from_secs(20);
+    spec.stop_timeout = Duration::from_secs(5);
+    spec
+}
+
+async fn wait(handle: &InstanceHandle, what: fn(&InstanceState) -> bool) -> InstanceState {
+    match handle.wait_for(what, Duration::from_secs(20)).await {
+        Ok(state) => state,
+        Err(err) => panic!("{err}; last lines: {:#?}", handle.logs().tail(15)),
+    }
+}
+
+fn is_running(pid: i32) -> bool {
+    proc_stat(pid).is_some_and(|s| s.is_running())
+}
+
+fn crashed(state: &InstanceState) -> bool {
+    matches!(state.phase, Phase::Crashed { .. })
+}
+
+fn restart_attempt(state: &InstanceState) -> Option<u32> {
+    match &state.phase {
+        Phase::Crashed { restart, .. } => restart.map(|r| r.attempt),
+        _ => None,
+    }
+}
+
+fn last_lines(state: &InstanceState) -> Vec<String> {
+    match &state.phase {
+        Phase::Crashed { last_lines, .. } => last_lines.clone(),
+        _ => Vec::new(),
+    }
+}
+
+#[tokio::test]
+async fn starts_loads_becomes_ready_and_stops_cleanly() {
+    let rig = Rig::new();
+    let supervisor = rig.supervisor();
+    let mut events = supervisor.subscribe();
+    let port = free_port();
+    let handle = supervisor
+        .start(engine("llm", "serve", port, 1.5, 3))
+        .await
+        .unwrap();
+    let pid = rig.reaper.track(handle.pid());
+    let pid_file = rig.run_dir().join("llm.json");
+    assert!(pid_file.exists(), "pid file written before start returns");
+
+    let ready = wait(&handle, InstanceState::is_ready).await;
+    assert!(ready.started_at_ms.is_some() && ready.ready_at_ms >= ready.started_at_ms);
+    let record: PidRecord = serde_json::from_slice(&std::fs::read(&pid_file).unwrap()).unwrap();
+    assert_eq!((record.pid, record.pgid), (pid, pid));
+    assert_eq!(record.start_time, proc_stat(pid).unwrap().start_time);
+    assert_eq!(record.health_url, format!("http://127.0.0.1:{port}/health"));
+
+    let stopped = handle.stop().await.unwrap();
+    assert_eq!(stopped.phase, Phase::Stopped);
+    assert!(
+        live_group_members(pid).is_empty(),
+        "nothing of the group is left"
+    );
+    assert!(!pid_file.exists(), "pid file removed on a clean stop");
+
+    // Every transition, in order: Starting, Loading (with parsed progress), Ready, Stopping, Stopped.
+    let mut phases = Vec::new();
+    while let Ok(state) = events.try_recv() {
+        phases.push(state.phase);
+    }
+    let names: Vec<&str> = phases
+        .iter()
+        .map(|p| match p {
+            Phase::Starting => "starting",
+            Phase::Loading { .. } => "loading",
+            Phase::Ready => "ready",
+            Phase::Stopping => "stopping",
+            Phase::Stopped => "stopped",
+            Phase::Crashed { .. } => "crashed",
+        })
+        .collect();
+    let mut order = names.clone();
+    order.dedup();
+    assert_eq!(
+        order,
+        ["starting", "loading", "ready", "stopping", "stopped"],
+        "{phases:?}"
+    );
+    let partial = phases
+        .iter()
+        .any(|p| matches!(p, Phase::Loading { progress: Some(f) } if *f > 0.0 && *f < 1.0));
+    assert!(
+        partial,
+        "load progress from the dots was published: {phases:?}"
+    );
+}
+
+#[tokio::test]
+async fn logs_go_to_ring_file_subscribers_and_search() {
+    let rig = Rig::new();
+    let limits = LogLimits {
+        ring_lines: 100,
+        file_max_bytes: 4096,
+        file_keep: 2,
+    };
+    let supervisor = rig.supervisor().with_log_limits(limits);
+    let handle = supervisor
+        .start(engine("chatty", "serve", free_port(), 0.2, 300))
+        .await
+        .unwrap();
+    rig.reaper.track(handle.pid());
+    let mut lines = handle.logs().subscribe();
+    wait(&handle, InstanceState::is_ready).await;
+
+    let ring = handle.logs().tail(10_000);
+    assert_eq!(ring.len(), 100, "the ring keeps only its capacity");
+    assert_eq!(
+        handle.logs().search("FILLER LINE 299").len(),
+        1,
+        "search ignores case"
+    );
+    assert!(
+        handle.logs().search("filler line 5 ").is_empty(),
+        "old lines left the ring"
+    );
+    let streams = handle.logs().search("");
+    assert!(streams.iter().any(|l| l.stream == LogStream::Stdout));
+    assert!(streams.iter().any(|l| l.stream == LogStream::Stderr));
+    let loaded = wait_until(
+        || async { !handle.logs().search("main: model loaded").is_empty() },
+        Duration::from_secs(5),
+        Duration::from_millis(20),
+    );
+    assert!(loaded.await, "the last line after loading arrives too");
+    let subscribed = tokio::time::timeout(Duration::from_secs(5), lines.recv()).await;
+    assert!(matches!(subscribed, Ok(Ok(_))), "subscribers get lines");
+
+    let file = rig.log_dir().join("chatty.log");
+    let current = std::fs::read_to_string(&file).unwrap();
+    assert!(current.len() <= 4096);
+    assert!(
+        current
+            .lines()
+            .all(|l| l.len() > 25 && l.as_bytes()[4] == b'-'),
+        "timestamped"
+    );
+    assert!(rig.log_dir().join("chatty.log.1").exists());
+    assert!(rig.log_dir().join("chatty.log.2").exists());
+    assert!(
+        !rig.log_dir().join("chatty.log.3").exists(),
+        "only two rotated files kept"
+    );
+    let all_files = [
+        file.clone(),
+        file.with_extension("log.1"),
+        file.with_extension("log.2"),
+    ]
+    .iter()
+    .map(|p| std::fs::read_to_string(p).unwrap())
+    .collect::<String>();
+    assert!(all_files.contains(" stdout filler line 299 "));
+    handle.stop().await.unwrap();
+}
+
+#[tokio::test]
+async fn kill_9_is_a_crash_seen_at_once_and_restarted_until_the_limit() {
+    let rig = Rig::new();
+    let supervisor = rig.supervisor();
+    let mut spec = engine("flaky", "serve", free_port(), 0.0, 0);
+    spec.restart = RestartPolicy::OnFailure {
+        max_restarts: 2,
+        initial_backoff: Duration::from_millis(200),
+        max_backoff: Duration::from_millis(300),
+    };
+    let handle = supervisor.start(spec).await.unwrap();
+    let mut pids = Vec::new();
+    for round in 1..=3u32 {
+        let ready = wait(&handle, InstanceState::is_ready).await;
+        assert_eq!(ready.attempt, round);
+        let pid = rig.reaper.track(ready.pid);
+        assert!(!pids.contains(&pid), "each restart is a new process");
+        pids.push(pid);
+
+        let killed_at = Instant::now();
+        // SAFETY: kill only sends a signal, to our own engine.
+        assert_eq!(unsafe { libc::kill(pid, libc::SIGKILL) }, 0);
+        let state = wait(&handle, crashed).await;
+        assert!(
+            killed_at.elapsed() < Duration::from_secs(2),
+            "crash seen in {:?}",
+            killed_at.elapsed()
+        );
+        assert_eq!(state.crash_cause(), Some(&CrashCause::Killed { signal: 9 }));
+        match &state.phase {
+            Phase::Crashed {
+                signal,
+                exit_code,
+                explanation,
+                ..
+            } => {
+                assert_eq!((*signal, *exit_code), (Some(9), None));
+                assert!(explanation.contains("SIGKILL"));
+            }
+            other => panic!("{other:?}"),
+        }
+        let expected = (round < 3).then_some(round + 1);
+        assert_eq!(restart_attempt(&state), expected, "round {round}");
+        if round < 3 {
+            // The backoff is respected: no new run before it has passed.
+            let next = round + 1;
+            let restarted = handle
+                .wait_for(move |s| s.attempt == next, Duration::from_secs(10))
+                .await;
+            assert!(restarted.is_ok(), "{restarted:?}");
+            let backoff = if round == 1 { 200 } else { 300 };
+            assert!(killed_at.elapsed() >= Duration::from_millis(backoff));
+        }
+    }
+    let last = handle.wait_for(|_| false, Duration::from_millis(700)).await;
+    assert!(
+        matches!(last, Err(SuperviseError::WaitTimedOut { .. })),
+        "no fourth run"
+    );
+    assert!(handle.is_finished() && handle.state().is_final());
+    assert!(!rig.run_dir().join("flaky.json").exists());
+    // Stopping a crashed instance is fine and keeps the crash report.
+    assert!(crashed(&handle.stop().await.unwrap()));
+}
+
+#[tokio::test]
+async fn a_process_that_ignores_sigterm_is_killed_with_its_helper() {
+    let rig = Rig::new();
+    let supervisor = rig.supervisor();
+    let mut spec = engine("stubborn", "ignore-term", free_port(), 0.0, 0);
+    spec.stop_timeout = Duration::from_millis(800);
+    let handle = supervisor.start(spec).await.unwrap();
+    let pgid = rig.reaper.track(handle.pid());
+    wait(&handle, InstanceState::is_ready).await;
+    let helper: i32 = handle
+        .logs()
+        .search("helper pid")
+        .first()
+        .and_then(|l| l.text.rsplit(' ').next()?.parse().ok())
+        .expect("the engine reported its helper");
+    assert!(is_running(helper));
+    assert_eq!(
+        proc_stat(helper).unwrap().pgrp,
+        pgid,
+        "the helper is in the engine's group"
+    );
+
+    let asked = Instant::now();
+    let stopped = handle.stop().await.unwrap();
+    let took = asked.elapsed();
+    assert_eq!(stopped.phase, Phase::Stopped);
+    assert!(
+        took >= Duration::from_millis(800),
+        "SIGTERM was given its time: {took:?}"
+    );
+    assert!(took < Duration::from_secs(5), "then SIGKILL: {took:?}");
+    assert!(
+        !is_running(pgid) && !is_running(helper),
+        "engine and helper are gone"
+    );
+    assert!(live_group_members(pgid).is_empty());
+    assert_eq!(handle.logs().search("sent SIGKILL").len(), 1);
+}
+
+#[tokio::test]
+async fn a_second_engine_on_a_taken_port_is_port_in_use() {
+    let rig = Rig::new();
+    let supervisor = rig.supervisor();
+    let port = free_port();
+    let first = supervisor
+        .start(engine("first", "serve", port, 0.0, 0))
+        .await
+        .unwrap();
+    rig.reaper.track(first.pid());
+    wait(&first, InstanceState::is_ready).await;
+
+    let second = supervisor
+        .start(engine("second", "serve", port, 0.0, 0))
+        .await
+        .unwrap();
+    rig.reaper.track(second.pid());
+    let state = wait(&second, crashed).await;
+    assert_eq!(
+        state.crash_cause(),
+        Some(&CrashCause::PortInUse { port: Some(port) })
+    );
+    assert!(last_lines(&state)
+        .iter()
+        .any(|l| l.contains("Address already in use")));
+    assert!(state.is_final());
+    assert!(first.state().is_ready(), "the first engine is untouched");
+    first.stop().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_missing_program_is_refused_by_name() {
+    let rig = Rig::new();
+    let mut spec = engine("ghost", "serve", free_port(), 0.0, 0);
+    spec.program = "/opt/nowhere/llama-server".into();
+    let err = rig.supervisor().start(spec).await.unwrap_err();
+    assert!(matches!(err, SuperviseError::BadProgram { .. }));
+    assert!(
+        err.to_string()
+            .contains("'/opt/nowhere/llama-server' does not exist"),
+        "{err}"
+    );
+    assert!(!rig.run_dir().join("ghost.json").exists());
+}
+
+#[tokio::test]
+async fn an_engine_that_exits_at_once_shows_its_last_words() {
+    let rig = Rig::new();
+    let mut spec = engine("typo", "exit", free_port(), 0.0, 0);
+    // A bad flag is not fixed by retrying, but the policy still retries once; then gives up.
+    spec.restart = RestartPolicy::OnFailure {
+        max_restarts: 1,
+        initial_backoff: Duration::from_millis(50),
+        max_backoff: Duration::from_millis(50),
+    };
+    let supervisor = rig.supervisor();
+    let handle = supervisor.start(spec).await.unwrap();
+    rig.reaper.track(handle.pid());
+    let state = wait(&handle, InstanceState::is_final).await;
+    assert_eq!(state.attempt, 2);
+    assert_eq!(
+        state.crash_cause(),
+        Some(&CrashCause::ExitedImmediately { exit_code: Some(1) })
+    );
+    assert_eq!(
+        last_lines(&state),
+        ["error: invalid argument: --no-such-flag"]
+    );
+    match &state.phase {
+        Phase::Crashed {
+            exit_code,
+            explanation,
+            ..
+        } => {
+            assert_eq!(*exit_code, Some(1));
+            assert!(explanation.contains("flag"), "{explanation}");
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn an_engine_that_never_gets_healthy_is_stopped_after_the_timeout() {
+    let rig = Rig::new();
+    let mut spec = engine("slowpoke", "serve", free_port(), 1000.0, 0);
+    spec.health.ready_timeout = Duration::from_millis(1500);
+    let supervisor = rig.supervisor();
+    let handle = supervisor.start(spec).await.unwrap();
+    let pgid = rig.reaper.track(handle.pid());
+    wait(&handle, |s| matches!(s.phase, Phase::Loading { .. })).await;
+    let state = wait(&handle, crashed).await;
+    assert_eq!(
+        state.crash_cause(),
+        Some(&CrashCause::NeverHealthy { waited_ms: 1500 })
+    );
+    assert!(last_lines(&state)
+        .iter()
+        .any(|l| l.contains("loading model tensors")));
+    assert!(live_group_members(pgid).is_empty(), "nothing left running");
+    assert!(!rig.run_dir().join("slowpoke.json").exists());
+}
+
+/// Starts an engine, waits until it is ready, then drops the supervisor as a crashing daemon
+/// would: the engine keeps running and only its pid file remembers it.
+async fn orphan_an_engine(rig: &Rig, name: &str) -> i32 {
+    let supervisor = rig.supervisor();
+    let handle = supervisor
+        .start(engine(name, "serve", free_port(), 0.0, 0))
+        .await
+        .unwrap();
+    let pid = rig.reaper.track(handle.pid());
+    wait(&handle, InstanceState::is_ready).await;
+    // The engine's pipes close with the supervisor; it must have said all it says by then, or
+    // its next write fails (as a real orphan's would) and it exits.
+    let quiet = wait_until(
+        || async { !handle.logs().search("main: model loaded").is_empty() },
+        Duration::from_secs(5),
+        Duration::from_millis(20),
+    );
+    assert!(quiet.await);
+    drop(handle);
+    drop(supervisor);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(
+        is_running(pid),
+        "dropping the supervisor does not kill the engine"
+    );
+    pid
+}
+
+fn write_record(run_dir: &Path, name: &str, pid: i32, start_time: u64) -> PathBuf {
+    let record = PidRecord {
+        name: name.into(),
+        pid,
+        pgid: pid,
+        start_time,
+        program: "/usr/bin/llama-server".into(),
+        args: Vec::new(),
+        health_url: "http://127.0.0.1:1/health".into(),
+        stop_timeout_ms: 1000,
+        started_at_ms: 0,
+    };
+    let path = run_dir.join(format!("{name}.json"));
+    std::fs::write(&path, serde_json::to_vec(&record).unwrap()).unwrap();
+    path
+}
+
+#[tokio::test]
+async fn recover_finds_orphans_and_cleans_up_stale_pid_files() {
+    let rig = Rig::new();
+    let pid = orphan_an_engine(&rig, "left-behind").await;
+
+    // A dead pid, and our own pid with another start time (as if the pid had been reused).
+    let mut short = std::process::Command::new("/bin/true").spawn().unwrap();
+    let dead = i32::try_from(short.id()).unwrap();
+    short.wait().unwrap();
+    let dead_file = write_record(&rig.run_dir(), "dead", dead, 1);
+    let me = i32::try_from(std::process::id()).unwrap();
+    let my_start = proc_stat(me).unwrap().start_time;
+    let reused_file = write_record(&rig.run_dir(), "reused", me, my_start + 1000);
+    std::fs::write(rig.run_dir().join("garbage.json"), "{not json").unwrap();
+
+    let orphans = Supervisor::recover(&rig.run_dir()).await.unwrap();
+    assert_eq!(orphans.len(), 1, "{orphans:#?}");
+    let orphan = &orphans[0];
+    assert_eq!((orphan.name(), orphan.record.pid), ("left-behind", pid));
+    assert!(orphan.leader_alive && orphan.members.contains(&pid));
+    assert_eq!(orphan.health, Probe::Ready);
+    assert!(
+        !dead_file.exists() && !reused_file.exists(),
+        "stale pid files removed"
+    );
+    assert!(!rig.run_dir().join("garbage.json").exists());
+    assert!(is_running(me), "a reused pid is not ours to touch");
+
+    // A new engine of the same name is refused while the orphan lives.
+    let err = rig
+        .supervisor()
+        .start(engine("left-behind", "serve", free_port(), 0.0, 0))
+        .await
+        .unwrap_err();
+    assert!(matches!(err, SuperviseError::OrphanAlive { .. }), "{err}");
+
+    orphan.cleanup().await.unwrap();
+    assert!(!is_running(pid) && live_group_members(pid).is_empty());
+    assert!(!orphan.pid_file.exists());
+    assert!(Supervisor::recover(&rig.run_dir())
+        .await
+        .unwrap()
+        .is_empty());
+}
+
+#[tokio::test]
+async fn an_adopted_orphan_is_watched_and_stopped() {
+    let rig = Rig::new();
+    let first = orphan_an_engine(&rig, "kept").await;
+    let second = orphan_an_engine(&rig, "doomed").await;
+    let mut orphans = Supervisor::recover(&rig.run_dir()).await.unwrap();
+    orphans.sort_by(|a, b| a.name().cmp(b.name()));
+    assert_eq!(
+        orphans.iter().map(|o| o.name()).collect::<Vec<_>>(),
+        ["doomed", "kept"]
+    );
+
+    let supervisor = rig.supervisor();
+    let doomed = supervisor.adopt(orphans.remove(0)).unwrap();
+    let kept = supervisor.adopt(orphans.remove(0)).unwrap();
+    assert!(kept.state().is_ready() && doomed.state().is_ready());
+    assert!(kept.logs().search("adopted pid").len() == 1);
+
+    // Its death is noticed without being its parent.
+    let killed_at = Instant::now();
+    // SAFETY: kill only sends a signal, to our own engine.
+    assert_eq!(unsafe { libc::kill(second, libc::SIGKILL) }, 0);
+    let state = wait(&doomed, crashed).await;
+    assert!(killed_at.elapsed() < Duration::from_secs(2));
+    assert_eq!(
+        state.crash_cause(),
+        Some(&CrashCause::Other { exit_code: None })
+    );
+    assert!(!rig.run_dir().join("doomed.json").exists());
+
+    let stopped = kept.stop().await.unwrap();
+    assert_eq!(stopped.phase, Phase::Stopped);
+    assert!(!is_running(first) && live_group_members(first).is_empty());
+    assert!(!rig.run_dir().join("kept.json").exists());
+}
+
+#[tokio::test]
+async fn names_are_unique_while_running() {
+    let rig = Rig::new();
+    let supervisor = rig.supervisor();
+    let handle = supervisor
+        .start(engine("solo", "serve", free_port(), 0.0, 0))
+        .await
+        .unwrap();
+    rig.reaper.track(handle.pid());
+    let err = supervisor
+        .start(engine("solo", "serve", free_port(), 0.0, 0))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, SuperviseError::AlreadyRunning { .. }),
+        "{err}"
+    );
+    assert!(supervisor.stop_all().await.is_empty());
+    // Once stopped, the name is free again.
+    let again = supervisor
+        .start(engine("solo", "serve", free_port(), 0.0, 0))
+        .await
+        .unwrap();
+    rig.reaper.track(again.pid());
+    wait(&again, InstanceState::is_ready).await;
+    again.stop().await.unwrap();
+}
