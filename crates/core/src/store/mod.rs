@@ -78,6 +78,11 @@ impl Store {
         self.pool.close().await;
     }
 
+    /// The connection pool, for the other modules' `impl Store` blocks (engines registry, …).
+    pub fn pool(&self) -> &SqlitePool {
+        &self.pool
+    }
+
     /// Writes one finished bucket in a single transaction.
     pub async fn insert_bucket(&self, bucket: &Bucket) -> Result<(), StoreError> {
         let mut tx = self.pool.begin().await?;

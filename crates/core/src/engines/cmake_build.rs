@@ -1,0 +1,1057 @@
+//! Builds llama.cpp (or ik_llama.cpp) with CMake + Ninja for a chosen backend, streaming the
+//! output line by line as [`BuildProgress`] events.
+//!
+//! Layout of a build folder (`<data dir>/engines/<kind>-<version>-<backend>/` by default):
+//! `cmake/` is CMake's build tree, `bin/` holds the installed binaries (`llama-server`,
+//! `llama-bench`, `llama-fit-params`), `rigdeck-build.log` the full log of the last build and
+//! `rigdeck-build.json` what was built from what. A build whose stamp matches the source hash and
+//! the flags, with its binaries in place, is reused without running CMake at all.
+//!
+//! CMake and Ninja run from argv vectors; nothing is interpolated into a shell.
+
+use std::collections::{BTreeSet, HashSet, VecDeque};
+use std::fs;
+use std::io::{self, Write as _};
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+use tokio::io::{AsyncBufReadExt, AsyncRead, BufReader};
+use tokio::process::Command;
+use tokio::sync::mpsc;
+
+use super::source::{self, PreparedSource, SourceError, SourceSpec};
+use super::{find_in_path, is_executable_file, Backend, EngineKind};
+use crate::events::{Event, EventBus};
+use crate::telemetry::snapshot::ComputeCapability;
+
+/// How many lines of output a failure shows (the full log stays in the build folder).
+pub const TAIL_LINES: usize = 40;
+
+/// The binaries Rigdeck wants from a llama.cpp tree; only `llama-server` is required (older trees
+/// and ik_llama.cpp have no `llama-fit-params`).
+pub const WANTED_TARGETS: [&str; 3] = ["llama-server", "llama-bench", "llama-fit-params"];
+const REQUIRED_TARGET: &str = "llama-server";
+
+const LOG_FILE: &str = "rigdeck-build.log";
+const STAMP_FILE: &str = "rigdeck-build.json";
+const LOCK_FILE: &str = "rigdeck-build.lock";
+
+/// Where a build is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum BuildStep {
+    Fetch,
+    Verify,
+    Extract,
+    Configure,
+    Compile,
+    Done,
+    Failed,
+}
+
+impl BuildStep {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            BuildStep::Fetch => "fetch",
+            BuildStep::Verify => "verify",
+            BuildStep::Extract => "extract",
+            BuildStep::Configure => "configure",
+            BuildStep::Compile => "compile",
+            BuildStep::Done => "done",
+            BuildStep::Failed => "failed",
+        }
+    }
+}
+
+impl std::fmt::Display for BuildStep {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// One progress report of a build; published on the bus as `engine.build`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct BuildProgress {
+    pub build_id: String,
+    pub step: BuildStep,
+    /// Progress within the compile step (Ninja's `[N/M]`), 1.0 when done; `None` where unknown.
+    pub fraction: Option<f64>,
+    /// The latest output line, or what the step is doing.
+    pub line: Option<String>,
+}
+
+/// A progress listener: the CLI prints, the server publishes on the event bus ([`publish_on`]).
+pub type ProgressSink<'a> = &'a (dyn Fn(BuildProgress) + Send + Sync);
+
+/// A listener that publishes every report on `bus` as an `engine.build` event.
+pub fn publish_on(bus: &EventBus) -> impl Fn(BuildProgress) + Send + Sync {
+    let bus = bus.clone();
+    move |progress| bus.publish(Event::EngineBuild(Arc::new(progress)))
+}
+
+/// What to build and where.
+#[derive(Debug, Clone)]
+pub struct BuildRequest {
+    pub kind: EngineKind,
+    pub source: SourceSpec,
+    pub backend: Backend,
+    /// `86;120`-style list for CUDA builds (see [`cuda_architectures`]); required for CUDA.
+    pub cuda_architectures: Option<String>,
+    /// Parent of the build folders (`<data dir>/engines`); ignored when `build_dir` is set.
+    pub engines_dir: PathBuf,
+    /// The exact build folder, instead of `<engines_dir>/<kind>-<version>-<backend>`.
+    pub build_dir: Option<PathBuf>,
+    /// Rigdeck's cache root; sources are kept under `<cache>/sources`.
+    pub cache_dir: PathBuf,
+    /// Parallel compile jobs; all cores when `None`.
+    pub jobs: Option<usize>,
+}
+
+/// A finished (or reused) build.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct BuiltEngine {
+    pub build_id: String,
+    pub kind: EngineKind,
+    pub backend: Backend,
+    pub cuda_architectures: Option<String>,
+    /// The source label: the pinned commit, `src-<hash>` or `local-<hash>`.
+    pub version: String,
+    pub source_sha256: Option<String>,
+    pub build_dir: PathBuf,
+    pub bin_dir: PathBuf,
+    pub llama_server: PathBuf,
+    /// Every installed binary, `llama_server` included.
+    pub binaries: Vec<PathBuf>,
+    pub log_file: PathBuf,
+    /// True when a matching earlier build was found and nothing was compiled.
+    pub reused: bool,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum BuildError {
+    #[error(transparent)]
+    Source(#[from] SourceError),
+    #[error("{kind} is not built from source by Rigdeck: register an existing Python environment with `rigdeck engines register PATH --kind {kind}`")]
+    NotBuildable { kind: EngineKind },
+    #[error("building for {backend} is not supported yet: build llama.cpp yourself and register the binary with `rigdeck engines register PATH`")]
+    UnsupportedBackend { backend: Backend },
+    #[error("{tool} was not found: {hint}")]
+    MissingTool { tool: &'static str, hint: String },
+    #[error("a CUDA build needs the GPU architectures and none were detected: pass them, e.g. --cuda-arch 86 for an RTX 3090 (compute capability 8.6)")]
+    NoCudaArchitectures,
+    #[error("invalid CUDA architectures '{0}': give numbers like 86 or 86;120 (compute capability without the dot)")]
+    BadCudaArchitectures(String),
+    #[error("CMake {step} step failed ({status}); full log in '{log}'. Last lines:\n{tail}")]
+    Cmake {
+        step: BuildStep,
+        status: String,
+        code: Option<i32>,
+        log: PathBuf,
+        tail: String,
+    },
+    #[error("cannot run {program}: {source}")]
+    Spawn {
+        program: &'static str,
+        source: io::Error,
+    },
+    #[error("the source tree in '{tree}' has no {target} target: it is not a llama.cpp or ik_llama.cpp tree Rigdeck can build")]
+    MissingTarget { tree: PathBuf, target: &'static str },
+    #[error("the build finished but '{path}' is missing; see the log in '{log}'")]
+    MissingBinary { path: PathBuf, log: PathBuf },
+    #[error("another build is running in '{dir}' (process {pid}): wait for it to finish")]
+    Busy { dir: PathBuf, pid: u32 },
+    #[error("cannot {action} '{path}': {source}")]
+    Io {
+        action: &'static str,
+        path: PathBuf,
+        source: io::Error,
+    },
+}
+
+fn io_err<'a>(action: &'static str, path: &'a Path) -> impl FnOnce(io::Error) -> BuildError + 'a {
+    move |source| BuildError::Io {
+        action,
+        path: path.to_owned(),
+        source,
+    }
+}
+
+/// The `CMAKE_CUDA_ARCHITECTURES` list for these GPUs: compute capability 8.6 → `86`, sorted,
+/// each once, `;`-separated (`86;120`). `None` when no GPU reports one. llama.cpp itself turns a
+/// plain `120` into `120a` (the Blackwell FP4 instructions need the arch-specific variant).
+pub fn cuda_architectures(capabilities: &[ComputeCapability]) -> Option<String> {
+    let mut archs: Vec<i32> = capabilities
+        .iter()
+        .filter(|c| c.major > 0 && (0..10).contains(&c.minor))
+        .map(|c| c.major * 10 + c.minor)
+        .collect();
+    archs.sort_unstable();
+    archs.dedup();
+    (!archs.is_empty()).then(|| {
+        archs
+            .iter()
+            .map(i32::to_string)
+            .collect::<Vec<_>>()
+            .join(";")
+    })
+}
+
+/// Checks a user's architecture list (`86`, `86;120`, `89,90`, `120a-real`, `native`) and returns
+/// it `;`-separated, as CMake wants it.
+pub fn parse_cuda_architectures(text: &str) -> Result<String, BuildError> {
+    let bad = || BuildError::BadCudaArchitectures(text.to_owned());
+    let parts: Vec<&str> = text
+        .split([';', ',', ' '])
+        .map(str::trim)
+        .filter(|p| !p.is_empty())
+        .collect();
+    if parts.is_empty() {
+        return Err(bad());
+    }
+    for part in &parts {
+        if matches!(*part, "native" | "all" | "all-major") && parts.len() == 1 {
+            continue;
+        }
+        let base = part
+            .strip_suffix("-real")
+            .or_else(|| part.strip_suffix("-virtual"))
+            .unwrap_or(part);
+        let digits = base.trim_end_matches(['a', 'f']);
+        let ok = (2..=3).contains(&digits.len())
+            && digits.bytes().all(|b| b.is_ascii_digit())
+            && base.len() - digits.len() <= 1;
+        if !ok {
+            return Err(bad());
+        }
+    }
+    Ok(parts.join(";"))
+}
+
+/// The `option(...)` names a tree's top-level `CMakeLists.txt` declares. Flags depend on them:
+/// current llama.cpp builds `llama-server` under `tools/` (`LLAMA_BUILD_TOOLS`), older trees and
+/// ik_llama.cpp under `examples/` (`LLAMA_BUILD_EXAMPLES`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TreeOptions {
+    declared: BTreeSet<String>,
+}
+
+impl TreeOptions {
+    pub fn parse(cmakelists: &str) -> Self {
+        let mut declared = BTreeSet::new();
+        for line in cmakelists.lines() {
+            let line = line.trim_start();
+            if line.starts_with('#') {
+                continue;
+            }
+            let Some(rest) = line.strip_prefix("option") else {
+                continue;
+            };
+            let Some(rest) = rest.trim_start().strip_prefix('(') else {
+                continue;
+            };
+            let name: String = rest
+                .trim_start()
+                .chars()
+                .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                .collect();
+            if !name.is_empty() {
+                declared.insert(name);
+            }
+        }
+        Self { declared }
+    }
+
+    pub fn read(tree: &Path) -> Result<Self, BuildError> {
+        let path = tree.join("CMakeLists.txt");
+        let text = fs::read_to_string(&path).map_err(io_err("read", &path))?;
+        Ok(Self::parse(&text))
+    }
+
+    pub fn declares(&self, name: &str) -> bool {
+        self.declared.contains(name)
+    }
+}
+
+/// Everything that decides the configure command line.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfigurePlan {
+    pub backend: Backend,
+    pub cuda_architectures: Option<String>,
+    pub cuda_compiler: Option<PathBuf>,
+    /// Passed as `LLAMA_BUILD_COMMIT` when the tree has no git history to read it from.
+    pub commit: Option<String>,
+    pub options: TreeOptions,
+}
+
+/// The `cmake` arguments that configure `tree` into `cmake_dir`.
+pub fn configure_args(tree: &Path, cmake_dir: &Path, plan: &ConfigurePlan) -> Vec<String> {
+    let mut args: Vec<String> = vec![
+        "-S".into(),
+        tree.to_string_lossy().into_owned(),
+        "-B".into(),
+        cmake_dir.to_string_lossy().into_owned(),
+        "-G".into(),
+        "Ninja".into(),
+        "-DCMAKE_BUILD_TYPE=Release".into(),
+        // No libcurl: Rigdeck downloads models itself; one dependency fewer to install.
+        "-DLLAMA_CURL=OFF".into(),
+        // Static: the binaries keep working when the build tree is cleaned or moved.
+        "-DBUILD_SHARED_LIBS=OFF".into(),
+        "-DLLAMA_BUILD_TESTS=OFF".into(),
+    ];
+    if plan.options.declares("LLAMA_BUILD_TOOLS") {
+        args.push("-DLLAMA_BUILD_TOOLS=ON".into());
+        args.push("-DLLAMA_BUILD_EXAMPLES=OFF".into());
+    } else {
+        // Older layout (ik_llama.cpp): the server and llama-bench are examples.
+        args.push("-DLLAMA_BUILD_EXAMPLES=ON".into());
+    }
+    if plan.options.declares("LLAMA_BUILD_SERVER") {
+        args.push("-DLLAMA_BUILD_SERVER=ON".into());
+    }
+    if plan.options.declares("LLAMA_USE_PREBUILT_UI") {
+        // Otherwise the build downloads the server's web UI from Hugging Face: no network
+        // during a build, and Rigdeck has its own UI.
+        args.push("-DLLAMA_USE_PREBUILT_UI=OFF".into());
+    }
+    if let Some(commit) = &plan.commit {
+        args.push(format!("-DLLAMA_BUILD_COMMIT={commit}"));
+    }
+    match plan.backend {
+        Backend::Cpu | Backend::Rocm => {}
+        Backend::Cuda => {
+            args.push("-DGGML_CUDA=ON".into());
+            if let Some(archs) = &plan.cuda_architectures {
+                args.push(format!("-DCMAKE_CUDA_ARCHITECTURES={archs}"));
+            }
+            if let Some(nvcc) = &plan.cuda_compiler {
+                args.push(format!("-DCMAKE_CUDA_COMPILER={}", nvcc.display()));
+            }
+        }
+        Backend::Vulkan => args.push("-DGGML_VULKAN=ON".into()),
+    }
+    args
+}
+
+/// Ninja's `[N/M]` status prefix as a fraction (Rigdeck sets `NINJA_STATUS` to that form).
+pub fn parse_ninja_progress(line: &str) -> Option<(u64, u64)> {
+    let rest = line.trim_start().strip_prefix('[')?;
+    let (inside, _) = rest.split_once(']')?;
+    let (done, total) = inside.split_once('/')?;
+    let done = done.trim().parse().ok()?;
+    let total: u64 = total.trim().parse().ok()?;
+    (total > 0 && done <= total).then_some((done, total))
+}
+
+/// The target names in the output of `ninja -t targets all` (`name: rule`, one a line).
+pub fn parse_target_list(text: &str) -> HashSet<String> {
+    text.lines()
+        .filter_map(|line| line.trim().split_once(": "))
+        .map(|(name, _)| name.trim().to_owned())
+        .filter(|name| !name.is_empty() && !name.contains(' '))
+        .collect()
+}
+
+/// The output of a program run with [`run_streaming`].
+#[derive(Debug, Clone, Default)]
+pub struct StreamedRun {
+    pub code: Option<i32>,
+    success: bool,
+    /// The last [`TAIL_LINES`] lines, stdout and stderr interleaved as they came.
+    pub tail: VecDeque<String>,
+}
+
+impl StreamedRun {
+    pub fn success(&self) -> bool {
+        self.success
+    }
+
+    pub fn tail_text(&self) -> String {
+        self.tail.iter().cloned().collect::<Vec<_>>().join("\n")
+    }
+
+    fn status_text(&self) -> String {
+        match self.code {
+            Some(code) => format!("exit code {code}"),
+            None => "killed by a signal".to_owned(),
+        }
+    }
+}
+
+/// Runs `command` with stdout and stderr read line by line (both, as they come), calling
+/// `on_line` for each and keeping the last lines. The child dies with the future.
+pub(crate) async fn run_streaming(
+    mut command: Command,
+    mut on_line: impl FnMut(&str),
+) -> io::Result<StreamedRun> {
+    command
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true);
+    let mut child = command.spawn()?;
+    let (sender, mut lines) = mpsc::unbounded_channel::<String>();
+    if let Some(stdout) = child.stdout.take() {
+        tokio::spawn(forward_lines(stdout, sender.clone()));
+    }
+    if let Some(stderr) = child.stderr.take() {
+        tokio::spawn(forward_lines(stderr, sender.clone()));
+    }
+    drop(sender);
+    let mut tail = VecDeque::with_capacity(TAIL_LINES);
+    while let Some(line) = lines.recv().await {
+        on_line(&line);
+        if tail.len() == TAIL_LINES {
+            tail.pop_front();
+        }
+        tail.push_back(line);
+    }
+    let status = child.wait().await?;
+    Ok(StreamedRun {
+        code: status.code(),
+        success: status.success(),
+        tail,
+    })
+}
+
+/// Sends each line of `reader` (lossy UTF-8: compilers print what they like) until it closes.
+async fn forward_lines(reader: impl AsyncRead + Unpin, sender: mpsc::UnboundedSender<String>) {
+    let mut reader = BufReader::new(reader);
+    let mut buf = Vec::new();
+    loop {
+        buf.clear();
+        match reader.read_until(b'\n', &mut buf).await {
+            Ok(0) | Err(_) => break,
+            Ok(_) => {
+                let line = String::from_utf8_lossy(&buf);
+                let line = line.trim_end_matches(['\n', '\r']);
+                if sender.send(line.to_owned()).is_err() {
+                    break;
+                }
+            }
+        }
+    }
+}
+
+/// What the build folder was last built from; a match (and binaries present) means no rebuild.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+struct BuildStamp {
+    /// `None` for a folder source: such a build is never reused without running Ninja.
+    source_sha256: Option<String>,
+    configure_args: Vec<String>,
+    binaries: Vec<String>,
+}
+
+/// A lock file holding our pid, so two builds never share a folder (a stale one is taken over).
+struct BuildLock {
+    path: PathBuf,
+}
+
+impl BuildLock {
+    fn acquire(dir: &Path) -> Result<Self, BuildError> {
+        let path = dir.join(LOCK_FILE);
+        for _ in 0..2 {
+            match fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .open(&path)
+            {
+                Ok(mut file) => {
+                    let _ = write!(file, "{}", std::process::id());
+                    return Ok(Self { path });
+                }
+                Err(err) if err.kind() == io::ErrorKind::AlreadyExists => {
+                    let holder = fs::read_to_string(&path)
+                        .ok()
+                        .and_then(|s| s.trim().parse::<u32>().ok());
+                    match holder {
+                        Some(pid) if Path::new(&format!("/proc/{pid}")).exists() => {
+                            return Err(BuildError::Busy {
+                                dir: dir.to_owned(),
+                                pid,
+                            })
+                        }
+                        // Left by a build that died: take it over.
+                        _ => {
+                            let _ = fs::remove_file(&path);
+                        }
+                    }
+                }
+                Err(err) => return Err(io_err("create", &path)(err)),
+            }
+        }
+        Err(BuildError::Busy {
+            dir: dir.to_owned(),
+            pid: 0,
+        })
+    }
+}
+
+impl Drop for BuildLock {
+    fn drop(&mut self) {
+        let _ = fs::remove_file(&self.path);
+    }
+}
+
+/// Sends [`BuildProgress`] for one build.
+struct Reporter<'a> {
+    build_id: String,
+    sink: ProgressSink<'a>,
+}
+
+impl Reporter<'_> {
+    fn emit(&self, step: BuildStep, fraction: Option<f64>, line: Option<&str>) {
+        (self.sink)(BuildProgress {
+            build_id: self.build_id.clone(),
+            step,
+            fraction,
+            line: line.map(str::to_owned),
+        });
+    }
+}
+
+/// Builds (or reuses) an engine, reporting every step to `sink`; on failure the last report has
+/// step `failed` and the error's text.
+pub async fn build(
+    request: &BuildRequest,
+    sink: ProgressSink<'_>,
+) -> Result<BuiltEngine, BuildError> {
+    let reporter = Reporter {
+        build_id: format!("build-{:08x}", rand::random::<u32>()),
+        sink,
+    };
+    let outcome = run_build(request, &reporter).await;
+    match &outcome {
+        Ok(built) => reporter.emit(
+            BuildStep::Done,
+            Some(1.0),
+            Some(&format!(
+                "{} ready in {}",
+                built.llama_server.display(),
+                built.bin_dir.display()
+            )),
+        ),
+        Err(err) => reporter.emit(BuildStep::Failed, None, Some(&err.to_string())),
+    }
+    outcome
+}
+
+/// What must be installed before anything is downloaded: fail fast, with the fix.
+fn check_tools(request: &BuildRequest) -> Result<Option<PathBuf>, BuildError> {
+    if request.kind.is_python() {
+        return Err(BuildError::NotBuildable { kind: request.kind });
+    }
+    if request.backend == Backend::Rocm {
+        return Err(BuildError::UnsupportedBackend {
+            backend: request.backend,
+        });
+    }
+    if find_in_path("cmake").is_none() {
+        return Err(BuildError::MissingTool {
+            tool: "cmake",
+            hint: "install CMake 3.14 or newer (Debian/Ubuntu: apt install cmake)".into(),
+        });
+    }
+    if find_in_path("ninja").is_none() {
+        return Err(BuildError::MissingTool {
+            tool: "ninja",
+            hint: "install Ninja (Debian/Ubuntu: apt install ninja-build)".into(),
+        });
+    }
+    match request.backend {
+        Backend::Cuda => {
+            let nvcc = find_nvcc().ok_or_else(|| BuildError::MissingTool {
+                tool: "nvcc",
+                hint: "a CUDA build was requested but the CUDA compiler is not on PATH, in $CUDA_HOME/bin or /usr/local/cuda/bin: \
+                       install the CUDA toolkit, or build with --backend cpu or vulkan"
+                    .into(),
+            })?;
+            match &request.cuda_architectures {
+                None => return Err(BuildError::NoCudaArchitectures),
+                Some(archs) => {
+                    parse_cuda_architectures(archs)?;
+                }
+            }
+            Ok(Some(nvcc))
+        }
+        Backend::Vulkan => {
+            if find_in_path("glslc").is_none() {
+                return Err(BuildError::MissingTool {
+                    tool: "glslc",
+                    hint: "the Vulkan build needs the shader compiler and headers (Debian/Ubuntu: apt install glslc libvulkan-dev)".into(),
+                });
+            }
+            Ok(None)
+        }
+        Backend::Cpu | Backend::Rocm => Ok(None),
+    }
+}
+
+/// The CUDA compiler: `$CUDACXX`, `nvcc` on PATH, `$CUDA_HOME/bin`, `$CUDA_PATH/bin`, then the
+/// toolkit's usual place.
+fn find_nvcc() -> Option<PathBuf> {
+    if let Some(cudacxx) = std::env::var_os("CUDACXX").map(PathBuf::from) {
+        if is_executable_file(&cudacxx) {
+            return Some(cudacxx);
+        }
+    }
+    if let Some(nvcc) = find_in_path("nvcc") {
+        return Some(nvcc);
+    }
+    ["CUDA_HOME", "CUDA_PATH"]
+        .iter()
+        .filter_map(std::env::var_os)
+        .map(|home| PathBuf::from(home).join("bin/nvcc"))
+        .chain([PathBuf::from("/usr/local/cuda/bin/nvcc")])
+        .find(|p| is_executable_file(p))
+}
+
+/// The folder a build goes into when none is given.
+pub fn default_build_dir(
+    engines_dir: &Path,
+    kind: EngineKind,
+    version: &str,
+    backend: Backend,
+) -> PathBuf {
+    engines_dir.join(format!("{}-{version}-{}", kind.as_str(), backend.as_str()))
+}
+
+async fn run_build(
+    request: &BuildRequest,
+    reporter: &Reporter<'_>,
+) -> Result<BuiltEngine, BuildError> {
+    let cuda_compiler = check_tools(request)?;
+    let cuda_architectures = match (request.backend, &request.cuda_architectures) {
+        (Backend::Cuda, Some(archs)) => Some(parse_cuda_architectures(archs)?),
+        _ => None,
+    };
+
+    let report_source = |step: BuildStep, line: &str| reporter.emit(step, None, Some(line));
+    let prepared: PreparedSource =
+        source::prepare(&request.source, &request.cache_dir, &report_source).await?;
+
+    let build_dir = request.build_dir.clone().unwrap_or_else(|| {
+        default_build_dir(
+            &request.engines_dir,
+            request.kind,
+            &prepared.label,
+            request.backend,
+        )
+    });
+    fs::create_dir_all(&build_dir).map_err(io_err("create the build folder", &build_dir))?;
+    let _lock = BuildLock::acquire(&build_dir)?;
+    let cmake_dir = build_dir.join("cmake");
+    let bin_dir = build_dir.join("bin");
+    let log_file = build_dir.join(LOG_FILE);
+    let stamp_file = build_dir.join(STAMP_FILE);
+
+    let plan = ConfigurePlan {
+        backend: request.backend,
+        cuda_architectures: cuda_architectures.clone(),
+        cuda_compiler,
+        commit: prepared.commit.clone(),
+        options: TreeOptions::read(&prepared.tree)?,
+    };
+    let args = configure_args(&prepared.tree, &cmake_dir, &plan);
+    let built = |binaries: Vec<PathBuf>, reused: bool| BuiltEngine {
+        build_id: reporter.build_id.clone(),
+        kind: request.kind,
+        backend: request.backend,
+        cuda_architectures: cuda_architectures.clone(),
+        version: prepared.label.clone(),
+        source_sha256: prepared.sha256.clone(),
+        build_dir: build_dir.clone(),
+        bin_dir: bin_dir.clone(),
+        llama_server: bin_dir.join(REQUIRED_TARGET),
+        binaries,
+        log_file: log_file.clone(),
+        reused,
+    };
+
+    let previous: Option<BuildStamp> = fs::read(&stamp_file)
+        .ok()
+        .and_then(|bytes| serde_json::from_slice(&bytes).ok());
+    if let Some(binaries) = reusable(previous.as_ref(), &bin_dir, &prepared, &args) {
+        reporter.emit(
+            BuildStep::Compile,
+            Some(1.0),
+            Some(&format!(
+                "reusing the build in {} (same source and flags)",
+                build_dir.display()
+            )),
+        );
+        return Ok(built(binaries, true));
+    }
+    // From here on the folder is being rebuilt: no stale stamp may vouch for it.
+    let _ = fs::remove_file(&stamp_file);
+    if previous.map(|p| p.configure_args) != Some(args.clone()) {
+        // Other (or unknown) flags than last time: CMake's cache would keep options we no
+        // longer pass (a GGML_CUDA=ON in a folder now built for CPU). The objects stay; Ninja
+        // recompiles only what the new flags change.
+        let _ = fs::remove_file(cmake_dir.join("CMakeCache.txt"));
+    }
+    let mut log =
+        io::BufWriter::new(fs::File::create(&log_file).map_err(io_err("create", &log_file))?);
+
+    // Configure.
+    let _ = writeln!(log, "$ cmake {}", args.join(" "));
+    reporter.emit(
+        BuildStep::Configure,
+        None,
+        Some(&format!("cmake {}", args.join(" "))),
+    );
+    let configure = run_cmake(&args, |line| {
+        let _ = writeln!(log, "{line}");
+        reporter.emit(BuildStep::Configure, None, Some(line));
+    })
+    .await?;
+    let _ = log.flush();
+    if !configure.success() {
+        return Err(cmake_failed(BuildStep::Configure, &configure, &log_file));
+    }
+
+    // Which of the wanted targets this tree has. Ninja lists every target (CMake's `help`
+    // target leaves out those defined in the top folder).
+    let cmake_dir_text = cmake_dir.to_string_lossy().into_owned();
+    let mut listing = Command::new("ninja");
+    listing
+        .arg("-C")
+        .arg(&cmake_dir)
+        .args(["-t", "targets", "all"]);
+    let mut help_text = String::new();
+    let help = run_streaming(listing, |line| {
+        help_text.push_str(line);
+        help_text.push('\n');
+    })
+    .await
+    .map_err(|source| BuildError::Spawn {
+        program: "ninja",
+        source,
+    })?;
+    if !help.success() {
+        return Err(cmake_failed(BuildStep::Configure, &help, &log_file));
+    }
+    let available = parse_target_list(&help_text);
+    if !available.contains(REQUIRED_TARGET) {
+        return Err(BuildError::MissingTarget {
+            tree: prepared.tree.clone(),
+            target: REQUIRED_TARGET,
+        });
+    }
+    let targets: Vec<&str> = WANTED_TARGETS
+        .into_iter()
+        .filter(|t| available.contains(*t))
+        .collect();
+
+    // Compile.
+    let jobs = request
+        .jobs
+        .or_else(|| std::thread::available_parallelism().ok().map(|n| n.get()))
+        .unwrap_or(2)
+        .max(1);
+    let mut build_args = vec!["--build".to_owned(), cmake_dir_text, "--target".to_owned()];
+    build_args.extend(targets.iter().map(|t| (*t).to_owned()));
+    build_args.extend(["-j".to_owned(), jobs.to_string()]);
+    let _ = writeln!(log, "$ cmake {}", build_args.join(" "));
+    reporter.emit(
+        BuildStep::Compile,
+        Some(0.0),
+        Some(&format!("cmake {}", build_args.join(" "))),
+    );
+    let mut fraction = 0.0;
+    let compile = run_cmake(&build_args, |line| {
+        let _ = writeln!(log, "{line}");
+        if let Some((done, total)) = parse_ninja_progress(line) {
+            fraction = done as f64 / total as f64;
+        }
+        reporter.emit(BuildStep::Compile, Some(fraction), Some(line));
+    })
+    .await?;
+    let _ = log.flush();
+    if !compile.success() {
+        return Err(cmake_failed(BuildStep::Compile, &compile, &log_file));
+    }
+
+    // Install: copy into bin/ under a temporary name and rename, so a llama-server running from
+    // the old copy keeps its file and the new one appears whole.
+    fs::create_dir_all(&bin_dir).map_err(io_err("create the folder", &bin_dir))?;
+    let mut binaries = Vec::new();
+    for target in &targets {
+        // llama.cpp puts its programs in bin/ (CMAKE_RUNTIME_OUTPUT_DIRECTORY); a tree that
+        // does not leaves them where their target is defined.
+        let built_file = [cmake_dir.join("bin").join(target), cmake_dir.join(target)]
+            .into_iter()
+            .find(|p| p.is_file())
+            .ok_or_else(|| BuildError::MissingBinary {
+                path: cmake_dir.join("bin").join(target),
+                log: log_file.clone(),
+            })?;
+        let installed = bin_dir.join(target);
+        let partial = bin_dir.join(format!(".{target}.partial"));
+        fs::copy(&built_file, &partial).map_err(io_err("copy the binary to", &partial))?;
+        fs::rename(&partial, &installed).map_err(io_err("install", &installed))?;
+        binaries.push(installed);
+    }
+    let stamp = BuildStamp {
+        source_sha256: prepared.sha256.clone(),
+        configure_args: args.clone(),
+        binaries: targets.iter().map(|t| (*t).to_owned()).collect(),
+    };
+    let bytes = serde_json::to_vec_pretty(&stamp).unwrap_or_default();
+    fs::write(&stamp_file, bytes).map_err(io_err("write", &stamp_file))?;
+    Ok(built(binaries, false))
+}
+
+/// The installed binaries when the folder was built from this very source with these flags.
+/// A folder source has no hash: Ninja's own bookkeeping decides what to recompile there.
+fn reusable(
+    stamp: Option<&BuildStamp>,
+    bin_dir: &Path,
+    prepared: &PreparedSource,
+    args: &[String],
+) -> Option<Vec<PathBuf>> {
+    let stamp = stamp?;
+    let sha256 = prepared.sha256.as_deref()?;
+    if stamp.source_sha256.as_deref() != Some(sha256) || stamp.configure_args != args {
+        return None;
+    }
+    if !stamp.binaries.iter().any(|b| b == REQUIRED_TARGET) {
+        return None;
+    }
+    let binaries: Vec<PathBuf> = stamp.binaries.iter().map(|b| bin_dir.join(b)).collect();
+    binaries
+        .iter()
+        .all(|b| is_executable_file(b))
+        .then_some(binaries)
+}
+
+async fn run_cmake(args: &[String], on_line: impl FnMut(&str)) -> Result<StreamedRun, BuildError> {
+    let mut command = Command::new("cmake");
+    command.args(args);
+    // A fixed status prefix whatever the user's environment says, so progress parses.
+    command.env("NINJA_STATUS", "[%f/%t] ");
+    run_streaming(command, on_line)
+        .await
+        .map_err(|source| BuildError::Spawn {
+            program: "cmake",
+            source,
+        })
+}
+
+fn cmake_failed(step: BuildStep, run: &StreamedRun, log: &Path) -> BuildError {
+    BuildError::Cmake {
+        step,
+        status: run.status_text(),
+        code: run.code,
+        log: log.to_owned(),
+        tail: run.tail_text(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cc(major: i32, minor: i32) -> ComputeCapability {
+        ComputeCapability { major, minor }
+    }
+
+    #[test]
+    fn cuda_architectures_come_from_the_gpus_compute_capabilities() {
+        assert_eq!(
+            cuda_architectures(&[cc(12, 0), cc(8, 6), cc(8, 6)]).as_deref(),
+            Some("86;120")
+        );
+        assert_eq!(cuda_architectures(&[cc(9, 0)]).as_deref(), Some("90"));
+        assert_eq!(
+            cuda_architectures(&[cc(8, 9), cc(7, 5), cc(8, 0)]).as_deref(),
+            Some("75;80;89")
+        );
+        assert_eq!(cuda_architectures(&[]), None);
+        assert_eq!(cuda_architectures(&[cc(0, 0)]), None);
+    }
+
+    #[test]
+    fn user_architecture_lists_are_checked_and_normalised() {
+        assert_eq!(parse_cuda_architectures("86").unwrap(), "86");
+        assert_eq!(parse_cuda_architectures("86,120").unwrap(), "86;120");
+        assert_eq!(parse_cuda_architectures(" 89 ; 90 ").unwrap(), "89;90");
+        assert_eq!(
+            parse_cuda_architectures("120a-real;90-virtual").unwrap(),
+            "120a-real;90-virtual"
+        );
+        assert_eq!(parse_cuda_architectures("native").unwrap(), "native");
+        for bad in ["", "8.6", "sm_86", "86;$(rm -rf /)", "1234", "native;86"] {
+            let err = parse_cuda_architectures(bad).unwrap_err().to_string();
+            assert!(err.contains("invalid CUDA architectures"), "{bad}: {err}");
+        }
+    }
+
+    #[test]
+    fn tree_options_are_read_from_option_declarations() {
+        let text = "option(LLAMA_BUILD_TOOLS \"llama: build tools\" ON)\n\
+                    # option(LLAMA_COMMENTED \"no\" ON)\n\
+                    option (LLAMA_BUILD_SERVER \"server\" ON)\n\
+                    set(LLAMA_NOT_AN_OPTION ON)\n";
+        let options = TreeOptions::parse(text);
+        assert!(options.declares("LLAMA_BUILD_TOOLS"));
+        assert!(options.declares("LLAMA_BUILD_SERVER"));
+        assert!(!options.declares("LLAMA_COMMENTED"));
+        assert!(!options.declares("LLAMA_NOT_AN_OPTION"));
+    }
+
+    fn plan(backend: Backend, options: &str) -> ConfigurePlan {
+        ConfigurePlan {
+            backend,
+            cuda_architectures: Some("86;120".into()),
+            cuda_compiler: Some(PathBuf::from("/usr/local/cuda/bin/nvcc")),
+            commit: None,
+            options: TreeOptions::parse(options),
+        }
+    }
+
+    const CURRENT_TREE: &str = "option(LLAMA_BUILD_TOOLS \"\" ON)\noption(LLAMA_BUILD_SERVER \"\" ON)\noption(LLAMA_USE_PREBUILT_UI \"\" ON)\n";
+
+    #[test]
+    fn configure_flags_for_a_current_tree_on_cpu() {
+        let args = configure_args(
+            Path::new("/src"),
+            Path::new("/b/cmake"),
+            &ConfigurePlan {
+                commit: Some("0c1e570".into()),
+                ..plan(Backend::Cpu, CURRENT_TREE)
+            },
+        );
+        assert_eq!(
+            args,
+            [
+                "-S",
+                "/src",
+                "-B",
+                "/b/cmake",
+                "-G",
+                "Ninja",
+                "-DCMAKE_BUILD_TYPE=Release",
+                "-DLLAMA_CURL=OFF",
+                "-DBUILD_SHARED_LIBS=OFF",
+                "-DLLAMA_BUILD_TESTS=OFF",
+                "-DLLAMA_BUILD_TOOLS=ON",
+                "-DLLAMA_BUILD_EXAMPLES=OFF",
+                "-DLLAMA_BUILD_SERVER=ON",
+                "-DLLAMA_USE_PREBUILT_UI=OFF",
+                "-DLLAMA_BUILD_COMMIT=0c1e570",
+            ]
+        );
+    }
+
+    #[test]
+    fn configure_flags_for_cuda_vulkan_and_an_older_tree() {
+        let cuda = configure_args(
+            Path::new("/s"),
+            Path::new("/b"),
+            &plan(Backend::Cuda, CURRENT_TREE),
+        );
+        assert!(cuda.ends_with(&[
+            "-DGGML_CUDA=ON".to_owned(),
+            "-DCMAKE_CUDA_ARCHITECTURES=86;120".to_owned(),
+            "-DCMAKE_CUDA_COMPILER=/usr/local/cuda/bin/nvcc".to_owned(),
+        ]));
+        let vulkan = configure_args(
+            Path::new("/s"),
+            Path::new("/b"),
+            &plan(Backend::Vulkan, CURRENT_TREE),
+        );
+        assert_eq!(vulkan.last().map(String::as_str), Some("-DGGML_VULKAN=ON"));
+        assert!(!vulkan.iter().any(|a| a.contains("CUDA")));
+        // ik_llama.cpp: no LLAMA_BUILD_TOOLS, the server is an example.
+        let older = configure_args(
+            Path::new("/s"),
+            Path::new("/b"),
+            &plan(Backend::Cpu, "option(LLAMA_BUILD_SERVER \"\" ON)\n"),
+        );
+        assert!(older.contains(&"-DLLAMA_BUILD_EXAMPLES=ON".to_owned()));
+        assert!(!older
+            .iter()
+            .any(|a| a.contains("LLAMA_BUILD_TOOLS") || a.contains("PREBUILT")));
+    }
+
+    #[test]
+    fn ninja_status_lines_become_fractions() {
+        assert_eq!(
+            parse_ninja_progress(
+                "[12/240] Building CXX object src/CMakeFiles/llama.dir/llama.cpp.o"
+            ),
+            Some((12, 240))
+        );
+        assert_eq!(
+            parse_ninja_progress("[240/240] Linking CXX executable bin/llama-server"),
+            Some((240, 240))
+        );
+        assert_eq!(parse_ninja_progress("-- Configuring done"), None);
+        assert_eq!(parse_ninja_progress("[3/0] nonsense"), None);
+        assert_eq!(parse_ninja_progress("[warning] something"), None);
+    }
+
+    #[test]
+    fn ninja_target_lists_are_parsed() {
+        let text =
+            "bin/llama-server: CXX_EXECUTABLE_LINKER__llama-server_Release\nedit_cache: phony\n\
+                    llama-server: phony\nllama-bench: phony\ntools/server/install: phony\n";
+        let targets = parse_target_list(text);
+        assert!(targets.contains("llama-server") && targets.contains("llama-bench"));
+        assert!(targets.contains("bin/llama-server"));
+        assert!(!targets.contains("llama-fit-params"));
+    }
+
+    #[test]
+    fn progress_goes_out_on_the_bus_as_engine_build_events() {
+        let bus = EventBus::new();
+        let mut events = bus.subscribe();
+        let publish = publish_on(&bus);
+        publish(BuildProgress {
+            build_id: "build-1".into(),
+            step: BuildStep::Compile,
+            fraction: Some(0.5),
+            line: Some("[107/214] Building CXX object".into()),
+        });
+        let event = events.try_recv().unwrap();
+        assert_eq!(
+            serde_json::to_value(event.as_ref()).unwrap(),
+            serde_json::json!({
+                "type": "engine.build",
+                "data": {
+                    "build_id": "build-1",
+                    "step": "compile",
+                    "fraction": 0.5,
+                    "line": "[107/214] Building CXX object",
+                },
+            })
+        );
+    }
+
+    #[tokio::test]
+    async fn streaming_keeps_both_streams_and_the_last_lines() {
+        // Fixed test scripts (no user input): many lines on stdout; then a few on both streams.
+        let mut command = Command::new("sh");
+        command.args([
+            "-c",
+            "i=1; while [ $i -le 50 ]; do echo line $i; i=$((i+1)); done",
+        ]);
+        let mut seen = 0;
+        let run = run_streaming(command, |_| seen += 1).await.unwrap();
+        assert_eq!(seen, 50);
+        assert!(run.success());
+        assert_eq!(run.tail.len(), TAIL_LINES);
+        assert_eq!(run.tail.front().map(String::as_str), Some("line 11"));
+        assert_eq!(run.tail.back().map(String::as_str), Some("line 50"));
+
+        let mut command = Command::new("sh");
+        command.args(["-c", "echo out; echo oops >&2; exit 3"]);
+        let run = run_streaming(command, |_| {}).await.unwrap();
+        assert_eq!(run.code, Some(3));
+        assert!(!run.success());
+        assert!(run.tail_text().contains("oops") && run.tail_text().contains("out"));
+    }
+}

@@ -1,0 +1,825 @@
+//! The llama.cpp source that Rigdeck builds: by default the tree vendored in the pinned
+//! `llama-cpp-python` source distribution on the Python package index, else a user's archive
+//! (tar.gz of a llama.cpp or ik_llama.cpp tree) or folder.
+//!
+//! The pinned archive comes through pip (the package index is the one place CI can reach), is
+//! checked against its sha256 and unpacked into a cache outside any checkout
+//! (`$RIGDECK_CACHE_DIR/sources`, default `~/.cache/rigdeck/sources`). When the verified tree is
+//! already there, nothing is downloaded, hashed or unpacked again. Archive entries are sanitized:
+//! no absolute path, no `..`, no link leads outside the destination.
+
+use std::collections::HashSet;
+use std::fs::{self, File};
+use std::io::{self, Read};
+use std::path::{Component, Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+use tokio::process::Command;
+
+use super::cmake_build::{run_streaming, BuildStep, StreamedRun};
+use super::find_in_path;
+
+/// Moves the cache (sources, and the test builds) elsewhere; default `~/.cache/rigdeck`.
+pub const CACHE_DIR_ENV: &str = "RIGDECK_CACHE_DIR";
+
+/// A source archive pinned by version and sha256.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PinnedSource {
+    /// The package on the Python package index.
+    pub package: &'static str,
+    pub version: &'static str,
+    /// The file pip saves.
+    pub file_name: &'static str,
+    pub sha256: &'static str,
+    pub size_bytes: u64,
+    /// The llama.cpp tree inside the archive.
+    pub tree_prefix: &'static str,
+    /// The llama.cpp commit the tree was vendored from. The sdist has no usable `.git`, so
+    /// CMake cannot find it by itself; Rigdeck passes it on so `--version` names it.
+    pub llama_cpp_commit: &'static str,
+}
+
+/// llama.cpp as vendored in `llama-cpp-python` 0.3.36 (commit 0c1e570, October 2026).
+pub const BUNDLED_LLAMA_CPP: PinnedSource = PinnedSource {
+    package: "llama-cpp-python",
+    version: "0.3.36",
+    file_name: "llama_cpp_python-0.3.36.tar.gz",
+    sha256: "832db0699007f1be95a7e41ef12e88926b02ba836461e36a36372db2760c1a2e",
+    size_bytes: 76_589_250,
+    tree_prefix: "llama_cpp_python-0.3.36/vendor/llama.cpp",
+    llama_cpp_commit: "0c1e570",
+};
+
+impl PinnedSource {
+    /// `llama-cpp-python==0.3.36`, as pip wants it.
+    pub fn requirement(&self) -> String {
+        format!("{}=={}", self.package, self.version)
+    }
+
+    /// The folder under `sources` that holds the unpacked tree and its marker.
+    fn unpack_root(&self, sources: &Path) -> PathBuf {
+        sources.join(format!("{}-{}", self.package, self.version))
+    }
+
+    /// Where the unpacked llama.cpp tree lives under a sources folder.
+    pub fn tree_dir(&self, sources: &Path) -> PathBuf {
+        self.unpack_root(sources).join("llama.cpp")
+    }
+}
+
+/// What to build from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SourceSpec {
+    /// The pinned [`BUNDLED_LLAMA_CPP`] tree.
+    Bundled,
+    /// A tar.gz holding a llama.cpp or ik_llama.cpp tree (at its top or one or two folders down);
+    /// checked against `sha256` when given.
+    Archive {
+        path: PathBuf,
+        sha256: Option<String>,
+    },
+    /// A source folder already on disk (a git checkout, an unpacked release).
+    Folder(PathBuf),
+}
+
+impl SourceSpec {
+    /// A user's `--source PATH`: a file is an archive, a folder a tree.
+    pub fn from_path(path: PathBuf, sha256: Option<String>) -> Result<Self, SourceError> {
+        let meta = fs::metadata(&path).map_err(|_| SourceError::NotFound { path: path.clone() })?;
+        if meta.is_dir() {
+            Ok(SourceSpec::Folder(path))
+        } else {
+            Ok(SourceSpec::Archive { path, sha256 })
+        }
+    }
+}
+
+/// A source tree ready for CMake.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct PreparedSource {
+    /// The folder with the top-level `CMakeLists.txt`.
+    pub tree: PathBuf,
+    /// Names the build folder: the commit of the pinned source, `src-<hash>` for an archive,
+    /// `local-<hash of the path>` for a folder.
+    pub label: String,
+    /// The archive's sha256; `None` for a folder (its content changes under us; Ninja decides
+    /// what to rebuild).
+    pub sha256: Option<String>,
+    /// The llama.cpp commit when known from the pin.
+    pub commit: Option<String>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum SourceError {
+    #[error("cannot find a cache folder: set HOME or {CACHE_DIR_ENV}")]
+    NoCacheDir,
+    #[error("source archive '{path}' has sha256 {actual}, expected {expected}: {fix}")]
+    HashMismatch {
+        path: PathBuf,
+        expected: String,
+        actual: String,
+        fix: String,
+    },
+    #[error("cannot download {requirement}: {reason}")]
+    Download { requirement: String, reason: String },
+    #[error("source archive '{path}' cannot be unpacked: {reason}")]
+    BadArchive { path: PathBuf, reason: String },
+    #[error("source archive '{path}' holds an unsafe entry '{entry}' (absolute, or leading outside the tree): refusing to unpack it")]
+    UnsafeEntry { path: PathBuf, entry: String },
+    #[error("source '{path}' does not exist: give an existing folder or .tar.gz archive")]
+    NotFound { path: PathBuf },
+    #[error("'{path}' holds no llama.cpp source tree (a folder with CMakeLists.txt and include/llama.h): point --source at the llama.cpp or ik_llama.cpp checkout")]
+    NotASourceTree { path: PathBuf },
+    #[error("cannot {action} '{path}': {source}")]
+    Io {
+        action: &'static str,
+        path: PathBuf,
+        source: io::Error,
+    },
+    #[error("the {0} task stopped unexpectedly")]
+    Interrupted(&'static str),
+}
+
+fn io_err<'a>(action: &'static str, path: &'a Path) -> impl FnOnce(io::Error) -> SourceError + 'a {
+    move |source| SourceError::Io {
+        action,
+        path: path.to_owned(),
+        source,
+    }
+}
+
+/// Rigdeck's cache root: `$RIGDECK_CACHE_DIR`, else `~/.cache/rigdeck` (XDG cache home).
+pub fn cache_root() -> Result<PathBuf, SourceError> {
+    if let Some(dir) = std::env::var_os(CACHE_DIR_ENV).filter(|d| !d.is_empty()) {
+        return Ok(PathBuf::from(dir));
+    }
+    dirs::cache_dir()
+        .map(|d| d.join("rigdeck"))
+        .ok_or(SourceError::NoCacheDir)
+}
+
+/// Where archives and unpacked trees live under the cache root.
+pub fn sources_dir(cache_root: &Path) -> PathBuf {
+    cache_root.join("sources")
+}
+
+/// The tree of the pinned source when it is already unpacked and verified (nothing to do).
+pub fn cached_tree(pin: &PinnedSource, sources: &Path) -> Option<PathBuf> {
+    let tree = pin.tree_dir(sources);
+    (marker_matches(&pin.unpack_root(sources), pin.sha256) && tree.join("CMakeLists.txt").is_file())
+        .then_some(tree)
+}
+
+/// Makes `spec` ready for CMake, downloading, verifying and unpacking only what the cache lacks.
+/// `report` hears each step (fetch, verify, extract) with a line of text.
+pub async fn prepare(
+    spec: &SourceSpec,
+    cache_root: &Path,
+    report: &(dyn Fn(BuildStep, &str) + Send + Sync),
+) -> Result<PreparedSource, SourceError> {
+    let sources = sources_dir(cache_root);
+    match spec {
+        SourceSpec::Bundled => {
+            let pin = &BUNDLED_LLAMA_CPP;
+            let tree = match cached_tree(pin, &sources) {
+                Some(tree) => {
+                    report(
+                        BuildStep::Extract,
+                        &format!("using the cached source in {}", tree.display()),
+                    );
+                    tree
+                }
+                None => {
+                    let archive = fetch_pinned(pin, &sources, report).await?;
+                    report(
+                        BuildStep::Extract,
+                        &format!("unpacking {} from {}", pin.tree_prefix, archive.display()),
+                    );
+                    let (archive, sources_owned) = (archive.clone(), sources.clone());
+                    let pin_owned = *pin;
+                    tokio::task::spawn_blocking(move || {
+                        unpack_pinned(&archive, &pin_owned, &sources_owned)
+                    })
+                    .await
+                    .map_err(|_| SourceError::Interrupted("unpack"))??
+                }
+            };
+            Ok(PreparedSource {
+                tree,
+                label: pin.llama_cpp_commit.to_owned(),
+                sha256: Some(pin.sha256.to_owned()),
+                commit: Some(pin.llama_cpp_commit.to_owned()),
+            })
+        }
+        SourceSpec::Archive { path, sha256 } => {
+            if !path.is_file() {
+                return Err(SourceError::NotFound { path: path.clone() });
+            }
+            report(
+                BuildStep::Verify,
+                &format!("computing the sha256 of {}", path.display()),
+            );
+            let actual = sha256_file_async(path).await?;
+            if let Some(expected) = sha256 {
+                if !expected.trim().eq_ignore_ascii_case(&actual) {
+                    return Err(SourceError::HashMismatch {
+                        path: path.clone(),
+                        expected: expected.trim().to_ascii_lowercase(),
+                        actual,
+                        fix: "the file is damaged or not the release you meant; download it again, or check the sha256 you gave".into(),
+                    });
+                }
+            }
+            let root = sources.join(format!("archive-{}", &actual[..16]));
+            if !marker_matches(&root, &actual) {
+                report(
+                    BuildStep::Extract,
+                    &format!("unpacking {} into {}", path.display(), root.display()),
+                );
+                let (archive, root_owned, hash) = (path.clone(), root.clone(), actual.clone());
+                tokio::task::spawn_blocking(move || {
+                    unpack_into(&archive, &root_owned, "tree", None, &hash)
+                })
+                .await
+                .map_err(|_| SourceError::Interrupted("unpack"))??;
+            } else {
+                report(
+                    BuildStep::Extract,
+                    &format!("using the unpacked copy in {}", root.display()),
+                );
+            }
+            let tree = find_source_tree(&root.join("tree"))
+                .ok_or_else(|| SourceError::NotASourceTree { path: path.clone() })?;
+            Ok(PreparedSource {
+                tree,
+                label: format!("src-{}", &actual[..12]),
+                sha256: Some(actual),
+                commit: None,
+            })
+        }
+        SourceSpec::Folder(path) => {
+            let folder =
+                fs::canonicalize(path).map_err(|_| SourceError::NotFound { path: path.clone() })?;
+            let tree = find_source_tree(&folder)
+                .ok_or_else(|| SourceError::NotASourceTree { path: path.clone() })?;
+            report(
+                BuildStep::Extract,
+                &format!("building from the folder {}", tree.display()),
+            );
+            let path_hash = hex(&Sha256::digest(tree.to_string_lossy().as_bytes()));
+            Ok(PreparedSource {
+                tree,
+                label: format!("local-{}", &path_hash[..8]),
+                sha256: None,
+                commit: None,
+            })
+        }
+    }
+}
+
+/// Downloads the pinned archive with pip into the sources folder (or verifies the cached copy).
+async fn fetch_pinned(
+    pin: &PinnedSource,
+    sources: &Path,
+    report: &(dyn Fn(BuildStep, &str) + Send + Sync),
+) -> Result<PathBuf, SourceError> {
+    let archive = sources.join(pin.file_name);
+    if archive.is_file() {
+        report(
+            BuildStep::Verify,
+            &format!("checking the sha256 of {}", archive.display()),
+        );
+        verify_sha256_async(&archive, pin.sha256, CACHED_ARCHIVE_FIX).await?;
+        return Ok(archive);
+    }
+    fs::create_dir_all(sources).map_err(io_err("create the folder", sources))?;
+    let Some(python) = find_in_path("python3") else {
+        return Err(SourceError::Download {
+            requirement: pin.requirement(),
+            reason: format!(
+                "python3 is not installed (pip fetches it from the Python package index): install Python 3 with pip, \
+                 or download {} (sha256 {}) yourself and pass it with --source",
+                pin.file_name, pin.sha256
+            ),
+        });
+    };
+    // Download next to the cache, not into it: only a verified file takes the final name.
+    let download_dir = sources.join(format!(".download-{}", std::process::id()));
+    if download_dir.exists() {
+        fs::remove_dir_all(&download_dir).map_err(io_err("clear the folder", &download_dir))?;
+    }
+    fs::create_dir_all(&download_dir).map_err(io_err("create the folder", &download_dir))?;
+    let mut command = Command::new(&python);
+    // `--no-binary <package>`, not `:all:`: with `:all:` pip builds its own CMake from source for
+    // the metadata step and takes many minutes.
+    command
+        .args(["-m", "pip", "download", "--no-deps", "--no-binary"])
+        .arg(pin.package)
+        .arg(pin.requirement())
+        .arg("-d")
+        .arg(&download_dir)
+        .args([
+            "--no-input",
+            "--disable-pip-version-check",
+            "--progress-bar",
+            "off",
+        ]);
+    report(
+        BuildStep::Fetch,
+        &format!(
+            "python3 -m pip download --no-deps --no-binary {} {} ({} MB)",
+            pin.package,
+            pin.requirement(),
+            pin.size_bytes / 1_000_000
+        ),
+    );
+    let run = run_streaming(command, |line| report(BuildStep::Fetch, line))
+        .await
+        .map_err(|e| SourceError::Download {
+            requirement: pin.requirement(),
+            reason: format!("cannot run {}: {e}", python.display()),
+        })?;
+    let downloaded = download_dir.join(pin.file_name);
+    if !run.success() || !downloaded.is_file() {
+        return Err(SourceError::Download {
+            requirement: pin.requirement(),
+            reason: pip_failure(&run, &downloaded),
+        });
+    }
+    report(
+        BuildStep::Verify,
+        &format!("checking the sha256 of {}", downloaded.display()),
+    );
+    verify_sha256_async(&downloaded, pin.sha256, FRESH_DOWNLOAD_FIX).await?;
+    fs::rename(&downloaded, &archive).map_err(io_err("move the download to", &archive))?;
+    let _ = fs::remove_dir_all(&download_dir);
+    Ok(archive)
+}
+
+const CACHED_ARCHIVE_FIX: &str =
+    "the cached file is damaged or not the pinned release; delete it to download it again";
+const FRESH_DOWNLOAD_FIX: &str =
+    "the package index served a different file than the pinned one; delete it and try again, \
+     and if it happens again check for a proxy that rewrites downloads";
+
+fn pip_failure(run: &StreamedRun, downloaded: &Path) -> String {
+    let status = match run.code {
+        Some(code) => format!("pip exited with code {code}"),
+        None if run.success() => format!("pip finished but {} is missing", downloaded.display()),
+        None => "pip was killed by a signal".to_owned(),
+    };
+    format!(
+        "{status}; check the network connection to the Python package index (pip's proxy settings apply). Last lines:\n{}",
+        run.tail_text()
+    )
+}
+
+/// The sha256 of a file as lower-case hex.
+pub fn sha256_file(path: &Path) -> io::Result<String> {
+    let mut file = File::open(path)?;
+    let mut hasher = Sha256::new();
+    let mut buf = vec![0u8; 1 << 20];
+    loop {
+        let n = file.read(&mut buf)?;
+        if n == 0 {
+            break;
+        }
+        hasher.update(&buf[..n]);
+    }
+    Ok(hex(&hasher.finalize()))
+}
+
+/// Checks that `path` has the sha256 `expected`; the error names the file, both hashes and the fix.
+pub fn verify_sha256(path: &Path, expected: &str, fix: &str) -> Result<(), SourceError> {
+    let actual = sha256_file(path).map_err(io_err("read", path))?;
+    if actual.eq_ignore_ascii_case(expected.trim()) {
+        Ok(())
+    } else {
+        Err(SourceError::HashMismatch {
+            path: path.to_owned(),
+            expected: expected.trim().to_ascii_lowercase(),
+            actual,
+            fix: fix.to_owned(),
+        })
+    }
+}
+
+/// [`verify_sha256`] for a cached copy of the pinned archive, with its fix: delete and re-download.
+pub fn verify_pinned_archive(path: &Path, pin: &PinnedSource) -> Result<(), SourceError> {
+    verify_sha256(path, pin.sha256, CACHED_ARCHIVE_FIX)
+}
+
+async fn verify_sha256_async(path: &Path, expected: &str, fix: &str) -> Result<(), SourceError> {
+    let (path, expected, fix) = (path.to_owned(), expected.to_owned(), fix.to_owned());
+    tokio::task::spawn_blocking(move || verify_sha256(&path, &expected, &fix))
+        .await
+        .map_err(|_| SourceError::Interrupted("sha256"))?
+}
+
+async fn sha256_file_async(path: &Path) -> Result<String, SourceError> {
+    let owned = path.to_owned();
+    tokio::task::spawn_blocking(move || sha256_file(&owned))
+        .await
+        .map_err(|_| SourceError::Interrupted("sha256"))?
+        .map_err(io_err("read", path))
+}
+
+fn hex(bytes: &[u8]) -> String {
+    use std::fmt::Write as _;
+    bytes.iter().fold(String::new(), |mut s, b| {
+        let _ = write!(s, "{b:02x}");
+        s
+    })
+}
+
+/// Written next to an unpacked tree once it is complete: which archive it came from.
+#[derive(Debug, Serialize, Deserialize)]
+struct UnpackMarker {
+    sha256: String,
+}
+
+const MARKER_FILE: &str = "rigdeck-source.json";
+
+fn marker_matches(root: &Path, sha256: &str) -> bool {
+    fs::read(root.join(MARKER_FILE))
+        .ok()
+        .and_then(|bytes| serde_json::from_slice::<UnpackMarker>(&bytes).ok())
+        .is_some_and(|m| m.sha256.eq_ignore_ascii_case(sha256))
+}
+
+fn unpack_pinned(
+    archive: &Path,
+    pin: &PinnedSource,
+    sources: &Path,
+) -> Result<PathBuf, SourceError> {
+    let root = pin.unpack_root(sources);
+    unpack_into(
+        archive,
+        &root,
+        "llama.cpp",
+        Some(Path::new(pin.tree_prefix)),
+        pin.sha256,
+    )?;
+    Ok(pin.tree_dir(sources))
+}
+
+/// Unpacks `archive` (only what lies under `prefix`, when given) into `<root>/<sub>`, writing the
+/// marker last. Works in a side folder renamed into place, so an interrupted unpack is never
+/// mistaken for a complete one.
+fn unpack_into(
+    archive: &Path,
+    root: &Path,
+    sub: &str,
+    prefix: Option<&Path>,
+    sha256: &str,
+) -> Result<(), SourceError> {
+    let parent = root.parent().unwrap_or(Path::new("."));
+    let name = root
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "tree".to_owned());
+    let partial = parent.join(format!(".{name}.partial-{}", std::process::id()));
+    if partial.exists() {
+        fs::remove_dir_all(&partial).map_err(io_err("clear the folder", &partial))?;
+    }
+    let dest = partial.join(sub);
+    fs::create_dir_all(&dest).map_err(io_err("create the folder", &dest))?;
+    let unpacked = extract_tar_gz(archive, &dest, prefix);
+    let files = match unpacked {
+        Ok(files) => files,
+        Err(err) => {
+            let _ = fs::remove_dir_all(&partial);
+            return Err(err);
+        }
+    };
+    if files == 0 {
+        let _ = fs::remove_dir_all(&partial);
+        return Err(SourceError::BadArchive {
+            path: archive.to_owned(),
+            reason: match prefix {
+                Some(p) => format!("it holds no files under {}", p.display()),
+                None => "it holds no files".to_owned(),
+            },
+        });
+    }
+    let marker = serde_json::to_vec(&UnpackMarker {
+        sha256: sha256.to_ascii_lowercase(),
+    })
+    .unwrap_or_default();
+    let marker_path = partial.join(MARKER_FILE);
+    fs::write(&marker_path, marker).map_err(io_err("write", &marker_path))?;
+    if root.exists() {
+        fs::remove_dir_all(root).map_err(io_err("replace the folder", root))?;
+    }
+    fs::rename(&partial, root).map_err(io_err("move the unpacked tree to", root))?;
+    Ok(())
+}
+
+/// An archive path that would land outside the destination.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct UnsafePath;
+
+/// Where an archive entry may be written, relative to the destination. `Ok(None)` for entries
+/// outside `prefix` (not wanted) and for the prefix folder itself; an error for absolute paths
+/// and any `..`.
+pub fn sanitize_entry_path(
+    raw: &Path,
+    prefix: Option<&Path>,
+) -> Result<Option<PathBuf>, UnsafePath> {
+    let mut clean = PathBuf::new();
+    for component in raw.components() {
+        match component {
+            Component::Normal(part) => clean.push(part),
+            Component::CurDir => {}
+            Component::ParentDir | Component::RootDir | Component::Prefix(_) => {
+                return Err(UnsafePath)
+            }
+        }
+    }
+    let relative = match prefix {
+        Some(prefix) => match clean.strip_prefix(prefix) {
+            Ok(rest) => rest.to_owned(),
+            Err(_) => return Ok(None),
+        },
+        None => clean,
+    };
+    Ok((!relative.as_os_str().is_empty()).then_some(relative))
+}
+
+/// Whether a symlink at `entry` (relative to the destination) pointing at `target` stays inside
+/// the destination, judged by its text: relative, and never climbing above the top.
+pub fn link_stays_inside(entry: &Path, target: &Path) -> bool {
+    let mut depth: usize = entry.parent().map_or(0, |p| p.components().count());
+    for component in target.components() {
+        match component {
+            Component::Normal(_) => depth += 1,
+            Component::CurDir => {}
+            Component::ParentDir => match depth.checked_sub(1) {
+                Some(d) => depth = d,
+                None => return false,
+            },
+            Component::RootDir | Component::Prefix(_) => return false,
+        }
+    }
+    true
+}
+
+/// Unpacks a tar.gz into `dest` (which exists), keeping only entries under `prefix` (stripped)
+/// when given. Regular files, folders and links that stay inside are written; devices and the
+/// like are skipped. Returns the number of files written.
+pub fn extract_tar_gz(
+    archive: &Path,
+    dest: &Path,
+    prefix: Option<&Path>,
+) -> Result<usize, SourceError> {
+    let file = File::open(archive).map_err(io_err("open", archive))?;
+    let bad = |reason: io::Error| SourceError::BadArchive {
+        path: archive.to_owned(),
+        reason: reason.to_string(),
+    };
+    let unsafe_entry = |entry: &Path| SourceError::UnsafeEntry {
+        path: archive.to_owned(),
+        entry: entry.display().to_string(),
+    };
+    let mut tar = tar::Archive::new(flate2::read::GzDecoder::new(io::BufReader::new(file)));
+    // Links we created: nothing may be written through one, or a pair of harmless-looking links
+    // could still point outside.
+    let mut links: HashSet<PathBuf> = HashSet::new();
+    let mut files = 0usize;
+    for entry in tar.entries().map_err(bad)? {
+        let mut entry = entry.map_err(bad)?;
+        let raw = entry.path().map_err(bad)?.into_owned();
+        let Some(relative) = sanitize_entry_path(&raw, prefix).map_err(|_| unsafe_entry(&raw))?
+        else {
+            continue;
+        };
+        if relative.ancestors().skip(1).any(|a| links.contains(a)) {
+            return Err(unsafe_entry(&raw));
+        }
+        let target = dest.join(&relative);
+        let entry_type = entry.header().entry_type();
+        if entry_type.is_dir() {
+            fs::create_dir_all(&target).map_err(io_err("create the folder", &target))?;
+            continue;
+        }
+        if let Some(parent) = target.parent() {
+            fs::create_dir_all(parent).map_err(io_err("create the folder", parent))?;
+        }
+        // Replace whatever an earlier entry left at this name, never write through it.
+        match fs::symlink_metadata(&target) {
+            Ok(meta) if meta.is_dir() => return Err(unsafe_entry(&raw)),
+            Ok(_) => fs::remove_file(&target).map_err(io_err("replace", &target))?,
+            Err(_) => {}
+        }
+        if entry_type.is_file() {
+            let mode = entry.header().mode().unwrap_or(0o644);
+            let mut out = fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .open(&target)
+                .map_err(io_err("create", &target))?;
+            io::copy(&mut entry, &mut out).map_err(bad)?;
+            set_mode(&target, mode)?;
+            files += 1;
+        } else if entry_type.is_symlink() {
+            let link = entry
+                .link_name()
+                .map_err(bad)?
+                .ok_or_else(|| unsafe_entry(&raw))?
+                .into_owned();
+            if !link_stays_inside(&relative, &link) {
+                return Err(unsafe_entry(&raw));
+            }
+            std::os::unix::fs::symlink(&link, &target)
+                .map_err(io_err("create the link", &target))?;
+            links.insert(relative);
+        } else if entry_type.is_hard_link() {
+            let link = entry
+                .link_name()
+                .map_err(bad)?
+                .ok_or_else(|| unsafe_entry(&raw))?
+                .into_owned();
+            let Some(source) =
+                sanitize_entry_path(&link, prefix).map_err(|_| unsafe_entry(&raw))?
+            else {
+                // A hard link to a file outside the part we keep: nothing to link to.
+                continue;
+            };
+            if source.ancestors().any(|a| links.contains(a)) {
+                return Err(unsafe_entry(&raw));
+            }
+            let source = dest.join(source);
+            fs::copy(&source, &target).map_err(io_err("copy the linked file", &source))?;
+            files += 1;
+        } else {
+            tracing::debug!(entry = %raw.display(), "skipping an archive entry that is not a file, folder or link");
+        }
+    }
+    Ok(files)
+}
+
+/// Keeps the execute bits (CMake runs a few scripts), drops set-uid and friends.
+fn set_mode(path: &Path, mode: u32) -> Result<(), SourceError> {
+    use std::os::unix::fs::PermissionsExt;
+    let mode = (mode & 0o755) | 0o600;
+    fs::set_permissions(path, fs::Permissions::from_mode(mode))
+        .map_err(io_err("set the mode of", path))
+}
+
+/// The shallowest folder under `root` (itself included, three levels down at most) that looks
+/// like a llama.cpp tree: a `CMakeLists.txt` next to `include/llama.h`. Finds the tree at the top
+/// of a checkout, inside a release archive's single folder, or under `vendor/llama.cpp` of an
+/// unpacked `llama-cpp-python` sdist.
+pub fn find_source_tree(root: &Path) -> Option<PathBuf> {
+    let mut level = vec![root.to_owned()];
+    for _ in 0..=3 {
+        let mut next = Vec::new();
+        for dir in &level {
+            if dir.join("CMakeLists.txt").is_file() && dir.join("include/llama.h").is_file() {
+                return Some(dir.clone());
+            }
+            if let Ok(read) = fs::read_dir(dir) {
+                let mut children: Vec<PathBuf> = read
+                    .filter_map(Result::ok)
+                    .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+                    .map(|e| e.path())
+                    .collect();
+                children.sort();
+                next.extend(children);
+            }
+        }
+        level = next;
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn entry_paths_stay_inside_and_lose_the_prefix() {
+        let prefix = Some(Path::new("pkg-1.0/vendor/llama.cpp"));
+        assert_eq!(
+            sanitize_entry_path(Path::new("pkg-1.0/vendor/llama.cpp/src/llama.cpp"), prefix),
+            Ok(Some(PathBuf::from("src/llama.cpp")))
+        );
+        assert_eq!(
+            sanitize_entry_path(
+                Path::new("./pkg-1.0/vendor/llama.cpp/CMakeLists.txt"),
+                prefix
+            ),
+            Ok(Some(PathBuf::from("CMakeLists.txt")))
+        );
+        assert_eq!(
+            sanitize_entry_path(Path::new("pkg-1.0/setup.py"), prefix),
+            Ok(None)
+        );
+        assert_eq!(
+            sanitize_entry_path(Path::new("pkg-1.0/vendor/llama.cpp/"), prefix),
+            Ok(None)
+        );
+        assert_eq!(
+            sanitize_entry_path(Path::new("/etc/passwd"), None),
+            Err(UnsafePath)
+        );
+        assert_eq!(
+            sanitize_entry_path(Path::new("tree/../../escape"), None),
+            Err(UnsafePath)
+        );
+        assert_eq!(
+            sanitize_entry_path(Path::new("pkg-1.0/vendor/llama.cpp/../x"), prefix),
+            Err(UnsafePath)
+        );
+    }
+
+    #[test]
+    fn links_may_point_within_the_tree_only() {
+        assert!(link_stays_inside(Path::new("a/b/link"), Path::new("../c")));
+        assert!(link_stays_inside(
+            Path::new("a/link"),
+            Path::new("./x/../y")
+        ));
+        assert!(!link_stays_inside(
+            Path::new("a/link"),
+            Path::new("../../up")
+        ));
+        assert!(!link_stays_inside(Path::new("link"), Path::new("/etc")));
+    }
+
+    fn tar_gz(path: &Path, entries: &[(&str, &[u8])]) {
+        let file = File::create(path).unwrap();
+        let gz = flate2::write::GzEncoder::new(file, flate2::Compression::fast());
+        let mut builder = tar::Builder::new(gz);
+        for (name, data) in entries {
+            let mut header = tar::Header::new_gnu();
+            header.set_size(data.len() as u64);
+            header.set_mode(0o755);
+            header.set_entry_type(tar::EntryType::Regular);
+            // Written raw, so a hostile name reaches the reader as it would in a real attack.
+            let raw = header.as_old_mut().name.as_mut();
+            raw[..name.len()].copy_from_slice(name.as_bytes());
+            header.set_cksum();
+            builder.append(&header, *data).unwrap();
+        }
+        builder.into_inner().unwrap().finish().unwrap();
+    }
+
+    #[test]
+    fn unpacks_a_tree_and_finds_it_below_the_top_folder() {
+        let dir = tempfile::tempdir().unwrap();
+        let archive = dir.path().join("src.tar.gz");
+        tar_gz(
+            &archive,
+            &[
+                ("llama.cpp-b1/CMakeLists.txt", b"project(x)"),
+                ("llama.cpp-b1/include/llama.h", b"// header"),
+                ("llama.cpp-b1/scripts/run.sh", b"#!/bin/sh"),
+            ],
+        );
+        let dest = dir.path().join("out");
+        fs::create_dir(&dest).unwrap();
+        assert_eq!(extract_tar_gz(&archive, &dest, None).unwrap(), 3);
+        assert_eq!(find_source_tree(&dest), Some(dest.join("llama.cpp-b1")));
+        use std::os::unix::fs::PermissionsExt;
+        let mode = fs::metadata(dest.join("llama.cpp-b1/scripts/run.sh"))
+            .unwrap()
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o111, 0o111, "execute bits kept");
+    }
+
+    #[test]
+    fn refuses_an_archive_that_climbs_out() {
+        let dir = tempfile::tempdir().unwrap();
+        let archive = dir.path().join("evil.tar.gz");
+        tar_gz(&archive, &[("tree/../../escaped.txt", b"gotcha")]);
+        let dest = dir.path().join("a/b");
+        fs::create_dir_all(&dest).unwrap();
+        let err = extract_tar_gz(&archive, &dest, None).unwrap_err();
+        assert!(matches!(err, SourceError::UnsafeEntry { .. }), "{err}");
+        assert!(err.to_string().contains("escaped.txt"), "{err}");
+        assert!(!dir.path().join("escaped.txt").exists());
+    }
+
+    #[test]
+    fn a_file_that_is_not_gzip_is_a_bad_archive() {
+        let dir = tempfile::tempdir().unwrap();
+        let archive = dir.path().join("not.tar.gz");
+        fs::write(&archive, b"plain text, not gzip").unwrap();
+        let err = extract_tar_gz(&archive, dir.path(), None).unwrap_err();
+        assert!(matches!(err, SourceError::BadArchive { .. }), "{err}");
+        assert!(err.to_string().contains("not.tar.gz"), "{err}");
+    }
+
+    #[test]
+    fn the_pinned_source_is_the_one_in_the_architecture_notes() {
+        assert_eq!(BUNDLED_LLAMA_CPP.requirement(), "llama-cpp-python==0.3.36");
+        assert_eq!(BUNDLED_LLAMA_CPP.sha256.len(), 64);
+        assert_eq!(
+            BUNDLED_LLAMA_CPP.tree_dir(Path::new("/c/sources")),
+            Path::new("/c/sources/llama-cpp-python-0.3.36/llama.cpp")
+        );
+    }
+}

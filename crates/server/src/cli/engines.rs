@@ -1,0 +1,328 @@
+//! `rigdeck engines`: list the installed inference engines, build llama.cpp from source (the
+//! bundled pinned tree by default), register an existing binary or Python environment, remove one.
+
+use std::collections::HashSet;
+use std::io::Write as _;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::Context as _;
+use rigdeck_core::engines::cmake_build::{self, BuildProgress, BuildRequest, BuildStep};
+use rigdeck_core::engines::registry::{self, Availability, EngineBuild};
+use rigdeck_core::engines::source::{self, SourceSpec, BUNDLED_LLAMA_CPP};
+use rigdeck_core::engines::{engines_dir, Backend, EngineKind};
+use rigdeck_core::paths::AppPaths;
+use rigdeck_core::store::Store;
+use rigdeck_core::telemetry::gpu::NvmlSource;
+
+#[derive(Debug, clap::Args)]
+pub struct EnginesArgs {
+    #[command(subcommand)]
+    pub command: EnginesCommand,
+}
+
+#[derive(Debug, clap::Subcommand)]
+pub enum EnginesCommand {
+    /// List the installed engine builds: kind, version, backend, location, capabilities.
+    List {
+        /// Print the builds as JSON (capabilities included) for scripts.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Build llama.cpp (or ik_llama.cpp) with CMake and Ninja, then register it. Without
+    /// --source: the llama.cpp bundled in llama-cpp-python 0.3.36 (pinned by sha256; about five
+    /// minutes on two cores, reused when already built).
+    Build(BuildArgs),
+    /// Register an existing llama-server binary (or its folder), or a Python virtual environment
+    /// that has vLLM or SGLang installed.
+    Register(RegisterArgs),
+    /// Forget a build (its files stay on disk).
+    Remove {
+        /// The id `rigdeck engines list` shows.
+        id: i64,
+    },
+}
+
+#[derive(Debug, clap::Args)]
+pub struct BuildArgs {
+    /// cpu, cuda (architectures from the detected GPUs) or vulkan.
+    #[arg(long, default_value = "cpu")]
+    pub backend: Backend,
+    /// A source folder or .tar.gz archive of a llama.cpp or ik_llama.cpp tree instead of the
+    /// bundled one.
+    #[arg(long, value_name = "PATH")]
+    pub source: Option<PathBuf>,
+    /// The sha256 the --source archive must have.
+    #[arg(long, value_name = "HEX", requires = "source")]
+    pub source_sha256: Option<String>,
+    /// llama.cpp or ik_llama.cpp.
+    #[arg(long, default_value = "llama.cpp")]
+    pub kind: EngineKind,
+    /// CUDA architectures, e.g. 86 or 86;120 (default: from the GPUs' compute capabilities).
+    #[arg(long, value_name = "LIST")]
+    pub cuda_arch: Option<String>,
+    /// Build folder (default: <data dir>/engines/<kind>-<version>-<backend>).
+    #[arg(long, value_name = "DIR")]
+    pub dir: Option<PathBuf>,
+    /// Parallel compile jobs (default: all cores).
+    #[arg(long, short = 'j')]
+    pub jobs: Option<usize>,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct RegisterArgs {
+    /// The llama-server binary, a folder holding it, or a Python virtual environment.
+    pub path: PathBuf,
+    /// llama.cpp, ik_llama.cpp, vllm or sglang (default: detected).
+    #[arg(long)]
+    pub kind: Option<EngineKind>,
+    /// cpu, cuda, vulkan or rocm (default: detected from the binary).
+    #[arg(long)]
+    pub backend: Option<Backend>,
+}
+
+pub fn run(args: EnginesArgs) -> anyhow::Result<ExitCode> {
+    let runtime = tokio::runtime::Runtime::new()?;
+    runtime.block_on(async {
+        let paths = AppPaths::from_env()?;
+        match args.command {
+            EnginesCommand::List { json } => list(&paths, json).await,
+            EnginesCommand::Build(build_args) => build(&paths, build_args).await,
+            EnginesCommand::Register(register_args) => register(&paths, register_args).await,
+            EnginesCommand::Remove { id } => remove(&paths, id).await,
+        }
+    })
+}
+
+async fn open_store(paths: &AppPaths) -> anyhow::Result<Store> {
+    Ok(Store::open(&paths.database_file()).await?)
+}
+
+async fn list(paths: &AppPaths, json: bool) -> anyhow::Result<ExitCode> {
+    let store = open_store(paths).await?;
+    let builds = store.engine_builds().await?;
+    if json {
+        println!("{}", serde_json::to_string_pretty(&builds)?);
+    } else {
+        print!("{}", render(&builds));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The human table; with no builds, what to do next.
+pub fn render(builds: &[EngineBuild]) -> String {
+    if builds.is_empty() {
+        return "No engines installed. Build the bundled llama.cpp with `rigdeck engines build` \
+                (about five minutes on two cores), or register one with `rigdeck engines register PATH`.\n"
+            .to_owned();
+    }
+    let header = [
+        "ID", "KIND", "VERSION", "BACKEND", "STATUS", "FEATURES", "LOCATION",
+    ];
+    let rows: Vec<Vec<String>> = builds
+        .iter()
+        .map(|b| {
+            let backend = match &b.cuda_architectures {
+                Some(archs) => format!("{} ({archs})", b.backend),
+                None => b.backend.to_string(),
+            };
+            vec![
+                b.id.to_string(),
+                b.kind.to_string(),
+                b.version.clone(),
+                backend,
+                match b.status {
+                    Availability::Ready => "ready".to_owned(),
+                    Availability::Missing => "MISSING".to_owned(),
+                },
+                feature_list(b),
+                b.location.display().to_string(),
+            ]
+        })
+        .collect();
+    let widths: Vec<usize> = (0..header.len())
+        .map(|c| {
+            rows.iter()
+                .map(|r| r[c].chars().count())
+                .chain([header[c].len()])
+                .max()
+                .unwrap_or(0)
+        })
+        .collect();
+    let line = |cells: Vec<&str>| {
+        cells
+            .iter()
+            .zip(&widths)
+            .map(|(cell, w)| format!("{cell:<w$}"))
+            .collect::<Vec<_>>()
+            .join("  ")
+            .trim_end()
+            .to_owned()
+    };
+    let mut out = line(header.to_vec()) + "\n";
+    for r in &rows {
+        out += &line(r.iter().map(String::as_str).collect());
+        out.push('\n');
+    }
+    if builds.iter().any(|b| b.status == Availability::Missing) {
+        out += "\nMISSING: the file is gone; rebuild it, register it again at its new place, or `rigdeck engines remove ID`.\n";
+    }
+    out
+}
+
+/// The detected options that matter for placement and serving, short.
+fn feature_list(build: &EngineBuild) -> String {
+    let f = &build.capabilities.features;
+    let named = [
+        (f.override_tensor, "-ot"),
+        (f.fit, "--fit"),
+        (f.n_cpu_moe, "--n-cpu-moe"),
+        (f.speculative, "spec"),
+        (f.mtp, "mtp"),
+        (f.metrics, "metrics"),
+        (f.reasoning, "reasoning"),
+    ];
+    let list: Vec<&str> = named
+        .iter()
+        .filter(|(on, _)| *on)
+        .map(|(_, name)| *name)
+        .collect();
+    if list.is_empty() {
+        "-".to_owned()
+    } else {
+        list.join(",")
+    }
+}
+
+async fn build(paths: &AppPaths, args: BuildArgs) -> anyhow::Result<ExitCode> {
+    let source = match args.source {
+        Some(path) => SourceSpec::from_path(path, args.source_sha256)?,
+        None => SourceSpec::Bundled,
+    };
+    let cuda_architectures = match (args.backend, args.cuda_arch) {
+        (Backend::Cuda, Some(list)) => Some(list),
+        (Backend::Cuda, None) => detected_cuda_architectures(),
+        (_, Some(_)) => anyhow::bail!("--cuda-arch only applies to --backend cuda"),
+        (_, None) => None,
+    };
+    let request = BuildRequest {
+        kind: args.kind,
+        source: source.clone(),
+        backend: args.backend,
+        cuda_architectures,
+        engines_dir: engines_dir(paths),
+        build_dir: args.dir,
+        cache_dir: source::cache_root()?,
+        jobs: args.jobs,
+    };
+    if source == SourceSpec::Bundled {
+        println!(
+            "Building {} from the source bundled in {} {} for {}",
+            args.kind, BUNDLED_LLAMA_CPP.package, BUNDLED_LLAMA_CPP.version, args.backend
+        );
+    }
+    let printer = ProgressPrinter::default();
+    let print = |progress: BuildProgress| printer.print(&progress);
+    let built = cmake_build::build(&request, &print).await?;
+    let store = open_store(paths).await?;
+    let entry = registry::register_built(&store, &built, rigdeck_core::now_ms())
+        .await
+        .context("the build finished, but its llama-server does not answer --help as expected")?;
+    println!(
+        "{} engine #{}: {} {} for {}, {}",
+        if built.reused { "Reused" } else { "Built" },
+        entry.id,
+        entry.kind,
+        entry.version,
+        entry.backend,
+        entry.location.display()
+    );
+    println!("Detected: {}", feature_list(&entry));
+    println!("Build log: {}", built.log_file.display());
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The compute capabilities NVML reports, as a CUDA architecture list; `None` without GPUs
+/// (the build then says how to pass --cuda-arch).
+fn detected_cuda_architectures() -> Option<String> {
+    let readout = NvmlSource::from_env().read(&HashSet::new());
+    let capabilities: Vec<_> = readout
+        .gpus
+        .iter()
+        .filter_map(|gpu| gpu.compute_capability)
+        .collect();
+    cmake_build::cuda_architectures(&capabilities)
+}
+
+/// Prints step changes and Ninja's progress lines; the rest stays in the build log.
+#[derive(Default)]
+struct ProgressPrinter {
+    last_step: std::sync::Mutex<Option<BuildStep>>,
+}
+
+impl ProgressPrinter {
+    fn print(&self, progress: &BuildProgress) {
+        let mut last = self
+            .last_step
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let line = progress.line.as_deref().unwrap_or("");
+        let mut out = std::io::stdout().lock();
+        if *last != Some(progress.step) {
+            *last = Some(progress.step);
+            if progress.step != BuildStep::Failed {
+                let _ = writeln!(out, "==> {}", progress.step);
+            }
+        }
+        match progress.step {
+            BuildStep::Compile => {
+                if cmake_build::parse_ninja_progress(line).is_some() || line.starts_with("reusing")
+                {
+                    let percent = progress.fraction.unwrap_or(0.0) * 100.0;
+                    let _ = writeln!(out, "[{percent:3.0}%] {line}");
+                }
+            }
+            // The error itself is printed once, by main.
+            BuildStep::Failed => {}
+            _ => {
+                if !line.is_empty() {
+                    let _ = writeln!(out, "    {line}");
+                }
+            }
+        }
+    }
+}
+
+async fn register(paths: &AppPaths, args: RegisterArgs) -> anyhow::Result<ExitCode> {
+    let store = open_store(paths).await?;
+    let entry = registry::register_path(
+        &store,
+        &args.path,
+        args.kind,
+        args.backend,
+        rigdeck_core::now_ms(),
+    )
+    .await?;
+    println!(
+        "Registered engine #{}: {} {} for {}, {}",
+        entry.id,
+        entry.kind,
+        entry.version,
+        entry.backend,
+        entry.location.display()
+    );
+    println!("Detected: {}", feature_list(&entry));
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn remove(paths: &AppPaths, id: i64) -> anyhow::Result<ExitCode> {
+    let store = open_store(paths).await?;
+    let removed = store.remove_engine_build(id).await?;
+    println!(
+        "Removed engine #{id} ({} {}); its files stay in {}",
+        removed.kind,
+        removed.version,
+        removed.location.display()
+    );
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,213 @@
+//! `rigdeck engines`: list, register, remove, and a clear message for each kind of bad input.
+//! (The real llama.cpp build is covered by rigdeck-core's `engine_build` test.)
+
+mod support;
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+/// `rigdeck` with its own config, data and cache folders under `dir`.
+fn rigdeck(dir: &Path) -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_rigdeck"));
+    command
+        .env("RIGDECK_CONFIG_DIR", dir.join("config"))
+        .env("RIGDECK_DATA_DIR", dir.join("data"))
+        .env("RIGDECK_CACHE_DIR", dir.join("cache"))
+        .env("RIGDECK_NVML_LIBRARY", support::nvml_double())
+        .env("RIGDECK_NVML_DOUBLE_RIG", support::fixture("4x3090.json"));
+    command
+}
+
+fn text(output: &Output) -> (String, String) {
+    (
+        String::from_utf8_lossy(&output.stdout).into_owned(),
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+    )
+}
+
+/// A stand-in llama-server: a script that answers `--version` and `--help` in llama.cpp's format.
+fn fake_server(dir: &Path) -> PathBuf {
+    let path = dir.join("llama-server");
+    std::fs::write(
+        &path,
+        "#!/bin/sh\n\
+         case \"$1\" in\n\
+         --version) echo 'version: 0.5.0-dev (build 0, commit abc1234)' >&2 ;;\n\
+         --list-devices) echo 'Available devices:' ;;\n\
+         *) printf '%s\\n' '-m,    --model FNAME       model path' '--port PORT         port' \
+            '-fit,  --fit [on|off]        fit' '--metrics           metrics' ;;\n\
+         esac\n",
+    )
+    .unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    path
+}
+
+#[test]
+fn list_register_and_remove() {
+    let dir = tempfile::tempdir().unwrap();
+    let output = rigdeck(dir.path())
+        .args(["engines", "list"])
+        .output()
+        .unwrap();
+    let (stdout, stderr) = text(&output);
+    assert!(output.status.success(), "{stderr}");
+    assert!(
+        stdout.contains("No engines installed") && stdout.contains("rigdeck engines build"),
+        "{stdout}"
+    );
+
+    let server = fake_server(dir.path());
+    let output = rigdeck(dir.path())
+        .args(["engines", "register"])
+        .arg(&server)
+        .output()
+        .unwrap();
+    let (stdout, stderr) = text(&output);
+    assert!(output.status.success(), "{stderr}");
+    assert!(
+        stdout.contains("Registered engine #1: llama.cpp 0.5.0-dev (abc1234) for cpu"),
+        "{stdout}"
+    );
+
+    let output = rigdeck(dir.path())
+        .args(["engines", "list"])
+        .output()
+        .unwrap();
+    let (stdout, _) = text(&output);
+    let row = stdout.lines().nth(1).unwrap_or_default();
+    assert!(
+        row.starts_with("1 ") && row.contains("ready") && row.contains("--fit,metrics"),
+        "{stdout}"
+    );
+
+    let output = rigdeck(dir.path())
+        .args(["engines", "list", "--json"])
+        .output()
+        .unwrap();
+    let builds: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(builds[0]["kind"], "llama.cpp");
+    assert_eq!(builds[0]["status"], "ready");
+    assert_eq!(builds[0]["capabilities"]["features"]["fit"], true);
+    assert_eq!(builds[0]["capabilities"]["commit"], "abc1234");
+
+    std::fs::remove_file(&server).unwrap();
+    let output = rigdeck(dir.path())
+        .args(["engines", "list"])
+        .output()
+        .unwrap();
+    let (stdout, _) = text(&output);
+    assert!(
+        stdout.contains("MISSING") && stdout.contains("the file is gone"),
+        "{stdout}"
+    );
+
+    let output = rigdeck(dir.path())
+        .args(["engines", "remove", "1"])
+        .output()
+        .unwrap();
+    let (stdout, stderr) = text(&output);
+    assert!(output.status.success(), "{stderr}");
+    assert!(stdout.contains("Removed engine #1"), "{stdout}");
+    let output = rigdeck(dir.path())
+        .args(["engines", "remove", "1"])
+        .output()
+        .unwrap();
+    let (_, stderr) = text(&output);
+    assert!(!output.status.success());
+    assert!(stderr.contains("no engine build with id 1"), "{stderr}");
+}
+
+/// Runs `rigdeck engines ARGS`, expects a failure and returns stderr.
+fn fails(dir: &Path, args: &[&str]) -> String {
+    let output = rigdeck(dir).arg("engines").args(args).output().unwrap();
+    let (stdout, stderr) = text(&output);
+    assert!(!output.status.success(), "{args:?} succeeded: {stdout}");
+    stderr
+}
+
+#[test]
+fn bad_input_gets_a_message_that_names_the_problem() {
+    let dir = tempfile::tempdir().unwrap();
+    let err = fails(dir.path(), &["build", "--backend", "metal"]);
+    assert!(
+        err.contains("unknown backend 'metal'") && err.contains("cpu, cuda, vulkan or rocm"),
+        "{err}"
+    );
+
+    let err = fails(dir.path(), &["build", "--kind", "ollama"]);
+    assert!(err.contains("unknown engine kind 'ollama'"), "{err}");
+
+    let err = fails(dir.path(), &["build", "--kind", "vllm"]);
+    assert!(err.contains("vllm is not built from source"), "{err}");
+
+    let err = fails(dir.path(), &["build", "--source", "/nonexistent/llama.cpp"]);
+    assert!(
+        err.contains("'/nonexistent/llama.cpp' does not exist"),
+        "{err}"
+    );
+
+    let err = fails(dir.path(), &["build", "--cuda-arch", "86"]);
+    assert!(
+        err.contains("--cuda-arch only applies to --backend cuda"),
+        "{err}"
+    );
+
+    let err = fails(dir.path(), &["register", "/nonexistent/llama-server"]);
+    assert!(
+        err.contains("'/nonexistent/llama-server' does not exist"),
+        "{err}"
+    );
+
+    let not_engine = dir.path().join("hello");
+    std::fs::write(&not_engine, "#!/bin/sh\necho hello\n").unwrap();
+    std::fs::set_permissions(&not_engine, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let err = fails(dir.path(), &["register", not_engine.to_str().unwrap()]);
+    assert!(err.contains("is not a llama.cpp server binary"), "{err}");
+
+    let err = fails(dir.path(), &["remove", "not-a-number"]);
+    assert!(err.contains("invalid value 'not-a-number'"), "{err}");
+}
+
+#[test]
+fn a_cuda_build_needs_nvcc_and_takes_the_architectures_from_the_gpus() {
+    let dir = tempfile::tempdir().unwrap();
+    // A tree that stops at configure: wherever nvcc exists, nothing long is built.
+    let tree = dir.path().join("tree");
+    std::fs::create_dir_all(tree.join("include")).unwrap();
+    std::fs::write(tree.join("include/llama.h"), "").unwrap();
+    std::fs::write(
+        tree.join("CMakeLists.txt"),
+        "cmake_minimum_required(VERSION 3.14)\nproject(stop NONE)\nmessage(FATAL_ERROR \"stop here\")\n",
+    )
+    .unwrap();
+    let output = rigdeck(dir.path())
+        .args(["engines", "build", "--backend", "cuda", "--source"])
+        .arg(&tree)
+        .env_remove("CUDACXX")
+        .env_remove("CUDA_HOME")
+        .env_remove("CUDA_PATH")
+        .output()
+        .unwrap();
+    let (stdout, stderr) = text(&output);
+    assert!(!output.status.success(), "{stdout}");
+    // Where `rigdeck` looks for the CUDA compiler (CUDACXX and CUDA_HOME are unset above).
+    let on_path = std::env::var_os("PATH")
+        .map(|path| std::env::split_paths(&path).any(|dir| dir.join("nvcc").is_file()))
+        .unwrap_or(false);
+    let has_toolkit = on_path || Path::new("/usr/local/cuda/bin/nvcc").is_file();
+    if has_toolkit {
+        // Past the tool check: the 4×3090 rig's compute capability 8.6 reached CMake.
+        assert!(stdout.contains("-DCMAKE_CUDA_ARCHITECTURES=86"), "{stdout}");
+        assert!(
+            stderr.contains("CMake configure step failed") && stderr.contains("stop here"),
+            "{stderr}"
+        );
+    } else {
+        assert!(
+            stderr.contains("nvcc was not found") && stderr.contains("CUDA"),
+            "{stderr}"
+        );
+    }
+}
