@@ -3,12 +3,15 @@
 //! Nothing in here knows about HTTP or windows; the server and the desktop shell wrap it.
 
 pub mod auth;
+pub mod engines;
 pub mod events;
 pub mod findings;
+pub mod library;
 pub mod paths;
 pub mod placement;
 pub mod settings;
 pub mod store;
+pub mod supervisor;
 pub mod telemetry;
 
 /// Milliseconds since the Unix epoch, read from the system clock.

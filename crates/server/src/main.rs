@@ -14,6 +14,9 @@ fn main() -> ExitCode {
     {
         Command::Serve(args) => cli::serve::run(args),
         Command::Gpus(args) => cli::gpus::run(args),
+        Command::Engines(args) => cli::engines::run(args),
+        Command::Plan(args) => cli::plan::run(args),
+        Command::Models(args) => cli::models::run(args),
         Command::Desktop(args) => cli::desktop::run(args),
     };
     match outcome {

@@ -126,6 +126,7 @@ pub async fn start(options: ServeOptions) -> anyhow::Result<RunningServer> {
     let store = open_store(paths).await;
     let (settings_tx, settings_rx) = watch::channel(settings.current());
     let bus = EventBus::new();
+    let library = rigdeck_core::library::spawn_library_watcher(settings_rx.clone(), bus.clone());
     let sources = Sources {
         nvml: NvmlSource::open(options.nvml_library.as_deref()),
         host: HostCollector::new(options.sysfs_root.clone(), settings.current().model_folders),
@@ -144,6 +145,7 @@ pub async fn start(options: ServeOptions) -> anyhow::Result<RunningServer> {
         token: token.clone(),
         allowed_hosts: AllowedHosts::new(local_addr, &options.allow_hosts),
         telemetry: telemetry.clone(),
+        library,
         history_available: store.is_some(),
         settings: Mutex::new(settings),
         settings_tx,

@@ -5,6 +5,7 @@ use std::sync::Arc;
 use serde::Serialize;
 use tokio::sync::broadcast;
 
+use crate::engines::cmake_build::BuildProgress;
 use crate::findings::Finding;
 use crate::telemetry::snapshot::RigSample;
 
@@ -21,6 +22,12 @@ pub struct TelemetryFrame {
 pub enum Event {
     #[serde(rename = "telemetry.frame")]
     TelemetryFrame(Arc<TelemetryFrame>),
+    /// A step, a progress fraction or an output line of an engine build.
+    #[serde(rename = "engine.build")]
+    EngineBuild(Arc<BuildProgress>),
+    /// The model library changed on disk (a model added, removed or modified): the full list.
+    #[serde(rename = "library.changed")]
+    LibraryChanged(Arc<Vec<crate::library::ModelEntry>>),
 }
 
 /// A broadcast channel of events. Slow subscribers skip ahead rather than hold others back.

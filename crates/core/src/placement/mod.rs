@@ -3,11 +3,13 @@
 
 pub mod ceiling;
 pub mod flags;
+pub mod from_gguf;
 pub mod kv;
 pub mod layers;
 pub mod model;
 pub mod options;
 pub mod plan;
+pub mod report;
 pub mod rig;
 pub mod solver;
 #[cfg(test)]

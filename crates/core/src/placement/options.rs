@@ -105,7 +105,9 @@ pub struct TensorOverride {
 }
 
 /// Everything that decides placement and memory, as llama-server would be told.
+/// Absent fields in JSON take the defaults below.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
 pub struct PlacementOptions {
     /// `-ngl`: layers on GPUs, the output layer counting as one; `None` = all.
     pub n_gpu_layers: Option<u32>,

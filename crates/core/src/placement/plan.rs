@@ -61,6 +61,8 @@ pub struct Plan {
     pub tensor_devices: Vec<DeviceId>,
     /// The device of each layer's KV cache.
     pub kv_devices: Vec<DeviceId>,
+    /// Tensors each override (in order) took; 0 means an earlier one or no tensor matched.
+    pub override_hits: Vec<u32>,
     pub n_ctx: u64,
     pub n_ctx_seq: u64,
 }
@@ -134,10 +136,22 @@ pub fn plan(
     let overrides = compile_overrides(options, n_gpus)?;
     let free: Vec<u64> = gpus.iter().map(|d| d.capacity_bytes).collect();
     let layer_devices = assign_layers(model.n_layer, &free, options);
+    let mut override_hits = vec![0u32; overrides.len()];
     let tensor_devices: Vec<DeviceId> = model
         .tensors
         .iter()
-        .map(|t| tensor_device(&t.name, t.role, t.layer, &layer_devices, &overrides))
+        .map(|t| {
+            let matched = overrides.iter().position(|o| o.regex.is_match(&t.name));
+            if let Some(hit) = matched.and_then(|i| override_hits.get_mut(i)) {
+                *hit += 1;
+            }
+            tensor_device(
+                t.role,
+                t.layer,
+                &layer_devices,
+                matched.map(|i| overrides[i].device),
+            )
+        })
         .collect();
     let geometry = kv::geometry(options, model.context_length);
     let kv_per_layer = kv::layer_kv_bytes(&model.attention, options, &geometry)?;
@@ -151,8 +165,9 @@ pub fn plan(
     for (t, &device) in model.tensors.iter().zip(&tensor_devices) {
         ledger.add_weights(device, t.bytes, t.role, t.layer, &row_split);
     }
-    if model.ties_output_to_embedding() {
-        // llama.cpp duplicates token_embd as the output matrix on the output layer's device.
+    if model.ties_output_to_embedding() && layer_devices.output != DeviceId::Cpu {
+        // llama.cpp uses token_embd as the output matrix too; on the CPU that is the same
+        // tensor, but an output layer on a GPU gets its own copy there.
         ledger.add_weights(
             layer_devices.output,
             model.embedding_bytes(),
@@ -207,21 +222,21 @@ pub fn plan(
         devices,
         tensor_devices,
         kv_devices,
+        override_hits,
         n_ctx: geometry.n_ctx,
         n_ctx_seq: geometry.n_ctx_seq,
     })
 }
 
-/// First matching override wins; then the input embedding on the CPU, layers on their device.
+/// The first matching override wins; then the input embedding on the CPU, layers on their device.
 fn tensor_device(
-    name: &str,
     role: TensorRole,
     layer: Option<u32>,
     layers: &LayerDevices,
-    overrides: &[CompiledOverride],
+    overridden: Option<DeviceId>,
 ) -> DeviceId {
-    if let Some(o) = overrides.iter().find(|o| o.regex.is_match(name)) {
-        return o.device;
+    if let Some(device) = overridden {
+        return device;
     }
     match (role, layer) {
         (TensorRole::TokenEmbedding, _) | (TensorRole::Other, _) => DeviceId::Cpu,

@@ -49,6 +49,7 @@ pub struct PresetCpu {
 
 /// What every GPU keeps back: the user's reserve and the CUDA context overhead (calibratable).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
 pub struct Margins {
     pub gpu_reserve_bytes: u64,
     pub gpu_overhead_bytes: u64,

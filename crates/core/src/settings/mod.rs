@@ -11,16 +11,19 @@ use crate::paths::AppPaths;
 pub const TELEMETRY_PERIOD_RANGE_MS: std::ops::RangeInclusive<u64> = 250..=60_000;
 
 /// The effective settings: defaults with the user's changes applied.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Settings {
     pub telemetry_period_ms: u64,
     pub model_folders: Vec<PathBuf>,
     pub keep_running_in_background: bool,
+    /// The host's DRAM bandwidth in GB/s (channels × MT/s × 8 B), for the speed ceiling of
+    /// CPU-resident weights; nothing on the machine reports it.
+    pub cpu_bandwidth_gb_s: Option<f64>,
 }
 
 /// What the user changed; every field absent means "use the default".
 /// This is both the file format and the body of a settings update.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SettingsChanges {
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -29,12 +32,16 @@ pub struct SettingsChanges {
     pub model_folders: Option<Vec<PathBuf>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub keep_running_in_background: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cpu_bandwidth_gb_s: Option<f64>,
 }
 
 #[derive(Debug, thiserror::Error)]
 pub enum SettingsError {
     #[error("telemetry_period_ms {0} is out of range: choose between 250 and 60000 milliseconds")]
     PeriodOutOfRange(u64),
+    #[error("cpu_bandwidth_gb_s {0} is not a plausible DRAM bandwidth: give GB/s between 1 and 10000 (e.g. 89.6 for dual-channel DDR5-5600)")]
+    BandwidthOutOfRange(f64),
     #[error(
         "model folder '{0}' is not an absolute path: give the full path, e.g. /home/you/models"
     )]
@@ -53,6 +60,11 @@ impl SettingsChanges {
         if let Some(period) = self.telemetry_period_ms {
             if !TELEMETRY_PERIOD_RANGE_MS.contains(&period) {
                 return Err(SettingsError::PeriodOutOfRange(period));
+            }
+        }
+        if let Some(bandwidth) = self.cpu_bandwidth_gb_s {
+            if !(1.0..=10_000.0).contains(&bandwidth) {
+                return Err(SettingsError::BandwidthOutOfRange(bandwidth));
             }
         }
         if let Some(folder) = self
@@ -77,6 +89,7 @@ impl SettingsChanges {
             keep_running_in_background: newer
                 .keep_running_in_background
                 .or(self.keep_running_in_background),
+            cpu_bandwidth_gb_s: newer.cpu_bandwidth_gb_s.or(self.cpu_bandwidth_gb_s),
         }
     }
 }
@@ -122,6 +135,7 @@ impl SettingsStore {
             keep_running_in_background: c
                 .keep_running_in_background
                 .unwrap_or(self.defaults.keep_running_in_background),
+            cpu_bandwidth_gb_s: c.cpu_bandwidth_gb_s.or(self.defaults.cpu_bandwidth_gb_s),
         }
     }
 
@@ -179,6 +193,7 @@ fn default_settings(paths: &AppPaths) -> Settings {
         telemetry_period_ms: 1000,
         model_folders: default_model_folders(paths),
         keep_running_in_background: false,
+        cpu_bandwidth_gb_s: None,
     }
 }
 
@@ -256,6 +271,22 @@ mod tests {
             .unwrap_err();
         assert!(err.to_string().contains("absolute"), "{err}");
         assert_eq!(store.current().telemetry_period_ms, 1000);
+    }
+
+    #[test]
+    fn the_dram_bandwidth_is_checked_and_kept() {
+        let dir = tempfile::tempdir().unwrap();
+        let (mut store, _) = SettingsStore::load(&paths(dir.path()));
+        let bad = SettingsChanges {
+            cpu_bandwidth_gb_s: Some(0.0),
+            ..Default::default()
+        };
+        assert!(store.update(&bad).unwrap_err().to_string().contains("89.6"));
+        let good = SettingsChanges {
+            cpu_bandwidth_gb_s: Some(89.6),
+            ..Default::default()
+        };
+        assert_eq!(store.update(&good).unwrap().cpu_bandwidth_gb_s, Some(89.6));
     }
 
     #[test]

@@ -1,7 +1,10 @@
 //! The `rigdeck` command line: one subcommand per module.
 
 pub mod desktop;
+pub mod engines;
 pub mod gpus;
+pub mod models;
+pub mod plan;
 pub mod serve;
 
 use clap::{Parser, Subcommand};
@@ -28,6 +31,13 @@ pub enum Command {
     Serve(serve::ServeArgs),
     /// Print the GPUs with their memory, load, temperature, power and PCIe links.
     Gpus(gpus::GpusArgs),
+    /// Inference engines: list, build llama.cpp from source (bundled or yours), register a binary
+    /// or Python environment, remove.
+    Engines(engines::EnginesArgs),
+    /// List the models in the model folders (GGUF, split or not, and safetensors folders).
+    Models(models::ModelsArgs),
+    /// Plan a GGUF model on this rig or a preset: memory per device, llama-server flags, speed ceiling.
+    Plan(plan::PlanArgs),
 }
 
 /// Logs to stderr; `RUST_LOG` overrides the level (e.g. `RUST_LOG=debug`).

@@ -3,6 +3,7 @@
 mod api;
 mod error;
 mod guard;
+mod placement;
 mod ui_assets;
 mod ws;
 
@@ -26,6 +27,7 @@ pub struct AppState {
     pub token: ApiToken,
     pub allowed_hosts: AllowedHosts,
     pub telemetry: Arc<TelemetryHandle>,
+    pub library: rigdeck_core::library::LibraryHandle,
     /// False when the database could not be opened: only the 15-minute history exists then.
     pub history_available: bool,
     pub settings: Mutex<SettingsStore>,
@@ -56,6 +58,14 @@ pub fn router(state: Arc<AppState>) -> Router {
         .route("/telemetry/latest", get(api::latest))
         .route("/telemetry/history", get(api::history))
         .route("/settings", get(api::get_settings).put(api::put_settings))
+        .route("/models", get(placement::models))
+        .route(
+            "/models/rescan",
+            axum::routing::post(placement::rescan_models),
+        )
+        .route("/rigs", get(placement::rig_presets))
+        .route("/plan", axum::routing::post(placement::plan))
+        .route("/plan/parse", axum::routing::post(placement::parse))
         .route("/events", get(ws::events))
         .route_layer(axum::middleware::from_fn_with_state(
             state.clone(),

@@ -1,0 +1,80 @@
+//! Benchmark: read the header of a synthetic GLM-5.2-shaped split model (6 shards, ~1 800
+//! tensors, 78 layers, 256 experts with 8 active, MLA) and plan it for the 4× RTX 3090 rig,
+//! as `rigdeck plan --auto` does. Prints the median and spread of each step over many runs.
+//!
+//! `cargo run --release -p rigdeck-core --example plan_bench [-- DIR]` (DIR keeps the fixture).
+
+use std::time::{Duration, Instant};
+
+use rigdeck_core::placement::from_gguf::load_shape;
+use rigdeck_core::placement::report::report;
+use rigdeck_core::placement::rig::{preset, Margins};
+use rigdeck_core::placement::{KvType, PlacementOptions};
+use rigdeck_gguf::fixtures::MoeShape;
+
+const RUNS: usize = 50;
+
+fn median(mut samples: Vec<Duration>) -> (f64, f64, f64) {
+    samples.sort();
+    let ms = |d: Duration| d.as_secs_f64() * 1000.0;
+    (
+        ms(samples[0]),
+        ms(samples[samples.len() / 2]),
+        ms(samples[samples.len() - 1]),
+    )
+}
+
+fn main() -> anyhow::Result<()> {
+    let temp = tempfile::tempdir()?;
+    let dir = std::env::args()
+        .nth(1)
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| temp.path().to_owned());
+    std::fs::create_dir_all(&dir)?;
+    let shards = MoeShape::glm_5_2()
+        .writer()
+        .write_split(&dir, "GLM-5.2-IQ2", 6)?;
+    let first = shards[0].clone();
+    let devices = preset("4x3090")
+        .ok_or_else(|| anyhow::anyhow!("preset missing"))?
+        .devices(&Margins::default());
+    let options = PlacementOptions {
+        context: 131_072,
+        cache_type_k: KvType::Q8_0,
+        cache_type_v: KvType::Q8_0,
+        ..Default::default()
+    };
+
+    let (mut reads, mut plans, mut totals) = (Vec::new(), Vec::new(), Vec::new());
+    let mut tensors = 0;
+    for _ in 0..RUNS {
+        let start = Instant::now();
+        let loaded = load_shape(&first)?;
+        let read = start.elapsed();
+        let r = report(
+            &loaded.shape,
+            &first.display().to_string(),
+            &devices,
+            &options,
+            true,
+        )?;
+        let total = start.elapsed();
+        tensors = loaded.shape.tensors.len();
+        assert!(r.fits);
+        reads.push(read);
+        plans.push(total - read);
+        totals.push(total);
+    }
+    println!("GLM-5.2-shaped split model: {} shards, {tensors} tensors; 4× RTX 3090 rig, --auto, ctx 131072 q8_0; {RUNS} runs", shards.len());
+    println!("| step | min ms | median ms | max ms |");
+    println!("|---|---|---|---|");
+    for (name, samples) in [
+        ("read all shard headers", reads),
+        ("automatic placement + flags + ceiling", plans),
+        ("read + plan", totals),
+    ] {
+        let (min, med, max) = median(samples);
+        println!("| {name} | {min:.2} | {med:.2} | {max:.2} |");
+    }
+    Ok(())
+}

@@ -1,0 +1,202 @@
+//! The model library: every model in the configured folders (GGUF, single or split, and
+//! safetensors folders) with the facts a user chooses by. Headers are read once per file
+//! version (size and modification time), so rescanning is cheap and changes on disk show up.
+
+mod safetensors;
+mod scan;
+mod watcher;
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+
+use rigdeck_gguf::split::GgufModel;
+use rigdeck_gguf::summary::ModelSummary;
+use serde::Serialize;
+
+pub use safetensors::SafetensorsInfo;
+pub use scan::FileStamp;
+use scan::Found;
+pub use watcher::{spawn_library_watcher, LibraryHandle};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ModelFormat {
+    Gguf,
+    Safetensors,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ModelEntry {
+    /// The path to give the planner and the engines: the first shard, or the safetensors folder.
+    pub path: PathBuf,
+    pub name: String,
+    pub format: ModelFormat,
+    /// The configured model folder it was found in.
+    pub folder: PathBuf,
+    pub files: Vec<FileStamp>,
+    pub size_bytes: u64,
+    pub gguf: Option<ModelSummary>,
+    pub safetensors: Option<SafetensorsInfo>,
+    /// Why the model cannot be used as it is (a missing shard, a corrupt header), with the fix.
+    pub problem: Option<String>,
+}
+
+/// The last scan and the headers already read.
+#[derive(Default)]
+pub struct Library {
+    cache: HashMap<Vec<FileStamp>, ModelEntry>,
+    entries: Vec<ModelEntry>,
+}
+
+impl Library {
+    pub fn entries(&self) -> &[ModelEntry] {
+        &self.entries
+    }
+
+    /// Rescans `folders`; returns true when the list changed. Blocking (file system).
+    pub fn rescan(&mut self, folders: &[PathBuf]) -> bool {
+        let mut next_cache = HashMap::new();
+        let mut entries = Vec::new();
+        for found in scan::walk(folders) {
+            let key = match &found {
+                Found::Gguf { files, .. } | Found::Safetensors { files, .. } => files.clone(),
+            };
+            let entry = self.cache.remove(&key).unwrap_or_else(|| read_entry(found));
+            next_cache.insert(key, entry.clone());
+            entries.push(entry);
+        }
+        entries.sort_by(|a, b| {
+            a.name
+                .to_lowercase()
+                .cmp(&b.name.to_lowercase())
+                .then(a.path.cmp(&b.path))
+        });
+        self.cache = next_cache;
+        let changed = entries != self.entries;
+        self.entries = entries;
+        changed
+    }
+}
+
+fn read_entry(found: Found) -> ModelEntry {
+    match found {
+        Found::Gguf {
+            folder,
+            files,
+            missing,
+        } => gguf_entry(folder, files, missing),
+        Found::Safetensors { folder, dir, files } => {
+            let (info, problem) = match safetensors::read_config(&dir) {
+                Ok(info) => (Some(info), None),
+                Err(e) => (None, Some(format!("{e}: re-download config.json"))),
+            };
+            ModelEntry {
+                name: dir
+                    .file_name()
+                    .map(|n| n.to_string_lossy().into_owned())
+                    .unwrap_or_default(),
+                size_bytes: files.iter().map(|f| f.size_bytes).sum(),
+                path: dir,
+                format: ModelFormat::Safetensors,
+                folder,
+                files,
+                gguf: None,
+                safetensors: info,
+                problem,
+            }
+        }
+    }
+}
+
+fn gguf_entry(folder: PathBuf, files: Vec<FileStamp>, missing: Vec<String>) -> ModelEntry {
+    let path = files.first().map(|f| f.path.clone()).unwrap_or_default();
+    let file_name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let (summary, problem) = if missing.is_empty() {
+        match GgufModel::open(&path) {
+            Ok(model) => (Some(ModelSummary::from_model(&model)), None),
+            Err(e) => (None, Some(e.to_string())),
+        }
+    } else {
+        (
+            None,
+            Some(format!(
+                "missing {}: download the missing part(s) next to the others",
+                missing.join(", ")
+            )),
+        )
+    };
+    let name = summary
+        .as_ref()
+        .and_then(|s| s.name.clone())
+        .unwrap_or_else(|| display_name(&file_name));
+    ModelEntry {
+        name,
+        size_bytes: files.iter().map(|f| f.size_bytes).sum(),
+        path,
+        format: ModelFormat::Gguf,
+        folder,
+        files,
+        gguf: summary,
+        safetensors: None,
+        problem,
+    }
+}
+
+/// `GLM-5.2-IQ2-00001-of-00006.gguf` → `GLM-5.2-IQ2`.
+fn display_name(file_name: &str) -> String {
+    match rigdeck_gguf::split::SplitName::parse(file_name) {
+        Some(split) => split.prefix,
+        None => file_name.trim_end_matches(".gguf").to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rigdeck_gguf::fixtures::MoeShape;
+
+    #[test]
+    fn lists_models_reads_each_header_once_and_sees_changes() {
+        let dir = tempfile::tempdir().unwrap();
+        let models = dir.path().join("models");
+        std::fs::create_dir_all(&models).unwrap();
+        MoeShape::small()
+            .writer()
+            .write_split(&models, "tiny-moe", 2)
+            .unwrap();
+        let mut library = Library::default();
+        let folders = vec![models.clone()];
+        assert!(library.rescan(&folders));
+        assert_eq!(library.entries().len(), 1);
+        let entry = &library.entries()[0];
+        assert_eq!(entry.format, ModelFormat::Gguf);
+        assert_eq!(entry.files.len(), 2);
+        assert!(entry.problem.is_none(), "{:?}", entry.problem);
+        assert!(entry.gguf.as_ref().unwrap().experts.is_some());
+        assert!(!library.rescan(&folders), "nothing changed");
+
+        std::fs::remove_file(models.join("tiny-moe-00002-of-00002.gguf")).unwrap();
+        assert!(library.rescan(&folders));
+        let problem = library.entries()[0].problem.clone().unwrap();
+        assert!(
+            problem.contains("tiny-moe-00002-of-00002.gguf"),
+            "{problem}"
+        );
+
+        std::fs::write(models.join("broken.gguf"), b"GGUF\x03\x00\x00\x00").unwrap();
+        library.rescan(&[models]);
+        let broken = library
+            .entries()
+            .iter()
+            .find(|e| e.name == "broken")
+            .unwrap();
+        assert!(
+            broken.problem.as_ref().unwrap().contains("broken.gguf"),
+            "{:?}",
+            broken.problem
+        );
+    }
+}

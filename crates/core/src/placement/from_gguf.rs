@@ -1,0 +1,249 @@
+//! Builds the planner's `ModelShape` from a GGUF header (one file or all shards of a split).
+
+use std::path::Path;
+
+use rigdeck_gguf::error::GgufError;
+use rigdeck_gguf::split::GgufModel;
+use rigdeck_gguf::summary::{ModelSummary, PerLayer, SlidingWindowPattern};
+use serde::Serialize;
+
+use super::model::{classify, AttentionLayout, ExpertShape, ModelShape, ModelTensor};
+
+#[derive(Debug, thiserror::Error)]
+pub enum ShapeError {
+    #[error("model '{model}' has no {what} in its header ({key}): it cannot be planned; is it a language model GGUF?")]
+    Missing {
+        model: String,
+        what: &'static str,
+        key: String,
+    },
+    #[error("'{0}' is not a GGUF file: give the path of a .gguf model (any shard of a split one)")]
+    NotGguf(String),
+    #[error(transparent)]
+    Gguf(#[from] GgufError),
+}
+
+/// A model read from disk: what the UI shows about it and what the planner needs.
+#[derive(Debug, Clone, Serialize)]
+pub struct LoadedModel {
+    pub summary: ModelSummary,
+    pub shape: ModelShape,
+}
+
+/// Reads the header of a model (all shards of a split one) and its placement shape.
+pub fn load_shape(path: &Path) -> Result<LoadedModel, ShapeError> {
+    if path.extension().and_then(|e| e.to_str()) != Some("gguf") {
+        return Err(ShapeError::NotGguf(path.display().to_string()));
+    }
+    let model = GgufModel::open(path)?;
+    let label = path.file_name().and_then(|n| n.to_str()).unwrap_or("model");
+    let shape = shape_of(&model, label)?;
+    Ok(LoadedModel {
+        summary: ModelSummary::from_model(&model),
+        shape,
+    })
+}
+
+/// Reads the facts placement needs; absent optional facts take llama.cpp's defaults.
+pub fn shape_of(model: &GgufModel, label: &str) -> Result<ModelShape, ShapeError> {
+    let summary = ModelSummary::from_model(model);
+    let arch = summary.architecture.clone().unwrap_or_default();
+    let missing = |what, suffix: &str| ShapeError::Missing {
+        model: label.to_owned(),
+        what,
+        key: format!("{arch}.{suffix}"),
+    };
+    let n_layer = u32_of(summary.layers).ok_or_else(|| missing("layer count", "block_count"))?;
+    let n_embd = u32_of(summary.embedding_length)
+        .ok_or_else(|| missing("embedding length", "embedding_length"))?;
+    let head_count = expand(summary.head_count.as_ref(), n_layer)
+        .ok_or_else(|| missing("attention head count", "attention.head_count"))?;
+    // llama.cpp: head_count_kv defaults to head_count; key/value length to n_embd / n_head.
+    let head_count_kv =
+        expand(summary.head_count_kv.as_ref(), n_layer).unwrap_or_else(|| head_count.clone());
+    let n_head = head_count.iter().copied().max().unwrap_or(1).max(1);
+    let key_length = u32_of(summary.key_length).unwrap_or(n_embd / n_head);
+    let value_length = u32_of(summary.value_length).unwrap_or(n_embd / n_head);
+    let tensors = model
+        .tensors
+        .iter()
+        .map(|t| {
+            let (layer, role) = classify(&t.info.name, n_layer);
+            ModelTensor {
+                name: t.info.name.clone(),
+                bytes: t.info.size_bytes,
+                layer,
+                role,
+            }
+        })
+        .collect();
+    Ok(ModelShape {
+        n_layer,
+        n_embd,
+        n_vocab: u32_of(summary.vocab_size).unwrap_or(0),
+        n_ff: summary
+            .feed_forward_length
+            .as_ref()
+            .map_or(0, |f| f.max().min(u64::from(u32::MAX)) as u32),
+        context_length: u32_of(summary.context_length).unwrap_or(4096),
+        attention: AttentionLayout {
+            head_count_kv,
+            head_count,
+            key_length,
+            value_length,
+            mla: summary.mla.as_ref().is_some_and(|m| m.active),
+            sliding_window: u32_of(summary.sliding_window),
+            swa_layers: swa_layers(
+                &arch,
+                summary.sliding_window,
+                summary.sliding_window_pattern.as_ref(),
+                n_layer,
+            ),
+            indexer_key_length: indexer(model, &arch, n_layer, summary.context_length),
+        },
+        experts: summary
+            .experts
+            .as_ref()
+            .filter(|e| e.count > 0)
+            .map(|e| ExpertShape {
+                count: e.count.min(u64::from(u32::MAX)) as u32,
+                used: e.used.unwrap_or(e.count).min(u64::from(u32::MAX)) as u32,
+                shared: e.shared.unwrap_or(0).min(u64::from(u32::MAX)) as u32,
+            }),
+        architecture: arch,
+        tensors,
+    })
+}
+
+fn u32_of(v: Option<u64>) -> Option<u32> {
+    v.and_then(|v| u32::try_from(v).ok())
+}
+
+fn expand(value: Option<&PerLayer>, n_layer: u32) -> Option<Vec<u32>> {
+    match value? {
+        PerLayer::Uniform(v) => Some(vec![u32::try_from(*v).ok()?; n_layer as usize]),
+        PerLayer::PerLayer(values) => {
+            let mut out: Vec<u32> = values
+                .iter()
+                .map(|v| u32::try_from(*v).unwrap_or(u32::MAX))
+                .collect();
+            out.resize(n_layer as usize, out.last().copied().unwrap_or(0));
+            Some(out)
+        }
+    }
+}
+
+/// Sliding-window layouts llama.cpp builds in when the file gives no pattern
+/// (`load_swa_pattern(ml, n, dense_first)` per architecture in `src/models/*.cpp`).
+const SWA_DEFAULTS: &[(&str, u64, bool)] = &[
+    ("gemma2", 2, false),
+    ("gemma3", 6, false),
+    ("gemma-embedding", 6, false),
+    ("gemma3n", 5, false),
+    ("cohere2", 4, false),
+    ("cohere2moe", 4, true),
+    ("exaone4", 4, false),
+    ("exaone-moe", 4, false),
+    ("gpt-oss", 2, false),
+    ("olmo2", 4, false),
+    ("afmoe", 4, false),
+    ("smallthinker", 4, true),
+    ("plamo3", 8, false),
+];
+
+/// Which layers slide: an explicit per-layer list wins, else the period from the file or the
+/// architecture's built-in one. An architecture llama.cpp gives no window layout gets none
+/// (full attention everywhere, the larger and so safer KV estimate).
+fn swa_layers(
+    arch: &str,
+    window: Option<u64>,
+    pattern: Option<&SlidingWindowPattern>,
+    n_layer: u32,
+) -> Vec<bool> {
+    let n = n_layer as usize;
+    if window.unwrap_or(0) == 0 {
+        return vec![false; n];
+    }
+    let builtin = SWA_DEFAULTS.iter().find(|(a, _, _)| *a == arch);
+    let (period, dense_first) = match (pattern, builtin) {
+        (Some(SlidingWindowPattern::PerLayer(v)), _) => {
+            return (0..n)
+                .map(|il| v.get(il).copied().unwrap_or(false))
+                .collect()
+        }
+        (Some(SlidingWindowPattern::Period(p)), b) => (*p, b.is_some_and(|(_, _, d)| *d)),
+        (None, Some((_, p, d))) => (*p, *d),
+        (None, None) => return vec![false; n],
+    };
+    (0..n as u64)
+        .map(|il| match (period, dense_first) {
+            (0, _) => true,
+            (p, true) => il % p != 0,
+            (p, false) => il % p < p - 1,
+        })
+        .collect()
+}
+
+/// GLM-5.x (DeepSeek sparse attention) keeps an extra K-only indexer cache on the layers marked in
+/// `{arch}.attention.indexer.types`; without that key, on every layer below a 1M context.
+fn indexer(model: &GgufModel, arch: &str, n_layer: u32, context: Option<u64>) -> Vec<u32> {
+    let n = n_layer as usize;
+    let Some(width) = model
+        .metadata
+        .get_u32(&format!("{arch}.attention.indexer.key_length"))
+    else {
+        return vec![0; n];
+    };
+    match model
+        .metadata
+        .get_u64_array(&format!("{arch}.attention.indexer.types"))
+    {
+        Some(types) => (0..n)
+            .map(|il| {
+                if types.get(il).copied().unwrap_or(0) != 0 {
+                    width
+                } else {
+                    0
+                }
+            })
+            .collect(),
+        None if context.unwrap_or(0) < 1_048_576 => vec![width; n],
+        None => vec![0; n],
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sliding_window_layouts_follow_llama_cpp() {
+        let gemma3 = swa_layers("gemma3", Some(1024), None, 12);
+        assert_eq!(gemma3, (0..12).map(|il| il % 6 < 5).collect::<Vec<_>>());
+        let dense_first = swa_layers("cohere2moe", Some(4096), None, 8);
+        assert_eq!(
+            dense_first,
+            vec![false, true, true, true, false, true, true, true]
+        );
+        assert_eq!(
+            swa_layers(
+                "gemma3",
+                Some(1024),
+                Some(&SlidingWindowPattern::Period(2)),
+                4
+            ),
+            vec![true, false, true, false]
+        );
+        assert_eq!(
+            swa_layers("llama", Some(4096), None, 3),
+            vec![false; 3],
+            "no built-in layout: full attention"
+        );
+        assert_eq!(swa_layers("gemma3", None, None, 3), vec![false; 3]);
+        let explicit = SlidingWindowPattern::PerLayer(vec![true, false]);
+        assert_eq!(
+            swa_layers("x", Some(8), Some(&explicit), 3),
+            vec![true, false, false]
+        );
+    }
+}

@@ -1,0 +1,224 @@
+//! The planner checked against llama.cpp itself: `llama-fit-params -fitp on` prints, per device,
+//! the model and context memory llama.cpp would allocate (a dry run, no weights loaded). For tiny
+//! models written by our own writer, our figures must match: model within 1 %, context within 5 %.
+//!
+//! Needs the bundled llama.cpp CPU build (`make test` builds it) and its source tree (for a real
+//! tokenizer): `RIGDECK_LLAMA_BIN_DIR` and `RIGDECK_LLAMA_SOURCE_DIR`, or the default cache.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use rigdeck_core::placement::from_gguf::load_shape;
+use rigdeck_core::placement::plan::{plan, DeviceSpec};
+use rigdeck_core::placement::{DeviceId, KvType, PlacementOptions};
+use rigdeck_gguf::tiny::TinyModel;
+
+const MIB: f64 = (1u64 << 20) as f64;
+
+fn cache() -> PathBuf {
+    std::env::var_os("RIGDECK_CACHE_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| dirs::cache_dir().unwrap_or_default().join("rigdeck"))
+}
+
+/// The first directory that matches, from the environment or the build cache.
+fn locate(env: &str, under: &Path, suffix: &str) -> PathBuf {
+    if let Some(dir) = std::env::var_os(env) {
+        return PathBuf::from(dir);
+    }
+    let found = std::fs::read_dir(under).ok().and_then(|entries| {
+        entries
+            .flatten()
+            .map(|e| e.path().join(suffix))
+            .find(|p| p.exists())
+    });
+    found.unwrap_or_else(|| {
+        panic!(
+            "no {suffix} under {}: run `make test` (it builds the bundled llama.cpp) or set {env}",
+            under.display()
+        )
+    })
+}
+
+fn fit_params(model: &Path, options: &PlacementOptions) -> (f64, f64) {
+    let bin =
+        locate("RIGDECK_LLAMA_BIN_DIR", &cache().join("engines"), "bin").join("llama-fit-params");
+    let mut args: Vec<String> = vec![
+        "-m".into(),
+        model.display().to_string(),
+        "-fitp".into(),
+        "on".into(),
+    ];
+    for (flag, value) in [
+        ("-c", options.context.to_string()),
+        ("-np", options.parallel.to_string()),
+        ("-b", options.batch.to_string()),
+        ("-ub", options.ubatch.to_string()),
+        ("-ctk", options.cache_type_k.name().to_owned()),
+        ("-ctv", options.cache_type_v.name().to_owned()),
+        (
+            "-fa",
+            if options.flash_attention { "on" } else { "off" }.to_owned(),
+        ),
+    ] {
+        args.push(flag.into());
+        args.push(value);
+    }
+    let out = Command::new(&bin)
+        .args(&args)
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {}: {e}", bin.display()));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "llama-fit-params failed: {}\n{}",
+        stdout,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // "Host <model> <context> <compute>" in whole MiB.
+    let host = stdout
+        .lines()
+        .find(|l| l.starts_with("Host "))
+        .unwrap_or_else(|| panic!("no Host line in: {stdout}"));
+    let numbers: Vec<f64> = host
+        .split_whitespace()
+        .skip(1)
+        .filter_map(|n| n.parse().ok())
+        .collect();
+    (numbers[0], numbers[1])
+}
+
+fn host_only() -> Vec<DeviceSpec> {
+    vec![DeviceSpec {
+        id: DeviceId::Cpu,
+        name: "host".into(),
+        capacity_bytes: 1 << 40,
+        reserve_bytes: 0,
+        overhead_bytes: 0,
+        bandwidth_bytes_per_s: None,
+        link_degraded: false,
+    }]
+}
+
+/// llama-fit-params has no -kvu flag and keeps one KV stream per slot, so the plan must too.
+fn compare(name: &str, model: TinyModel, options: PlacementOptions) {
+    let options = PlacementOptions {
+        kv_unified: false,
+        ..options
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let vocab = locate(
+        "RIGDECK_LLAMA_SOURCE_DIR",
+        &cache().join("sources"),
+        "llama.cpp",
+    )
+    .join("models/ggml-vocab-llama-bpe.gguf");
+    let path = dir.path().join(format!("{name}.gguf"));
+    model.write(&vocab, &path).unwrap();
+    let (their_model, their_context) = fit_params(&path, &options);
+    let shape = load_shape(&path).unwrap().shape;
+    let ours = plan(&shape, &host_only(), &options).unwrap();
+    let host = &ours.devices[0].usage;
+    let (our_model, our_context) = (host.weights_bytes as f64 / MIB, host.kv_bytes as f64 / MIB);
+    println!("{name}: model ours {our_model:.1} MiB vs llama.cpp {their_model} MiB; context ours {our_context:.1} vs {their_context}");
+    assert!(
+        their_model >= 200.0 && their_context >= 100.0,
+        "{name}: the test model is too small for a 1 % comparison"
+    );
+    // llama.cpp truncates to whole MiB, so compare against the interval it stands for.
+    let within = |ours: f64, theirs: f64, tolerance: f64| {
+        ours >= theirs * (1.0 - tolerance) && ours <= (theirs + 1.0) * (1.0 + tolerance)
+    };
+    assert!(
+        within(our_model, their_model, 0.01),
+        "{name}: model {our_model:.1} MiB vs llama.cpp {their_model} MiB"
+    );
+    assert!(
+        within(our_context, their_context, 0.05),
+        "{name}: context {our_context:.1} MiB vs llama.cpp {their_context} MiB"
+    );
+}
+
+fn big_dense() -> TinyModel {
+    TinyModel {
+        name: "dense".into(),
+        n_layer: 16,
+        n_embd: 1024,
+        n_head: 8,
+        n_head_kv: 8,
+        n_ff: 2816,
+        context_length: 32_768,
+        experts: None,
+        sliding_window: None,
+        random_weights: false,
+    }
+}
+
+#[test]
+fn a_dense_model_matches_llama_cpp() {
+    compare(
+        "dense",
+        big_dense(),
+        PlacementOptions {
+            context: 4096,
+            parallel: 1,
+            ..Default::default()
+        },
+    );
+}
+
+#[test]
+fn gqa_per_slot_kv_and_a_q8_0_cache_match_llama_cpp() {
+    let model = TinyModel {
+        n_head_kv: 2,
+        ..big_dense()
+    };
+    let options = PlacementOptions {
+        context: 16_384,
+        parallel: 4,
+        kv_unified: false,
+        cache_type_k: KvType::Q8_0,
+        cache_type_v: KvType::Q8_0,
+        ..Default::default()
+    };
+    compare("gqa-q8", model, options);
+}
+
+#[test]
+fn an_moe_model_matches_llama_cpp() {
+    let model = TinyModel {
+        name: "moe".into(),
+        experts: Some((8, 2)),
+        n_ff: 1024,
+        ..big_dense()
+    };
+    compare(
+        "moe",
+        model,
+        PlacementOptions {
+            context: 8192,
+            parallel: 1,
+            ..Default::default()
+        },
+    );
+}
+
+#[test]
+fn a_sliding_window_model_with_a_tied_output_matches_llama_cpp() {
+    // Gemma 3: five of every six layers keep only the window (+ a micro-batch) in their cache.
+    let model = TinyModel {
+        name: "swa".into(),
+        n_layer: 24,
+        sliding_window: Some(1024),
+        ..big_dense()
+    };
+    compare(
+        "swa",
+        model,
+        PlacementOptions {
+            context: 32_768,
+            parallel: 1,
+            ..Default::default()
+        },
+    );
+}

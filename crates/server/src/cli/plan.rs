@@ -1,0 +1,166 @@
+//! `rigdeck plan MODEL`: the per-device memory table, the llama-server flags and the speed
+//! ceiling for a model on this rig (live) or on a preset rig, as given or placed automatically.
+
+use std::collections::HashSet;
+use std::fmt::Write as _;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use rigdeck_core::placement::from_gguf::load_shape;
+use rigdeck_core::placement::report::{report, PlanReport};
+use rigdeck_core::placement::rig::{live_devices, preset, presets, Margins};
+use rigdeck_core::placement::{KvType, PlacementOptions};
+use rigdeck_core::telemetry::gpu::NvmlSource;
+use rigdeck_core::telemetry::host::HostCollector;
+use rigdeck_core::telemetry::snapshot::RigSample;
+
+#[derive(Debug, clap::Args)]
+pub struct PlanArgs {
+    /// A GGUF model file (any shard of a split model).
+    pub model: PathBuf,
+    /// `live` (this machine's GPUs and free memory now) or a preset: 4x3090, 4xpro6000, 2xgh200, 2x5060ti, cpu-minipc.
+    #[arg(long, default_value = "live")]
+    pub rig: String,
+    /// Context length (-c); 0 = the model's trained context.
+    #[arg(long, default_value_t = 4096)]
+    pub ctx: u32,
+    /// KV cache type for K and V (-ctk/-ctv): f16, q8_0, q4_0, …
+    #[arg(long, default_value = "f16")]
+    pub kv: String,
+    /// Parallel slots (-np).
+    #[arg(long, default_value_t = 1)]
+    pub np: u32,
+    /// Let the automatic placement choose -ngl, -ts and -ot.
+    #[arg(long)]
+    pub auto: bool,
+    /// Print the report as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+pub fn run(args: PlanArgs) -> anyhow::Result<ExitCode> {
+    let kv = KvType::parse(&args.kv).ok_or_else(|| {
+        anyhow::anyhow!(
+            "--kv {}: use one of f32, f16, bf16, q8_0, q5_1, q5_0, q4_1, q4_0, iq4_nl",
+            args.kv
+        )
+    })?;
+    let devices = if args.rig == "live" {
+        let sample = RigSample {
+            at_ms: rigdeck_core::now_ms(),
+            gpus: NvmlSource::from_env().read(&HashSet::new()),
+            host: HostCollector::new(PathBuf::from("/sys"), Vec::new()).sample(),
+        };
+        live_devices(&sample, &Margins::default())
+    } else {
+        let ids: Vec<String> = presets().into_iter().map(|p| p.id).collect();
+        preset(&args.rig)
+            .ok_or_else(|| {
+                anyhow::anyhow!(
+                    "unknown rig '{}': use live or one of {}",
+                    args.rig,
+                    ids.join(", ")
+                )
+            })?
+            .devices(&Margins::default())
+    };
+    let loaded = load_shape(&args.model)?;
+    let options = PlacementOptions {
+        context: args.ctx,
+        cache_type_k: kv,
+        cache_type_v: kv,
+        parallel: args.np.max(1),
+        ..Default::default()
+    };
+    let report = report(
+        &loaded.shape,
+        &args.model.display().to_string(),
+        &devices,
+        &options,
+        args.auto,
+    )?;
+    if args.json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(
+                &serde_json::json!({ "model": loaded.summary, "report": report })
+            )?
+        );
+    } else {
+        print!("{}", render(&report));
+    }
+    Ok(if report.fits {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(2)
+    })
+}
+
+fn gib(bytes: u64) -> String {
+    format!("{:.2}", bytes as f64 / (1u64 << 30) as f64)
+}
+
+/// The table a user reads: one row per device, GiB, with the overflow marked.
+pub fn render(r: &PlanReport) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "{:<44} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8}  LAYERS / EXPERT LAYERS",
+        "DEVICE", "WEIGHTS", "KV", "COMPUTE", "OVERHEAD", "TOTAL", "FREE"
+    );
+    for d in &r.plan.devices {
+        let room = d.spec.capacity_bytes.saturating_sub(d.spec.reserve_bytes);
+        let mark = if d.overflow_bytes > 0 {
+            format!("  OVER by {} GiB", gib(d.overflow_bytes))
+        } else {
+            String::new()
+        };
+        let _ = writeln!(
+            out,
+            "{:<44} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8}  {} / {}{mark}",
+            d.spec.name,
+            gib(d.usage.weights_bytes),
+            gib(d.usage.kv_bytes),
+            gib(d.usage.compute_bytes),
+            gib(d.usage.overhead_bytes),
+            gib(d.usage.total_bytes()),
+            gib(room),
+            d.usage.layers.len(),
+            d.usage.expert_layers.len(),
+        );
+    }
+    let _ = writeln!(
+        out,
+        "(GiB; FREE is capacity minus the reserve; context {} tokens)",
+        r.plan.n_ctx
+    );
+    match &r.command_line {
+        Ok(line) => {
+            let _ = writeln!(out, "\n{line}");
+        }
+        Err(why) => {
+            let _ = writeln!(out, "\nno command line: {why}");
+        }
+    }
+    match r.ceiling.tokens_per_s {
+        Some(tps) => {
+            let _ = writeln!(
+                out,
+                "\nspeed ceiling: {tps:.1} tokens/s decode (an upper bound)"
+            );
+        }
+        None => {
+            let _ = writeln!(out, "\nspeed ceiling: unknown");
+        }
+    }
+    for a in &r.ceiling.assumptions {
+        let _ = writeln!(out, "  - {a}");
+    }
+    for n in &r.notes {
+        let _ = writeln!(out, "note: {n}");
+    }
+    for p in &r.problems {
+        let _ = writeln!(out, "problem: {p}");
+    }
+    out
+}

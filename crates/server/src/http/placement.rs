@@ -1,0 +1,198 @@
+//! Planning endpoints: rig presets, plan a model (as given or automatically), and read a pasted
+//! llama-server command line into a drawn plan. Each is a thin wrapper over `core::placement`.
+
+use std::sync::Arc;
+
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use rigdeck_core::placement::flags::parse_command;
+use rigdeck_core::placement::from_gguf::{load_shape, LoadedModel};
+use rigdeck_core::placement::report::report;
+use rigdeck_core::placement::rig::{live_devices, preset, presets, Margins};
+use rigdeck_core::placement::{DeviceSpec, PlacementOptions};
+use serde::Deserialize;
+
+use super::error::ApiError;
+use super::AppState;
+
+pub async fn models(State(state): State<Arc<AppState>>) -> Json<serde_json::Value> {
+    Json(serde_json::json!(*state.library.entries()))
+}
+
+pub async fn rescan_models(State(state): State<Arc<AppState>>) -> Json<serde_json::Value> {
+    Json(serde_json::json!(*state.library.rescan().await))
+}
+
+pub async fn rig_presets() -> Json<serde_json::Value> {
+    let margins = Margins::default();
+    let list: Vec<_> = presets()
+        .into_iter()
+        .map(|p| serde_json::json!({ "id": p.id, "name": p.name, "source": p.source, "devices": p.devices(&margins) }))
+        .collect();
+    Json(serde_json::json!(list))
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PlanRequest {
+    /// Path of a GGUF file (any shard of a split model).
+    model: String,
+    /// `live` (this machine now) or a preset id.
+    #[serde(default = "live")]
+    rig: String,
+    #[serde(default)]
+    options: PlacementOptions,
+    #[serde(default)]
+    margins: Margins,
+    #[serde(default)]
+    auto: bool,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ParseRequest {
+    command: String,
+    #[serde(default = "live")]
+    rig: String,
+    #[serde(default)]
+    margins: Margins,
+}
+
+fn live() -> String {
+    "live".to_owned()
+}
+
+pub async fn plan(State(state): State<Arc<AppState>>, body: axum::body::Bytes) -> Response {
+    let request: PlanRequest = match parse_body(&body) {
+        Ok(r) => r,
+        Err(e) => return e.into_response(),
+    };
+    match plan_response(
+        &state,
+        &request.model,
+        &request.rig,
+        &request.options,
+        &request.margins,
+        request.auto,
+        None,
+    )
+    .await
+    {
+        Ok(json) => Json(json).into_response(),
+        Err(e) => e.into_response(),
+    }
+}
+
+pub async fn parse(State(state): State<Arc<AppState>>, body: axum::body::Bytes) -> Response {
+    let request: ParseRequest = match parse_body(&body) {
+        Ok(r) => r,
+        Err(e) => return e.into_response(),
+    };
+    let parsed = match parse_command(&request.command) {
+        Ok(p) => p,
+        Err(e) => {
+            return ApiError::new(StatusCode::BAD_REQUEST, "bad_command", e.to_string())
+                .into_response()
+        }
+    };
+    let Some(model) = parsed.model.clone() else {
+        let message =
+            "the command has no -m MODEL: add the model path so its tensors can be placed";
+        return ApiError::new(StatusCode::BAD_REQUEST, "bad_command", message).into_response();
+    };
+    let parsed_json = serde_json::to_value(&parsed).unwrap_or_default();
+    match plan_response(
+        &state,
+        &model,
+        &request.rig,
+        &parsed.options,
+        &request.margins,
+        false,
+        Some(parsed_json),
+    )
+    .await
+    {
+        Ok(json) => Json(json).into_response(),
+        Err(e) => e.into_response(),
+    }
+}
+
+fn parse_body<T: serde::de::DeserializeOwned>(body: &[u8]) -> Result<T, ApiError> {
+    serde_json::from_slice(body).map_err(|e| {
+        ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "bad_request",
+            format!("request body is not valid: {e}"),
+        )
+    })
+}
+
+async fn plan_response(
+    state: &AppState,
+    model_path: &str,
+    rig: &str,
+    options: &PlacementOptions,
+    margins: &Margins,
+    auto: bool,
+    parsed: Option<serde_json::Value>,
+) -> Result<serde_json::Value, ApiError> {
+    let devices = devices_for(state, rig, margins)?;
+    let path = model_path.to_owned();
+    let loaded: LoadedModel =
+        tokio::task::spawn_blocking(move || load_shape(std::path::Path::new(&path)))
+            .await
+            .map_err(|e| {
+                ApiError::new(
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    "plan_failed",
+                    e.to_string(),
+                )
+            })?
+            .map_err(|e| {
+                ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "bad_model", e.to_string())
+            })?;
+    let report = report(&loaded.shape, model_path, &devices, options, auto)
+        .map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, "bad_placement", e.to_string()))?;
+    Ok(serde_json::json!({
+        "model": loaded.summary,
+        "layers": loaded.shape.n_layer,
+        "experts": loaded.shape.experts,
+        "rig": rig,
+        "report": report,
+        "parsed": parsed,
+    }))
+}
+
+fn devices_for(
+    state: &AppState,
+    rig: &str,
+    margins: &Margins,
+) -> Result<Vec<DeviceSpec>, ApiError> {
+    if rig == "live" {
+        let frame = state.telemetry.latest().ok_or_else(|| {
+            ApiError::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "no_sample_yet",
+                "no telemetry sample yet: retry in a second",
+            )
+        })?;
+        let mut margins = *margins;
+        if margins.cpu_bandwidth_bytes_per_s.is_none() {
+            margins.cpu_bandwidth_bytes_per_s = state
+                .current_settings()
+                .cpu_bandwidth_gb_s
+                .map(|gb| (gb * 1e9) as u64);
+        }
+        return Ok(live_devices(&frame.sample, &margins));
+    }
+    preset(rig).map(|p| p.devices(margins)).ok_or_else(|| {
+        let ids: Vec<String> = presets().into_iter().map(|p| p.id).collect();
+        ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "unknown_rig",
+            format!("unknown rig '{rig}': use live or one of {}", ids.join(", ")),
+        )
+    })
+}
