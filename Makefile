@@ -27,8 +27,12 @@ build: ui
 test: test-rust test-ui test-e2e test-desktop
 	@echo "make test: all suites passed"
 
+# The engine build test goes first: it builds the bundled llama.cpp through Rigdeck's own build
+# path (cached in ~/.cache/rigdeck, about 5–12 minutes the first time), which the llama-fit-params
+# comparison and the real-engine tests then use.
 test-rust: ui
 	cargo build -p rigdeck-nvml-double -p rigdeck-server -p rigdeck-desktop
+	cargo nextest run -p rigdeck-core --test engine_build --no-fail-fast
 	RIGDECK_NVML_LIBRARY=$(DEBUG)/libnvml_double.so cargo nextest run --workspace --no-fail-fast
 
 test-ui: setup

@@ -6,10 +6,12 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 # Tauri 2 on Linux, the real browser and display for the end-to-end and desktop tests,
-# ImageMagick for screenshots, curl, gcc and libX11 for the desktop smoke test.
+# ImageMagick for screenshots, curl, gcc and libX11 for the desktop smoke test; CMake, Ninja,
+# a C++ compiler and pip to fetch and build the bundled llama.cpp.
 packages=(
   pkg-config libssl-dev libwebkit2gtk-4.1-dev libgtk-3-dev librsvg2-dev libayatana-appindicator3-dev
   chromium xvfb xauth x11-utils imagemagick curl fonts-dejavu-core gcc libx11-dev
+  cmake ninja-build g++
 )
 
 missing=()
@@ -37,6 +39,11 @@ node_major=$(node -p 'process.versions.node.split(".")[0]')
 if [ "$node_major" -lt 20 ]; then
   echo "setup: Node.js $(node --version) is too old for the UI build: install Node.js 20 or newer" >&2
   exit 1
+fi
+if ! python3 -m pip --version >/dev/null 2>&1; then
+  echo "setup: installing pip (it fetches the pinned llama.cpp source from the Python package index)"
+  if [ "$(id -u)" -eq 0 ]; then sudo=(); else sudo=(sudo); fi
+  DEBIAN_FRONTEND=noninteractive "${sudo[@]}" apt-get install -y -qq --no-install-recommends python3-pip
 fi
 if ! cargo nextest --version >/dev/null 2>&1; then
   echo "setup: installing cargo-nextest (runs each test in its own process)"

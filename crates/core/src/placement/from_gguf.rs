@@ -37,9 +37,26 @@ pub fn load_shape(path: &Path) -> Result<LoadedModel, ShapeError> {
     }
     let model = GgufModel::open(path)?;
     let label = path.file_name().and_then(|n| n.to_str()).unwrap_or("model");
-    let shape = shape_of(&model, label)?;
+    loaded(&model, label)
+}
+
+/// The same for a model on a web server (a Hugging Face `resolve` URL): only the headers are
+/// fetched, with HTTP Range requests, so a 400 GB model is planned before it is downloaded.
+/// Returns the model and the number of HTTP requests it took.
+pub async fn load_remote_shape(url: &str) -> Result<(LoadedModel, u64), ShapeError> {
+    if !(url.starts_with("http://") || url.starts_with("https://")) || !url.contains(".gguf") {
+        return Err(ShapeError::NotGguf(url.to_owned()));
+    }
+    let reader = rigdeck_gguf::remote::HttpReader::new();
+    let model = reader.read_model(url).await?;
+    let label = url.rsplit('/').next().unwrap_or("model");
+    Ok((loaded(&model, label)?, reader.requests()))
+}
+
+fn loaded(model: &GgufModel, label: &str) -> Result<LoadedModel, ShapeError> {
+    let shape = shape_of(model, label)?;
     Ok(LoadedModel {
-        summary: ModelSummary::from_model(&model),
+        summary: ModelSummary::from_model(model),
         shape,
     })
 }

@@ -6,7 +6,7 @@ use std::fmt::Write as _;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use rigdeck_core::placement::from_gguf::load_shape;
+use rigdeck_core::placement::from_gguf::{load_remote_shape, load_shape};
 use rigdeck_core::placement::report::{report, PlanReport};
 use rigdeck_core::placement::rig::{live_devices, preset, presets, Margins};
 use rigdeck_core::placement::{KvType, PlacementOptions};
@@ -16,8 +16,9 @@ use rigdeck_core::telemetry::snapshot::RigSample;
 
 #[derive(Debug, clap::Args)]
 pub struct PlanArgs {
-    /// A GGUF model file (any shard of a split model).
-    pub model: PathBuf,
+    /// A GGUF model file (any shard of a split model), or an http(s) URL of one (for example a
+    /// Hugging Face `resolve` link): only its headers are read, with HTTP Range requests.
+    pub model: String,
     /// `live` (this machine's GPUs and free memory now) or a preset: 4x3090, 4xpro6000, 2xgh200, 2x5060ti, cpu-minipc.
     #[arg(long, default_value = "live")]
     pub rig: String,
@@ -64,7 +65,16 @@ pub fn run(args: PlanArgs) -> anyhow::Result<ExitCode> {
             })?
             .devices(&Margins::default())
     };
-    let loaded = load_shape(&args.model)?;
+    let loaded = if args.model.starts_with("http://") || args.model.starts_with("https://") {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()?;
+        let (loaded, requests) = runtime.block_on(load_remote_shape(&args.model))?;
+        eprintln!("read the remote headers with {requests} HTTP request(s)");
+        loaded
+    } else {
+        load_shape(std::path::Path::new(&args.model))?
+    };
     let options = PlacementOptions {
         context: args.ctx,
         cache_type_k: kv,
@@ -72,13 +82,7 @@ pub fn run(args: PlanArgs) -> anyhow::Result<ExitCode> {
         parallel: args.np.max(1),
         ..Default::default()
     };
-    let report = report(
-        &loaded.shape,
-        &args.model.display().to_string(),
-        &devices,
-        &options,
-        args.auto,
-    )?;
+    let report = report(&loaded.shape, &args.model, &devices, &options, args.auto)?;
     if args.json {
         println!(
             "{}",

@@ -8,7 +8,7 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use rigdeck_core::placement::flags::parse_command;
-use rigdeck_core::placement::from_gguf::{load_shape, LoadedModel};
+use rigdeck_core::placement::from_gguf::{load_remote_shape, load_shape, LoadedModel};
 use rigdeck_core::placement::report::report;
 use rigdeck_core::placement::rig::{live_devices, preset, presets, Margins};
 use rigdeck_core::placement::{DeviceSpec, PlacementOptions};
@@ -139,20 +139,7 @@ async fn plan_response(
     parsed: Option<serde_json::Value>,
 ) -> Result<serde_json::Value, ApiError> {
     let devices = devices_for(state, rig, margins)?;
-    let path = model_path.to_owned();
-    let loaded: LoadedModel =
-        tokio::task::spawn_blocking(move || load_shape(std::path::Path::new(&path)))
-            .await
-            .map_err(|e| {
-                ApiError::new(
-                    StatusCode::INTERNAL_SERVER_ERROR,
-                    "plan_failed",
-                    e.to_string(),
-                )
-            })?
-            .map_err(|e| {
-                ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "bad_model", e.to_string())
-            })?;
+    let (loaded, requests) = load(model_path).await?;
     let report = report(&loaded.shape, model_path, &devices, options, auto)
         .map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, "bad_placement", e.to_string()))?;
     Ok(serde_json::json!({
@@ -160,9 +147,33 @@ async fn plan_response(
         "layers": loaded.shape.n_layer,
         "experts": loaded.shape.experts,
         "rig": rig,
+        "remote_requests": requests,
         "report": report,
         "parsed": parsed,
     }))
+}
+
+/// A local path, or an http(s) URL whose headers are read with Range requests (no download).
+async fn load(model: &str) -> Result<(LoadedModel, Option<u64>), ApiError> {
+    let bad = |e: rigdeck_core::placement::from_gguf::ShapeError| {
+        ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "bad_model", e.to_string())
+    };
+    if model.starts_with("http://") || model.starts_with("https://") {
+        let (loaded, requests) = load_remote_shape(model).await.map_err(bad)?;
+        return Ok((loaded, Some(requests)));
+    }
+    let path = model.to_owned();
+    let loaded = tokio::task::spawn_blocking(move || load_shape(std::path::Path::new(&path)))
+        .await
+        .map_err(|e| {
+            ApiError::new(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "plan_failed",
+                e.to_string(),
+            )
+        })?
+        .map_err(bad)?;
+    Ok((loaded, None))
 }
 
 fn devices_for(

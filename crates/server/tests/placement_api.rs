@@ -1,0 +1,104 @@
+//! Planning over the API: a split GLM-5.2-shaped model on disk and on a web server (headers read
+//! with Range requests), a pasted command line with the seed's mistake, and the bad inputs.
+
+mod support;
+
+use reqwest::StatusCode;
+use rigdeck_gguf::fixtures::MoeShape;
+use support::TestServer;
+
+async fn post(t: &TestServer, path: &str, body: serde_json::Value) -> (StatusCode, serde_json::Value) {
+    let response = t.client.post(t.url(path)).bearer_auth(t.server.token()).json(&body).send().await.unwrap();
+    let status = response.status();
+    (status, response.json().await.unwrap())
+}
+
+fn glm(dir: &std::path::Path) -> std::path::PathBuf {
+    MoeShape::glm_5_2().writer().write_split(dir, "GLM-5.2-IQ2", 6).unwrap()[0].clone()
+}
+
+#[tokio::test]
+async fn automatic_placement_on_a_preset_rig_fits_and_writes_flags() {
+    let t = TestServer::start("4x3090.json").await;
+    let model = glm(t.dir.path());
+    let body = serde_json::json!({"model": model, "rig": "4x3090", "auto": true,
+        "options": {"context": 131072, "cache_type_k": "q8_0", "cache_type_v": "q8_0"}});
+    let (status, plan) = post(&t, "/api/v1/plan", body).await;
+    assert_eq!(status, StatusCode::OK, "{plan}");
+    assert_eq!(plan["report"]["fits"], true, "{}", plan["report"]["problems"]);
+    assert_eq!(plan["layers"], 78);
+    let line = plan["report"]["command_line"]["Ok"].as_str().unwrap();
+    assert!(line.contains("=CUDA0'") && line.ends_with("-kvu"), "{line}");
+    assert!(plan["report"]["ceiling"]["tokens_per_s"].as_f64().unwrap() > 1.0);
+    let presets: serde_json::Value = t.get_json("/api/v1/rigs").await;
+    assert!(presets.as_array().unwrap().iter().any(|p| p["id"] == "2xgh200"));
+}
+
+#[tokio::test]
+async fn a_remote_model_is_planned_from_its_headers_alone() {
+    let t = TestServer::start("4x3090.json").await;
+    let files = tempfile::tempdir().unwrap();
+    glm(files.path());
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let app = axum::Router::new().fallback_service(tower_http::services::ServeDir::new(files.path()));
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    let url = format!("http://127.0.0.1:{port}/GLM-5.2-IQ2-00001-of-00006.gguf");
+    let (status, plan) = post(&t, "/api/v1/plan", serde_json::json!({"model": url, "rig": "4xpro6000", "auto": true})).await;
+    assert_eq!(status, StatusCode::OK, "{plan}");
+    assert_eq!(plan["layers"], 78);
+    let requests = plan["remote_requests"].as_u64().unwrap();
+    assert!(requests <= 8, "{requests} requests for 6 shards");
+}
+
+#[tokio::test]
+async fn a_pasted_command_is_drawn_with_its_problems() {
+    let t = TestServer::start("4x3090.json").await;
+    let model = glm(t.dir.path());
+    let command = format!("./llama-server -m {} -c 32768 -ngl 99 -ncmoe 60 --port 8080", model.display());
+    let (status, plan) = post(&t, "/api/v1/plan/parse", serde_json::json!({"command": command, "rig": "4x3090"})).await;
+    assert_eq!(status, StatusCode::OK, "{plan}");
+    assert_eq!(plan["report"]["fits"], false);
+    let problems = plan["report"]["problems"].to_string();
+    assert!(problems.contains("-ncmoe with a layer split"), "{problems}");
+    assert_eq!(plan["parsed"]["other_args"], serde_json::json!(["--port", "8080"]));
+}
+
+#[tokio::test]
+async fn bad_input_gets_messages_that_name_the_thing() {
+    let t = TestServer::start("4x3090.json").await;
+    let model = glm(t.dir.path());
+    let (status, body) = post(&t, "/api/v1/plan/parse", serde_json::json!({"command": format!("llama-server -m {} -ot 'blk\\.(3=CUDA0'", model.display())})).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert!(body["message"].as_str().unwrap().contains("not a valid regular expression"), "{body}");
+    let (status, body) = post(&t, "/api/v1/plan", serde_json::json!({"model": "/nonexistent/x.gguf"})).await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY);
+    assert!(body["message"].as_str().unwrap().contains("x.gguf"), "{body}");
+    let truncated = t.dir.path().join("cut.gguf");
+    std::fs::write(&truncated, &std::fs::read(&model).unwrap()[..4096]).unwrap();
+    let (status, body) = post(&t, "/api/v1/plan", serde_json::json!({"model": truncated})).await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY);
+    assert!(body["message"].as_str().unwrap().contains("truncated at byte"), "{body}");
+    let (status, body) = post(&t, "/api/v1/plan", serde_json::json!({"model": model, "rig": "8xb200"})).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert!(body["message"].as_str().unwrap().contains("4x3090"), "{body}");
+    let (status, _) = post(&t, "/api/v1/plan", serde_json::json!({"model": model, "options": {"contex": 5}})).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+}
+
+#[tokio::test]
+async fn the_library_lists_models_in_the_configured_folders() {
+    let t = TestServer::start("2x5060ti.json").await;
+    let folder = t.dir.path().join("models");
+    std::fs::create_dir_all(&folder).unwrap();
+    let put = t.client.put(t.url("/api/v1/settings")).bearer_auth(t.server.token()).json(&serde_json::json!({"model_folders": [folder]})).send().await.unwrap();
+    assert_eq!(put.status(), StatusCode::OK);
+    MoeShape::small().writer().write_split(&folder, "tiny-moe", 2).unwrap();
+    let (status, list) = post(&t, "/api/v1/models/rescan", serde_json::json!({})).await;
+    assert_eq!(status, StatusCode::OK);
+    let entries = list.as_array().unwrap();
+    assert_eq!(entries.len(), 1, "{list}");
+    assert_eq!(entries[0]["format"], "gguf");
+    assert_eq!(entries[0]["files"].as_array().unwrap().len(), 2);
+    assert!(entries[0]["gguf"]["experts"]["count"].as_u64().unwrap() > 0);
+}
