@@ -38,21 +38,26 @@ test-rust: ui
 test-ui: setup
 	cd ui && npm run check && npm test
 
+# plan_bench writes the GLM-5.2-shaped split model (sparse files) the placement test plans.
 test-e2e: test-rust
 	mkdir -p $(ARTIFACTS)
+	cargo build -p rigdeck-core --example plan_bench
 	cd tests/e2e && RIGDECK_BIN=$(DEBUG)/rigdeck RIGDECK_NVML_LIBRARY=$(DEBUG)/libnvml_double.so \
-		RIGDECK_ARTIFACTS=$(ARTIFACTS) node --test --test-concurrency=1
+		RIGDECK_PLAN_BENCH=$(DEBUG)/examples/plan_bench RIGDECK_ARTIFACTS=$(ARTIFACTS) node --test --test-concurrency=1
 
 test-desktop: test-rust
 	mkdir -p $(ARTIFACTS)
 	RIGDECK_NVML_LIBRARY=$(DEBUG)/libnvml_double.so RIGDECK_NVML_DOUBLE_RIG=$(CURDIR)/tests/fixtures/rigs/4x3090.json \
 		bash tests/desktop/smoke.sh $(DEBUG)/rigdeck-desktop $(ARTIFACTS)
 
-## bench: telemetry cost of `rigdeck serve` (8 GPUs + host at 1 Hz, 60 s idle and 60 s with a browser)
+## bench: telemetry cost of `rigdeck serve` (8 GPUs + host at 1 Hz, 60 s idle and 60 s with a browser),
+## then reading + planning a GLM-5.2-shaped split model, and its headers over HTTP
 bench: ui
 	cargo build --release -p rigdeck-server -p rigdeck-nvml-double
 	cd tests/e2e && RIGDECK_BIN=$(RELEASE)/rigdeck RIGDECK_NVML_LIBRARY=$(RELEASE)/libnvml_double.so \
 		node ../bench/telemetry.mjs
+	cargo run --release -p rigdeck-core --example plan_bench
+	cargo run --release -p rigdeck-gguf --example read_bench
 
 lint: setup
 	cargo fmt --all -- --check

@@ -16,14 +16,26 @@ function required(name) {
   return value;
 }
 
-/** Starts the daemon and resolves once it prints its sign-in URL. */
-export async function startDaemon(rigFile) {
+/** Starts the daemon and resolves once it prints its sign-in URL. `prepare({ configDir, dataDir })`
+ *  runs first (to put models into `dataDir/models`, say); `env` adds to the daemon's environment. */
+export async function startDaemon(rigFile, { prepare, env = {} } = {}) {
   const dir = mkdtempSync(join(tmpdir(), "rigdeck-e2e-"));
+  const configDir = join(dir, "config");
+  const dataDir = join(dir, "data");
+  if (prepare) {
+    try {
+      await prepare({ configDir, dataDir });
+    } catch (e) {
+      rmSync(dir, { recursive: true, force: true });
+      throw e;
+    }
+  }
   const child = spawn(required("RIGDECK_BIN"), ["serve", "--bind", "127.0.0.1:0"], {
     env: {
       ...process.env,
-      RIGDECK_CONFIG_DIR: join(dir, "config"),
-      RIGDECK_DATA_DIR: join(dir, "data"),
+      ...env,
+      RIGDECK_CONFIG_DIR: configDir,
+      RIGDECK_DATA_DIR: dataDir,
       RIGDECK_NVML_LIBRARY: required("RIGDECK_NVML_LIBRARY"),
       RIGDECK_NVML_DOUBLE_RIG: join(fixtures, rigFile),
       RUST_LOG: "warn",
@@ -49,6 +61,7 @@ export async function startDaemon(rigFile) {
   return {
     child,
     loginUrl,
+    dataDir,
     base: url.origin,
     token: url.searchParams.get("token"),
     log: () => log,

@@ -97,14 +97,18 @@ fn problems(model: &ModelShape, options: &PlacementOptions, plan: &Plan) -> Vec<
             ));
         }
     }
-    let gpus_with_layers: Vec<_> = plan
+    // Experts alone on a riser card count too: each token's activations cross the slow link.
+    let gpus_in_use: Vec<_> = plan
         .devices
         .iter()
-        .filter(|d| matches!(d.spec.id, DeviceId::Gpu(_)) && !d.usage.layers.is_empty())
+        .filter(|d| {
+            matches!(d.spec.id, DeviceId::Gpu(_))
+                && !(d.usage.layers.is_empty() && d.usage.expert_layers.is_empty())
+        })
         .collect();
-    if gpus_with_layers.len() > 1 {
-        for d in gpus_with_layers.iter().filter(|d| d.spec.link_degraded) {
-            out.push(format!("{} is on a degraded PCIe link but holds layers of a split model: every token's activations cross that link", d.spec.name));
+    if gpus_in_use.len() > 1 {
+        for d in gpus_in_use.iter().filter(|d| d.spec.link_degraded) {
+            out.push(format!("{} is on a degraded PCIe link but holds part of a split model: every token's activations cross that link", d.spec.name));
         }
     }
     if model.n_vocab == 0 {

@@ -2,7 +2,18 @@
 // /login or POST /api/v1/session). Every failure becomes an ApiError that carries the server's own
 // `{code, message}` so the UI can show the message verbatim.
 
-import type { ApiErrorBody, History, HistoryRange, ServerStatus, Settings } from './types';
+import type {
+  ApiErrorBody,
+  History,
+  HistoryRange,
+  ModelEntry,
+  ParseRequest,
+  PlanRequest,
+  PlanResponse,
+  RigPreset,
+  ServerStatus,
+  Settings,
+} from './types';
 
 export class ApiError extends Error {
   /** HTTP status, or 0 when the daemon could not be reached at all. */
@@ -36,12 +47,18 @@ export function errorFromBody(status: number, statusText: string, bodyText: stri
   return new ApiError(status, 'http_' + status, message);
 }
 
-async function request<T>(method: string, path: string, body?: unknown): Promise<T> {
+/** True for the rejection of a request cancelled through its AbortSignal (a newer one replaced it). */
+export function isAbort(e: unknown): boolean {
+  return e instanceof DOMException ? e.name === 'AbortError' : (e as { name?: string } | null)?.name === 'AbortError';
+}
+
+async function request<T>(method: string, path: string, body?: unknown, signal?: AbortSignal): Promise<T> {
   const init: RequestInit = {
     method,
     credentials: 'include',
     headers: { Accept: 'application/json' },
   };
+  if (signal) init.signal = signal;
   if (body !== undefined) {
     init.headers = { ...init.headers, 'Content-Type': 'application/json' };
     init.body = JSON.stringify(body);
@@ -50,6 +67,7 @@ async function request<T>(method: string, path: string, body?: unknown): Promise
   try {
     res = await fetch(path, init);
   } catch (e) {
+    if (isAbort(e)) throw e;
     throw new ApiError(0, 'unreachable', `Cannot reach the Rigdeck daemon (${(e as Error).message}).`);
   }
   if (!res.ok) {
@@ -68,6 +86,14 @@ export const api = {
   settings: () => request<Settings>('GET', '/api/v1/settings'),
   /** The body is a partial Settings; the answer is the full new Settings. */
   updateSettings: (patch: Partial<Settings>) => request<Settings>('PUT', '/api/v1/settings', patch),
+  models: () => request<ModelEntry[]>('GET', '/api/v1/models'),
+  /** Rescans the model folders now; answers the new list. */
+  rescanModels: () => request<ModelEntry[]>('POST', '/api/v1/models/rescan'),
+  rigs: () => request<RigPreset[]>('GET', '/api/v1/rigs'),
+  plan: (body: PlanRequest, signal?: AbortSignal) => request<PlanResponse>('POST', '/api/v1/plan', body, signal),
+  /** Reads a pasted llama-server command line into a drawn plan (`parsed` set). */
+  parsePlan: (body: ParseRequest, signal?: AbortSignal) =>
+    request<PlanResponse>('POST', '/api/v1/plan/parse', body, signal),
 };
 
 /** Used by the event socket after a close: is the session still good, gone, or the daemon down? */

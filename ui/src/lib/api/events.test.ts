@@ -40,6 +40,18 @@ describe('parseServerMessage', () => {
     expect(r.ok && r.event.type === 'telemetry.frame' && r.event.data.sample.gpus.driver.state).toBe('no_driver');
   });
 
+  it('reads library.changed with the full model list', () => {
+    const entry = { path: '/m/glm/GLM-5.2-IQ2-00001-of-00006.gguf', name: 'GLM-5.2', format: 'gguf', folder: '/m', files: [], size_bytes: 1, gguf: null, safetensors: null, problem: null };
+    const r = parseServerMessage(JSON.stringify({ type: 'library.changed', data: [entry] }));
+    expect(r).toEqual({ ok: true, event: { type: 'library.changed', data: [entry] } });
+    expect(parseServerMessage('{"type":"library.changed","data":[]}')).toEqual({ ok: true, event: { type: 'library.changed', data: [] } });
+  });
+
+  it('rejects a malformed library list', () => {
+    expect(parseServerMessage('{"type":"library.changed","data":{}}')).toEqual({ ok: false, error: 'library.changed data is not an array' });
+    expect(parseServerMessage('{"type":"library.changed","data":[{"name":"x"}]}').ok).toBe(false);
+  });
+
   it('passes unknown event types through without failing', () => {
     expect(parseServerMessage('{"type":"engine.started","data":{}}')).toEqual({ ok: true, event: { type: 'other', name: 'engine.started' } });
   });

@@ -2,7 +2,7 @@
 // exponential backoff, notices a silent connection, and tells the app when the session is gone.
 // It is framework-free and takes its socket factory and timers as options so tests can drive it.
 
-import type { Hello, ServerEvent, TelemetryFrame } from './types';
+import type { Hello, ModelEntry, ServerEvent, TelemetryFrame } from './types';
 
 // ---- Message parsing ----
 
@@ -23,6 +23,17 @@ function frameShapeError(d: unknown): string | null {
   const g = s.gpus;
   if (!isObject(g) || !Array.isArray(g.gpus) || !isObject(g.driver) || typeof g.driver.state !== 'string') {
     return 'telemetry.frame sample.gpus is malformed';
+  }
+  return null;
+}
+
+/** The library list must be an array of entries with a path and a name; the rest is shown as is. */
+function libraryShapeError(d: unknown): string | null {
+  if (!Array.isArray(d)) return 'library.changed data is not an array';
+  for (const e of d) {
+    if (!isObject(e) || typeof e.path !== 'string' || typeof e.name !== 'string' || !Array.isArray(e.files)) {
+      return 'library.changed has an entry without path, name or files';
+    }
   }
   return null;
 }
@@ -49,6 +60,11 @@ export function parseServerMessage(text: string): ParseResult {
       const err = frameShapeError(msg.data);
       if (err) return { ok: false, error: err };
       return { ok: true, event: { type: 'telemetry.frame', data: msg.data as TelemetryFrame } };
+    }
+    case 'library.changed': {
+      const err = libraryShapeError(msg.data);
+      if (err) return { ok: false, error: err };
+      return { ok: true, event: { type: 'library.changed', data: msg.data as ModelEntry[] } };
     }
     default:
       return { ok: true, event: { type: 'other', name: msg.type } };

@@ -251,5 +251,260 @@ export interface Hello {
 export type ServerEvent =
   | { type: 'hello'; data: Hello }
   | { type: 'telemetry.frame'; data: TelemetryFrame }
+  /** The model library changed on disk: the full new list. */
+  | { type: 'library.changed'; data: ModelEntry[] }
   /** A type this UI does not know yet (a newer daemon); ignored, never an error. */
   | { type: 'other'; name: string };
+
+// ---- Models and placement (docs/api.md "Models and placement") ----
+
+/** One file of a model (a shard of a split GGUF, or a safetensors part). */
+export interface FileStamp {
+  path: string;
+  size_bytes: number;
+  modified_ms: UnixMillis;
+}
+
+/** A hyper-parameter that is one number for all layers or one per layer (`head_count_kv` of
+ *  models that mix attention types). */
+export type PerLayer = number | number[];
+
+/** `{"period": n}` (every n-th layer is full attention) or `{"per_layer": [bool]}`. */
+export type SlidingWindowPattern = { period: number } | { per_layer: boolean[] };
+
+export interface Mla {
+  key_length_mla: number | null;
+  value_length_mla: number | null;
+  kv_lora_rank: number | null;
+  q_lora_rank: number | null;
+  /** llama.cpp switches MLA on only when both MLA lengths are present. */
+  active: boolean;
+}
+
+export interface ExpertsSummary {
+  count: number;
+  used: number | null;
+  shared: number | null;
+  leading_dense_blocks: number | null;
+  feed_forward_length: number | null;
+}
+
+/** Tensors of one ggml type: the quantization histogram's bars. */
+export interface TypeUsage {
+  ggml_type: string;
+  tensors: number;
+  elements: number;
+  bytes: number;
+}
+
+/** crates/gguf/src/summary.rs `ModelSummary`. */
+export interface ModelSummary {
+  architecture: string | null;
+  name: string | null;
+  parameter_count: number;
+  file_size: number | null;
+  tensor_bytes: number;
+  tensor_count: number;
+  shard_count: number;
+  file_type: { id: number; label: string } | null;
+  /** Largest first. */
+  quantization: TypeUsage[];
+  bits_per_weight: number | null;
+  layers: number | null;
+  context_length: number | null;
+  embedding_length: number | null;
+  feed_forward_length: PerLayer | null;
+  head_count: PerLayer | null;
+  head_count_kv: PerLayer | null;
+  key_length: number | null;
+  value_length: number | null;
+  mla: Mla | null;
+  sliding_window: number | null;
+  sliding_window_pattern: SlidingWindowPattern | null;
+  experts: ExpertsSummary | null;
+  vocab_size: number | null;
+}
+
+/** The facts vLLM and SGLang need, from a safetensors folder's config.json. */
+export interface SafetensorsInfo {
+  architecture: string | null;
+  model_type: string | null;
+  layers: number | null;
+  hidden_size: number | null;
+  attention_heads: number | null;
+  kv_heads: number | null;
+  context_length: number | null;
+  vocab_size: number | null;
+  experts: number | null;
+  experts_per_token: number | null;
+  kv_lora_rank: number | null;
+  dtype: string | null;
+  quantization: string | null;
+}
+
+export interface ModelEntry {
+  /** What to give the planner: the first shard, or the safetensors folder. */
+  path: string;
+  name: string;
+  format: 'gguf' | 'safetensors';
+  folder: string;
+  files: FileStamp[];
+  size_bytes: number;
+  gguf: ModelSummary | null;
+  safetensors: SafetensorsInfo | null;
+  /** Why the model cannot be used as it is, with the fix. */
+  problem: string | null;
+}
+
+/** `#[serde(tag = "kind", content = "index")]`: a GPU by backend index (CUDA0…), or host memory. */
+export type DeviceId = { kind: 'gpu'; index: number } | { kind: 'cpu' };
+
+export interface DeviceSpec {
+  id: DeviceId;
+  name: string;
+  /** Free VRAM (live) or total (preset); host RAM for the CPU. */
+  capacity_bytes: number;
+  /** Kept free on purpose (the user's reserve). */
+  reserve_bytes: number;
+  /** CUDA context and the like, lost before any tensor lands. */
+  overhead_bytes: number;
+  bandwidth_bytes_per_s: number | null;
+  /** On a link of x4 or less: fine alone, bad inside a split. */
+  link_degraded: boolean;
+}
+
+export interface RigPreset {
+  id: string;
+  name: string;
+  source: string;
+  devices: DeviceSpec[];
+}
+
+export type SplitMode = 'none' | 'layer' | 'row';
+
+export type KvType = 'f32' | 'f16' | 'bf16' | 'q8_0' | 'q5_1' | 'q5_0' | 'q4_1' | 'q4_0' | 'iq4_nl';
+
+export const KV_TYPES: readonly KvType[] = ['f32', 'f16', 'bf16', 'q8_0', 'q5_1', 'q5_0', 'q4_1', 'q4_0', 'iq4_nl'];
+
+/** One `-ot` entry: tensors whose name contains a match of `pattern` go to `device`. */
+export interface TensorOverride {
+  pattern: string;
+  device: DeviceId;
+}
+
+/** crates/core/src/placement/options.rs: llama-server's placement knobs. */
+export interface PlacementOptions {
+  /** `-ngl`: layers on GPUs, the output layer counting as one; null = all. */
+  n_gpu_layers: number | null;
+  /** `-ts`; empty = by each GPU's free memory. */
+  tensor_split: number[];
+  split_mode: SplitMode;
+  main_gpu: number;
+  /** In command-line order; the first match wins; a CPU catch-all belongs last. */
+  overrides: TensorOverride[];
+  /** `-c` (0 = the model's trained context). */
+  context: number;
+  parallel: number;
+  kv_unified: boolean;
+  cache_type_k: KvType;
+  cache_type_v: KvType;
+  flash_attention: boolean;
+  batch: number;
+  ubatch: number;
+  kv_offload: boolean;
+  threads: number | null;
+}
+
+export interface Margins {
+  gpu_reserve_bytes: number;
+  gpu_overhead_bytes: number;
+  ram_reserve_bytes: number;
+  cpu_bandwidth_bytes_per_s: number | null;
+}
+
+export interface DeviceUsage {
+  weights_bytes: number;
+  kv_bytes: number;
+  compute_bytes: number;
+  overhead_bytes: number;
+  /** Layers whose non-expert tensors are here. */
+  layers: number[];
+  /** Layers whose routed experts are here. */
+  expert_layers: number[];
+}
+
+export interface DevicePlan {
+  spec: DeviceSpec;
+  usage: DeviceUsage;
+  /** How far past capacity minus reserve; 0 when it fits. */
+  overflow_bytes: number;
+}
+
+export interface Plan {
+  devices: DevicePlan[];
+  tensor_devices: DeviceId[];
+  kv_devices: DeviceId[];
+  override_hits: number[];
+  n_ctx: number;
+  n_ctx_seq: number;
+}
+
+export interface CeilingStage {
+  device: DeviceId;
+  bytes_per_token: number;
+  seconds_per_token: number;
+}
+
+export interface SpeedCeiling {
+  tokens_per_s: number | null;
+  stages: CeilingStage[];
+  assumptions: string[];
+}
+
+/** Rust's `Result<String, String>` as serde writes it. */
+export type CommandLineResult = { Ok: string } | { Err: string };
+
+export interface PlanReport {
+  options: PlacementOptions;
+  fits: boolean;
+  args: string[];
+  command_line: CommandLineResult;
+  plan: Plan;
+  ceiling: SpeedCeiling;
+  problems: string[];
+  notes: string[];
+}
+
+export interface ParsedCommand {
+  program: string | null;
+  model: string | null;
+  options: PlacementOptions;
+  /** Flags that do not affect placement, kept so nothing is silently lost. */
+  other_args: string[];
+  notes: string[];
+}
+
+export interface PlanResponse {
+  model: ModelSummary;
+  layers: number;
+  experts: { count: number; used: number | null; shared: number | null } | null;
+  rig: string;
+  parsed: ParsedCommand | null;
+  report: PlanReport;
+}
+
+/** Body of POST /api/v1/plan; all but `model` optional. */
+export interface PlanRequest {
+  model: string;
+  rig?: string;
+  options?: PlacementOptions;
+  margins?: Margins;
+  auto?: boolean;
+}
+
+/** Body of POST /api/v1/plan/parse. */
+export interface ParseRequest {
+  command: string;
+  rig?: string;
+  margins?: Margins;
+}

@@ -5,6 +5,7 @@ import { EventClient, eventsUrl, type ConnectionState } from '../api/events';
 import { probeSession } from '../api/client';
 import type { Hello, TelemetryFrame } from '../api/types';
 import { appendFrame, emptyBuffer, type SeriesBuffer } from './series';
+import { library } from '../library/library.svelte';
 
 /** A pause longer than three periods is a gap in the charts, not a straight line. */
 export function gapThresholdMs(periodMs: number): number {
@@ -38,6 +39,7 @@ class LiveTelemetry {
       onEvent: (ev) => {
         if (ev.type === 'hello') this.hello = ev.data;
         else if (ev.type === 'telemetry.frame') this.ingest(ev.data);
+        else if (ev.type === 'library.changed') library.ingest(ev.data);
       },
       onParseError: (err) => {
         this.parseError = err;

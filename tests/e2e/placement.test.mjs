@@ -1,0 +1,185 @@
+// The model library and the placement editor in a real browser against a real daemon playing the
+// 4× RTX 3090 rig, with a GLM-5.2-shaped split model (78 layers, 256 experts, MLA; sparse files)
+// written by the `plan_bench` example into the daemon's models folder.
+import { test, before, after } from "node:test";
+import assert from "node:assert/strict";
+import { execFileSync } from "node:child_process";
+import { mkdirSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { startDaemon, launchChromium } from "./daemon.mjs";
+
+const artifacts = process.env.RIGDECK_ARTIFACTS ?? "/tmp/rigdeck-artifacts";
+const SHARD = "GLM-5.2-IQ2-00001-of-00006.gguf";
+
+let daemon;
+let browser;
+let page;
+let modelPath;
+
+/** Writes the GLM-5.2 fixture with the plan_bench example (built by the Makefile). */
+function writeGlmFixture(dir) {
+  const bench = process.env.RIGDECK_PLAN_BENCH;
+  if (!bench) {
+    throw new Error(
+      "RIGDECK_PLAN_BENCH is not set: point it at the plan_bench example, e.g. " +
+        "`cargo build --release -p rigdeck-core --example plan_bench` then " +
+        "RIGDECK_PLAN_BENCH=$CARGO_TARGET_DIR/release/examples/plan_bench",
+    );
+  }
+  mkdirSync(dir, { recursive: true });
+  execFileSync(bench, [dir], { stdio: ["ignore", "ignore", "inherit"] });
+}
+
+const column = (device) => page.locator(`[data-testid="device-column"][data-device="${device}"]`);
+const commandLine = () => page.locator('[data-testid="command-line"]').textContent();
+
+/** Waits until `fn` (run in the page) is true; `what` names it in the failure. */
+async function until(what, fn, arg, timeout = 10_000) {
+  try {
+    await page.waitForFunction(fn, arg, { timeout });
+  } catch (e) {
+    throw new Error(`timed out waiting for ${what}: ${e.message.split("\n")[0]}`);
+  }
+}
+
+before(async () => {
+  daemon = await startDaemon("4x3090.json", {
+    prepare: ({ dataDir }) => writeGlmFixture(join(dataDir, "models", "glm")),
+  });
+  modelPath = join(daemon.dataDir, "models", "glm", SHARD);
+  browser = await launchChromium();
+  page = await browser.newPage({ viewport: { width: 1280, height: 800 } });
+  page.on("pageerror", (e) => console.error("page error:", e.message));
+  await page.goto(daemon.loginUrl);
+  await page.locator('[data-testid="gpu-card"]').first().waitFor({ timeout: 15_000 });
+});
+
+after(async () => {
+  await browser?.close();
+  await daemon?.stop();
+});
+
+test("Models lists the GLM-5.2 split model with its facts", async () => {
+  await page.locator('[data-testid="nav-models"]').click();
+  const row = page.locator(`[data-testid="model-row"][data-path="${modelPath}"]`);
+  await row.waitFor({ timeout: 20_000 });
+  assert.match(await row.locator('[data-testid="model-name"]').textContent(), /GLM-5\.2/);
+  assert.equal((await row.locator('[data-testid="model-layers"]').textContent()).trim(), "78");
+  assert.match(await row.locator('[data-testid="model-experts"]').textContent(), /256 total · 8 active · 1 shared/);
+  assert.match(await row.locator('[data-testid="model-attention"]').textContent(), /MLA/);
+  assert.match(await row.locator('[data-testid="quant-bar"]').textContent(), /IQ2_XXS/);
+  assert.ok((await row.locator('[data-testid="quant-type"]').count()) >= 3, "a per-type histogram, not one label");
+  assert.match(await row.textContent(), /6 files/);
+  assert.equal(await row.locator('[data-testid="model-problem"]').count(), 0);
+});
+
+test("a broken model dropped into the folder shows up by itself, its problem in red", async () => {
+  writeFileSync(join(daemon.dataDir, "models", "broken.gguf"), Buffer.from("GGUF\x03\x00\x00\x00 truncated"));
+  const broken = page.locator('[data-testid="model-row"]', { has: page.locator('[data-testid="model-problem"]') });
+  // No reload and no Rescan click: the daemon rescans every 10 s and sends library.changed.
+  await broken.first().waitFor({ timeout: 25_000 });
+  const problem = broken.first().locator('[data-testid="model-problem"]');
+  assert.match(await problem.textContent(), /broken\.gguf|offset|truncat|end of file/i);
+  const color = await problem.evaluate((el) => getComputedStyle(el).color);
+  assert.equal(color, "rgb(248, 81, 73)");
+});
+
+test("the editor opens on the 4× 3090 preset, one column per device", async () => {
+  await page.locator(`[data-testid="model-row"][data-path="${modelPath}"] [data-testid="plan-model"]`).click();
+  await page.locator('[data-testid="plan-page"]').waitFor();
+  await page.locator('[data-testid="rig-select"] option[value="4x3090"]').waitFor({ state: "attached" });
+  await page.locator('[data-testid="rig-select"]').selectOption("4x3090");
+  await until("the preset's columns", () => {
+    const cols = [...document.querySelectorAll('[data-testid="device-column"]')].map((c) => c.dataset.device);
+    return cols.join(",") === "gpu-0,gpu-1,gpu-2,gpu-3,cpu";
+  });
+  assert.match(page.url(), /#\/plan\?model=.*&rig=4x3090/);
+  assert.equal(await column("gpu-3").locator('[data-testid="link-degraded"]').count(), 1, "the x1 card is marked");
+  assert.equal(await column("gpu-0").locator('[data-testid="link-degraded"]').count(), 0);
+  // llama-server's defaults put all 78 layers with their experts on four 24 GB cards: red, with amounts.
+  await until("an overflowing default plan", () => document.querySelector('[data-overflow="true"]') != null);
+  assert.match(await page.locator('[data-overflow="true"] [data-testid="device-overflow"]').first().textContent(), /over by \d+\.\d GiB/);
+  assert.equal(await page.locator('[data-testid="layer-block"]').count(), 78);
+});
+
+let autoLine;
+
+test("automatic placement fits every device and writes -ot flags", async () => {
+  await page.locator('[data-testid="auto-place"]').click();
+  await until(
+    "a fitting plan with -ot",
+    () =>
+      document.querySelector('[data-testid="plan-page"]')?.dataset.busy === "false" &&
+      document.querySelectorAll('[data-testid="device-column"][data-overflow="true"]').length === 0 &&
+      (document.querySelector('[data-testid="command-line"]')?.textContent ?? "").includes(" -ot "),
+  );
+  autoLine = await commandLine();
+  assert.match(autoLine, /^llama-server -m \S+GLM-5\.2-IQ2-00001-of-00006\.gguf -ngl all -ts /);
+  // The CPU catch-all comes last.
+  const ots = [...autoLine.matchAll(/-ot '([^']+)'/g)].map((m) => m[1]);
+  assert.ok(ots.length >= 2, autoLine);
+  assert.match(ots.at(-1), /exps=CPU$/);
+  assert.match(await page.locator('[data-testid="ceiling"]').textContent(), /^≤ \d+(\.\d)? tok\/s decode$/);
+  assert.match(await page.locator('[data-testid="ceiling-panel"]').textContent(), /upper bound/);
+  assert.equal(await page.locator('[data-testid="plan-problem"]').count(), 0);
+  // Experts live apart from their layers: some on the GPUs, the rest in CPU RAM.
+  assert.ok((await column("cpu").locator('[data-testid="expert-block"]').count()) > 10);
+  assert.ok((await column("gpu-0").locator('[data-testid="expert-block"]').count()) > 0);
+});
+
+test("moving an expert block to another GPU changes the bars and the flags; dragging it back undoes it", async () => {
+  const block = column("cpu").locator('[data-testid="expert-block"]').nth(20);
+  const layer = await block.getAttribute("data-layer");
+  const gpu3Before = await column("gpu-3").locator('[data-testid="device-usage"]').textContent();
+  const cpuBefore = await column("cpu").locator('[data-testid="device-usage"]').textContent();
+  await block.click();
+  assert.equal(await block.getAttribute("aria-pressed"), "true");
+  await page.locator('[data-testid="move-to"][data-device="gpu-3"]').click();
+  const moved = column("gpu-3").locator(`[data-testid="expert-block"][data-layer="${layer}"]`);
+  await moved.waitFor();
+  await until("the new plan", (before) => document.querySelector('[data-testid="command-line"]')?.textContent !== before, autoLine);
+  await until("GPU 3's bar", (before) => {
+    const el = document.querySelector('[data-testid="device-column"][data-device="gpu-3"] [data-testid="device-usage"]');
+    return el && el.textContent !== before;
+  }, gpu3Before);
+  const line = await commandLine();
+  assert.ok(line.includes(`-ot 'blk\\.${layer}\\.ffn_.*_exps=CUDA3'`), line);
+  const ots = [...line.matchAll(/-ot '([^']+)'/g)].map((m) => m[1]);
+  assert.match(ots.at(-1), /exps=CPU$/, "the catch-all stays last");
+  assert.notEqual(await column("cpu").locator('[data-testid="device-usage"]').textContent(), cpuBefore);
+  mkdirSync(artifacts, { recursive: true });
+  await page.evaluate(() => window.scrollTo(0, 0));
+  await page.screenshot({ path: join(artifacts, "placement-edited.png"), fullPage: true });
+
+  // Drag and drop: back to the CPU column gives the automatic plan's flags again.
+  await moved.dragTo(column("cpu"));
+  await column("cpu").locator(`[data-testid="expert-block"][data-layer="${layer}"]`).waitFor();
+  await until("the original flags", (want) => document.querySelector('[data-testid="command-line"]')?.textContent === want, autoLine);
+});
+
+test("a pasted -ot regex that does not compile is reported verbatim by the box", async () => {
+  await page.locator('[data-testid="paste-input"]').fill(`llama-server -m ${modelPath} -ot 'blk\\.(3=CUDA0'`);
+  await page.locator('[data-testid="paste-submit"]').click();
+  const error = page.locator('[data-testid="paste-error"]');
+  await error.waitFor();
+  assert.match(await error.textContent(), /bad_command.*-ot.*not a valid regular expression/s);
+});
+
+test("the seed's -ncmoe command is drawn with experts piled on one card", async () => {
+  await page.locator('[data-testid="paste-input"]').fill(`llama-server -m ${modelPath} -c 32768 -ngl 99 -ncmoe 60 --host 0.0.0.0`);
+  await page.locator('[data-testid="paste-submit"]').click();
+  await until("the pasted plan's problems", () =>
+    [...document.querySelectorAll('[data-testid="plan-problem"]')].some((p) => p.textContent.includes("all experts kept on GPUs sit on GPU 3")),
+  );
+  assert.equal(await page.locator('[data-testid="paste-error"]').count(), 0);
+  assert.equal(await column("gpu-3").getAttribute("data-overflow"), "true");
+  assert.match(await column("gpu-3").locator('[data-testid="device-overflow"]').textContent(), /over by \d+\.\d GiB/);
+  assert.equal(await column("gpu-0").locator('[data-testid="expert-block"]').count(), 0);
+  assert.equal(await column("gpu-3").locator('[data-testid="expert-block"]').count(), 18);
+  assert.match(await page.locator('[data-testid="paste-notes"]').textContent(), /-np/);
+  assert.match(await commandLine(), /-ngl 99 .*-ot 'blk\\\.0\\\.ffn_\(up\|down\|gate\|gate_up\)_\(ch\|\)exps=CPU'/);
+  await page.evaluate(() => window.scrollTo(0, 0));
+  const shot = join(artifacts, "placement.png");
+  await page.screenshot({ path: shot, fullPage: true });
+  console.log(`placement screenshots saved to ${shot} and placement-edited.png`);
+});
