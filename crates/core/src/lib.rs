@@ -6,6 +6,7 @@ pub mod auth;
 pub mod engines;
 pub mod events;
 pub mod findings;
+pub mod launch;
 pub mod library;
 pub mod paths;
 pub mod placement;

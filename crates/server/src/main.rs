@@ -18,6 +18,11 @@ fn main() -> ExitCode {
         Command::Plan(args) => cli::plan::run(args),
         Command::Models(args) => cli::models::run(args),
         Command::Desktop(args) => cli::desktop::run(args),
+        Command::Profiles(args) => cli::profiles::run(args),
+        Command::Run(args) => cli::run::run(args),
+        Command::Ps(args) => cli::run::ps(args),
+        Command::Stop(args) => cli::run::stop(args),
+        Command::Logs(args) => cli::run::logs(args),
     };
     match outcome {
         Ok(code) => code,

@@ -8,6 +8,8 @@ use std::sync::{Arc, Mutex};
 use anyhow::Context;
 use rigdeck_core::auth::ApiToken;
 use rigdeck_core::events::EventBus;
+use rigdeck_core::launch::instances::GpuSource;
+use rigdeck_core::launch::Instances;
 use rigdeck_core::paths::AppPaths;
 use rigdeck_core::settings::SettingsStore;
 use rigdeck_core::store::Store;
@@ -100,12 +102,16 @@ impl RunningServer {
             .context("server stopped")
     }
 
-    /// Stops accepting requests, closes WebSockets (they watch the same stop signal), and stops
-    /// the collector, flushing the history bucket in progress.
+    /// Stops accepting requests, closes WebSockets (they watch the same stop signal), stops the
+    /// engines it started, and stops the collector, flushing the history bucket in progress.
     pub async fn shutdown(self) {
         let _ = self.stop.send(true);
         if let Err(err) = self.serving.await {
             tracing::warn!("server task ended abnormally: {err}");
+        }
+        // An orderly shutdown ends the engines; a crash leaves them for `recover` to find.
+        if let Some(instances) = &self.state.instances {
+            instances.stop_all().await;
         }
         self.telemetry.shutdown().await;
     }
@@ -131,14 +137,34 @@ pub async fn start(options: ServeOptions) -> anyhow::Result<RunningServer> {
         nvml: NvmlSource::open(options.nvml_library.as_deref()),
         host: HostCollector::new(options.sysfs_root.clone(), settings.current().model_folders),
     };
+    // Shared with the instances service, which registers the engines' pids: their VRAM is ours.
+    let ours = StartedByRigdeck::default();
     let telemetry = Arc::new(spawn_collector(
         sources,
         settings_rx,
         bus.clone(),
         store.clone(),
-        StartedByRigdeck::default(),
+        ours.clone(),
     ));
     telemetry.first_frame().await;
+    let instances = match &store {
+        Some(store) => {
+            let latest = telemetry.clone();
+            let gpus: GpuSource = Arc::new(move || latest.latest().map(|f| f.sample.gpus.clone()));
+            let instances = Instances::new(store.clone(), &paths.data_dir, ours, bus.clone(), gpus);
+            // Engines an earlier daemon left: adopt those that answer, end the rest.
+            let recovery = instances.recover().await;
+            if !recovery.adopted.is_empty() || !recovery.cleaned_up.is_empty() {
+                tracing::info!(
+                    "engines from the last run: adopted {:?}, cleaned up {:?}",
+                    recovery.adopted,
+                    recovery.cleaned_up
+                );
+            }
+            Some(instances)
+        }
+        None => None,
+    };
     let (stop, stop_rx) = watch::channel(false);
     let state = Arc::new(AppState {
         stopping: stop_rx.clone(),
@@ -154,6 +180,8 @@ pub async fn start(options: ServeOptions) -> anyhow::Result<RunningServer> {
         bind: local_addr,
         data_dir: paths.data_dir.clone(),
         ws_clients: AtomicUsize::new(0),
+        store,
+        instances,
     });
     let serving = tokio::spawn(http::serve(listener, state.clone(), stop_rx));
     Ok(RunningServer {

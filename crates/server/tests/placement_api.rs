@@ -7,14 +7,29 @@ use reqwest::StatusCode;
 use rigdeck_gguf::fixtures::MoeShape;
 use support::TestServer;
 
-async fn post(t: &TestServer, path: &str, body: serde_json::Value) -> (StatusCode, serde_json::Value) {
-    let response = t.client.post(t.url(path)).bearer_auth(t.server.token()).json(&body).send().await.unwrap();
+async fn post(
+    t: &TestServer,
+    path: &str,
+    body: serde_json::Value,
+) -> (StatusCode, serde_json::Value) {
+    let response = t
+        .client
+        .post(t.url(path))
+        .bearer_auth(t.server.token())
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
     let status = response.status();
     (status, response.json().await.unwrap())
 }
 
 fn glm(dir: &std::path::Path) -> std::path::PathBuf {
-    MoeShape::glm_5_2().writer().write_split(dir, "GLM-5.2-IQ2", 6).unwrap()[0].clone()
+    MoeShape::glm_5_2()
+        .writer()
+        .write_split(dir, "GLM-5.2-IQ2", 6)
+        .unwrap()[0]
+        .clone()
 }
 
 #[tokio::test]
@@ -25,13 +40,21 @@ async fn automatic_placement_on_a_preset_rig_fits_and_writes_flags() {
         "options": {"context": 131072, "cache_type_k": "q8_0", "cache_type_v": "q8_0"}});
     let (status, plan) = post(&t, "/api/v1/plan", body).await;
     assert_eq!(status, StatusCode::OK, "{plan}");
-    assert_eq!(plan["report"]["fits"], true, "{}", plan["report"]["problems"]);
+    assert_eq!(
+        plan["report"]["fits"], true,
+        "{}",
+        plan["report"]["problems"]
+    );
     assert_eq!(plan["layers"], 78);
     let line = plan["report"]["command_line"]["Ok"].as_str().unwrap();
     assert!(line.contains("=CUDA0'") && line.ends_with("-kvu"), "{line}");
     assert!(plan["report"]["ceiling"]["tokens_per_s"].as_f64().unwrap() > 1.0);
     let presets: serde_json::Value = t.get_json("/api/v1/rigs").await;
-    assert!(presets.as_array().unwrap().iter().any(|p| p["id"] == "2xgh200"));
+    assert!(presets
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|p| p["id"] == "2xgh200"));
 }
 
 #[tokio::test]
@@ -41,10 +64,16 @@ async fn a_remote_model_is_planned_from_its_headers_alone() {
     glm(files.path());
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let port = listener.local_addr().unwrap().port();
-    let app = axum::Router::new().fallback_service(tower_http::services::ServeDir::new(files.path()));
+    let app =
+        axum::Router::new().fallback_service(tower_http::services::ServeDir::new(files.path()));
     tokio::spawn(async move { axum::serve(listener, app).await });
     let url = format!("http://127.0.0.1:{port}/GLM-5.2-IQ2-00001-of-00006.gguf");
-    let (status, plan) = post(&t, "/api/v1/plan", serde_json::json!({"model": url, "rig": "4xpro6000", "auto": true})).await;
+    let (status, plan) = post(
+        &t,
+        "/api/v1/plan",
+        serde_json::json!({"model": url, "rig": "4xpro6000", "auto": true}),
+    )
+    .await;
     assert_eq!(status, StatusCode::OK, "{plan}");
     assert_eq!(plan["layers"], 78);
     let requests = plan["remote_requests"].as_u64().unwrap();
@@ -55,13 +84,24 @@ async fn a_remote_model_is_planned_from_its_headers_alone() {
 async fn a_pasted_command_is_drawn_with_its_problems() {
     let t = TestServer::start("4x3090.json").await;
     let model = glm(t.dir.path());
-    let command = format!("./llama-server -m {} -c 32768 -ngl 99 -ncmoe 60 --port 8080", model.display());
-    let (status, plan) = post(&t, "/api/v1/plan/parse", serde_json::json!({"command": command, "rig": "4x3090"})).await;
+    let command = format!(
+        "./llama-server -m {} -c 32768 -ngl 99 -ncmoe 60 --port 8080",
+        model.display()
+    );
+    let (status, plan) = post(
+        &t,
+        "/api/v1/plan/parse",
+        serde_json::json!({"command": command, "rig": "4x3090"}),
+    )
+    .await;
     assert_eq!(status, StatusCode::OK, "{plan}");
     assert_eq!(plan["report"]["fits"], false);
     let problems = plan["report"]["problems"].to_string();
     assert!(problems.contains("-ncmoe with a layer split"), "{problems}");
-    assert_eq!(plan["parsed"]["other_args"], serde_json::json!(["--port", "8080"]));
+    assert_eq!(
+        plan["parsed"]["other_args"],
+        serde_json::json!(["--port", "8080"])
+    );
 }
 
 #[tokio::test]
@@ -70,19 +110,55 @@ async fn bad_input_gets_messages_that_name_the_thing() {
     let model = glm(t.dir.path());
     let (status, body) = post(&t, "/api/v1/plan/parse", serde_json::json!({"command": format!("llama-server -m {} -ot 'blk\\.(3=CUDA0'", model.display())})).await;
     assert_eq!(status, StatusCode::BAD_REQUEST);
-    assert!(body["message"].as_str().unwrap().contains("not a valid regular expression"), "{body}");
-    let (status, body) = post(&t, "/api/v1/plan", serde_json::json!({"model": "/nonexistent/x.gguf"})).await;
+    assert!(
+        body["message"]
+            .as_str()
+            .unwrap()
+            .contains("not a valid regular expression"),
+        "{body}"
+    );
+    let (status, body) = post(
+        &t,
+        "/api/v1/plan",
+        serde_json::json!({"model": "/nonexistent/x.gguf"}),
+    )
+    .await;
     assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY);
-    assert!(body["message"].as_str().unwrap().contains("x.gguf"), "{body}");
+    assert!(
+        body["message"].as_str().unwrap().contains("x.gguf"),
+        "{body}"
+    );
+    // The first 4 KiB of a real header: a model file cut short (the shard itself is sparse and huge).
     let truncated = t.dir.path().join("cut.gguf");
-    std::fs::write(&truncated, &std::fs::read(&model).unwrap()[..4096]).unwrap();
+    let mut head = vec![0u8; 4096];
+    std::io::Read::read_exact(&mut std::fs::File::open(&model).unwrap(), &mut head).unwrap();
+    std::fs::write(&truncated, head).unwrap();
     let (status, body) = post(&t, "/api/v1/plan", serde_json::json!({"model": truncated})).await;
     assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY);
-    assert!(body["message"].as_str().unwrap().contains("truncated at byte"), "{body}");
-    let (status, body) = post(&t, "/api/v1/plan", serde_json::json!({"model": model, "rig": "8xb200"})).await;
+    let message = body["message"].as_str().unwrap();
+    assert!(
+        message.contains("cut.gguf")
+            && message.contains("at byte")
+            && message.contains("re-download"),
+        "{body}"
+    );
+    let (status, body) = post(
+        &t,
+        "/api/v1/plan",
+        serde_json::json!({"model": model, "rig": "8xb200"}),
+    )
+    .await;
     assert_eq!(status, StatusCode::BAD_REQUEST);
-    assert!(body["message"].as_str().unwrap().contains("4x3090"), "{body}");
-    let (status, _) = post(&t, "/api/v1/plan", serde_json::json!({"model": model, "options": {"contex": 5}})).await;
+    assert!(
+        body["message"].as_str().unwrap().contains("4x3090"),
+        "{body}"
+    );
+    let (status, _) = post(
+        &t,
+        "/api/v1/plan",
+        serde_json::json!({"model": model, "options": {"contex": 5}}),
+    )
+    .await;
     assert_eq!(status, StatusCode::BAD_REQUEST);
 }
 
@@ -91,9 +167,19 @@ async fn the_library_lists_models_in_the_configured_folders() {
     let t = TestServer::start("2x5060ti.json").await;
     let folder = t.dir.path().join("models");
     std::fs::create_dir_all(&folder).unwrap();
-    let put = t.client.put(t.url("/api/v1/settings")).bearer_auth(t.server.token()).json(&serde_json::json!({"model_folders": [folder]})).send().await.unwrap();
+    let put = t
+        .client
+        .put(t.url("/api/v1/settings"))
+        .bearer_auth(t.server.token())
+        .json(&serde_json::json!({"model_folders": [folder]}))
+        .send()
+        .await
+        .unwrap();
     assert_eq!(put.status(), StatusCode::OK);
-    MoeShape::small().writer().write_split(&folder, "tiny-moe", 2).unwrap();
+    MoeShape::small()
+        .writer()
+        .write_split(&folder, "tiny-moe", 2)
+        .unwrap();
     let (status, list) = post(&t, "/api/v1/models/rescan", serde_json::json!({})).await;
     assert_eq!(status, StatusCode::OK);
     let entries = list.as_array().unwrap();

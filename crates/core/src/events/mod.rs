@@ -28,6 +28,12 @@ pub enum Event {
     /// The model library changed on disk (a model added, removed or modified): the full list.
     #[serde(rename = "library.changed")]
     LibraryChanged(Arc<Vec<crate::library::ModelEntry>>),
+    /// An engine instance changed state (starting, loading, ready, crashed …): the full view.
+    #[serde(rename = "instance.state")]
+    InstanceState(Arc<crate::launch::InstanceView>),
+    /// One output line of an engine instance.
+    #[serde(rename = "instance.log")]
+    InstanceLog(Arc<crate::launch::instances::InstanceLog>),
 }
 
 /// A broadcast channel of events. Slow subscribers skip ahead rather than hold others back.

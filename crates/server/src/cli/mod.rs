@@ -5,6 +5,8 @@ pub mod engines;
 pub mod gpus;
 pub mod models;
 pub mod plan;
+pub mod profiles;
+pub mod run;
 pub mod serve;
 
 use clap::{Parser, Subcommand};
@@ -38,6 +40,17 @@ pub enum Command {
     Models(models::ModelsArgs),
     /// Plan a GGUF model on this rig or a preset: memory per device, llama-server flags, speed ceiling.
     Plan(plan::PlanArgs),
+    /// Launch profiles (through the running daemon): list, show, export as a shell script or
+    /// systemd unit, create from flags or from the planner's solution, delete.
+    Profiles(profiles::ProfilesArgs),
+    /// Start an engine from a launch profile on the running daemon and wait until it is ready.
+    Run(run::RunArgs),
+    /// List the daemon's engine instances: state, pid, port, uptime, VRAM planned / measured.
+    Ps(run::PsArgs),
+    /// Stop an engine instance.
+    Stop(run::StopArgs),
+    /// Print an instance's log lines (searchable); --follow keeps printing.
+    Logs(run::LogsArgs),
 }
 
 /// Logs to stderr; `RUST_LOG` overrides the level (e.g. `RUST_LOG=debug`).

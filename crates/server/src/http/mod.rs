@@ -3,6 +3,7 @@
 mod api;
 mod error;
 mod guard;
+mod instances;
 mod placement;
 mod ui_assets;
 mod ws;
@@ -16,7 +17,9 @@ use axum::routing::get;
 use axum::Router;
 use rigdeck_core::auth::ApiToken;
 use rigdeck_core::events::EventBus;
+use rigdeck_core::launch::Instances;
 use rigdeck_core::settings::{Settings, SettingsStore};
+use rigdeck_core::store::Store;
 use rigdeck_core::telemetry::TelemetryHandle;
 use tokio::sync::watch;
 
@@ -40,6 +43,10 @@ pub struct AppState {
     pub ws_clients: AtomicUsize,
     /// Turns true when the server shuts down; long-lived connections end on it.
     pub stopping: watch::Receiver<bool>,
+    /// The database (`None` when it could not be opened: profiles and instances answer 503).
+    pub store: Option<Store>,
+    /// Launch profiles' running engines.
+    pub instances: Option<Arc<Instances>>,
 }
 
 impl AppState {
@@ -66,6 +73,32 @@ pub fn router(state: Arc<AppState>) -> Router {
         .route("/rigs", get(placement::rig_presets))
         .route("/plan", axum::routing::post(placement::plan))
         .route("/plan/parse", axum::routing::post(placement::parse))
+        .route("/engines", get(instances::engines))
+        .route(
+            "/profiles",
+            get(instances::list_profiles).post(instances::create_profile),
+        )
+        .route(
+            "/profiles/{name}",
+            get(instances::get_profile)
+                .put(instances::update_profile)
+                .delete(instances::delete_profile),
+        )
+        .route("/profiles/{name}/export", get(instances::export_profile))
+        .route(
+            "/profiles/{name}/start",
+            axum::routing::post(instances::start_profile),
+        )
+        .route("/instances", get(instances::list_instances))
+        .route(
+            "/instances/{name}/stop",
+            axum::routing::post(instances::stop_instance),
+        )
+        .route(
+            "/instances/{name}/restart",
+            axum::routing::post(instances::restart_instance),
+        )
+        .route("/instances/{name}/logs", get(instances::instance_logs))
         .route("/events", get(ws::events))
         .route_layer(axum::middleware::from_fn_with_state(
             state.clone(),

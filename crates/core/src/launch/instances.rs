@@ -1,0 +1,651 @@
+//! The instances service the daemon owns: starts profiles under the [`Supervisor`], tracks what
+//! runs (state, uptime, address, planned vs. measured memory), stops and restarts, tells the
+//! telemetry which GPU processes are Rigdeck's, publishes state changes and log lines as events,
+//! and on daemon start adopts or cleans up the engines an earlier run left behind.
+
+use std::collections::HashMap;
+use std::net::IpAddr;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
+use std::time::Duration;
+
+use serde::Serialize;
+use tokio::sync::broadcast::error::RecvError;
+use tokio::task::AbortHandle;
+
+use super::admission::{
+    self, admit, held_by, outstanding, AdmissionError, Claim, Held, PlannedGpu,
+};
+use super::profile::{self, LaunchProfile, ProfileError};
+use super::store::ProfileStoreError;
+use crate::engines::registry::{EngineBuild, RegistryError};
+use crate::engines::Backend;
+use crate::events::{Event, EventBus};
+use crate::store::Store;
+use crate::supervisor::{
+    wait_until, InstanceHandle, InstanceState, LaunchSpec, LogLine, Phase, Probe, SuperviseError,
+    Supervisor,
+};
+use crate::telemetry::snapshot::GpuReadout;
+use crate::telemetry::StartedByRigdeck;
+
+/// Big models take minutes to load from disk; this is when "loading" becomes "never healthy".
+pub const READY_TIMEOUT: Duration = Duration::from_secs(600);
+/// How long a start waits for NVML to show the previous engine's memory released.
+pub const RELEASE_WAIT: Duration = Duration::from_secs(30);
+const RELEASE_POLL: Duration = Duration::from_millis(250);
+
+/// The latest GPU readout (NVML through the telemetry collector), `None` before the first one.
+pub type GpuSource = Arc<dyn Fn() -> Option<GpuReadout> + Send + Sync>;
+
+#[derive(Debug, thiserror::Error)]
+pub enum LaunchError {
+    #[error(transparent)]
+    Profile(#[from] ProfileStoreError),
+    #[error(transparent)]
+    Invalid(#[from] ProfileError),
+    #[error(transparent)]
+    Registry(#[from] RegistryError),
+    #[error(transparent)]
+    Admission(#[from] AdmissionError),
+    #[error(transparent)]
+    Supervise(#[from] SuperviseError),
+    #[error("no instance named '{0}' is known: start it with `rigdeck run {0}` (`rigdeck ps` lists instances)")]
+    NotRunning(String),
+    #[error("cannot find a free port on {host}: {source}; set a fixed port in the profile")]
+    NoFreePort {
+        host: String,
+        source: std::io::Error,
+    },
+}
+
+/// An instance as the API and the UI show it.
+#[derive(Debug, Clone, Serialize)]
+pub struct InstanceView {
+    #[serde(flatten)]
+    pub state: InstanceState,
+    pub host: Option<String>,
+    pub port: Option<u16>,
+    /// Since the current run became ready.
+    pub uptime_ms: Option<i64>,
+    /// Found running after a daemon restart and taken over (not restarted on failure).
+    pub adopted: bool,
+    pub planned_memory: Vec<PlannedGpu>,
+    /// What NVML shows the engine's pid holding now.
+    pub measured_memory: Vec<Held>,
+    pub argv: Vec<String>,
+}
+
+/// One engine output line, as the `instance.log` event.
+#[derive(Debug, Clone, Serialize)]
+pub struct InstanceLog {
+    pub name: String,
+    #[serde(flatten)]
+    pub line: LogLine,
+}
+
+/// What [`Instances::recover`] did with the engines an earlier daemon run left.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Recovery {
+    pub adopted: Vec<String>,
+    pub cleaned_up: Vec<String>,
+    /// Name and why it could not be cleaned up.
+    pub failed: Vec<(String, String)>,
+}
+
+#[derive(Default)]
+struct Meta {
+    host: Option<String>,
+    port: Option<u16>,
+    planned: Vec<PlannedGpu>,
+    argv: Vec<String>,
+    adopted: bool,
+    log_forwarder: Option<AbortHandle>,
+}
+
+/// Starts, tracks and stops engines from launch profiles.
+pub struct Instances {
+    supervisor: Supervisor,
+    store: Store,
+    run_dir: PathBuf,
+    ours: StartedByRigdeck,
+    bus: EventBus,
+    gpus: GpuSource,
+    meta: Mutex<HashMap<String, Meta>>,
+    /// Pids of engines that ended but that NVML may still list; a start waits for them.
+    ended: Mutex<Vec<u32>>,
+    ready_timeout: Duration,
+    release_wait: Duration,
+}
+
+impl Instances {
+    /// Logs go to `<data_dir>/logs`, pid files to `<data_dir>/run`. Must be called within a
+    /// tokio runtime (a task follows the supervisor's state changes).
+    pub fn new(
+        store: Store,
+        data_dir: &std::path::Path,
+        ours: StartedByRigdeck,
+        bus: EventBus,
+        gpus: GpuSource,
+    ) -> Arc<Self> {
+        Self::with_timeouts(
+            store,
+            data_dir,
+            ours,
+            bus,
+            gpus,
+            READY_TIMEOUT,
+            RELEASE_WAIT,
+        )
+    }
+
+    pub fn with_timeouts(
+        store: Store,
+        data_dir: &std::path::Path,
+        ours: StartedByRigdeck,
+        bus: EventBus,
+        gpus: GpuSource,
+        ready_timeout: Duration,
+        release_wait: Duration,
+    ) -> Arc<Self> {
+        let run_dir = data_dir.join("run");
+        let this = Arc::new(Self {
+            supervisor: Supervisor::new(data_dir.join("logs"), &run_dir),
+            store,
+            run_dir,
+            ours,
+            bus,
+            gpus,
+            meta: Mutex::new(HashMap::new()),
+            ended: Mutex::new(Vec::new()),
+            ready_timeout,
+            release_wait,
+        });
+        let mut states = this.supervisor.subscribe();
+        let weak: Weak<Self> = Arc::downgrade(&this);
+        tokio::spawn(async move {
+            loop {
+                match states.recv().await {
+                    Ok(state) => match weak.upgrade() {
+                        Some(this) => this.on_state(state),
+                        None => break,
+                    },
+                    Err(RecvError::Lagged(_)) => continue,
+                    Err(RecvError::Closed) => break,
+                }
+            }
+        });
+        this
+    }
+
+    /// Registers pids with the telemetry, remembers ended ones, publishes `instance.state`.
+    fn on_state(&self, state: InstanceState) {
+        if let Some(pid) = state.pid {
+            if state.is_running() {
+                self.ours.insert(pid);
+            } else {
+                // Stays "ours" until NVML shows its memory gone (see `prune_ended`).
+                self.remember_ended(&state);
+            }
+        }
+        let view = self.view_of(state);
+        self.bus.publish(Event::InstanceState(Arc::new(view)));
+    }
+
+    fn view_of(&self, state: InstanceState) -> InstanceView {
+        let meta = lock(&self.meta);
+        let meta = meta.get(&state.name);
+        let measured = match (state.pid, state.is_running(), (self.gpus)()) {
+            (Some(pid), true, Some(gpus)) => held_by(&gpus, &[pid]),
+            _ => Vec::new(),
+        };
+        let uptime_ms = match (state.is_ready(), state.ready_at_ms) {
+            (true, Some(at)) => Some(crate::now_ms() - at),
+            _ => None,
+        };
+        InstanceView {
+            host: meta.and_then(|m| m.host.clone()),
+            port: meta.and_then(|m| m.port),
+            uptime_ms,
+            adopted: meta.is_some_and(|m| m.adopted),
+            planned_memory: meta.map(|m| m.planned.clone()).unwrap_or_default(),
+            measured_memory: measured,
+            argv: meta.map(|m| m.argv.clone()).unwrap_or_default(),
+            state,
+        }
+    }
+
+    /// Every instance started or adopted since the daemon started, by name.
+    pub fn list(&self) -> Vec<InstanceView> {
+        let mut views: Vec<InstanceView> = self
+            .supervisor
+            .instances()
+            .iter()
+            .map(|h| self.view_of(h.state()))
+            .collect();
+        views.sort_by(|a, b| a.state.name.cmp(&b.state.name));
+        views
+    }
+
+    pub fn get(&self, name: &str) -> Option<InstanceView> {
+        self.supervisor.get(name).map(|h| self.view_of(h.state()))
+    }
+
+    pub fn handle(&self, name: &str) -> Result<InstanceHandle, LaunchError> {
+        self.supervisor
+            .get(name)
+            .ok_or_else(|| LaunchError::NotRunning(name.to_owned()))
+    }
+
+    /// Starts one profile (see [`Instances::start_many`]).
+    pub async fn start(&self, name: &str, force: bool) -> Result<InstanceView, LaunchError> {
+        let mut views = self.start_many(&[name.to_owned()], force).await?;
+        views
+            .pop()
+            .ok_or_else(|| LaunchError::NotRunning(name.to_owned()))
+    }
+
+    /// Starts profiles together (e.g. at boot): all are admitted as one, so two that cannot
+    /// coexist on the same GPUs are refused together. First waits (bounded) until NVML no
+    /// longer lists engines that just ended; `force` skips the admission refusal and the
+    /// refusal after that wait.
+    pub async fn start_many(
+        &self,
+        names: &[String],
+        force: bool,
+    ) -> Result<Vec<InstanceView>, LaunchError> {
+        let mut prepared = Vec::new();
+        for name in names {
+            let profile = self.store.launch_profile(name).await?;
+            let build = self
+                .store
+                .engine_build(profile.engine_build_id)
+                .await?
+                .ok_or_else(|| ProfileError::UnknownBuild {
+                    profile: profile.name.clone(),
+                    id: profile.engine_build_id,
+                })?;
+            if let Some(handle) = self.supervisor.get(name) {
+                if !handle.is_finished() {
+                    return Err(SuperviseError::AlreadyRunning {
+                        name: name.clone(),
+                        pid: handle.pid().unwrap_or_default(),
+                    }
+                    .into());
+                }
+            }
+            prepared.push((profile, build));
+        }
+        self.wait_for_release(&prepared, force).await?;
+        if !force {
+            self.admit(&prepared)?;
+        }
+        let mut views = Vec::new();
+        for (profile, build) in prepared {
+            views.push(self.start_one(profile, &build).await?);
+        }
+        Ok(views)
+    }
+
+    fn admit(&self, prepared: &[(LaunchProfile, EngineBuild)]) -> Result<(), LaunchError> {
+        let Some(gpus) = (self.gpus)() else {
+            return Ok(());
+        };
+        let pending: Vec<(String, Vec<PlannedGpu>)> = self
+            .supervisor
+            .instances()
+            .iter()
+            .map(InstanceHandle::state)
+            .filter(|s| matches!(s.phase, Phase::Starting | Phase::Loading { .. }))
+            .filter_map(|s| {
+                let meta = lock(&self.meta);
+                let planned = &meta.get(&s.name)?.planned;
+                Some((s.name.clone(), outstanding(planned, s.pid, &gpus)))
+            })
+            .collect();
+        let pending: Vec<Claim<'_>> = pending
+            .iter()
+            .map(|(name, planned)| Claim { name, planned })
+            .collect();
+        let new: Vec<Claim<'_>> = prepared
+            .iter()
+            .map(|(p, _)| Claim {
+                name: &p.name,
+                planned: &p.planned_memory,
+            })
+            .collect();
+        admit(&new, &pending, &gpus, admission::ADMISSION_MARGIN_BYTES)?;
+        Ok(())
+    }
+
+    /// Waits until no engine that ended still holds memory on the GPUs these profiles use
+    /// (their planned GPUs; every GPU for a GPU build without a plan; none for a CPU build).
+    async fn wait_for_release(
+        &self,
+        prepared: &[(LaunchProfile, EngineBuild)],
+        force: bool,
+    ) -> Result<(), LaunchError> {
+        let mut gpus_used: Vec<u32> = Vec::new();
+        let mut all_gpus = false;
+        for (profile, build) in prepared {
+            if profile.planned_memory.is_empty() {
+                all_gpus |= build.backend != Backend::Cpu;
+            }
+            gpus_used.extend(profile.planned_memory.iter().map(|p| p.gpu));
+        }
+        if gpus_used.is_empty() && !all_gpus {
+            return Ok(());
+        }
+        let ended = lock(&self.ended).clone();
+        if ended.is_empty() {
+            return Ok(());
+        }
+        let still_held = |readout: &GpuReadout| -> Vec<Held> {
+            held_by(readout, &ended)
+                .into_iter()
+                .filter(|h| all_gpus || gpus_used.contains(&h.gpu))
+                .collect()
+        };
+        let released = wait_until(
+            || {
+                let held = (self.gpus)().map(|r| still_held(&r)).unwrap_or_default();
+                std::future::ready(held.is_empty())
+            },
+            self.release_wait,
+            RELEASE_POLL,
+        )
+        .await;
+        self.prune_ended();
+        if released || force {
+            return Ok(());
+        }
+        let held = (self.gpus)().map(|r| still_held(&r)).unwrap_or_default();
+        match held.first() {
+            Some(h) => Err(AdmissionError::StillHeld {
+                pid: h.pid,
+                gpu: h.gpu,
+                bytes: h.bytes,
+                waited_s: self.release_wait.as_secs(),
+            }
+            .into()),
+            None => Ok(()),
+        }
+    }
+
+    /// Forgets ended pids NVML no longer lists (and tells the telemetry they are gone).
+    fn prune_ended(&self) {
+        let Some(readout) = (self.gpus)() else {
+            return;
+        };
+        let mut ended = lock(&self.ended);
+        ended.retain(|&pid| {
+            let listed = !held_by(&readout, &[pid]).is_empty();
+            if !listed {
+                self.ours.remove(pid);
+            }
+            listed
+        });
+    }
+
+    async fn start_one(
+        &self,
+        profile: LaunchProfile,
+        build: &EngineBuild,
+    ) -> Result<InstanceView, LaunchError> {
+        let port = match u16::try_from(profile.port) {
+            Ok(0) => free_port(&profile.host)?,
+            Ok(port) => port,
+            Err(_) => return Err(ProfileError::PortOutOfRange { port: profile.port }.into()),
+        };
+        let numactl = profile
+            .numa_node
+            .and_then(|_| crate::engines::find_in_path("numactl"));
+        let argv = profile::argv(&profile, build, port, numactl.as_deref())?;
+        let Some((program, args)) = argv.split_first() else {
+            return Err(ProfileError::NumactlMissing.into());
+        };
+        let mut spec = LaunchSpec::new(
+            profile.name.clone(),
+            program,
+            format!("http://{}:{port}/health", probe_host(&profile.host)),
+        );
+        spec.args = args.to_vec();
+        spec.env = profile
+            .env
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        spec.restart = profile.restart.policy();
+        spec.health.ready_timeout = self.ready_timeout;
+        let old = lock(&self.meta).insert(
+            profile.name.clone(),
+            Meta {
+                host: Some(profile.host.clone()),
+                port: Some(port),
+                planned: profile.planned_memory.clone(),
+                argv: masked(&argv),
+                adopted: false,
+                log_forwarder: None,
+            },
+        );
+        if let Some(forwarder) = old.and_then(|m| m.log_forwarder) {
+            forwarder.abort();
+        }
+        let handle = self.supervisor.start(spec).await?;
+        if let Some(pid) = handle.pid() {
+            self.ours.insert(pid);
+        }
+        self.forward_logs(&handle);
+        tracing::info!(
+            "started '{}' (pid {:?}) on {}:{port}",
+            profile.name,
+            handle.pid(),
+            profile.host
+        );
+        Ok(self.view_of(handle.state()))
+    }
+
+    /// Publishes each output line as an `instance.log` event.
+    fn forward_logs(&self, handle: &InstanceHandle) {
+        let mut lines = handle.logs().subscribe();
+        let bus = self.bus.clone();
+        let name = handle.name().to_owned();
+        let task = tokio::spawn(async move {
+            loop {
+                match lines.recv().await {
+                    Ok(line) => bus.publish(Event::InstanceLog(Arc::new(InstanceLog {
+                        name: name.clone(),
+                        line,
+                    }))),
+                    Err(RecvError::Lagged(_)) => continue,
+                    Err(RecvError::Closed) => break,
+                }
+            }
+        });
+        if let Some(meta) = lock(&self.meta).get_mut(handle.name()) {
+            meta.log_forwarder = Some(task.abort_handle());
+        }
+    }
+
+    /// SIGTERM, then SIGKILL of the group after the stop timeout.
+    pub async fn stop(&self, name: &str) -> Result<InstanceView, LaunchError> {
+        let handle = self.handle(name)?;
+        let state = handle.stop().await?;
+        self.remember_ended(&state);
+        Ok(self.view_of(state))
+    }
+
+    /// Recorded here as well as by the event task, so a start right after a stop already
+    /// waits for this pid's memory (the task may not have seen the state yet).
+    fn remember_ended(&self, state: &InstanceState) {
+        if let Some(pid) = state.pid {
+            let mut ended = lock(&self.ended);
+            if !ended.contains(&pid) {
+                ended.push(pid);
+            }
+        }
+    }
+
+    /// Stops (if running) and starts again, waiting for the old memory to be released.
+    pub async fn restart(&self, name: &str, force: bool) -> Result<InstanceView, LaunchError> {
+        if let Some(handle) = self.supervisor.get(name) {
+            let state = handle.stop().await?;
+            self.remember_ended(&state);
+        }
+        self.start(name, force).await
+    }
+
+    /// Log lines: after `after` (a `seq`, for following), else matching `search`, else all,
+    /// then the last `tail` of those.
+    pub fn logs(
+        &self,
+        name: &str,
+        search: Option<&str>,
+        after: Option<u64>,
+        tail: usize,
+    ) -> Result<Vec<LogLine>, LaunchError> {
+        let handle = self.handle(name)?;
+        let logs = handle.logs();
+        let mut lines = match (after, search) {
+            (Some(seq), _) => logs.since(seq.saturating_add(1)),
+            (None, Some(needle)) if !needle.is_empty() => logs.search(needle),
+            _ => logs.tail(tail),
+        };
+        if after.is_some() {
+            if let Some(needle) = search.filter(|s| !s.is_empty()) {
+                lines.retain(|l| l.text.contains(needle));
+            }
+        }
+        let skip = lines.len().saturating_sub(tail);
+        Ok(lines.split_off(skip))
+    }
+
+    /// On daemon start: engines an earlier run left are adopted when their health endpoint
+    /// answers, and ended (their whole process group) otherwise, so no orphan holds VRAM.
+    pub async fn recover(&self) -> Recovery {
+        let mut recovery = Recovery::default();
+        let orphans = match Supervisor::recover(&self.run_dir).await {
+            Ok(orphans) => orphans,
+            Err(err) => {
+                tracing::warn!("cannot look for engines of an earlier run: {err}");
+                return recovery;
+            }
+        };
+        for orphan in orphans {
+            let name = orphan.name().to_owned();
+            if orphan.leader_alive && orphan.health == Probe::Ready {
+                let record = orphan.record.clone();
+                let (host, port) = host_port(&record.health_url);
+                let argv = std::iter::once(record.program.display().to_string())
+                    .chain(record.args.iter().cloned())
+                    .collect();
+                lock(&self.meta).insert(
+                    name.clone(),
+                    Meta {
+                        host,
+                        port,
+                        argv,
+                        adopted: true,
+                        ..Meta::default()
+                    },
+                );
+                match self.supervisor.adopt(orphan) {
+                    Ok(handle) => {
+                        if let Some(pid) = handle.pid() {
+                            self.ours.insert(pid);
+                        }
+                        tracing::info!(
+                            "adopted engine '{name}' (pid {}) left running by an earlier run",
+                            record.pid
+                        );
+                        recovery.adopted.push(name);
+                    }
+                    Err(err) => {
+                        tracing::warn!("cannot adopt engine '{name}': {err}");
+                        recovery.failed.push((name, err.to_string()));
+                    }
+                }
+                continue;
+            }
+            match orphan.cleanup().await {
+                Ok(()) => {
+                    tracing::info!(
+                        "stopped engine '{name}' (pid {}) left by an earlier run: its health endpoint did not answer",
+                        orphan.record.pid
+                    );
+                    recovery.cleaned_up.push(name);
+                }
+                Err(err) => {
+                    tracing::error!("cannot clean up engine '{name}': {err}");
+                    recovery.failed.push((name, err.to_string()));
+                }
+            }
+        }
+        recovery
+    }
+
+    /// Stops every engine (orderly daemon shutdown).
+    pub async fn stop_all(&self) {
+        for err in self.supervisor.stop_all().await {
+            tracing::error!("{err}");
+        }
+    }
+}
+
+/// The argv for display: the API key replaced, since views go to every UI client and event.
+fn masked(argv: &[String]) -> Vec<String> {
+    let mut out = argv.to_vec();
+    for i in 1..out.len() {
+        if out[i - 1] == "--api-key" {
+            out[i] = "********".to_owned();
+        }
+    }
+    out
+}
+
+/// Host and port of `http://host:port/health` (from an adopted engine's pid file).
+fn host_port(url: &str) -> (Option<String>, Option<u16>) {
+    let authority = url
+        .strip_prefix("http://")
+        .unwrap_or(url)
+        .split('/')
+        .next()
+        .unwrap_or_default();
+    match authority.rsplit_once(':') {
+        Some((host, port)) => (
+            Some(host.trim_matches(['[', ']']).to_owned()),
+            port.parse().ok(),
+        ),
+        None => (Some(authority.to_owned()), None),
+    }
+}
+
+/// The health probe needs an address to connect to: "every interface" means loopback will do.
+fn probe_host(host: &str) -> String {
+    match host.parse::<IpAddr>() {
+        Ok(ip) if ip.is_unspecified() => "127.0.0.1".to_owned(),
+        Ok(IpAddr::V6(v6)) => format!("[{v6}]"),
+        _ => host.to_owned(),
+    }
+}
+
+/// Asks the kernel for a free port on `host`. Another program could take it before the engine
+/// binds; the engine then crashes with `port_in_use`, and the next start picks again.
+fn free_port(host: &str) -> Result<u16, LaunchError> {
+    let err = |source| LaunchError::NoFreePort {
+        host: host.to_owned(),
+        source,
+    };
+    let ip: IpAddr = host.parse().map_err(|_| {
+        err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            "not an IP address",
+        ))
+    })?;
+    let listener = std::net::TcpListener::bind((ip, 0)).map_err(err)?;
+    Ok(listener.local_addr().map_err(err)?.port())
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}

@@ -1,0 +1,498 @@
+//! A launch profile: which engine build runs which model with which placement, on which address,
+//! with which environment, and the one pure function that turns it into the exact argv.
+//!
+//! The argv is a vector from start to end (numactl prefix included): it is handed to the
+//! supervisor as is and never joined into a shell command line.
+
+use std::collections::BTreeMap;
+use std::net::IpAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use super::admission::PlannedGpu;
+use crate::engines::registry::{Availability, EngineBuild};
+use crate::placement::flags::{to_args, FlagError};
+use crate::placement::PlacementOptions;
+use crate::supervisor::RestartPolicy;
+
+/// The address an engine listens on unless the profile says otherwise: loopback only.
+pub const DEFAULT_HOST: &str = "127.0.0.1";
+
+/// Longest profile name: it becomes the instance's log and pid file name.
+const MAX_NAME_LEN: usize = 64;
+
+/// Everything needed to start one engine. Absent JSON fields take the defaults.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct LaunchProfile {
+    /// Unique; letters, digits, '-', '_' and '.'.
+    pub name: String,
+    /// The id `GET /api/v1/engines` (or `rigdeck engines list`) shows.
+    pub engine_build_id: i64,
+    /// The model file (any shard of a split GGUF).
+    pub model: PathBuf,
+    /// Placement, context, slots, KV types, threads: llama-server flags.
+    pub placement: PlacementOptions,
+    /// Bind CPU and memory to this NUMA node with `numactl --cpunodebind=N --membind=N`.
+    pub numa_node: Option<u32>,
+    /// Added to the engine's environment (`CUDA_VISIBLE_DEVICES`, `CUDA_DEVICE_ORDER`, …).
+    pub env: BTreeMap<String, String>,
+    /// Listen address; loopback unless set on purpose.
+    pub host: String,
+    /// 0 picks a free port at each start.
+    pub port: u32,
+    /// Passed as `--api-key`; clients then need `Authorization: Bearer <key>`.
+    pub api_key: Option<String>,
+    /// `--reasoning on|off` (only for builds that have the option).
+    pub reasoning: Option<bool>,
+    /// More llama-server arguments, written after Rigdeck's own.
+    pub extra_args: Vec<String>,
+    pub restart: RestartSetting,
+    /// Memory per GPU the planner predicted when the profile was saved (for admission).
+    pub planned_memory: Vec<PlannedGpu>,
+}
+
+impl Default for LaunchProfile {
+    fn default() -> Self {
+        Self {
+            name: String::new(),
+            engine_build_id: 0,
+            model: PathBuf::new(),
+            placement: PlacementOptions::default(),
+            numa_node: None,
+            env: BTreeMap::new(),
+            host: DEFAULT_HOST.to_owned(),
+            port: 0,
+            api_key: None,
+            reasoning: None,
+            extra_args: Vec::new(),
+            restart: RestartSetting::default(),
+            planned_memory: Vec::new(),
+        }
+    }
+}
+
+/// The restart policy as stored (milliseconds, so it reads well in JSON).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "policy", rename_all = "snake_case", deny_unknown_fields)]
+pub enum RestartSetting {
+    Never,
+    OnFailure {
+        max_restarts: u32,
+        initial_backoff_ms: u64,
+        max_backoff_ms: u64,
+    },
+}
+
+impl Default for RestartSetting {
+    /// A crashed engine comes back a few times (1 s, 2 s, 4 s …), then stays down.
+    fn default() -> Self {
+        RestartSetting::OnFailure {
+            max_restarts: 3,
+            initial_backoff_ms: 1000,
+            max_backoff_ms: 30_000,
+        }
+    }
+}
+
+impl RestartSetting {
+    pub fn policy(self) -> RestartPolicy {
+        match self {
+            RestartSetting::Never => RestartPolicy::Never,
+            RestartSetting::OnFailure {
+                max_restarts,
+                initial_backoff_ms,
+                max_backoff_ms,
+            } => RestartPolicy::OnFailure {
+                max_restarts,
+                initial_backoff: Duration::from_millis(initial_backoff_ms),
+                max_backoff: Duration::from_millis(max_backoff_ms.max(initial_backoff_ms)),
+            },
+        }
+    }
+}
+
+/// Why a profile cannot be saved or launched. Each message names the field and the fix.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum ProfileError {
+    #[error("profile name '{name}' is not usable: {reason}; use letters, digits, '-', '_' or '.' (at most 64)")]
+    BadName { name: String, reason: &'static str },
+    #[error("profile '{profile}' uses engine build {id}, which is not installed: pick one from `rigdeck engines list` (GET /api/v1/engines)")]
+    UnknownBuild { profile: String, id: i64 },
+    #[error("engine build {id} ('{}') is missing on disk: rebuild it with `rigdeck engines build` or register it again", location.display())]
+    BuildMissing { id: i64, location: PathBuf },
+    #[error("engine build {id} is {kind}: launch profiles start llama.cpp and ik_llama.cpp builds for now")]
+    UnsupportedKind { id: i64, kind: String },
+    #[error("model file '{}' does not exist: give the full path of the .gguf (GET /api/v1/models lists the library)", path.display())]
+    MissingModel { path: PathBuf },
+    #[error("environment variable name '{name}' is not valid: use letters, digits and '_', not starting with a digit (e.g. CUDA_VISIBLE_DEVICES)")]
+    BadEnvName { name: String },
+    #[error(
+        "environment variable {name} contains a NUL byte, which cannot be passed to a process"
+    )]
+    BadEnvValue { name: String },
+    #[error("port {port} is out of range: use 1–65535, or 0 to pick a free port at each start")]
+    PortOutOfRange { port: u32 },
+    #[error("host '{host}' is not an IP address: use 127.0.0.1 (this machine only), 0.0.0.0 (every interface) or one of this machine's addresses")]
+    BadHost { host: String },
+    #[error("'{flag}' in the extra arguments is not an option of engine build {id} (its --help does not list it): check the spelling, or `{program} --help`")]
+    UnknownFlag {
+        flag: String,
+        id: i64,
+        program: String,
+    },
+    #[error("'{flag}' in the extra arguments is set by the profile itself: use the profile's {field} field instead")]
+    ManagedFlag { flag: String, field: &'static str },
+    #[error("argument {arg:?} contains a NUL byte, which cannot be passed to a process")]
+    NulInArgument { arg: String },
+    #[error("the reasoning default needs `--reasoning`, which engine build {id} does not have: update llama.cpp or leave reasoning unset")]
+    NoReasoningOption { id: i64 },
+    #[error("NUMA node {node} does not exist: this machine has {nodes} node(s), numbered from 0")]
+    NoSuchNumaNode { node: u32, nodes: usize },
+    #[error("NUMA binding needs `numactl`, which is not installed: install it (apt install numactl) or remove numa_node from the profile")]
+    NumactlMissing,
+    #[error(transparent)]
+    Flags(#[from] FlagError),
+}
+
+/// Checks a profile against the build it names. `numa_nodes` is how many NUMA nodes the machine
+/// has (0 when unknown: no check). Returns warnings a user should see but that do not block.
+pub fn validate(
+    profile: &LaunchProfile,
+    build: Option<&EngineBuild>,
+    numa_nodes: usize,
+) -> Result<Vec<String>, ProfileError> {
+    check_name(&profile.name)?;
+    let build = build.ok_or_else(|| ProfileError::UnknownBuild {
+        profile: profile.name.clone(),
+        id: profile.engine_build_id,
+    })?;
+    check_build(build)?;
+    if !profile.model.is_file() {
+        return Err(ProfileError::MissingModel {
+            path: profile.model.clone(),
+        });
+    }
+    for (name, value) in &profile.env {
+        if !valid_env_name(name) {
+            return Err(ProfileError::BadEnvName { name: name.clone() });
+        }
+        if value.contains('\0') {
+            return Err(ProfileError::BadEnvValue { name: name.clone() });
+        }
+    }
+    if profile.port > u32::from(u16::MAX) {
+        return Err(ProfileError::PortOutOfRange { port: profile.port });
+    }
+    let mut warnings = Vec::new();
+    let host: IpAddr = profile.host.parse().map_err(|_| ProfileError::BadHost {
+        host: profile.host.clone(),
+    })?;
+    if !host.is_loopback() {
+        warnings.push(format!(
+            "the engine listens on {host}, so other machines can reach it{}",
+            if profile.api_key.is_some() {
+                " (an API key is set)"
+            } else {
+                ": set an API key, or use 127.0.0.1"
+            }
+        ));
+    }
+    if profile.reasoning.is_some() && !build.capabilities.features.reasoning {
+        return Err(ProfileError::NoReasoningOption { id: build.id });
+    }
+    check_extra_args(&profile.extra_args, build)?;
+    if let Some(node) = profile.numa_node {
+        if numa_nodes > 0 && node as usize >= numa_nodes {
+            return Err(ProfileError::NoSuchNumaNode {
+                node,
+                nodes: numa_nodes,
+            });
+        }
+        if numa_nodes == 1 {
+            warnings.push(
+                "this machine has one NUMA node: the numactl binding changes nothing".to_owned(),
+            );
+        }
+    }
+    // Surfaces a -ot pattern llama.cpp cannot parse now rather than at start.
+    to_args(&profile.model.to_string_lossy(), &profile.placement)?;
+    Ok(warnings)
+}
+
+fn check_build(build: &EngineBuild) -> Result<(), ProfileError> {
+    if build.kind.is_python() {
+        return Err(ProfileError::UnsupportedKind {
+            id: build.id,
+            kind: build.kind.to_string(),
+        });
+    }
+    if build.status == Availability::Missing {
+        return Err(ProfileError::BuildMissing {
+            id: build.id,
+            location: build.location.clone(),
+        });
+    }
+    Ok(())
+}
+
+/// Same rules as instance names: the name becomes a file name.
+pub fn check_name(name: &str) -> Result<(), ProfileError> {
+    let reason = if name.is_empty() {
+        Some("it is empty")
+    } else if name.len() > MAX_NAME_LEN {
+        Some("it is longer than 64 characters")
+    } else if name.starts_with('.') {
+        Some("it starts with '.'")
+    } else if !name
+        .chars()
+        .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+    {
+        Some("it contains other characters")
+    } else {
+        None
+    };
+    match reason {
+        Some(reason) => Err(ProfileError::BadName {
+            name: name.to_owned(),
+            reason,
+        }),
+        None => Ok(()),
+    }
+}
+
+/// POSIX portable names: what every shell and systemd accept.
+fn valid_env_name(name: &str) -> bool {
+    let mut chars = name.chars();
+    matches!(chars.next(), Some(c) if c.is_ascii_alphabetic() || c == '_')
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
+}
+
+/// Unknown options are refused when the build's `--help` was read (its option list is not
+/// empty); values (words not starting with '-', or negative numbers) pass.
+fn check_extra_args(args: &[String], build: &EngineBuild) -> Result<(), ProfileError> {
+    for arg in args {
+        if arg.contains('\0') {
+            return Err(ProfileError::NulInArgument { arg: arg.clone() });
+        }
+        if !arg.starts_with('-') || arg.len() < 2 || arg[1..].parse::<f64>().is_ok() {
+            continue;
+        }
+        let flag = arg.split('=').next().unwrap_or(arg);
+        if let Some(field) = managed_field(flag) {
+            return Err(ProfileError::ManagedFlag {
+                flag: flag.to_owned(),
+                field,
+            });
+        }
+        let known = &build.capabilities.options;
+        if !known.is_empty() && !known.contains(flag) {
+            return Err(ProfileError::UnknownFlag {
+                flag: flag.to_owned(),
+                id: build.id,
+                program: build.location.display().to_string(),
+            });
+        }
+    }
+    Ok(())
+}
+
+/// Options Rigdeck writes itself, and the profile field for each: the same option in the extra
+/// arguments would contradict the profile (the engine takes the last one, and the health check
+/// would probe the wrong port).
+fn managed_field(flag: &str) -> Option<&'static str> {
+    match flag {
+        "-m" | "--model" => Some("model"),
+        "--host" => Some("host"),
+        "--port" => Some("port"),
+        "--api-key" => Some("api_key"),
+        _ => None,
+    }
+}
+
+/// The exact argv (program first) that starts `profile` on `build` listening on `port`. With a
+/// NUMA node the argv starts with `numactl` (its absolute path, `numactl`), still no shell.
+pub fn argv(
+    profile: &LaunchProfile,
+    build: &EngineBuild,
+    port: u16,
+    numactl: Option<&Path>,
+) -> Result<Vec<String>, ProfileError> {
+    let mut argv = Vec::new();
+    if let Some(node) = profile.numa_node {
+        let numactl = numactl.ok_or(ProfileError::NumactlMissing)?;
+        argv.push(numactl.display().to_string());
+        argv.push(format!("--cpunodebind={node}"));
+        argv.push(format!("--membind={node}"));
+    }
+    argv.push(build.location.display().to_string());
+    argv.extend(to_args(
+        &profile.model.to_string_lossy(),
+        &profile.placement,
+    )?);
+    argv.extend(["--host".to_owned(), profile.host.clone()]);
+    argv.extend(["--port".to_owned(), port.to_string()]);
+    if let Some(key) = &profile.api_key {
+        argv.extend(["--api-key".to_owned(), key.clone()]);
+    }
+    if let Some(on) = profile.reasoning {
+        if build.capabilities.features.reasoning {
+            argv.push("--reasoning".to_owned());
+            argv.push(if on { "on" } else { "off" }.to_owned());
+        }
+    }
+    argv.extend(profile.extra_args.iter().cloned());
+    Ok(argv)
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+    use crate::engines::capabilities::Capabilities;
+    use crate::engines::registry::BuildOrigin;
+    use crate::engines::{Backend, EngineKind};
+
+    pub(crate) fn build(location: &str, options: &[&str]) -> EngineBuild {
+        let mut capabilities = Capabilities {
+            options: options.iter().map(|o| (*o).to_owned()).collect(),
+            ..Capabilities::default()
+        };
+        capabilities.features.reasoning = options.contains(&"--reasoning");
+        EngineBuild {
+            id: 7,
+            kind: EngineKind::LlamaCpp,
+            version: "b1".into(),
+            backend: Backend::Cuda,
+            cuda_architectures: Some("86".into()),
+            location: PathBuf::from(location),
+            capabilities,
+            source: BuildOrigin::Built,
+            created_at_ms: 0,
+            status: Availability::Ready,
+        }
+    }
+
+    pub(crate) fn profile(model: &Path) -> LaunchProfile {
+        LaunchProfile {
+            name: "qwen".into(),
+            engine_build_id: 7,
+            model: model.to_owned(),
+            ..LaunchProfile::default()
+        }
+    }
+
+    #[test]
+    fn argv_has_the_placement_the_address_and_the_extras_in_order() {
+        let b = build("/opt/llama/llama-server", &["--reasoning", "--metrics"]);
+        let mut p = profile(Path::new("/models/my model.gguf"));
+        p.api_key = Some("s3cret".into());
+        p.reasoning = Some(false);
+        p.extra_args = vec!["--metrics".into()];
+        let argv = argv(&p, &b, 8081, None).unwrap();
+        assert_eq!(argv[0], "/opt/llama/llama-server");
+        assert_eq!(argv[1..3], ["-m", "/models/my model.gguf"]);
+        let tail = argv.iter().rev().take(9).rev().cloned().collect::<Vec<_>>();
+        assert_eq!(
+            tail,
+            [
+                "--host",
+                "127.0.0.1",
+                "--port",
+                "8081",
+                "--api-key",
+                "s3cret",
+                "--reasoning",
+                "off",
+                "--metrics"
+            ]
+        );
+        assert!(argv.windows(2).any(|w| w == ["-c", "4096"]));
+    }
+
+    #[test]
+    fn numa_binding_prefixes_numactl_and_reasoning_needs_the_option() {
+        let b = build("/opt/llama/llama-server", &[]);
+        let mut p = profile(Path::new("/m.gguf"));
+        p.numa_node = Some(1);
+        p.reasoning = Some(true);
+        let argv = argv(&p, &b, 9000, Some(Path::new("/usr/bin/numactl"))).unwrap();
+        assert_eq!(
+            argv[..4],
+            [
+                "/usr/bin/numactl",
+                "--cpunodebind=1",
+                "--membind=1",
+                "/opt/llama/llama-server"
+            ]
+        );
+        assert!(!argv.contains(&"--reasoning".to_owned()));
+        assert_eq!(
+            super::argv(&p, &b, 9000, None),
+            Err(ProfileError::NumactlMissing)
+        );
+    }
+
+    #[test]
+    fn validation_names_the_problem() {
+        let dir = tempfile::tempdir().unwrap();
+        let model = dir.path().join("m.gguf");
+        std::fs::write(&model, b"GGUF").unwrap();
+        let b = build("/opt/llama/llama-server", &["--metrics", "-fa"]);
+        let ok = profile(&model);
+        assert_eq!(validate(&ok, Some(&b), 1), Ok(vec![]));
+
+        let err = |p: &LaunchProfile| validate(p, Some(&b), 2).unwrap_err().to_string();
+        assert!(validate(&ok, None, 1)
+            .unwrap_err()
+            .to_string()
+            .contains("engine build 7, which is not installed"));
+        let mut p = ok.clone();
+        p.model = dir.path().join("gone.gguf");
+        assert!(err(&p).contains("gone.gguf' does not exist"));
+        let mut p = ok.clone();
+        p.env.insert("1BAD".into(), "x".into());
+        assert!(err(&p).contains("'1BAD' is not valid"));
+        let mut p = ok.clone();
+        p.port = 70_000;
+        assert!(err(&p).contains("port 70000 is out of range"));
+        let mut p = ok.clone();
+        p.extra_args = vec!["--metrics".into(), "--no-such".into(), "3".into()];
+        assert!(err(&p).contains("'--no-such' in the extra arguments is not an option"));
+        let mut p = ok.clone();
+        p.extra_args = vec!["--port=9".into()];
+        assert!(err(&p).contains("use the profile's port field"));
+        let mut p = ok.clone();
+        p.reasoning = Some(true);
+        assert!(err(&p).contains("needs `--reasoning`"));
+        let mut p = ok.clone();
+        p.numa_node = Some(2);
+        assert!(err(&p).contains("NUMA node 2 does not exist"));
+        let mut p = ok.clone();
+        p.name = "../x".into();
+        assert!(err(&p).contains("'../x' is not usable"));
+        let mut p = ok.clone();
+        p.host = "0.0.0.0".into();
+        let warnings = validate(&p, Some(&b), 1).unwrap();
+        assert!(
+            warnings[0].contains("other machines can reach it"),
+            "{warnings:?}"
+        );
+        p.host = "example.com".into();
+        assert!(err(&p).contains("not an IP address"));
+    }
+
+    #[test]
+    fn profile_json_takes_defaults_and_refuses_typos() {
+        let p: LaunchProfile =
+            serde_json::from_str(r#"{"name":"a","engine_build_id":1,"model":"/m.gguf"}"#).unwrap();
+        assert_eq!(p.host, "127.0.0.1");
+        assert_eq!(p.port, 0);
+        assert!(matches!(p.restart, RestartSetting::OnFailure { .. }));
+        assert!(serde_json::from_str::<LaunchProfile>(r#"{"name":"a","prot":1}"#).is_err());
+        let never: LaunchProfile =
+            serde_json::from_str(r#"{"restart":{"policy":"never"}}"#).unwrap();
+        assert_eq!(never.restart.policy(), RestartPolicy::Never);
+    }
+}

@@ -1,0 +1,236 @@
+//! `rigdeck run`, `ps`, `stop` and `logs`: the running daemon owns the engines, so these commands
+//! ask it over its API (`RIGDECK_URL`, default http://127.0.0.1:7878, with the token from the
+//! config folder).
+
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::Context as _;
+use rigdeck_core::launch::client::{DaemonClient, DEFAULT_URL};
+use rigdeck_core::paths::AppPaths;
+use serde_json::{json, Value};
+
+#[derive(Debug, clap::Args)]
+pub struct RunArgs {
+    /// The launch profile (`rigdeck profiles list`).
+    pub profile: String,
+    /// Start even if the planned memory does not fit in the free VRAM now.
+    #[arg(long)]
+    pub force: bool,
+    /// Return once started instead of waiting until the engine is ready.
+    #[arg(long)]
+    pub detach: bool,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct PsArgs {
+    /// Print the instances as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct StopArgs {
+    /// The instance (its profile's name).
+    pub name: String,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct LogsArgs {
+    pub name: String,
+    /// Keep printing new lines until Ctrl-C.
+    #[arg(long, short = 'f')]
+    pub follow: bool,
+    /// Only lines containing this text.
+    #[arg(long)]
+    pub search: Option<String>,
+    /// How many of the last lines to print first.
+    #[arg(long, default_value_t = 100)]
+    pub tail: usize,
+}
+
+/// A client for the daemon named by `RIGDECK_URL`, with the token from the config folder.
+pub fn client() -> anyhow::Result<DaemonClient> {
+    let url = std::env::var("RIGDECK_URL").unwrap_or_else(|_| DEFAULT_URL.to_owned());
+    let paths = AppPaths::from_env()?;
+    let token_file = paths.token_file();
+    let token = std::fs::read_to_string(&token_file).with_context(|| {
+        format!(
+            "cannot read the daemon's token '{}': start `rigdeck serve` first (it creates the token)",
+            token_file.display()
+        )
+    })?;
+    Ok(DaemonClient::new(url, token.trim()))
+}
+
+fn block_on<F: std::future::Future<Output = anyhow::Result<ExitCode>>>(
+    future: F,
+) -> anyhow::Result<ExitCode> {
+    tokio::runtime::Runtime::new()?.block_on(future)
+}
+
+pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
+    block_on(async {
+        let client = client()?;
+        let path = format!("/api/v1/profiles/{}/start", args.profile);
+        let view = client.post(&path, &json!({ "force": args.force })).await?;
+        println!(
+            "started '{}' (pid {}) on http://{}:{}",
+            args.profile,
+            view["pid"],
+            view["host"].as_str().unwrap_or("?"),
+            view["port"]
+        );
+        if args.detach {
+            return Ok(ExitCode::SUCCESS);
+        }
+        wait_until_ready(&client, &args.profile).await
+    })
+}
+
+/// Prints each phase change until the engine is ready (success) or crashed for good (failure).
+async fn wait_until_ready(client: &DaemonClient, name: &str) -> anyhow::Result<ExitCode> {
+    let mut last = String::new();
+    loop {
+        let all = client.get("/api/v1/instances").await?;
+        let Some(view) = all
+            .as_array()
+            .and_then(|a| a.iter().find(|v| v["name"] == name))
+        else {
+            anyhow::bail!("instance '{name}' disappeared from the daemon");
+        };
+        let phase = view["phase"].as_str().unwrap_or("unknown").to_owned();
+        let progress = view["progress"]
+            .as_f64()
+            .map(|p| format!(" {:.0}%", p * 100.0))
+            .unwrap_or_default();
+        let line = format!("{phase}{progress}");
+        if line != last {
+            println!("{name}: {line}");
+            last = line;
+        }
+        match phase.as_str() {
+            "ready" => return Ok(ExitCode::SUCCESS),
+            "stopped" => return Ok(ExitCode::FAILURE),
+            "crashed" if view["restart"].is_null() => {
+                eprintln!(
+                    "{name} crashed: {}",
+                    view["explanation"].as_str().unwrap_or("")
+                );
+                for line in view["last_lines"].as_array().into_iter().flatten() {
+                    eprintln!("  {}", line.as_str().unwrap_or(""));
+                }
+                return Ok(ExitCode::FAILURE);
+            }
+            _ => tokio::time::sleep(Duration::from_millis(500)).await,
+        }
+    }
+}
+
+pub fn ps(args: PsArgs) -> anyhow::Result<ExitCode> {
+    block_on(async {
+        let all = client()?.get("/api/v1/instances").await?;
+        if args.json {
+            println!("{}", serde_json::to_string_pretty(&all)?);
+        } else {
+            print!("{}", render_ps(&all));
+        }
+        Ok(ExitCode::SUCCESS)
+    })
+}
+
+/// The `rigdeck ps` table.
+pub fn render_ps(all: &Value) -> String {
+    let rows = all.as_array().cloned().unwrap_or_default();
+    if rows.is_empty() {
+        return "No instances. Start one with `rigdeck run PROFILE`.\n".to_owned();
+    }
+    let mut out = format!(
+        "{:<24} {:<10} {:>8} {:>6} {:>10}  {}\n",
+        "NAME", "STATE", "PID", "PORT", "UPTIME", "VRAM (planned / measured)"
+    );
+    for v in rows {
+        let sum = |key: &str| -> u64 {
+            v[key]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|p| p["bytes"].as_u64())
+                .sum()
+        };
+        let uptime = v["uptime_ms"]
+            .as_i64()
+            .map(|ms| format!("{}s", ms / 1000))
+            .unwrap_or_else(|| "-".to_owned());
+        out.push_str(&format!(
+            "{:<24} {:<10} {:>8} {:>6} {:>10}  {} / {}\n",
+            v["name"].as_str().unwrap_or("?"),
+            v["phase"].as_str().unwrap_or("?"),
+            v["pid"].as_u64().map_or("-".to_owned(), |p| p.to_string()),
+            v["port"].as_u64().map_or("-".to_owned(), |p| p.to_string()),
+            uptime,
+            rigdeck_core::launch::admission::gib(sum("planned_memory")),
+            rigdeck_core::launch::admission::gib(sum("measured_memory")),
+        ));
+    }
+    out
+}
+
+pub fn stop(args: StopArgs) -> anyhow::Result<ExitCode> {
+    block_on(async {
+        let path = format!("/api/v1/instances/{}/stop", args.name);
+        let view = client()?.post(&path, &json!({})).await?;
+        println!("{}: {}", args.name, view["phase"].as_str().unwrap_or("?"));
+        Ok(ExitCode::SUCCESS)
+    })
+}
+
+pub fn logs(args: LogsArgs) -> anyhow::Result<ExitCode> {
+    block_on(async {
+        let client = client()?;
+        let search = args
+            .search
+            .as_deref()
+            .map(|s| format!("&search={}", encode(s)))
+            .unwrap_or_default();
+        let mut path = format!(
+            "/api/v1/instances/{}/logs?tail={}{search}",
+            args.name, args.tail
+        );
+        loop {
+            let lines = client.get(&path).await?;
+            let mut last_seq = None;
+            for line in lines.as_array().into_iter().flatten() {
+                println!("{}", line["text"].as_str().unwrap_or(""));
+                last_seq = line["seq"].as_u64();
+            }
+            if !args.follow {
+                return Ok(ExitCode::SUCCESS);
+            }
+            if let Some(seq) = last_seq {
+                path = format!(
+                    "/api/v1/instances/{}/logs?tail=100000&after={seq}{search}",
+                    args.name
+                );
+            } else if !path.contains("after=") {
+                path = format!(
+                    "/api/v1/instances/{}/logs?tail=100000&after=0{search}",
+                    args.name
+                );
+            }
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
+    })
+}
+
+/// Percent-encodes a query value (everything but unreserved characters).
+pub fn encode(text: &str) -> String {
+    text.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
+                (b as char).to_string()
+            }
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}

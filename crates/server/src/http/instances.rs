@@ -1,0 +1,398 @@
+//! Launch profiles, running instances and engine builds over HTTP: what the Instances page and
+//! `rigdeck run/ps/stop/logs/profiles` use. Profiles are checked and planned when saved, starts
+//! are checked against free VRAM (see `rigdeck_core::launch::admission`).
+
+use std::sync::Arc;
+
+use axum::extract::{Path, Query, State};
+use axum::http::{header, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use rigdeck_core::engines::registry::EngineBuild;
+use rigdeck_core::engines::Backend;
+use rigdeck_core::launch::export::{export_port, shell_script, systemd_unit};
+use rigdeck_core::launch::instances::LaunchError;
+use rigdeck_core::launch::profile::{self, argv};
+use rigdeck_core::launch::store::ProfileStoreError;
+use rigdeck_core::launch::{AdmissionError, Instances, LaunchProfile, PlannedGpu};
+use rigdeck_core::placement::from_gguf::load_shape;
+use rigdeck_core::placement::report::report;
+use rigdeck_core::placement::rig::{live_devices, Margins};
+use rigdeck_core::placement::DeviceId;
+use rigdeck_core::store::Store;
+use rigdeck_core::supervisor::SuperviseError;
+use serde::Deserialize;
+use serde_json::{json, Value};
+
+use super::error::ApiError;
+use super::AppState;
+
+type ApiResult<T> = Result<T, ApiError>;
+
+fn store(state: &AppState) -> ApiResult<&Store> {
+    state.store.as_ref().ok_or_else(no_database)
+}
+
+fn instances(state: &AppState) -> ApiResult<&Arc<Instances>> {
+    state.instances.as_ref().ok_or_else(no_database)
+}
+
+fn no_database() -> ApiError {
+    ApiError::new(
+        StatusCode::SERVICE_UNAVAILABLE,
+        "no_database",
+        "the database could not be opened when the daemon started (see its log): profiles and instances need it; fix the data folder and restart `rigdeck serve`",
+    )
+}
+
+fn launch_error(err: LaunchError) -> ApiError {
+    let (status, code) = match &err {
+        LaunchError::Profile(ProfileStoreError::NotFound(_)) => {
+            (StatusCode::NOT_FOUND, "profile_not_found")
+        }
+        LaunchError::Profile(ProfileStoreError::Exists(_)) => {
+            (StatusCode::CONFLICT, "profile_exists")
+        }
+        LaunchError::Profile(_) | LaunchError::Registry(_) | LaunchError::NoFreePort { .. } => {
+            (StatusCode::INTERNAL_SERVER_ERROR, "internal")
+        }
+        LaunchError::Invalid(_) => (StatusCode::BAD_REQUEST, "invalid_profile"),
+        LaunchError::Admission(AdmissionError::DoesNotFit { .. }) => {
+            (StatusCode::CONFLICT, "does_not_fit")
+        }
+        LaunchError::Admission(AdmissionError::StillHeld { .. }) => {
+            (StatusCode::CONFLICT, "vram_still_held")
+        }
+        LaunchError::Supervise(
+            SuperviseError::AlreadyRunning { .. } | SuperviseError::OrphanAlive { .. },
+        ) => (StatusCode::CONFLICT, "already_running"),
+        LaunchError::Supervise(SuperviseError::BadProgram { .. }) => {
+            (StatusCode::BAD_REQUEST, "engine_missing")
+        }
+        LaunchError::Supervise(_) => (StatusCode::INTERNAL_SERVER_ERROR, "supervisor"),
+        LaunchError::NotRunning(_) => (StatusCode::NOT_FOUND, "instance_not_found"),
+    };
+    ApiError::new(status, code, err.to_string())
+}
+
+fn store_error(err: ProfileStoreError) -> ApiError {
+    launch_error(LaunchError::Profile(err))
+}
+
+fn internal(err: impl std::fmt::Display) -> ApiError {
+    ApiError::new(
+        StatusCode::INTERNAL_SERVER_ERROR,
+        "internal",
+        err.to_string(),
+    )
+}
+
+/// `GET /engines`: the installed builds.
+pub async fn engines(State(state): State<Arc<AppState>>) -> ApiResult<Json<Vec<EngineBuild>>> {
+    Ok(Json(
+        store(&state)?.engine_builds().await.map_err(internal)?,
+    ))
+}
+
+pub async fn list_profiles(
+    State(state): State<Arc<AppState>>,
+) -> ApiResult<Json<Vec<LaunchProfile>>> {
+    Ok(Json(
+        store(&state)?
+            .launch_profiles()
+            .await
+            .map_err(store_error)?,
+    ))
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+pub struct SaveQuery {
+    /// Let the planner's solver choose the placement on the live rig.
+    auto: bool,
+}
+
+/// `POST /profiles`: checks, plans and stores a new profile.
+pub async fn create_profile(
+    State(state): State<Arc<AppState>>,
+    Query(query): Query<SaveQuery>,
+    Json(profile): Json<LaunchProfile>,
+) -> ApiResult<(StatusCode, Json<Value>)> {
+    let (profile, warnings) = prepare(&state, profile, query.auto).await?;
+    store(&state)?
+        .create_launch_profile(&profile, rigdeck_core::now_ms())
+        .await
+        .map_err(store_error)?;
+    Ok((
+        StatusCode::CREATED,
+        Json(saved(&state, profile, warnings).await?),
+    ))
+}
+
+/// `PUT /profiles/{name}`: replaces a profile (the body may rename it).
+pub async fn update_profile(
+    State(state): State<Arc<AppState>>,
+    Path(name): Path<String>,
+    Query(query): Query<SaveQuery>,
+    Json(profile): Json<LaunchProfile>,
+) -> ApiResult<Json<Value>> {
+    let (profile, warnings) = prepare(&state, profile, query.auto).await?;
+    store(&state)?
+        .update_launch_profile(&name, &profile, rigdeck_core::now_ms())
+        .await
+        .map_err(store_error)?;
+    Ok(Json(saved(&state, profile, warnings).await?))
+}
+
+pub async fn get_profile(
+    State(state): State<Arc<AppState>>,
+    Path(name): Path<String>,
+) -> ApiResult<Json<Value>> {
+    let profile = store(&state)?
+        .launch_profile(&name)
+        .await
+        .map_err(store_error)?;
+    Ok(Json(saved(&state, profile, Vec::new()).await?))
+}
+
+pub async fn delete_profile(
+    State(state): State<Arc<AppState>>,
+    Path(name): Path<String>,
+) -> ApiResult<StatusCode> {
+    store(&state)?
+        .delete_launch_profile(&name)
+        .await
+        .map_err(store_error)?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+/// Validation against the build and the machine, then the planned memory per GPU.
+async fn prepare(
+    state: &AppState,
+    mut profile: LaunchProfile,
+    auto: bool,
+) -> ApiResult<(LaunchProfile, Vec<String>)> {
+    let build = store(state)?
+        .engine_build(profile.engine_build_id)
+        .await
+        .map_err(internal)?;
+    let sample = state.telemetry.latest().map(|f| f.sample.clone());
+    let numa_nodes = sample.as_ref().map_or(0, |s| s.host.numa_nodes.len());
+    let mut warnings = profile::validate(&profile, build.as_ref(), numa_nodes)
+        .map_err(|e| launch_error(LaunchError::Invalid(e)))?;
+    let Some(build) = build else {
+        return Ok((profile, warnings));
+    };
+    // A plan given by the client stands; a CPU build plans no GPU memory.
+    if profile.planned_memory.is_empty() && build.backend != Backend::Cpu {
+        match sample {
+            Some(sample) => match plan_memory(&mut profile, &sample, auto) {
+                Ok(mut notes) => warnings.append(&mut notes),
+                Err(why) => warnings.push(format!(
+                    "planned memory unknown ({why}): starts will not be checked against free VRAM"
+                )),
+            },
+            None => warnings.push("no telemetry yet: planned memory unknown".to_owned()),
+        }
+    }
+    Ok((profile, warnings))
+}
+
+fn plan_memory(
+    profile: &mut LaunchProfile,
+    sample: &rigdeck_core::telemetry::snapshot::RigSample,
+    auto: bool,
+) -> Result<Vec<String>, String> {
+    let loaded = load_shape(&profile.model).map_err(|e| e.to_string())?;
+    let devices = live_devices(sample, &Margins::default());
+    let model = profile.model.to_string_lossy().into_owned();
+    let planned = report(&loaded.shape, &model, &devices, &profile.placement, auto)
+        .map_err(|e| e.to_string())?;
+    let mut notes = planned.notes.clone();
+    if !planned.fits {
+        notes.push(format!(
+            "the plan does not fit in the free memory now: {}",
+            planned.problems.join("; ")
+        ));
+    }
+    if auto {
+        profile.placement = planned.options.clone();
+    }
+    profile.planned_memory = planned
+        .plan
+        .devices
+        .iter()
+        .filter_map(|d| match d.spec.id {
+            DeviceId::Gpu(gpu) if d.usage.total_bytes() > 0 => Some(PlannedGpu {
+                gpu,
+                bytes: d.usage.total_bytes(),
+            }),
+            _ => None,
+        })
+        .collect();
+    Ok(notes)
+}
+
+/// The stored profile with its exact command line (port 0 shown as the export port).
+async fn saved(
+    state: &AppState,
+    profile: LaunchProfile,
+    warnings: Vec<String>,
+) -> ApiResult<Value> {
+    let build = store(state)?
+        .engine_build(profile.engine_build_id)
+        .await
+        .map_err(internal)?;
+    let (port, _) = export_port(&profile);
+    let argv = build
+        .as_ref()
+        .and_then(|b| argv(&profile, b, port, None).ok());
+    let command_line = argv.as_ref().and_then(|a| {
+        a.split_first()
+            .map(|(p, rest)| rigdeck_core::placement::flags::command_line(p, rest))
+    });
+    Ok(json!({
+        "profile": profile,
+        "warnings": warnings,
+        "argv": argv,
+        "command_line": command_line,
+        "build_missing": build.is_none(),
+    }))
+}
+
+#[derive(Debug, Deserialize)]
+pub struct ExportQuery {
+    format: String,
+}
+
+/// `GET /profiles/{name}/export?format=shell|systemd`: a text file.
+pub async fn export_profile(
+    State(state): State<Arc<AppState>>,
+    Path(name): Path<String>,
+    Query(query): Query<ExportQuery>,
+) -> ApiResult<Response> {
+    let profile = store(&state)?
+        .launch_profile(&name)
+        .await
+        .map_err(store_error)?;
+    let build = store(&state)?
+        .engine_build(profile.engine_build_id)
+        .await
+        .map_err(internal)?
+        .ok_or_else(|| {
+            launch_error(LaunchError::Invalid(profile::ProfileError::UnknownBuild {
+                profile: profile.name.clone(),
+                id: profile.engine_build_id,
+            }))
+        })?;
+    let (port, note) = export_port(&profile);
+    // numactl is looked up where the file will most likely run: this machine.
+    let numactl = profile
+        .numa_node
+        .map(|_| std::path::PathBuf::from("/usr/bin/numactl"));
+    let argv = argv(&profile, &build, port, numactl.as_deref())
+        .map_err(|e| launch_error(LaunchError::Invalid(e)))?;
+    let (text, file) = match query.format.as_str() {
+        "shell" | "sh" => (
+            shell_script(&profile, &argv, note.as_deref()),
+            format!("{name}.sh"),
+        ),
+        "systemd" => (
+            systemd_unit(&profile, &argv, note.as_deref()),
+            format!("rigdeck-{name}.service"),
+        ),
+        other => {
+            return Err(ApiError::new(
+                StatusCode::BAD_REQUEST,
+                "bad_format",
+                format!("unknown export format '{other}': use shell or systemd"),
+            ))
+        }
+    };
+    Ok((
+        [
+            (header::CONTENT_TYPE, "text/plain; charset=utf-8".to_owned()),
+            (
+                header::CONTENT_DISPOSITION,
+                format!("attachment; filename=\"{file}\""),
+            ),
+        ],
+        text,
+    )
+        .into_response())
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+pub struct StartBody {
+    force: bool,
+}
+
+/// `POST /profiles/{name}/start`.
+pub async fn start_profile(
+    State(state): State<Arc<AppState>>,
+    Path(name): Path<String>,
+    body: Option<Json<StartBody>>,
+) -> ApiResult<Json<Value>> {
+    let force = body.is_some_and(|b| b.force);
+    let view = instances(&state)?
+        .start(&name, force)
+        .await
+        .map_err(launch_error)?;
+    Ok(Json(json!(view)))
+}
+
+pub async fn list_instances(State(state): State<Arc<AppState>>) -> ApiResult<Json<Value>> {
+    Ok(Json(json!(instances(&state)?.list())))
+}
+
+pub async fn stop_instance(
+    State(state): State<Arc<AppState>>,
+    Path(name): Path<String>,
+) -> ApiResult<Json<Value>> {
+    let view = instances(&state)?.stop(&name).await.map_err(launch_error)?;
+    Ok(Json(json!(view)))
+}
+
+pub async fn restart_instance(
+    State(state): State<Arc<AppState>>,
+    Path(name): Path<String>,
+    body: Option<Json<StartBody>>,
+) -> ApiResult<Json<Value>> {
+    let force = body.is_some_and(|b| b.force);
+    let view = instances(&state)?
+        .restart(&name, force)
+        .await
+        .map_err(launch_error)?;
+    Ok(Json(json!(view)))
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(default)]
+pub struct LogsQuery {
+    search: Option<String>,
+    tail: usize,
+    /// Only lines with a larger `seq` (for following).
+    after: Option<u64>,
+}
+
+impl Default for LogsQuery {
+    fn default() -> Self {
+        Self {
+            search: None,
+            tail: 200,
+            after: None,
+        }
+    }
+}
+
+pub async fn instance_logs(
+    State(state): State<Arc<AppState>>,
+    Path(name): Path<String>,
+    Query(query): Query<LogsQuery>,
+) -> ApiResult<Json<Value>> {
+    let lines = instances(&state)?
+        .logs(&name, query.search.as_deref(), query.after, query.tail)
+        .map_err(launch_error)?;
+    Ok(Json(json!(lines)))
+}
