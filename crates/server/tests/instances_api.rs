@@ -300,3 +300,31 @@ async fn profiles_admission_release_wait_logs_and_stop_through_the_api() {
 
     t.server.shutdown().await;
 }
+
+#[tokio::test]
+async fn an_engine_build_request_names_a_bad_backend() {
+    let t = support::TestServer::start("2x5060ti.json").await;
+    for (body, expected) in [
+        (serde_json::json!({"backend": "metal"}), "metal"),
+        (
+            serde_json::json!({"backend": "cuda"}),
+            "rigdeck engines build --backend cuda",
+        ),
+        (serde_json::json!({"backnd": "cpu"}), "not valid"),
+    ] {
+        let response = t
+            .client
+            .post(t.url("/api/v1/engines/build"))
+            .bearer_auth(t.server.token())
+            .json(&body)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), reqwest::StatusCode::BAD_REQUEST);
+        let error: serde_json::Value = response.json().await.unwrap();
+        assert!(
+            error["message"].as_str().unwrap().contains(expected),
+            "{error}"
+        );
+    }
+}

@@ -12,6 +12,7 @@
 
 pub mod capabilities;
 pub mod cmake_build;
+pub mod install;
 pub mod registry;
 pub mod source;
 

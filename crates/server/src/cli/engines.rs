@@ -6,8 +6,8 @@ use std::io::Write as _;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use anyhow::Context as _;
 use rigdeck_core::engines::cmake_build::{self, BuildProgress, BuildRequest, BuildStep};
+use rigdeck_core::engines::install;
 use rigdeck_core::engines::registry::{self, Availability, EngineBuild};
 use rigdeck_core::engines::source::{self, SourceSpec, BUNDLED_LLAMA_CPP};
 use rigdeck_core::engines::{engines_dir, Backend, EngineKind};
@@ -223,11 +223,8 @@ async fn build(paths: &AppPaths, args: BuildArgs) -> anyhow::Result<ExitCode> {
     }
     let printer = ProgressPrinter::default();
     let print = |progress: BuildProgress| printer.print(&progress);
-    let built = cmake_build::build(&request, &print).await?;
     let store = open_store(paths).await?;
-    let entry = registry::register_built(&store, &built, rigdeck_core::now_ms())
-        .await
-        .context("the build finished, but its llama-server does not answer --help as expected")?;
+    let (built, entry) = install::build_and_register(&store, &request, &print).await?;
     println!(
         "{} engine #{}: {} {} for {}, {}",
         if built.reused { "Reused" } else { "Built" },

@@ -396,3 +396,90 @@ pub async fn instance_logs(
         .map_err(launch_error)?;
     Ok(Json(json!(lines)))
 }
+
+/// One engine build at a time per daemon: a build takes every core for minutes.
+static BUILDING: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BuildBody {
+    #[serde(default = "cpu_backend")]
+    backend: String,
+}
+
+fn cpu_backend() -> String {
+    "cpu".to_owned()
+}
+
+/// `POST /engines/build`: builds the bundled llama.cpp in the background (the first-run offer).
+/// Progress arrives as `engine.build` events; the finished build appears in `GET /engines`.
+pub async fn build_engine(
+    State(state): State<Arc<AppState>>,
+    body: axum::body::Bytes,
+) -> ApiResult<Response> {
+    use rigdeck_core::engines::cmake_build::{publish_on, BuildRequest};
+    use rigdeck_core::engines::{install, source, EngineKind};
+    use std::sync::atomic::Ordering;
+
+    let request: BuildBody = serde_json::from_slice(if body.is_empty() { b"{}" } else { &body })
+        .map_err(|e| {
+            ApiError::new(
+                StatusCode::BAD_REQUEST,
+                "bad_request",
+                format!("request body is not valid: {e}"),
+            )
+        })?;
+    let backend: Backend =
+        request
+            .backend
+            .parse()
+            .map_err(|e: rigdeck_core::engines::UnknownBackend| {
+                ApiError::new(StatusCode::BAD_REQUEST, "bad_backend", e.to_string())
+            })?;
+    if backend == Backend::Cuda {
+        let message = "CUDA builds need the detected GPUs' architectures and nvcc: build them with `rigdeck engines build --backend cuda`";
+        return Err(ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "bad_backend",
+            message,
+        ));
+    }
+    let store = store(&state)?.clone();
+    let cache_dir = source::cache_root().map_err(internal)?;
+    let build = BuildRequest {
+        kind: EngineKind::LlamaCpp,
+        source: source::SourceSpec::Bundled,
+        backend,
+        cuda_architectures: None,
+        engines_dir: state.data_dir.join("engines"),
+        build_dir: None,
+        cache_dir,
+        jobs: None,
+    };
+    if BUILDING.swap(true, Ordering::SeqCst) {
+        return Err(ApiError::new(
+            StatusCode::CONFLICT,
+            "build_running",
+            "an engine build is already running: wait for it to finish",
+        ));
+    }
+    let bus = state.bus.clone();
+    tokio::spawn(async move {
+        let publish = publish_on(&bus);
+        match install::build_and_register(&store, &build, &publish).await {
+            Ok((_, entry)) => tracing::info!(
+                "engine #{} built and registered at {}",
+                entry.id,
+                entry.location.display()
+            ),
+            // The failure itself reaches the UI as a `failed` engine.build event with the log tail.
+            Err(err) => tracing::error!("engine build failed: {err}"),
+        }
+        BUILDING.store(false, Ordering::SeqCst);
+    });
+    Ok((
+        StatusCode::ACCEPTED,
+        Json(json!({ "started": true, "backend": backend.to_string() })),
+    )
+        .into_response())
+}

@@ -75,6 +75,10 @@ pub fn router(state: Arc<AppState>) -> Router {
         .route("/plan/parse", axum::routing::post(placement::parse))
         .route("/engines", get(instances::engines))
         .route(
+            "/engines/build",
+            axum::routing::post(instances::build_engine),
+        )
+        .route(
             "/profiles",
             get(instances::list_profiles).post(instances::create_profile),
         )

@@ -1,0 +1,25 @@
+//! Build an engine and add it to the registry in one step, as the CLI, the API and the first-run
+//! offer all do.
+
+use super::cmake_build::{self, BuildError, BuildRequest, BuiltEngine, ProgressSink};
+use super::registry::{self, EngineBuild, RegistryError};
+use crate::store::Store;
+
+#[derive(Debug, thiserror::Error)]
+pub enum InstallError {
+    #[error(transparent)]
+    Build(#[from] BuildError),
+    #[error("the build finished, but its llama-server does not answer --help as expected: {0}")]
+    Register(#[from] RegistryError),
+}
+
+/// Builds (or reuses a finished build) and registers it with the capabilities it reports.
+pub async fn build_and_register(
+    store: &Store,
+    request: &BuildRequest,
+    sink: ProgressSink<'_>,
+) -> Result<(BuiltEngine, EngineBuild), InstallError> {
+    let built = cmake_build::build(request, sink).await?;
+    let entry = registry::register_built(store, &built, crate::now_ms()).await?;
+    Ok((built, entry))
+}
