@@ -86,6 +86,7 @@ impl Gpus {
                     used_bytes: Some(GIB),
                     kind: GpuProcessKind::Compute,
                     started_by_rigdeck: true,
+                    rigdeck_instance: Some("tiny".into()),
                 })
                 .collect();
             Some(GpuReadout {

@@ -223,6 +223,10 @@ async fn profiles_admission_release_wait_logs_and_stop_through_the_api() {
         frame["sample"]["gpus"]["gpus"][1]["processes"][0]["started_by_rigdeck"], true,
         "the engine's VRAM is Rigdeck's, not foreign"
     );
+    assert_eq!(
+        frame["sample"]["gpus"]["gpus"][1]["processes"][0]["rigdeck_instance"], "api",
+        "the dashboard can say which engine holds the memory"
+    );
     let started = Instant::now();
     let release = async {
         tokio::time::sleep(Duration::from_millis(2000)).await;

@@ -459,6 +459,7 @@ mod tests {
             used_bytes: Some(mib << 20),
             kind: GpuProcessKind::Compute,
             started_by_rigdeck: ours,
+            rigdeck_instance: None,
         };
         g.processes = vec![
             process(10, 20_000, true),

@@ -230,6 +230,7 @@ mod tests {
                         used_bytes: Some(*bytes),
                         kind: GpuProcessKind::Compute,
                         started_by_rigdeck: false,
+                        rigdeck_instance: None,
                     })
                     .collect();
                 g

@@ -182,7 +182,7 @@ impl Instances {
     fn on_state(&self, state: InstanceState) {
         if let Some(pid) = state.pid {
             if state.is_running() {
-                self.ours.insert(pid);
+                self.ours.insert(pid, &state.name);
             } else {
                 // Stays "ours" until NVML shows its memory gone (see `prune_ended`).
                 self.remember_ended(&state);
@@ -433,7 +433,7 @@ impl Instances {
         }
         let handle = self.supervisor.start(spec).await?;
         if let Some(pid) = handle.pid() {
-            self.ours.insert(pid);
+            self.ours.insert(pid, handle.name());
         }
         self.forward_logs(&handle);
         tracing::info!(
@@ -552,7 +552,7 @@ impl Instances {
                 match self.supervisor.adopt(orphan) {
                     Ok(handle) => {
                         if let Some(pid) = handle.pid() {
-                            self.ours.insert(pid);
+                            self.ours.insert(pid, handle.name());
                         }
                         tracing::info!(
                             "adopted engine '{name}' (pid {}) left running by an earlier run",

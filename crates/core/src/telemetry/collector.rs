@@ -1,7 +1,7 @@
 //! The collection loop: one task that samples NVML and the host every period, evaluates the
 //! findings, publishes the frame, keeps recent history and writes 10 s averages to the database.
 
-use std::collections::HashSet;
+use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use std::time::Duration;
@@ -28,16 +28,17 @@ const PRUNE_EVERY: Duration = Duration::from_secs(3600);
 /// The 24 h view is averaged further so a chart gets about 1 440 points, not 8 640.
 const DAY_STEP_MS: i64 = 60_000;
 
-/// Process ids of engines Rigdeck started; VRAM they hold is not "foreign".
+/// Process ids of engines Rigdeck started, with the instance name: VRAM they hold is not
+/// "foreign", and the dashboard says which engine holds it.
 #[derive(Clone, Default)]
-pub struct StartedByRigdeck(Arc<RwLock<HashSet<u32>>>);
+pub struct StartedByRigdeck(Arc<RwLock<HashMap<u32, String>>>);
 
 impl StartedByRigdeck {
-    pub fn insert(&self, pid: u32) {
+    pub fn insert(&self, pid: u32, instance: &str) {
         self.0
             .write()
             .unwrap_or_else(PoisonError::into_inner)
-            .insert(pid);
+            .insert(pid, instance.to_owned());
     }
 
     pub fn remove(&self, pid: u32) {
@@ -47,7 +48,7 @@ impl StartedByRigdeck {
             .remove(&pid);
     }
 
-    fn snapshot(&self) -> HashSet<u32> {
+    fn snapshot(&self) -> HashMap<u32, String> {
         self.0
             .read()
             .unwrap_or_else(PoisonError::into_inner)
@@ -63,7 +64,7 @@ pub struct Sources {
 
 impl Sources {
     /// Takes one sample of everything. Blocking: NVML and /sys calls can take milliseconds.
-    pub fn sample(&mut self, at_ms: UnixMillis, ours: &HashSet<u32>) -> RigSample {
+    pub fn sample(&mut self, at_ms: UnixMillis, ours: &HashMap<u32, String>) -> RigSample {
         RigSample {
             at_ms,
             gpus: self.nvml.read(ours),

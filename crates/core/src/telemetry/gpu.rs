@@ -1,6 +1,6 @@
 //! GPU telemetry through NVML (nvml-wrapper): one `NvmlSource` per process, loaded once.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 
@@ -57,7 +57,7 @@ impl NvmlSource {
     }
 
     /// Reads every GPU. A GPU that stopped answering is reported as lost; the others are unaffected.
-    pub fn read(&self, started_by_rigdeck: &HashSet<u32>) -> GpuReadout {
+    pub fn read(&self, started_by_rigdeck: &HashMap<u32, String>) -> GpuReadout {
         let Some(nvml) = &self.nvml else {
             let driver = self
                 .unavailable
@@ -158,7 +158,7 @@ impl Reader {
     }
 }
 
-fn read_gpu(nvml: &Nvml, index: u32, started_by_rigdeck: &HashSet<u32>) -> GpuSnapshot {
+fn read_gpu(nvml: &Nvml, index: u32, started_by_rigdeck: &HashMap<u32, String>) -> GpuSnapshot {
     let mut reader = Reader { lost: None };
     let device = match nvml.device_by_index(index) {
         Ok(device) => Some(device),
@@ -192,7 +192,7 @@ fn fill_snapshot(
     nvml: &Nvml,
     device: &Device<'_>,
     r: &mut Reader,
-    started_by_rigdeck: &HashSet<u32>,
+    started_by_rigdeck: &HashMap<u32, String>,
 ) {
     s.name = r.get(device.name());
     s.uuid = r.get(device.uuid());
@@ -265,7 +265,7 @@ fn processes(
     nvml: &Nvml,
     device: &Device<'_>,
     r: &mut Reader,
-    ours: &HashSet<u32>,
+    ours: &HashMap<u32, String>,
 ) -> Vec<GpuProcess> {
     let compute = r
         .get(device.running_compute_processes())
@@ -288,7 +288,7 @@ fn to_gpu_process(
     nvml: &Nvml,
     p: ProcessInfo,
     kind: GpuProcessKind,
-    ours: &HashSet<u32>,
+    ours: &HashMap<u32, String>,
 ) -> GpuProcess {
     GpuProcess {
         pid: p.pid,
@@ -298,7 +298,8 @@ fn to_gpu_process(
             UsedGpuMemory::Unavailable => None,
         },
         kind,
-        started_by_rigdeck: ours.contains(&p.pid),
+        started_by_rigdeck: ours.contains_key(&p.pid),
+        rigdeck_instance: ours.get(&p.pid).cloned(),
     }
 }
 
@@ -390,7 +391,7 @@ mod tests {
     #[test]
     fn a_missing_library_means_no_driver_not_a_failure() {
         let source = NvmlSource::open(Some(Path::new("/nonexistent/libnvidia-ml.so.1")));
-        let readout = source.read(&HashSet::new());
+        let readout = source.read(&HashMap::new());
         match readout.driver {
             DriverState::NoDriver { message } => {
                 assert!(message.contains("no NVIDIA driver found"), "{message}")

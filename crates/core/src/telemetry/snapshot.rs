@@ -138,6 +138,8 @@ pub struct GpuProcess {
     pub kind: GpuProcessKind,
     /// True when Rigdeck itself started this process (an engine it supervises).
     pub started_by_rigdeck: bool,
+    /// The Rigdeck instance (launch profile) this engine runs, when Rigdeck started it.
+    pub rigdeck_instance: Option<String>,
 }
 
 #[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]

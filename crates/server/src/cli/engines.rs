@@ -1,7 +1,7 @@
 //! `rigdeck engines`: list the installed inference engines, build llama.cpp from source (the
 //! bundled pinned tree by default), register an existing binary or Python environment, remove one.
 
-use std::collections::HashSet;
+use std::collections::HashMap;
 use std::io::Write as _;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -242,7 +242,7 @@ async fn build(paths: &AppPaths, args: BuildArgs) -> anyhow::Result<ExitCode> {
 /// The compute capabilities NVML reports, as a CUDA architecture list; `None` without GPUs
 /// (the build then says how to pass --cuda-arch).
 fn detected_cuda_architectures() -> Option<String> {
-    let readout = NvmlSource::from_env().read(&HashSet::new());
+    let readout = NvmlSource::from_env().read(&HashMap::new());
     let capabilities: Vec<_> = readout
         .gpus
         .iter()

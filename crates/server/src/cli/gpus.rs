@@ -1,6 +1,6 @@
 //! `rigdeck gpus`: a table of the GPUs and their PCIe links, or JSON for scripts.
 
-use std::collections::HashSet;
+use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::process::ExitCode;
 
@@ -18,7 +18,7 @@ pub struct GpusArgs {
 }
 
 pub fn run(args: GpusArgs) -> anyhow::Result<ExitCode> {
-    let readout = NvmlSource::from_env().read(&HashSet::new());
+    let readout = NvmlSource::from_env().read(&HashMap::new());
     if args.json {
         println!("{}", serde_json::to_string_pretty(&readout)?);
     } else {

@@ -1,7 +1,7 @@
 //! `rigdeck plan MODEL`: the per-device memory table, the llama-server flags and the speed
 //! ceiling for a model on this rig (live) or on a preset rig, as given or placed automatically.
 
-use std::collections::HashSet;
+use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -49,7 +49,7 @@ pub fn run(args: PlanArgs) -> anyhow::Result<ExitCode> {
     let devices = if args.rig == "live" {
         let sample = RigSample {
             at_ms: rigdeck_core::now_ms(),
-            gpus: NvmlSource::from_env().read(&HashSet::new()),
+            gpus: NvmlSource::from_env().read(&HashMap::new()),
             host: HostCollector::new(PathBuf::from("/sys"), Vec::new()).sample(),
         };
         live_devices(&sample, &Margins::default())
