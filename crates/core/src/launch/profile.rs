@@ -20,9 +20,6 @@ use crate::supervisor::RestartPolicy;
 /// The address an engine listens on unless the profile says otherwise: loopback only.
 pub const DEFAULT_HOST: &str = "127.0.0.1";
 
-/// Longest profile name: it becomes the instance's log and pid file name.
-const MAX_NAME_LEN: usize = 64;
-
 /// Everything needed to start one engine. Absent JSON fields take the defaults.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -240,21 +237,7 @@ fn check_build(build: &EngineBuild) -> Result<(), ProfileError> {
 
 /// Same rules as instance names: the name becomes a file name.
 pub fn check_name(name: &str) -> Result<(), ProfileError> {
-    let reason = if name.is_empty() {
-        Some("it is empty")
-    } else if name.len() > MAX_NAME_LEN {
-        Some("it is longer than 64 characters")
-    } else if name.starts_with('.') {
-        Some("it starts with '.'")
-    } else if !name
-        .chars()
-        .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
-    {
-        Some("it contains other characters")
-    } else {
-        None
-    };
-    match reason {
+    match crate::supervisor::name_problem(name) {
         Some(reason) => Err(ProfileError::BadName {
             name: name.to_owned(),
             reason,

@@ -40,7 +40,7 @@ pub use health::Probe;
 pub use instance::InstanceHandle;
 pub use logs::{LogBuffer, LogLimits, LogLine, LogStream};
 pub use pidfile::PidRecord;
-pub use spec::{HealthCheck, LaunchSpec, RestartPolicy};
+pub use spec::{name_problem, HealthCheck, LaunchSpec, RestartPolicy};
 pub use state::{InstanceState, PendingRestart, Phase};
 pub use wait::wait_until;
 

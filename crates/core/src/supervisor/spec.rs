@@ -134,9 +134,10 @@ impl LaunchSpec {
     }
 }
 
-/// The name ends up in file names, so it must not be able to walk out of the run/log folders.
-fn check_name(name: &str) -> Result<(), SuperviseError> {
-    let reason = if name.is_empty() {
+/// Why `name` cannot name an instance, if it cannot: the name ends up in file names, so it must
+/// not be able to walk out of the run/log folders. Launch profiles use the same rule.
+pub fn name_problem(name: &str) -> Option<&'static str> {
+    if name.is_empty() {
         Some("it is empty")
     } else if name.len() > MAX_NAME_LEN {
         Some("it is longer than 64 characters")
@@ -149,8 +150,11 @@ fn check_name(name: &str) -> Result<(), SuperviseError> {
         Some("it contains characters other than letters, digits, '-', '_' and '.'")
     } else {
         None
-    };
-    match reason {
+    }
+}
+
+fn check_name(name: &str) -> Result<(), SuperviseError> {
+    match name_problem(name) {
         Some(reason) => Err(SuperviseError::BadName {
             name: name.to_string(),
             reason,
