@@ -4,6 +4,11 @@
 
 import type {
   ApiErrorBody,
+  EngineBuild,
+  InstanceView,
+  LaunchProfile,
+  LogLine,
+  SavedProfile,
   History,
   HistoryRange,
   ModelEntry,
@@ -52,11 +57,11 @@ export function isAbort(e: unknown): boolean {
   return e instanceof DOMException ? e.name === 'AbortError' : (e as { name?: string } | null)?.name === 'AbortError';
 }
 
-async function request<T>(method: string, path: string, body?: unknown, signal?: AbortSignal): Promise<T> {
+async function request<T>(method: string, path: string, body?: unknown, signal?: AbortSignal, text = false): Promise<T> {
   const init: RequestInit = {
     method,
     credentials: 'include',
-    headers: { Accept: 'application/json' },
+    headers: { Accept: text ? 'text/plain' : 'application/json' },
   };
   if (signal) init.signal = signal;
   if (body !== undefined) {
@@ -74,6 +79,7 @@ async function request<T>(method: string, path: string, body?: unknown, signal?:
     throw errorFromBody(res.status, res.statusText, await res.text().catch(() => ''));
   }
   if (res.status === 204) return undefined as T;
+  if (text) return (await res.text()) as T;
   return (await res.json()) as T;
 }
 
@@ -94,6 +100,34 @@ export const api = {
   /** Reads a pasted llama-server command line into a drawn plan (`parsed` set). */
   parsePlan: (body: ParseRequest, signal?: AbortSignal) =>
     request<PlanResponse>('POST', '/api/v1/plan/parse', body, signal),
+  engines: () => request<EngineBuild[]>('GET', '/api/v1/engines'),
+  /** Starts building the bundled llama.cpp; progress comes as `engine.build` events. */
+  buildEngine: (backend: 'cpu' | 'vulkan' = 'cpu') =>
+    request<{ started: boolean }>('POST', '/api/v1/engines/build', { backend }),
+  profiles: () => request<LaunchProfile[]>('GET', '/api/v1/profiles'),
+  profile: (name: string) => request<SavedProfile>('GET', `/api/v1/profiles/${encodeURIComponent(name)}`),
+  createProfile: (profile: LaunchProfile, auto = false) =>
+    request<SavedProfile>('POST', `/api/v1/profiles${auto ? '?auto=true' : ''}`, profile),
+  updateProfile: (name: string, profile: LaunchProfile, auto = false) =>
+    request<SavedProfile>('PUT', `/api/v1/profiles/${encodeURIComponent(name)}${auto ? '?auto=true' : ''}`, profile),
+  deleteProfile: (name: string) => request<void>('DELETE', `/api/v1/profiles/${encodeURIComponent(name)}`),
+  /** A shell script or a systemd unit, as text. */
+  exportProfile: (name: string, format: 'shell' | 'systemd') =>
+    request<string>('GET', `/api/v1/profiles/${encodeURIComponent(name)}/export?format=${format}`, undefined, undefined, true),
+  startProfile: (name: string, force = false) =>
+    request<InstanceView>('POST', `/api/v1/profiles/${encodeURIComponent(name)}/start`, { force }),
+  instances: () => request<InstanceView[]>('GET', '/api/v1/instances'),
+  stopInstance: (name: string) => request<InstanceView>('POST', `/api/v1/instances/${encodeURIComponent(name)}/stop`),
+  restartInstance: (name: string, force = false) =>
+    request<InstanceView>('POST', `/api/v1/instances/${encodeURIComponent(name)}/restart`, { force }),
+  instanceLogs: (name: string, q: { search?: string; tail?: number; after?: number } = {}) => {
+    const p = new URLSearchParams();
+    if (q.search) p.set('search', q.search);
+    if (q.tail != null) p.set('tail', String(q.tail));
+    if (q.after != null) p.set('after', String(q.after));
+    const qs = p.toString();
+    return request<LogLine[]>('GET', `/api/v1/instances/${encodeURIComponent(name)}/logs${qs ? '?' + qs : ''}`);
+  },
 };
 
 /** Used by the event socket after a close: is the session still good, gone, or the daemon down? */

@@ -308,3 +308,19 @@ describe('EventClient', () => {
     expect(timers.pending()).toEqual([]);
   });
 });
+
+describe('engine events', () => {
+  it('reads instance.state, instance.log and engine.build', () => {
+    const st = parseServerMessage(JSON.stringify({ type: 'instance.state', data: { name: 'q', phase: 'ready', pid: 1 } }));
+    expect(st.ok && st.event.type).toBe('instance.state');
+    const log = parseServerMessage(JSON.stringify({ type: 'instance.log', data: { name: 'q', seq: 3, at_ms: 1, stream: 'stderr', text: 'hi' } }));
+    expect(log.ok && log.event.type).toBe('instance.log');
+    const b = parseServerMessage(JSON.stringify({ type: 'engine.build', data: { build_id: 'x', step: 'compile', fraction: 0.5, line: 'l' } }));
+    expect(b.ok && b.event.type).toBe('engine.build');
+  });
+  it('refuses malformed ones', () => {
+    expect(parseServerMessage(JSON.stringify({ type: 'instance.state', data: { phase: 'ready' } })).ok).toBe(false);
+    expect(parseServerMessage(JSON.stringify({ type: 'instance.log', data: { name: 'q', text: 'x' } })).ok).toBe(false);
+    expect(parseServerMessage(JSON.stringify({ type: 'engine.build', data: {} })).ok).toBe(false);
+  });
+});

@@ -2,7 +2,7 @@
 // exponential backoff, notices a silent connection, and tells the app when the session is gone.
 // It is framework-free and takes its socket factory and timers as options so tests can drive it.
 
-import type { Hello, ModelEntry, ServerEvent, TelemetryFrame } from './types';
+import type { BuildProgress, Hello, InstanceView, LogLine, ModelEntry, ServerEvent, TelemetryFrame } from './types';
 
 // ---- Message parsing ----
 
@@ -65,6 +65,25 @@ export function parseServerMessage(text: string): ParseResult {
       const err = libraryShapeError(msg.data);
       if (err) return { ok: false, error: err };
       return { ok: true, event: { type: 'library.changed', data: msg.data as ModelEntry[] } };
+    }
+    case 'instance.state': {
+      const d = msg.data;
+      if (!isObject(d) || typeof d.name !== 'string' || typeof d.phase !== 'string') {
+        return { ok: false, error: 'instance.state needs name and phase' };
+      }
+      return { ok: true, event: { type: 'instance.state', data: d as unknown as InstanceView } };
+    }
+    case 'instance.log': {
+      const d = msg.data;
+      if (!isObject(d) || typeof d.name !== 'string' || typeof d.seq !== 'number' || typeof d.text !== 'string') {
+        return { ok: false, error: 'instance.log needs name, seq and text' };
+      }
+      return { ok: true, event: { type: 'instance.log', data: d as unknown as LogLine } };
+    }
+    case 'engine.build': {
+      const d = msg.data;
+      if (!isObject(d) || typeof d.step !== 'string') return { ok: false, error: 'engine.build needs step' };
+      return { ok: true, event: { type: 'engine.build', data: d as unknown as BuildProgress } };
     }
     default:
       return { ok: true, event: { type: 'other', name: msg.type } };

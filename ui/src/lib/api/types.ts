@@ -94,6 +94,8 @@ export interface GpuProcess {
   used_bytes: number | null;
   kind: GpuProcessKind;
   started_by_rigdeck: boolean;
+  /** The Rigdeck instance (launch profile) this engine runs, when Rigdeck started it. */
+  rigdeck_instance: string | null;
 }
 
 export interface HostSnapshot {
@@ -253,6 +255,12 @@ export type ServerEvent =
   | { type: 'telemetry.frame'; data: TelemetryFrame }
   /** The model library changed on disk: the full new list. */
   | { type: 'library.changed'; data: ModelEntry[] }
+  /** An instance changed state (its full view). */
+  | { type: 'instance.state'; data: InstanceView }
+  /** One line of engine output. */
+  | { type: 'instance.log'; data: LogLine }
+  /** Progress of a bundled llama.cpp build. */
+  | { type: 'engine.build'; data: BuildProgress }
   /** A type this UI does not know yet (a newer daemon); ignored, never an error. */
   | { type: 'other'; name: string };
 
@@ -507,4 +515,111 @@ export interface ParseRequest {
   command: string;
   rig?: string;
   margins?: Margins;
+}
+
+// ---- Engines, launch profiles and instances (docs/api.md "Engines, launch profiles and instances") ----
+
+export type EngineKind = 'llama.cpp' | 'ik_llama.cpp' | 'vllm' | 'sglang';
+export type EngineBackend = 'cpu' | 'cuda' | 'vulkan' | 'rocm';
+
+export interface EngineBuild {
+  id: number;
+  kind: EngineKind | (string & {});
+  version: string;
+  backend: EngineBackend | (string & {});
+  cuda_architectures: string | null;
+  location: string;
+  capabilities: { version?: unknown; features?: Record<string, boolean>; options?: string[] } | null;
+  source: 'built' | 'registered' | (string & {});
+  created_at_ms: UnixMillis;
+  status: 'ready' | 'missing' | (string & {});
+}
+
+export type BuildStep = 'fetch' | 'verify' | 'extract' | 'configure' | 'compile' | 'done' | 'failed';
+
+/** The `engine.build` event's data. */
+export interface BuildProgress {
+  build_id: string | number;
+  step: BuildStep | (string & {});
+  fraction: number | null;
+  line: string | null;
+}
+
+export type RestartPolicy =
+  | { policy: 'never' }
+  | { policy: 'on_failure'; max_restarts: number; initial_backoff_ms: number; max_backoff_ms: number };
+
+export interface PlannedMemory {
+  gpu: number;
+  bytes: number;
+}
+
+/** crates/core/src/launch/profile.rs; all but name, engine_build_id and model optional. */
+export interface LaunchProfile {
+  name: string;
+  engine_build_id: number;
+  model: string;
+  placement?: PlacementOptions;
+  numa_node?: number | null;
+  env?: Record<string, string>;
+  host?: string;
+  port?: number;
+  api_key?: string | null;
+  reasoning?: boolean | null;
+  extra_args?: string[];
+  restart?: RestartPolicy;
+  planned_memory?: PlannedMemory[];
+}
+
+export interface SavedProfile {
+  profile: LaunchProfile;
+  warnings: string[];
+  argv: string[] | null;
+  command_line: string | null;
+  build_missing: boolean;
+}
+
+export type InstancePhase = 'starting' | 'loading' | 'ready' | 'stopping' | 'stopped' | 'crashed';
+
+export type CauseKind =
+  | 'out_of_gpu_memory'
+  | 'port_in_use'
+  | 'unknown_architecture'
+  | 'missing_file'
+  | 'exited_immediately'
+  | 'never_healthy'
+  | 'killed'
+  | 'other';
+
+export interface InstanceView {
+  name: string;
+  phase: InstancePhase | (string & {});
+  progress?: number | null;
+  exit_code?: number | null;
+  signal?: number | null;
+  cause?: ({ kind: CauseKind | (string & {}) } & Record<string, unknown>) | null;
+  explanation?: string | null;
+  last_lines?: string[];
+  restart?: { attempt: number; at_ms: UnixMillis } | null;
+  attempt?: number;
+  pid: number | null;
+  started_at_ms: UnixMillis | null;
+  ready_at_ms?: UnixMillis | null;
+  since_ms?: UnixMillis | null;
+  host: string;
+  port: number | null;
+  uptime_ms: number | null;
+  adopted?: boolean;
+  planned_memory: PlannedMemory[];
+  measured_memory: { gpu: number; pid: number; bytes: number }[];
+  argv?: string[];
+}
+
+/** The `instance.log` event's data and one line of GET /instances/{name}/logs. */
+export interface LogLine {
+  name?: string;
+  seq: number;
+  at_ms: UnixMillis;
+  stream: 'stdout' | 'stderr' | (string & {});
+  text: string;
 }

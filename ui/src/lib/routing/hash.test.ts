@@ -12,6 +12,7 @@ describe('parseHash', () => {
     expect(parseHash('#/history?range=1h')).toBe('history');
     expect(parseHash('#/models')).toBe('models');
     expect(parseHash('#/plan?model=%2Fm%2Fx.gguf')).toBe('plan');
+    expect(parseHash('#/instances')).toBe('instances');
   });
   it('falls back to the dashboard for anything else', () => {
     expect(parseHash('#/nope')).toBe('dashboard');

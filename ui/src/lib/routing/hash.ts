@@ -1,13 +1,14 @@
-// Hash routes (#/, #/history, #/models, #/plan?model=…, #/settings): the daemon serves one
+// Hash routes (#/, #/history, #/models, #/plan?model=…, #/instances, #/settings): the daemon serves one
 // index.html, so routing stays on the client and a reload keeps the page.
 
-export type Route = 'dashboard' | 'history' | 'models' | 'plan' | 'settings';
+export type Route = 'dashboard' | 'history' | 'models' | 'plan' | 'instances' | 'settings';
 
 /** The navigation items; `plan` is reached from a model and shows under Models. */
 export const ROUTES: { route: Route; hash: string; label: string }[] = [
   { route: 'dashboard', hash: '#/', label: 'Dashboard' },
   { route: 'history', hash: '#/history', label: 'History' },
   { route: 'models', hash: '#/models', label: 'Models' },
+  { route: 'instances', hash: '#/instances', label: 'Engines' },
   { route: 'settings', hash: '#/settings', label: 'Settings' },
 ];
 
@@ -20,6 +21,8 @@ export function parseHash(hash: string): Route {
       return 'models';
     case '/plan':
       return 'plan';
+    case '/instances':
+      return 'instances';
     case '/settings':
       return 'settings';
     default:

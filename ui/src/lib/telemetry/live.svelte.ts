@@ -6,6 +6,7 @@ import { probeSession } from '../api/client';
 import type { Hello, TelemetryFrame } from '../api/types';
 import { appendFrame, emptyBuffer, type SeriesBuffer } from './series';
 import { library } from '../library/library.svelte';
+import { engines } from '../engines/engines.svelte';
 
 /** A pause longer than three periods is a gap in the charts, not a straight line. */
 export function gapThresholdMs(periodMs: number): number {
@@ -40,6 +41,9 @@ class LiveTelemetry {
         if (ev.type === 'hello') this.hello = ev.data;
         else if (ev.type === 'telemetry.frame') this.ingest(ev.data);
         else if (ev.type === 'library.changed') library.ingest(ev.data);
+        else if (ev.type === 'instance.state') engines.upsert(ev.data);
+        else if (ev.type === 'instance.log') engines.ingestLog(ev.data);
+        else if (ev.type === 'engine.build') engines.ingestBuild(ev.data);
       },
       onParseError: (err) => {
         this.parseError = err;

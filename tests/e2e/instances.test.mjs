@@ -1,0 +1,204 @@
+// The Engines page in a real browser against a real daemon playing the 2× RTX 5060 Ti rig with an
+// empty engine registry: the first-run offer, then a real CPU llama-server registered with the CLI,
+// a launch profile saved from the placement editor for a tiny GGUF, started from the Engines page,
+// followed to ready with its logs streaming, and stopped. Also the admission refusal with
+// "Start anyway", the shell export and deleting a profile.
+// Needs RIGDECK_LLAMA_SERVER (a built llama-server) and RIGDECK_TINY_MODEL (a tiny .gguf).
+import { test, before, after } from "node:test";
+import assert from "node:assert/strict";
+import { execFileSync } from "node:child_process";
+import { existsSync, mkdirSync } from "node:fs";
+import { dirname, join } from "node:path";
+import { startDaemon, launchChromium } from "./daemon.mjs";
+
+function requiredFile(name, what) {
+  const value = process.env[name];
+  if (!value) throw new Error(`${name} is not set: it must name ${what} (\`make test-e2e\` prepares it)`);
+  if (!existsSync(value)) throw new Error(`${name}=${value} does not exist: it must name ${what}`);
+  return value;
+}
+
+const llamaServer = requiredFile("RIGDECK_LLAMA_SERVER", "a built llama-server binary");
+const tinyModel = requiredFile("RIGDECK_TINY_MODEL", "a tiny GGUF model");
+const artifacts = process.env.RIGDECK_ARTIFACTS ?? "/tmp/rigdeck-artifacts";
+
+let daemon;
+let browser;
+let page;
+
+async function api(method, path, body) {
+  const res = await fetch(`${daemon.base}${path}`, {
+    method,
+    headers: { authorization: `Bearer ${daemon.token}`, ...(body ? { "content-type": "application/json" } : {}) },
+    body: body ? JSON.stringify(body) : undefined,
+  });
+  const text = await res.text();
+  return { status: res.status, body: text ? JSON.parse(text) : null };
+}
+
+const row = (name) => page.locator(`[data-testid="instance-row"][data-name="${name}"]`);
+
+before(async () => {
+  daemon = await startDaemon("2x5060ti.json");
+  browser = await launchChromium();
+  page = await browser.newPage({ viewport: { width: 1400, height: 1100 } });
+  await page.goto(daemon.loginUrl);
+  await page.locator('[data-testid="gpu-card"]').first().waitFor({ timeout: 15_000 });
+});
+
+after(async () => {
+  // Never leave an engine behind, whatever failed.
+  if (daemon) {
+    const list = await api("GET", "/api/v1/instances").catch(() => null);
+    for (const v of list?.body ?? []) {
+      if (["starting", "loading", "ready"].includes(v.phase)) await api("POST", `/api/v1/instances/${v.name}/stop`).catch(() => {});
+    }
+  }
+  await browser?.close();
+  await daemon?.stop();
+});
+
+test("with no engine installed the Engines page offers to build the bundled llama.cpp", async () => {
+  await page.locator('nav a[href="#/instances"]').click();
+  await page.locator('[data-testid="instances-page"]').waitFor();
+  const offer = page.locator('[data-testid="first-run"]');
+  await offer.waitFor({ timeout: 10_000 });
+  const button = offer.locator('[data-testid="build-bundled"]');
+  assert.match(await button.textContent(), /Build the bundled llama\.cpp \(CPU\)/);
+  assert.equal(await button.isEnabled(), true);
+  assert.equal(await page.locator('[data-testid="engine-row"]').count(), 0);
+  await page.locator('[data-testid="instances-empty"]').waitFor();
+  await page.locator('[data-testid="profiles-empty"]').waitFor();
+});
+
+test("a registered llama-server shows in the builds list", async () => {
+  execFileSync(process.env.RIGDECK_BIN, ["engines", "register", llamaServer], {
+    env: {
+      ...process.env,
+      RIGDECK_CONFIG_DIR: join(dirname(daemon.dataDir), "config"),
+      RIGDECK_DATA_DIR: daemon.dataDir,
+      RUST_LOG: "warn",
+    },
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  const builds = await api("GET", "/api/v1/engines");
+  assert.equal(builds.status, 200);
+  assert.equal(builds.body.length, 1);
+  assert.equal(builds.body[0].kind, "llama.cpp");
+  await page.reload();
+  const engine = page.locator('[data-testid="engine-row"]');
+  await engine.first().waitFor({ timeout: 10_000 });
+  assert.equal(await engine.count(), 1);
+  assert.equal(await engine.first().getAttribute("data-status"), "ready");
+  assert.equal(await page.locator('[data-testid="first-run"]').count(), 0);
+});
+
+test("the placement editor saves a launch profile", async () => {
+  await page.goto(`${daemon.base}/#/plan?model=${encodeURIComponent(tinyModel)}`);
+  const panel = page.locator('[data-testid="save-profile"]');
+  await panel.waitFor({ timeout: 20_000 });
+  const select = panel.locator('[data-testid="profile-build"]');
+  await page.waitForFunction(() => document.querySelectorAll('[data-testid="profile-build"] option').length > 0, null, { timeout: 10_000 });
+  assert.match(await select.locator("option").first().textContent(), /llama\.cpp/);
+  await panel.locator('[data-testid="profile-name"]').fill("tiny");
+  // A bad port is caught before it is sent.
+  await panel.locator('[data-testid="profile-port"]').fill("99999");
+  assert.equal(await panel.locator('[data-testid="save-profile-submit"]').isDisabled(), true);
+  await panel.locator('[data-testid="profile-port"]').fill("");
+  await panel.locator('[data-testid="save-profile-submit"]').click();
+  await panel.locator('[data-testid="save-profile-done"]').waitFor({ timeout: 10_000 });
+  assert.equal(await panel.locator('[data-testid="goto-instances"]').getAttribute("href"), "#/instances");
+  // Saving the same name again shows the daemon's error verbatim.
+  await panel.locator('[data-testid="save-profile-submit"]').click();
+  const err = panel.locator('[data-testid="save-profile-error"]');
+  await err.waitFor({ timeout: 10_000 });
+  assert.equal(await err.getAttribute("data-code"), "profile_exists");
+  const saved = await api("GET", "/api/v1/profiles/tiny");
+  assert.equal(saved.status, 200);
+  assert.equal(saved.body.profile.model, tinyModel);
+  assert.equal(saved.body.profile.placement.context, 32768);
+});
+
+test("the profile is listed and exports as a shell script", async () => {
+  await page.locator('nav a[href="#/instances"]').click();
+  const prof = page.locator('[data-testid="profile-row"][data-name="tiny"]');
+  await prof.waitFor({ timeout: 10_000 });
+  await prof.locator('[data-testid="profile-export-shell"]').click();
+  const text = page.locator('[data-testid="export-text"]');
+  await text.waitFor();
+  const script = await text.textContent();
+  assert.match(script, /^#!\/bin\/sh/);
+  assert.ok(script.includes("llama-server"), script);
+});
+
+test("admission refuses a profile that does not fit and offers Start anyway", async () => {
+  const created = await api("POST", "/api/v1/profiles", {
+    name: "toobig",
+    engine_build_id: (await api("GET", "/api/v1/engines")).body[0].id,
+    model: tinyModel,
+    planned_memory: [{ gpu: 0, bytes: 200 * 1024 ** 3 }],
+  });
+  assert.equal(created.status, 201, JSON.stringify(created.body));
+  await page.reload();
+  const prof = page.locator('[data-testid="profile-row"][data-name="toobig"]');
+  await prof.waitFor({ timeout: 10_000 });
+  await prof.locator('[data-testid="profile-start"]').click();
+  const refused = prof.locator('[data-testid="start-refused"]');
+  await refused.waitFor({ timeout: 40_000 });
+  assert.equal(await refused.getAttribute("data-code"), "does_not_fit");
+  assert.match(await refused.textContent(), /GPU 0/);
+  await prof.locator('[data-testid="start-force"]').waitFor();
+  // Delete it (two clicks).
+  await prof.locator('[data-testid="profile-delete"]').click();
+  await prof.locator('[data-testid="profile-delete-confirm"]').click();
+  await page.waitForFunction(() => !document.querySelector('[data-testid="profile-row"][data-name="toobig"]'), null, { timeout: 10_000 });
+  assert.equal((await api("GET", "/api/v1/profiles/toobig")).status, 404);
+});
+
+test("starts from the Engines page, reaches ready and streams logs", async () => {
+  const prof = page.locator('[data-testid="profile-row"][data-name="tiny"]');
+  await prof.locator('[data-testid="profile-start"]').click();
+  await row("tiny").waitFor({ timeout: 15_000 });
+  await page.locator('[data-testid="instance-row"][data-name="tiny"][data-state="ready"]').waitFor({ timeout: 90_000 });
+  assert.match(await row("tiny").locator('[data-testid="instance-state"]').textContent(), /ready/);
+  const pid = Number(await row("tiny").locator('[data-testid="instance-pid"]').textContent());
+  assert.ok(pid > 0, "a pid is shown");
+  const href = await row("tiny").locator('a[data-testid="instance-port"]').getAttribute("href");
+  assert.match(href, /^http:\/\/127\.0\.0\.1:\d+\/$/);
+  const health = await fetch(new URL("health", href));
+  assert.equal(health.status, 200, "the port link reaches the engine");
+  const logs = page.locator('[data-testid="instance-logs"]');
+  assert.equal(await logs.getAttribute("data-name"), "tiny");
+  await page.waitForFunction(() => Number(document.querySelector('[data-testid="instance-logs"]')?.getAttribute("data-lines")) > 5, null, { timeout: 15_000 });
+  // A request makes the engine print more: the new lines arrive over the WebSocket.
+  const before = Number(await logs.getAttribute("data-lines"));
+  await fetch(new URL("v1/models", href));
+  await fetch(new URL("health", href));
+  await page.waitForFunction(
+    (n) => Number(document.querySelector('[data-testid="instance-logs"]')?.getAttribute("data-lines")) > n,
+    before,
+    { timeout: 15_000 },
+  ).catch(() => {});
+  // Search (server side and live): only matching lines remain.
+  await page.locator('[data-testid="log-search"]').fill("listening on");
+  await page.waitForFunction(() => {
+    const lines = [...document.querySelectorAll('[data-testid="instance-logs"] [data-testid="log-line"]')];
+    return lines.length > 0 && lines.every((l) => l.textContent.includes("listening on"));
+  }, null, { timeout: 10_000 }).catch(async (e) => {
+    throw new Error(`${e.message}\nthe log shows:\n${await logs.innerText()}`);
+  });
+  await page.locator('[data-testid="log-search"]').fill("");
+  await page.waitForFunction(() => Number(document.querySelector('[data-testid="instance-logs"]')?.getAttribute("data-lines")) > 5, null, { timeout: 10_000 });
+  mkdirSync(artifacts, { recursive: true });
+  const shot = join(artifacts, "instances.png");
+  await page.screenshot({ path: shot, fullPage: true });
+  console.log(`instances screenshot saved to ${shot}`);
+});
+
+test("Stop ends the engine and shows it stopped", async () => {
+  await row("tiny").locator('[data-testid="instance-stop"]').click();
+  await page.locator('[data-testid="instance-row"][data-name="tiny"][data-state="stopped"]').waitFor({ timeout: 30_000 });
+  await row("tiny").locator('[data-testid="instance-start"]').waitFor();
+  const list = await api("GET", "/api/v1/instances");
+  assert.equal(list.body.find((v) => v.name === "tiny").phase, "stopped");
+});

@@ -1,0 +1,176 @@
+// Instances page and "Save as launch profile" helpers.
+
+import { describe, expect, it } from 'vitest';
+import type { InstanceView, LogLine, PlanResponse } from '../api/types';
+import {
+  BUILD_LINES_KEPT,
+  buildActive,
+  causeLabel,
+  defaultProfileName,
+  emptyBuild,
+  endpointUrl,
+  formatUptime,
+  isRunning,
+  liveUptime,
+  memoryRows,
+  mergeLogs,
+  phaseLabel,
+  phaseTone,
+  plannedMemoryFromPlan,
+  profileBody,
+  profileFormError,
+  reduceBuild,
+} from './instances';
+import { defaultOptions } from '../placement/editor.svelte';
+
+const GIB = 1024 ** 3;
+
+describe('phase labels', () => {
+  it('shows load progress as a percentage, clamped', () => {
+    expect(phaseLabel({ phase: 'loading', progress: 0.4 })).toBe('loading 40%');
+    expect(phaseLabel({ phase: 'loading', progress: 1.7 })).toBe('loading 100%');
+    expect(phaseLabel({ phase: 'loading', progress: null })).toBe('loading');
+    expect(phaseLabel({ phase: 'ready', progress: 0.4 })).toBe('ready');
+  });
+  it('keeps an unknown phase from a newer daemon', () => {
+    expect(phaseLabel({ phase: 'paused' })).toBe('paused');
+    expect(phaseTone('paused')).toBe('muted');
+  });
+  it('tones and running', () => {
+    expect(phaseTone('ready')).toBe('ok');
+    expect(phaseTone('crashed')).toBe('bad');
+    expect(isRunning('loading')).toBe(true);
+    expect(isRunning('stopping')).toBe(false);
+    expect(isRunning('crashed')).toBe(false);
+  });
+  it('names crash causes', () => {
+    expect(causeLabel('out_of_gpu_memory')).toBe('out of GPU memory');
+    expect(causeLabel('port_in_use')).toBe('port in use');
+    expect(causeLabel('brand_new_cause')).toBe('brand new cause');
+    expect(causeLabel(null)).toBe('unknown cause');
+  });
+});
+
+describe('uptime', () => {
+  it('formats seconds, minutes, hours and days', () => {
+    expect(formatUptime(null)).toBe('—');
+    expect(formatUptime(999)).toBe('0s');
+    expect(formatUptime(42_000)).toBe('42s');
+    expect(formatUptime(5 * 60_000 + 3_000)).toBe('5m 03s');
+    expect(formatUptime(3 * 3_600_000 + 7 * 60_000)).toBe('3h 07m');
+    expect(formatUptime(2 * 86_400_000 + 4 * 3_600_000)).toBe('2d 4h');
+  });
+  it('advances only while running', () => {
+    expect(liveUptime({ uptime_ms: 5000, phase: 'ready' }, 1000, 4000)).toBe(8000);
+    expect(liveUptime({ uptime_ms: 5000, phase: 'stopped' }, 1000, 4000)).toBe(5000);
+    expect(liveUptime({ uptime_ms: null, phase: 'starting' }, 1000, 4000)).toBeNull();
+  });
+});
+
+describe('endpointUrl', () => {
+  it('links the engine on its own host and port', () => {
+    expect(endpointUrl({ host: '127.0.0.1', port: 38211 })).toBe('http://127.0.0.1:38211/');
+    expect(endpointUrl({ host: '0.0.0.0', port: 8080 }, 'rig.lan')).toBe('http://rig.lan:8080/');
+    expect(endpointUrl({ host: '::1', port: 8080 })).toBe('http://[::1]:8080/');
+    expect(endpointUrl({ host: '127.0.0.1', port: null })).toBeNull();
+  });
+});
+
+describe('memoryRows', () => {
+  it('puts planned and measured side by side per GPU, summing pids', () => {
+    const v: Pick<InstanceView, 'planned_memory' | 'measured_memory'> = {
+      planned_memory: [
+        { gpu: 1, bytes: 10 * GIB },
+        { gpu: 0, bytes: 20 * GIB },
+      ],
+      measured_memory: [
+        { gpu: 0, pid: 1, bytes: 18 * GIB },
+        { gpu: 0, pid: 2, bytes: 1 * GIB },
+        { gpu: 2, pid: 1, bytes: 2 * GIB },
+      ],
+    };
+    expect(memoryRows(v)).toEqual([
+      { gpu: 0, planned: 20 * GIB, measured: 19 * GIB, delta: -1 * GIB },
+      { gpu: 1, planned: 10 * GIB, measured: null, delta: null },
+      { gpu: 2, planned: null, measured: 2 * GIB, delta: null },
+    ]);
+  });
+  it('is empty for a CPU engine', () => {
+    expect(memoryRows({ planned_memory: [], measured_memory: [] })).toEqual([]);
+  });
+});
+
+describe('reduceBuild', () => {
+  it('follows the steps and keeps the last line', () => {
+    let s = emptyBuild();
+    expect(buildActive(s)).toBe(false);
+    s = reduceBuild(s, { build_id: 'b1', step: 'fetch', fraction: 0.1, line: 'fetching' });
+    s = reduceBuild(s, { build_id: 'b1', step: 'compile', fraction: null, line: '[10/200] x.c' });
+    expect(s).toMatchObject({ step: 'compile', fraction: 0.1, line: '[10/200] x.c', done: false, failed: false });
+    expect(buildActive(s)).toBe(true);
+    s = reduceBuild(s, { build_id: 'b1', step: 'done', fraction: null, line: null });
+    expect(s).toMatchObject({ done: true, fraction: 1, line: '[10/200] x.c' });
+    expect(buildActive(s)).toBe(false);
+  });
+  it('keeps the last lines for a failure and starts over for a new build', () => {
+    let s = emptyBuild();
+    for (let i = 0; i < BUILD_LINES_KEPT + 5; i++) s = reduceBuild(s, { build_id: 1, step: 'compile', fraction: 0.5, line: `l${i}` });
+    s = reduceBuild(s, { build_id: 1, step: 'failed', fraction: null, line: 'ninja: build stopped' });
+    expect(s.failed).toBe(true);
+    expect(s.lines).toHaveLength(BUILD_LINES_KEPT);
+    expect(s.lines.at(-1)).toBe('ninja: build stopped');
+    s = reduceBuild(s, { build_id: 2, step: 'fetch', fraction: 0, line: 'again' });
+    expect(s).toMatchObject({ buildId: 2, failed: false, lines: ['again'] });
+  });
+});
+
+describe('mergeLogs', () => {
+  const l = (seq: number): LogLine => ({ seq, at_ms: seq, stream: 'stdout', text: `t${seq}` });
+  it('appends in order without duplicates and keeps the tail', () => {
+    const a = [l(1), l(2)];
+    expect(mergeLogs(a, [l(2)])).toBe(a);
+    expect(mergeLogs(a, [l(4), l(3)]).map((x) => x.seq)).toEqual([1, 2, 3, 4]);
+    expect(mergeLogs([], [l(1), l(2), l(3)], 2).map((x) => x.seq)).toEqual([2, 3]);
+  });
+});
+
+describe('profile from the editor', () => {
+  const plan = {
+    report: {
+      plan: {
+        devices: [
+          { spec: { id: { kind: 'gpu', index: 0 } }, usage: { weights_bytes: 10, kv_bytes: 2, compute_bytes: 3, overhead_bytes: 4 } },
+          { spec: { id: { kind: 'gpu', index: 1 } }, usage: { weights_bytes: 0, kv_bytes: 0, compute_bytes: 0, overhead_bytes: 0 } },
+          { spec: { id: { kind: 'cpu' } }, usage: { weights_bytes: 100, kv_bytes: 0, compute_bytes: 0, overhead_bytes: 0 } },
+        ],
+      },
+    },
+  } as unknown as PlanResponse;
+
+  it('plans memory for the GPUs that hold something', () => {
+    expect(plannedMemoryFromPlan(plan)).toEqual([{ gpu: 0, bytes: 19 }]);
+    expect(plannedMemoryFromPlan(null)).toEqual([]);
+  });
+  it('writes the body with options, model, port and planned memory for a GPU build on the live rig', () => {
+    const options = { ...defaultOptions(), context: 8192 };
+    const body = profileBody({ name: ' qwen ', engineBuildId: 3, port: '8081' }, '/m/q.gguf', options, plan, 'live', 'cuda');
+    expect(body).toEqual({ name: 'qwen', engine_build_id: 3, model: '/m/q.gguf', placement: options, port: 8081, planned_memory: [{ gpu: 0, bytes: 19 }] });
+  });
+  it('leaves the port and planned memory out for a free port, a CPU build or a preset rig', () => {
+    const o = defaultOptions();
+    const cpu = profileBody({ name: 'a', engineBuildId: 1, port: '' }, '/m.gguf', o, plan, 'live', 'cpu');
+    expect(cpu).toEqual({ name: 'a', engine_build_id: 1, model: '/m.gguf', placement: o });
+    expect(profileBody({ name: 'a', engineBuildId: 1, port: '' }, '/m.gguf', o, plan, '4x3090', 'cuda').planned_memory).toBeUndefined();
+  });
+  it('checks the form', () => {
+    expect(profileFormError({ name: '', engineBuildId: 1, port: '' })).toMatch(/name/);
+    expect(profileFormError({ name: 'a', engineBuildId: null, port: '' })).toMatch(/engine/);
+    expect(profileFormError({ name: 'a', engineBuildId: 1, port: '70000' })).toMatch(/port/);
+    expect(profileFormError({ name: 'a', engineBuildId: 1, port: 'x' })).toMatch(/port/);
+    expect(profileFormError({ name: 'a', engineBuildId: 1, port: '8080' })).toBeNull();
+  });
+  it('suggests a name from the model file', () => {
+    expect(defaultProfileName('/m/Qwen3-8B-Q4_K_M.gguf')).toBe('qwen3-8b-q4_k_m');
+    expect(defaultProfileName('/m/GLM 5.2/GLM-5.2-IQ2-00001-of-00006.gguf')).toBe('glm-5.2-iq2');
+  });
+});

@@ -1,0 +1,229 @@
+// Pure helpers for the Instances page and the "Save as launch profile" form: state labels, uptime,
+// planned-vs-measured memory rows, the build-progress reducer and the profile body from the editor.
+
+import type {
+  BuildProgress,
+  InstanceView,
+  LaunchProfile,
+  LogLine,
+  PlacementOptions,
+  PlanResponse,
+  PlannedMemory,
+} from '../api/types';
+
+export type Tone = 'ok' | 'warn' | 'bad' | 'info' | 'muted';
+
+const PHASES: Record<string, { label: string; tone: Tone }> = {
+  starting: { label: 'starting', tone: 'info' },
+  loading: { label: 'loading', tone: 'info' },
+  ready: { label: 'ready', tone: 'ok' },
+  stopping: { label: 'stopping', tone: 'warn' },
+  stopped: { label: 'stopped', tone: 'muted' },
+  crashed: { label: 'crashed', tone: 'bad' },
+};
+
+/** The state chip's text: loading shows its progress ("loading 40%"). */
+export function phaseLabel(v: Pick<InstanceView, 'phase' | 'progress'>): string {
+  const base = PHASES[v.phase]?.label ?? v.phase;
+  if (v.phase === 'loading' && typeof v.progress === 'number' && Number.isFinite(v.progress)) {
+    return `${base} ${Math.round(Math.min(1, Math.max(0, v.progress)) * 100)}%`;
+  }
+  return base;
+}
+
+export function phaseTone(phase: string): Tone {
+  return PHASES[phase]?.tone ?? 'muted';
+}
+
+/** Running means it holds (or will hold) a process: stop and restart apply. */
+export function isRunning(phase: string): boolean {
+  return phase === 'starting' || phase === 'loading' || phase === 'ready';
+}
+
+const CAUSES: Record<string, string> = {
+  out_of_gpu_memory: 'out of GPU memory',
+  port_in_use: 'port in use',
+  unknown_architecture: 'unknown model architecture',
+  missing_file: 'missing file',
+  exited_immediately: 'exited at once',
+  never_healthy: 'never became healthy',
+  killed: 'killed',
+  other: 'other',
+};
+
+export function causeLabel(kind: string | null | undefined): string {
+  if (!kind) return 'unknown cause';
+  return CAUSES[kind] ?? kind.replace(/_/g, ' ');
+}
+
+/** "42s", "5m 03s", "3h 07m", "2d 4h". Null (not running) shows as a dash. */
+export function formatUptime(ms: number | null | undefined): string {
+  if (ms == null || !Number.isFinite(ms) || ms < 0) return '—';
+  const s = Math.floor(ms / 1000);
+  if (s < 60) return `${s}s`;
+  const m = Math.floor(s / 60);
+  if (m < 60) return `${m}m ${String(s % 60).padStart(2, '0')}s`;
+  const h = Math.floor(m / 60);
+  if (h < 24) return `${h}h ${String(m % 60).padStart(2, '0')}m`;
+  return `${Math.floor(h / 24)}d ${h % 24}h`;
+}
+
+/** Uptime as the view says it, advanced by the time since the view arrived while it is running. */
+export function liveUptime(v: Pick<InstanceView, 'uptime_ms' | 'phase'>, receivedAtMs: number, nowMs: number): number | null {
+  if (v.uptime_ms == null) return null;
+  return isRunning(v.phase) ? v.uptime_ms + Math.max(0, nowMs - receivedAtMs) : v.uptime_ms;
+}
+
+/** The engine's own address: loopback-bound engines are reached at the page's host name only when
+ *  the page is on the same machine, so a wildcard bind shows the page's host. */
+export function endpointUrl(v: Pick<InstanceView, 'host' | 'port'>, pageHost = '127.0.0.1'): string | null {
+  if (!v.port) return null;
+  let host = v.host || '127.0.0.1';
+  if (host === '0.0.0.0' || host === '::') host = pageHost;
+  if (host.includes(':') && !host.startsWith('[')) host = `[${host}]`;
+  return `http://${host}:${v.port}/`;
+}
+
+export interface MemoryRow {
+  gpu: number;
+  planned: number | null;
+  measured: number | null;
+  /** measured − planned when both are known. */
+  delta: number | null;
+}
+
+/** One row per GPU that has a plan or a measurement, by index; measurements of several pids on one
+ *  GPU are added up. */
+export function memoryRows(v: Pick<InstanceView, 'planned_memory' | 'measured_memory'>): MemoryRow[] {
+  const rows = new Map<number, MemoryRow>();
+  const row = (gpu: number) => {
+    let r = rows.get(gpu);
+    if (!r) rows.set(gpu, (r = { gpu, planned: null, measured: null, delta: null }));
+    return r;
+  };
+  for (const p of v.planned_memory ?? []) row(p.gpu).planned = (row(p.gpu).planned ?? 0) + p.bytes;
+  for (const m of v.measured_memory ?? []) row(m.gpu).measured = (row(m.gpu).measured ?? 0) + m.bytes;
+  const out = [...rows.values()].sort((a, b) => a.gpu - b.gpu);
+  for (const r of out) r.delta = r.planned != null && r.measured != null ? r.measured - r.planned : null;
+  return out;
+}
+
+// ---- Build progress ----
+
+export interface BuildState {
+  buildId: string | number | null;
+  step: string | null;
+  fraction: number | null;
+  /** The most recent output line. */
+  line: string | null;
+  /** The last lines (kept for a failure). */
+  lines: string[];
+  done: boolean;
+  failed: boolean;
+}
+
+export const BUILD_LINES_KEPT = 40;
+
+export function emptyBuild(): BuildState {
+  return { buildId: null, step: null, fraction: null, line: null, lines: [], done: false, failed: false };
+}
+
+/** Folds one `engine.build` event into the state; a new build id starts over. */
+export function reduceBuild(s: BuildState, e: BuildProgress): BuildState {
+  const base = s.buildId != null && e.build_id !== s.buildId ? emptyBuild() : s;
+  const lines = e.line ? [...base.lines, e.line].slice(-BUILD_LINES_KEPT) : base.lines;
+  const fraction =
+    e.step === 'done' ? 1 : typeof e.fraction === 'number' && Number.isFinite(e.fraction) ? Math.min(1, Math.max(0, e.fraction)) : base.fraction;
+  return {
+    buildId: e.build_id,
+    step: e.step,
+    fraction,
+    line: e.line ?? base.line,
+    lines,
+    done: e.step === 'done',
+    failed: e.step === 'failed',
+  };
+}
+
+export function buildActive(s: BuildState): boolean {
+  return s.step != null && !s.done && !s.failed;
+}
+
+// ---- Logs ----
+
+/** Appends lines in seq order without duplicates, keeping the last `keep`. */
+export function mergeLogs(have: LogLine[], more: LogLine[], keep = 500): LogLine[] {
+  const last = have.at(-1)?.seq ?? -Infinity;
+  const fresh = more.filter((l) => l.seq > last).sort((a, b) => a.seq - b.seq);
+  if (fresh.length === 0) return have;
+  return [...have, ...fresh].slice(-keep);
+}
+
+// ---- Profile from the placement editor ----
+
+export interface ProfileForm {
+  name: string;
+  engineBuildId: number | null;
+  /** Empty: a free port at each start. */
+  port: string;
+}
+
+/** Checks the form; null when it can be sent. */
+export function profileFormError(f: ProfileForm): string | null {
+  if (!f.name.trim()) return 'Give the profile a name.';
+  if (f.engineBuildId == null) return 'Pick an engine build.';
+  const p = f.port.trim();
+  if (p && !(/^\d+$/.test(p) && Number(p) >= 1 && Number(p) <= 65535)) return 'The port is a number from 1 to 65535, or empty for a free one.';
+  return null;
+}
+
+/** Planned memory per GPU from the plan: weights + KV + compute + overhead of each GPU column. */
+export function plannedMemoryFromPlan(res: PlanResponse | null): PlannedMemory[] {
+  if (!res) return [];
+  const out: PlannedMemory[] = [];
+  for (const d of res.report.plan.devices) {
+    if (d.spec.id.kind !== 'gpu') continue;
+    const u = d.usage;
+    const bytes = u.weights_bytes + u.kv_bytes + u.compute_bytes + u.overhead_bytes;
+    if (bytes > 0) out.push({ gpu: d.spec.id.index, bytes });
+  }
+  return out;
+}
+
+/** The POST /api/v1/profiles body from the editor's model, options and plan. Planned memory is
+ *  sent only for a live-rig plan (a preset's columns are not this machine's GPUs) and a GPU build
+ *  (a CPU engine holds no VRAM, so admission must not count any). */
+export function profileBody(
+  f: ProfileForm,
+  model: string,
+  options: PlacementOptions,
+  plan: PlanResponse | null,
+  rig: string,
+  backend: string | null,
+): LaunchProfile {
+  const body: LaunchProfile = {
+    name: f.name.trim(),
+    engine_build_id: f.engineBuildId ?? 0,
+    model,
+    placement: options,
+  };
+  const p = f.port.trim();
+  if (p) body.port = Number(p);
+  if (rig === 'live' && backend != null && backend !== 'cpu') {
+    const planned = plannedMemoryFromPlan(plan);
+    if (planned.length > 0) body.planned_memory = planned;
+  }
+  return body;
+}
+
+/** A profile name suggested from the model file: "Qwen3-8B-Q4_K_M.gguf" → "qwen3-8b-q4_k_m";
+ *  a split model's shard suffix is dropped. */
+export function defaultProfileName(model: string): string {
+  const base = model.split(/[\\/]/).pop() ?? '';
+  return base
+    .replace(/\.gguf$/i, '')
+    .replace(/-\d{5}-of-\d{5}$/i, '')
+    .toLowerCase()
+    .replace(/[^a-z0-9._-]+/g, '-')
+    .replace(/^-+|-+$/g, '');
+}
