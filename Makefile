@@ -43,7 +43,7 @@ test-ui: setup
 # plan_bench writes the GLM-5.2-shaped split model (sparse files) the placement test plans; the
 # instances test runs the cached llama-server (built by test-rust) on a tiny model with a real
 # tokenizer from the llama.cpp source tree.
-RIGDECK_CACHE := $(or $(RIGDECK_CACHE_DIR),$(HOME)/.cache/rigdeck)
+RIGDECK_CACHE := $(or $(RIGDECK_CACHE_DIR),$(or $(XDG_CACHE_HOME),$(HOME)/.cache)/rigdeck)
 test-e2e: test-rust
 	mkdir -p $(ARTIFACTS)
 	cargo build -p rigdeck-core --example plan_bench

@@ -16,9 +16,8 @@ use rigdeck_gguf::tiny::TinyModel;
 const MIB: f64 = (1u64 << 20) as f64;
 
 fn cache() -> PathBuf {
-    std::env::var_os("RIGDECK_CACHE_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| dirs::cache_dir().unwrap_or_default().join("rigdeck"))
+    rigdeck_core::engines::source::cache_root()
+        .expect("a cache folder (set HOME or RIGDECK_CACHE_DIR)")
 }
 
 /// The first directory that matches, from the environment or the build cache.
