@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 use anyhow::Context;
 use rigdeck_core::auth::ApiToken;
 use rigdeck_core::events::EventBus;
-use rigdeck_core::launch::instances::GpuSource;
+use rigdeck_core::launch::instances::{Autostart, GpuSource};
 use rigdeck_core::launch::Instances;
 use rigdeck_core::paths::AppPaths;
 use rigdeck_core::settings::SettingsStore;
@@ -61,6 +61,7 @@ pub struct RunningServer {
     stop: watch::Sender<bool>,
     serving: JoinHandle<std::io::Result<()>>,
     telemetry: Arc<TelemetryHandle>,
+    autostart: Autostart,
 }
 
 impl RunningServer {
@@ -92,6 +93,11 @@ impl RunningServer {
     /// The user's choice for the desktop window: keep serving after it closes.
     pub fn keep_running_in_background(&self) -> bool {
         self.state.current_settings().keep_running_in_background
+    }
+
+    /// What starting the autostart profiles did (started, skipped, or refused and why).
+    pub fn autostart(&self) -> &Autostart {
+        &self.autostart
     }
 
     /// Resolves when the server stops on its own (it only does on a listener error).
@@ -147,7 +153,7 @@ pub async fn start(options: ServeOptions) -> anyhow::Result<RunningServer> {
         ours.clone(),
     ));
     telemetry.first_frame().await;
-    let instances = match &store {
+    let (instances, autostart) = match &store {
         Some(store) => {
             let latest = telemetry.clone();
             let gpus: GpuSource = Arc::new(move || latest.latest().map(|f| f.sample.gpus.clone()));
@@ -161,9 +167,12 @@ pub async fn start(options: ServeOptions) -> anyhow::Result<RunningServer> {
                     recovery.cleaned_up
                 );
             }
-            Some(instances)
+            // Then the profiles marked autostart, admitted together.
+            let report = instances.autostart().await;
+            log_autostart(&report);
+            (Some(instances), report)
         }
-        None => None,
+        None => (None, Autostart::default()),
     };
     let (stop, stop_rx) = watch::channel(false);
     let state = Arc::new(AppState {
@@ -191,7 +200,26 @@ pub async fn start(options: ServeOptions) -> anyhow::Result<RunningServer> {
         stop,
         serving,
         telemetry,
+        autostart,
     })
+}
+
+fn log_autostart(report: &Autostart) {
+    if !report.started.is_empty() {
+        tracing::info!("autostart: started {}", report.started.join(", "));
+    }
+    if !report.already_running.is_empty() {
+        tracing::info!(
+            "autostart: already running (adopted) {}",
+            report.already_running.join(", ")
+        );
+    }
+    for (name, why) in &report.skipped {
+        tracing::warn!("autostart: skipped '{name}': {why}");
+    }
+    if let Some(why) = &report.refused {
+        tracing::warn!("{why}");
+    }
 }
 
 async fn bind(addr: SocketAddr) -> anyhow::Result<tokio::net::TcpListener> {

@@ -7,34 +7,12 @@
 
 mod support;
 
-use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use rigdeck_core::engines::cmake_build::{self, BuildRequest};
 use rigdeck_core::engines::registry;
-use rigdeck_core::engines::source::{self, SourceSpec};
-use rigdeck_core::engines::{Backend, EngineKind};
 use rigdeck_core::store::Store;
 use serde_json::{json, Value};
-use support::TestServer;
-
-async fn llama_server() -> PathBuf {
-    let cache = source::cache_root().expect("a cache folder");
-    let request = BuildRequest {
-        kind: EngineKind::LlamaCpp,
-        source: SourceSpec::Bundled,
-        backend: Backend::Cpu,
-        cuda_architectures: None,
-        engines_dir: cache.join("engines"),
-        build_dir: None,
-        cache_dir: cache.clone(),
-        jobs: None,
-    };
-    cmake_build::build(&request, &|_| {})
-        .await
-        .unwrap_or_else(|err| panic!("{err}"))
-        .llama_server
-}
+use support::{llama_server, TestServer};
 
 impl TestServer {
     async fn send(&self, method: &str, path: &str, body: Option<Value>) -> (u16, Value) {

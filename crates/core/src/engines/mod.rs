@@ -7,12 +7,14 @@
 //!   progress as [`cmake_build::BuildProgress`] events.
 //! - [`registry`]: the installed builds, in SQLite (built by Rigdeck or registered by the user).
 //! - [`capabilities`]: what a binary supports, read from its `--version` and `--help`.
+//! - [`python_env`]: vLLM and SGLang installed with pip into managed virtual environments.
 //!
 //! Every external program runs from an argv vector, never through a shell.
 
 pub mod capabilities;
 pub mod cmake_build;
 pub mod install;
+pub mod python_env;
 pub mod registry;
 pub mod source;
 

@@ -380,7 +380,10 @@ fn python_capabilities(version: String) -> Capabilities {
 }
 
 /// `<venv>/bin/python -c 'import vllm; print(vllm.__version__)'`; the error says why not.
-async fn python_package_version(venv: &Path, kind: EngineKind) -> Result<String, String> {
+pub(crate) async fn python_package_version(
+    venv: &Path,
+    kind: EngineKind,
+) -> Result<String, String> {
     // The module name comes from our own enum, never from input.
     let module = match kind {
         EngineKind::Vllm => "vllm",

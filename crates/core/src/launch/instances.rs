@@ -93,6 +93,20 @@ pub struct Recovery {
     pub failed: Vec<(String, String)>,
 }
 
+/// What [`Instances::autostart`] did at daemon start.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Autostart {
+    /// Started now, all admitted together.
+    pub started: Vec<String>,
+    /// Already running (adopted from the last run): left as they are.
+    pub already_running: Vec<String>,
+    /// Profiles that cannot start at all (build removed or missing), with why; the others
+    /// still start.
+    pub skipped: Vec<(String, String)>,
+    /// Why the set was refused or failed (admission: nothing of it started).
+    pub refused: Option<String>,
+}
+
 #[derive(Default)]
 struct Meta {
     host: Option<String>,
@@ -285,6 +299,62 @@ impl Instances {
             views.push(self.start_one(profile, &build).await?);
         }
         Ok(views)
+    }
+
+    /// Starts every profile marked `autostart` (call after [`Instances::recover`]), together
+    /// through [`Instances::start_many`]: when their planned memory cannot coexist with each
+    /// other and what the GPUs already hold, none is started and `refused` says why. Profiles
+    /// already running (adopted) are left alone; ones whose build is gone are skipped.
+    pub async fn autostart(&self) -> Autostart {
+        let mut report = Autostart::default();
+        let profiles = match self.store.launch_profiles().await {
+            Ok(profiles) => profiles,
+            Err(err) => {
+                report.refused = Some(format!("cannot read the launch profiles: {err}"));
+                return report;
+            }
+        };
+        let mut names = Vec::new();
+        for profile in profiles.into_iter().filter(|p| p.autostart) {
+            if self
+                .supervisor
+                .get(&profile.name)
+                .is_some_and(|h| !h.is_finished())
+            {
+                report.already_running.push(profile.name);
+                continue;
+            }
+            let usable = match self.store.engine_build(profile.engine_build_id).await {
+                Ok(Some(build)) => profile::check_build(&build).map_err(|e| e.to_string()),
+                Ok(None) => Err(ProfileError::UnknownBuild {
+                    profile: profile.name.clone(),
+                    id: profile.engine_build_id,
+                }
+                .to_string()),
+                Err(err) => Err(err.to_string()),
+            };
+            match usable {
+                Ok(()) => names.push(profile.name),
+                Err(why) => report.skipped.push((profile.name, why)),
+            }
+        }
+        if names.is_empty() {
+            return report;
+        }
+        match self.start_many(&names, false).await {
+            Ok(views) => report.started = views.into_iter().map(|v| v.state.name).collect(),
+            Err(err) => {
+                // Admission refuses the whole set before anything starts; a later failure
+                // (one engine's spawn) can leave the ones before it running: say which.
+                report.started = names
+                    .iter()
+                    .filter(|n| self.supervisor.get(n).is_some_and(|h| !h.is_finished()))
+                    .cloned()
+                    .collect();
+                report.refused = Some(format!("autostart of {} refused: {err}", names.join(", ")));
+            }
+        }
+        report
     }
 
     fn admit(&self, prepared: &[(LaunchProfile, EngineBuild)]) -> Result<(), LaunchError> {

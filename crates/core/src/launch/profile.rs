@@ -49,6 +49,9 @@ pub struct LaunchProfile {
     pub restart: RestartSetting,
     /// Memory per GPU the planner predicted when the profile was saved (for admission).
     pub planned_memory: Vec<PlannedGpu>,
+    /// Started when the daemon starts; all autostart profiles are admitted together, so a set
+    /// that cannot coexist on the GPUs is refused as a whole (see `Instances::autostart`).
+    pub autostart: bool,
 }
 
 impl Default for LaunchProfile {
@@ -67,6 +70,7 @@ impl Default for LaunchProfile {
             extra_args: Vec::new(),
             restart: RestartSetting::default(),
             planned_memory: Vec::new(),
+            autostart: false,
         }
     }
 }
@@ -219,7 +223,7 @@ pub fn validate(
     Ok(warnings)
 }
 
-fn check_build(build: &EngineBuild) -> Result<(), ProfileError> {
+pub(crate) fn check_build(build: &EngineBuild) -> Result<(), ProfileError> {
     if build.kind.is_python() {
         return Err(ProfileError::UnsupportedKind {
             id: build.id,

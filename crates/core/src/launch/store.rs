@@ -145,4 +145,24 @@ mod tests {
         store.delete_launch_profile("b").await.unwrap();
         assert!(store.delete_launch_profile("b").await.is_err());
     }
+
+    #[tokio::test]
+    async fn autostart_round_trips_and_older_bodies_read_as_off() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(&dir.path().join("db.sqlite")).await.unwrap();
+        // A body saved before the field existed.
+        sqlx::query("INSERT INTO launch_profiles (name, body, created_at_ms, updated_at_ms) VALUES ('old', ?, 0, 0)")
+            .bind(r#"{"name": "old", "engine_build_id": 1, "model": "/m.gguf"}"#)
+            .execute(store.pool())
+            .await
+            .unwrap();
+        assert!(!store.launch_profile("old").await.unwrap().autostart);
+        let p = LaunchProfile {
+            name: "boot".into(),
+            autostart: true,
+            ..LaunchProfile::default()
+        };
+        store.create_launch_profile(&p, 1).await.unwrap();
+        assert!(store.launch_profile("boot").await.unwrap().autostart);
+    }
 }

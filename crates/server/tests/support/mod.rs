@@ -24,6 +24,29 @@ pub fn nvml_double() -> PathBuf {
     lib
 }
 
+/// The real llama-server from Rigdeck's own CPU build of the bundled source, built once and
+/// cached outside the checkout (reused by every test that launches an engine).
+pub async fn llama_server() -> PathBuf {
+    use rigdeck_core::engines::cmake_build::{self, BuildRequest};
+    use rigdeck_core::engines::source::{self, SourceSpec};
+    use rigdeck_core::engines::{Backend, EngineKind};
+    let cache = source::cache_root().expect("a cache folder");
+    let request = BuildRequest {
+        kind: EngineKind::LlamaCpp,
+        source: SourceSpec::Bundled,
+        backend: Backend::Cpu,
+        cuda_architectures: None,
+        engines_dir: cache.join("engines"),
+        build_dir: None,
+        cache_dir: cache.clone(),
+        jobs: None,
+    };
+    cmake_build::build(&request, &|_| {})
+        .await
+        .unwrap_or_else(|err| panic!("{err}"))
+        .llama_server
+}
+
 pub fn fixture(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../../tests/fixtures/rigs")
