@@ -6,7 +6,7 @@
 //! when the test ends, so a failing assertion never leaves a process behind.
 
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use rigdeck_core::supervisor::process::{live_group_members, proc_stat};
@@ -674,4 +674,42 @@ async fn names_are_unique_while_running() {
     rig.reaper.track(again.pid());
     wait(&again, InstanceState::is_ready).await;
     again.stop().await.unwrap();
+}
+
+#[tokio::test]
+async fn an_automatic_restart_waits_for_the_restart_gate_with_the_ended_pid() {
+    let rig = Rig::new();
+    let gated: Arc<Mutex<Vec<u32>>> = Arc::default();
+    let seen = gated.clone();
+    // Stands in for "NVML still lists the old pid": the gate holds the restart for 1.5 s.
+    let gate: rigdeck_core::supervisor::RestartGate = Arc::new(move |pid| {
+        seen.lock().unwrap().push(pid);
+        Box::pin(tokio::time::sleep(Duration::from_millis(1500)))
+    });
+    let supervisor = rig.supervisor().with_restart_gate(gate);
+    let mut spec = engine("gated", "serve", free_port(), 0.0, 0);
+    spec.restart = RestartPolicy::OnFailure {
+        max_restarts: 1,
+        initial_backoff: Duration::from_millis(100),
+        max_backoff: Duration::from_millis(100),
+    };
+    let handle = supervisor.start(spec).await.unwrap();
+    let first = wait(&handle, InstanceState::is_ready).await;
+    let pid = rig.reaper.track(first.pid);
+    let killed_at = Instant::now();
+    // SAFETY: kill only sends a signal, to our own engine.
+    assert_eq!(unsafe { libc::kill(pid, libc::SIGKILL) }, 0);
+    let restarted = handle
+        .wait_for(|s| s.attempt == 2, Duration::from_secs(15))
+        .await;
+    assert!(restarted.is_ok(), "{restarted:?}");
+    assert!(
+        killed_at.elapsed() >= Duration::from_millis(1500),
+        "the restart waited for the gate"
+    );
+    assert_eq!(*gated.lock().unwrap(), vec![pid as u32]);
+    assert_eq!(handle.logs().search("release the memory of pid").len(), 1);
+    let second = wait(&handle, InstanceState::is_ready).await;
+    rig.reaper.track(second.pid);
+    handle.stop().await.unwrap();
 }

@@ -38,6 +38,24 @@ const RELEASE_POLL: Duration = Duration::from_millis(250);
 /// The latest GPU readout (NVML through the telemetry collector), `None` before the first one.
 pub type GpuSource = Arc<dyn Fn() -> Option<GpuReadout> + Send + Sync>;
 
+/// Before the supervisor restarts a crashed engine, wait (bounded) until NVML no longer lists
+/// the ended process: seed 004's restart OOMed while the old process's VRAM was still held.
+fn release_gate(gpus: GpuSource, wait: Duration) -> crate::supervisor::RestartGate {
+    Arc::new(move |pid| {
+        let gpus = gpus.clone();
+        Box::pin(async move {
+            let released =
+                || std::future::ready(gpus().is_none_or(|r| held_by(&r, &[pid]).is_empty()));
+            if !wait_until(released, wait, RELEASE_POLL).await {
+                tracing::warn!(
+                    "pid {pid} still holds GPU memory after {} s; restarting anyway",
+                    wait.as_secs()
+                );
+            }
+        })
+    })
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum LaunchError {
     #[error(transparent)]
@@ -163,8 +181,10 @@ impl Instances {
         release_wait: Duration,
     ) -> Arc<Self> {
         let run_dir = data_dir.join("run");
+        let supervisor = Supervisor::new(data_dir.join("logs"), &run_dir)
+            .with_restart_gate(release_gate(gpus.clone(), release_wait));
         let this = Arc::new(Self {
-            supervisor: Supervisor::new(data_dir.join("logs"), &run_dir),
+            supervisor,
             store,
             run_dir,
             ours,

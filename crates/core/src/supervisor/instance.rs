@@ -232,6 +232,7 @@ pub(crate) struct Launch {
     pub health: HealthUrl,
     pub logs: LogBuffer,
     pub run_dir: PathBuf,
+    pub restart_gate: Option<super::RestartGate>,
 }
 
 /// One run of the engine process.
@@ -381,6 +382,7 @@ impl Monitor {
         let mut next = Some(first);
         let mut attempt = 1;
         loop {
+            let mut ended_pid = None;
             let run = match next.take() {
                 Some(run) => Ok(run),
                 None => start_run(&self.launch, attempt),
@@ -395,6 +397,7 @@ impl Monitor {
                             break;
                         }
                     };
+                    ended_pid = u32::try_from(run.pid).ok();
                     let crash = self.crash_report(&mut run, failure).await;
                     let delay = tracker.on_failure(
                         &self.launch.spec.restart,
@@ -419,6 +422,15 @@ impl Monitor {
             if self.backoff_or_stop(delay).await {
                 self.link.publisher.phase(Phase::Stopped);
                 break;
+            }
+            if let (Some(gate), Some(pid)) = (&self.launch.restart_gate, ended_pid) {
+                self.launch.logs.push(
+                    LogStream::Supervisor,
+                    format!(
+                        "waiting for the GPUs to release the memory of pid {pid} before restarting"
+                    ),
+                );
+                gate(pid).await;
             }
             attempt += 1;
         }

@@ -50,10 +50,18 @@ const EVENT_BACKLOG: usize = 256;
 /// Starts and watches engines. Dropping it stops watching but leaves the engines running,
 /// exactly as a daemon crash would: they are found again by [`Supervisor::recover`]. To end
 /// them on an orderly shutdown, call [`Supervisor::stop_all`] first.
+/// Awaited before an automatic restart, with the pid of the run that ended: the daemon uses it
+/// to wait until the GPUs have released that process's memory (a restart into memory that is
+/// still held fails with out-of-memory).
+pub type RestartGate = std::sync::Arc<
+    dyn Fn(u32) -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>> + Send + Sync,
+>;
+
 pub struct Supervisor {
     log_dir: PathBuf,
     run_dir: PathBuf,
     limits: LogLimits,
+    restart_gate: Option<RestartGate>,
     events: broadcast::Sender<InstanceState>,
     instances: Mutex<HashMap<String, Entry>>,
 }
@@ -72,6 +80,7 @@ impl Supervisor {
             log_dir: log_dir.into(),
             run_dir: run_dir.into(),
             limits: LogLimits::default(),
+            restart_gate: None,
             events,
             instances: Mutex::new(HashMap::new()),
         }
@@ -80,6 +89,12 @@ impl Supervisor {
     /// Replaces the default ring and log file sizes (5 000 lines, 10 MiB × 3 files).
     pub fn with_log_limits(mut self, limits: LogLimits) -> Self {
         self.limits = limits;
+        self
+    }
+
+    /// Sets what automatic restarts wait for first (see [`RestartGate`]).
+    pub fn with_restart_gate(mut self, gate: RestartGate) -> Self {
+        self.restart_gate = Some(gate);
         self
     }
 
@@ -105,6 +120,7 @@ impl Supervisor {
             health,
             logs,
             run_dir: self.run_dir.clone(),
+            restart_gate: self.restart_gate.clone(),
         };
         let (handle, task) = instance::launch(launch, self.events.clone())?;
         instances.insert(
