@@ -13,8 +13,8 @@ use std::time::{Duration, Instant};
 
 use rigdeck_core::engines::cmake_build::{self, BuildRequest};
 use rigdeck_core::engines::registry::{self, EngineBuild};
-use rigdeck_core::engines::source::{self, SourceSpec};
-use rigdeck_core::engines::{Backend, EngineKind};
+use rigdeck_core::engines::source;
+use rigdeck_core::engines::Backend;
 use rigdeck_core::events::EventBus;
 use rigdeck_core::launch::instances::{GpuSource, LaunchError};
 use rigdeck_core::launch::{AdmissionError, Instances, LaunchProfile, PlannedGpu, RestartSetting};
@@ -31,16 +31,7 @@ const GIB: u64 = 1 << 30;
 
 async fn llama_server() -> PathBuf {
     let cache = source::cache_root().expect("a cache folder (RIGDECK_CACHE_DIR or HOME)");
-    let request = BuildRequest {
-        kind: EngineKind::LlamaCpp,
-        source: SourceSpec::Bundled,
-        backend: Backend::Cpu,
-        cuda_architectures: None,
-        engines_dir: cache.join("engines"),
-        build_dir: None,
-        cache_dir: cache.clone(),
-        jobs: None,
-    };
+    let request = BuildRequest::bundled(Backend::Cpu, cache.join("engines"), cache.clone());
     let built = cmake_build::build(&request, &|_| {})
         .await
         .unwrap_or_else(|err| panic!("{err}"));

@@ -109,6 +109,23 @@ pub struct BuildRequest {
     pub jobs: Option<usize>,
 }
 
+impl BuildRequest {
+    /// The bundled llama.cpp for `backend`, built under `engines_dir` with sources cached in
+    /// `cache_dir`: what the first-run offer and the tests build.
+    pub fn bundled(backend: Backend, engines_dir: PathBuf, cache_dir: PathBuf) -> Self {
+        Self {
+            kind: EngineKind::LlamaCpp,
+            source: SourceSpec::Bundled,
+            backend,
+            cuda_architectures: None,
+            engines_dir,
+            build_dir: None,
+            cache_dir,
+            jobs: None,
+        }
+    }
+}
+
 /// A finished (or reused) build.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct BuiltEngine {

@@ -418,7 +418,7 @@ pub async fn build_engine(
     body: axum::body::Bytes,
 ) -> ApiResult<Response> {
     use rigdeck_core::engines::cmake_build::{publish_on, BuildRequest};
-    use rigdeck_core::engines::{install, source, EngineKind};
+    use rigdeck_core::engines::{install, source};
     use std::sync::atomic::Ordering;
 
     let request: BuildBody = serde_json::from_slice(if body.is_empty() { b"{}" } else { &body })
@@ -446,16 +446,7 @@ pub async fn build_engine(
     }
     let store = store(&state)?.clone();
     let cache_dir = source::cache_root().map_err(internal)?;
-    let build = BuildRequest {
-        kind: EngineKind::LlamaCpp,
-        source: source::SourceSpec::Bundled,
-        backend,
-        cuda_architectures: None,
-        engines_dir: state.data_dir.join("engines"),
-        build_dir: None,
-        cache_dir,
-        jobs: None,
-    };
+    let build = BuildRequest::bundled(backend, state.data_dir.join("engines"), cache_dir);
     if BUILDING.swap(true, Ordering::SeqCst) {
         return Err(ApiError::new(
             StatusCode::CONFLICT,

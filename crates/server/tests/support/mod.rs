@@ -28,19 +28,10 @@ pub fn nvml_double() -> PathBuf {
 /// cached outside the checkout (reused by every test that launches an engine).
 pub async fn llama_server() -> PathBuf {
     use rigdeck_core::engines::cmake_build::{self, BuildRequest};
-    use rigdeck_core::engines::source::{self, SourceSpec};
-    use rigdeck_core::engines::{Backend, EngineKind};
+    use rigdeck_core::engines::source;
+    use rigdeck_core::engines::Backend;
     let cache = source::cache_root().expect("a cache folder");
-    let request = BuildRequest {
-        kind: EngineKind::LlamaCpp,
-        source: SourceSpec::Bundled,
-        backend: Backend::Cpu,
-        cuda_architectures: None,
-        engines_dir: cache.join("engines"),
-        build_dir: None,
-        cache_dir: cache.clone(),
-        jobs: None,
-    };
+    let request = BuildRequest::bundled(Backend::Cpu, cache.join("engines"), cache.clone());
     cmake_build::build(&request, &|_| {})
         .await
         .unwrap_or_else(|err| panic!("{err}"))
