@@ -50,10 +50,13 @@ if ! cargo nextest --version >/dev/null 2>&1; then
   cargo install --locked cargo-nextest
 fi
 
-# npm ci only when the lock file changed since the last install.
+# Install npm packages only when the lock file changed since the last install. `npm install` (not
+# `npm ci`): npm 11 writes lock files without the other platforms' optional packages (rollup's native
+# builds) and then its own `npm ci` refuses them as out of sync; with every version pinned in
+# package.json and the lock present, `npm install` installs exactly the locked tree.
 for dir in ui tests/e2e; do
   if [ ! -f "$dir/node_modules/.package-lock.json" ] || [ "$dir/package-lock.json" -nt "$dir/node_modules/.package-lock.json" ]; then
     echo "setup: installing npm packages in $dir"
-    (cd "$dir" && npm ci --no-audit --no-fund --loglevel=error)
+    (cd "$dir" && npm install --no-audit --no-fund --loglevel=error)
   fi
 done
