@@ -433,16 +433,46 @@ fn folder_spaces(
         .zip(matches)
         .map(|((folder, location), matched)| {
             let disk = matched.and_then(|index| disks.get(index));
-            if disk.is_none() && location.anchor.is_some() {
-                problems.push(format!(
-                    "no mounted file system found for model folder {} (sysinfo does not list \
-                     network or tmpfs mounts); its free space is not shown",
-                    folder.display()
-                ));
+            let mut space = folder_space(folder, location, disk);
+            // sysinfo lists local disks only: a folder on NFS, CIFS or tmpfs is asked directly.
+            if let (None, Some(anchor)) = (space.available_bytes, &location.anchor) {
+                match statvfs_space(anchor) {
+                    Ok((available, total)) => {
+                        space.available_bytes = Some(available);
+                        space.total_bytes = Some(total);
+                    }
+                    Err(error) => problems.push(format!(
+                        "could not read the free space of model folder {}: {}",
+                        folder.display(),
+                        describe_io_error(&error)
+                    )),
+                }
             }
-            folder_space(folder, location, disk)
+            space
         })
         .collect()
+}
+
+/// Available (to an unprivileged user) and total bytes of the file system holding `path`.
+fn statvfs_space(path: &Path) -> io::Result<(u64, u64)> {
+    use std::os::unix::ffi::OsStrExt as _;
+    let c_path = std::ffi::CString::new(path.as_os_str().as_bytes())
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "the path holds a NUL byte"))?;
+    let mut stat = std::mem::MaybeUninit::<libc::statvfs>::uninit();
+    // SAFETY: c_path is a valid NUL-terminated string and stat a writable statvfs buffer.
+    if unsafe { libc::statvfs(c_path.as_ptr(), stat.as_mut_ptr()) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: statvfs returned 0, so it filled the whole buffer.
+    let stat = unsafe { stat.assume_init() };
+    // The field widths differ between targets (u64 on x86_64 Linux, u32 elsewhere).
+    #[allow(clippy::unnecessary_cast)]
+    let (fragment, available, blocks) = (
+        stat.f_frsize as u64,
+        stat.f_bavail as u64,
+        stat.f_blocks as u64,
+    );
+    Ok((available * fragment, blocks * fragment))
 }
 
 fn folder_space(folder: &Path, location: &FolderLocation, disk: Option<&Disk>) -> FolderSpace {
@@ -656,6 +686,29 @@ mod tests {
         let host = collector.sample();
         assert_eq!(host.model_folders.len(), 1);
         assert!(host.model_folders[0].exists);
+    }
+
+    #[test]
+    fn a_folder_on_a_mount_sysinfo_does_not_list_still_gets_its_free_space() {
+        // tmpfs stands in for NFS/CIFS: sysinfo's disk list leaves all three out.
+        let Ok(shm) = tempfile::tempdir_in("/dev/shm") else {
+            return; // no /dev/shm on this machine: nothing to check
+        };
+        let mut collector = real_collector(vec![shm.path().to_path_buf()]);
+        let host = collector.sample();
+        let folder = &host.model_folders[0];
+        assert!(folder.total_bytes.is_some_and(|t| t > 0), "{folder:?}");
+        assert!(folder.available_bytes.is_some(), "{folder:?}");
+        assert!(
+            host.problems.iter().all(|p| !p.contains("model folder")),
+            "{:?}",
+            host.problems
+        );
+    }
+
+    #[test]
+    fn statvfs_of_a_missing_path_is_an_error_not_a_panic() {
+        assert!(statvfs_space(Path::new("/no/such/rigdeck/folder")).is_err());
     }
 
     #[test]

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use rigdeck_core::launch::{LaunchProfile, RestartSetting};
-use rigdeck_core::placement::KvType;
+use rigdeck_core::placement::{KvType, PlacementOptions};
 use serde_json::{json, Value};
 
 use super::run::{client, encode};
@@ -62,6 +62,12 @@ pub struct CreateArgs {
     /// KV cache type for V (-ctv).
     #[arg(long, value_parser = parse_kv)]
     pub ctv: Option<KvType>,
+    /// Every MoE expert tensor in CPU RAM (-cmoe); the rest of the layers stay on the GPUs.
+    #[arg(long, conflicts_with = "n_cpu_moe")]
+    pub cpu_moe: bool,
+    /// The MoE expert tensors of the first N layers in CPU RAM (-ncmoe N).
+    #[arg(long, value_name = "N")]
+    pub n_cpu_moe: Option<u32>,
     /// CPU threads (-t).
     #[arg(long)]
     pub threads: Option<u32>,
@@ -123,6 +129,11 @@ pub fn profile_from(args: &CreateArgs) -> anyhow::Result<LaunchProfile> {
     p.cache_type_k = args.ctk.unwrap_or(p.cache_type_k);
     p.cache_type_v = args.ctv.unwrap_or(p.cache_type_v);
     p.threads = args.threads.or(p.threads);
+    if args.cpu_moe {
+        p.overrides = vec![PlacementOptions::cpu_moe_override()];
+    } else if let Some(n) = args.n_cpu_moe {
+        p.overrides = PlacementOptions::n_cpu_moe_overrides(n);
+    }
     if let Some(host) = &args.host {
         profile.host = host.clone();
     }
@@ -231,13 +242,14 @@ mod tests {
         args: CreateArgs,
     }
 
+    fn parse(extra: &[&str]) -> LaunchProfile {
+        let argv = ["create", "boot", "--engine", "1", "--model", "/m.gguf"];
+        let args = Create::parse_from(argv.iter().chain(extra)).args;
+        profile_from(&args).unwrap()
+    }
+
     #[test]
     fn autostart_is_off_unless_asked_for() {
-        let parse = |extra: &[&str]| {
-            let argv = ["create", "boot", "--engine", "1", "--model", "/m.gguf"];
-            let args = Create::parse_from(argv.iter().chain(extra)).args;
-            profile_from(&args).unwrap()
-        };
         assert!(!parse(&[]).autostart);
         let profile = parse(&["--autostart"]);
         assert!(profile.autostart);
@@ -245,5 +257,27 @@ mod tests {
             serde_json::to_value(&profile).unwrap()["autostart"],
             json!(true)
         );
+    }
+
+    #[test]
+    fn cpu_moe_flags_become_expert_overrides_to_the_cpu() {
+        assert!(parse(&[]).placement.overrides.is_empty());
+        let all = parse(&["--cpu-moe"]).placement.overrides;
+        assert_eq!(all, vec![PlacementOptions::cpu_moe_override()]);
+        let first_two = parse(&["--n-cpu-moe", "2"]).placement.overrides;
+        assert_eq!(first_two, PlacementOptions::n_cpu_moe_overrides(2));
+        assert_eq!(first_two.len(), 2);
+        let both = [
+            "create",
+            "x",
+            "--engine",
+            "1",
+            "--model",
+            "/m",
+            "--cpu-moe",
+            "--n-cpu-moe",
+            "1",
+        ];
+        assert!(Create::try_parse_from(both).is_err());
     }
 }

@@ -1,0 +1,114 @@
+#!/usr/bin/env bash
+# What only a machine with an NVIDIA GPU can show, checked through Rigdeck's own commands:
+#   1. NVML through nvml-wrapper against the real driver (`rigdeck gpus`, beside nvidia-smi),
+#      and the daemon's CPU cost per telemetry sample with the real driver;
+#   2. a CUDA build of llama.cpp through `rigdeck engines build --backend cuda` (architectures
+#      from the detected compute capability);
+#   3. planned against measured VRAM: synthetic models (a dense GQA model and an MoE, zero weights,
+#      real tokenizer) planned on the live GPU, compared with `llama-fit-params` of the CUDA build,
+#      then started as launch profiles through the daemon (`rigdeck run`) and measured by NVML per
+#      process (`rigdeck ps --json`) and by the GPU's used-memory delta; one chat completion each.
+#
+# Not part of `make test` (CI has no GPU). Needs: nvidia-smi, nvcc, cmake, ninja, python3, curl.
+#   RIGDECK_BIN=.../release/rigdeck TINY_MODEL_BIN=.../release/examples/tiny_model \
+#   LLAMA_SOURCE=llama.cpp.tar.gz LLAMA_SOURCE_SHA256=... VOCAB=ggml-vocab-llama-bpe.gguf \
+#   OUT=results/ bash tests/gpu/planned_vs_measured.sh
+set -uo pipefail
+: "${RIGDECK_BIN:?the rigdeck binary}" "${TINY_MODEL_BIN:?the tiny_model example binary}"
+: "${LLAMA_SOURCE:?a llama.cpp source archive}" "${LLAMA_SOURCE_SHA256:?its sha256}"
+: "${VOCAB:?a models/ggml-vocab-*.gguf file}"
+OUT=${OUT:-$PWD/gpu-check}
+CTX=${CTX:-8192}
+mkdir -p "$OUT"
+# A fixed folder: run again on the same machine, the CUDA build is reused.
+work=${WORK:-/tmp/rigdeck-gpu-check}
+mkdir -p "$work"
+export RIGDECK_CONFIG_DIR=$work/config RIGDECK_DATA_DIR=$work/data RIGDECK_CACHE_DIR=$work/cache
+rigdeck() { "$RIGDECK_BIN" "$@"; }
+step() { printf '\n== %s\n' "$*"; }
+serve=
+trap '[ -n "$serve" ] && kill "$serve" 2>/dev/null; wait 2>/dev/null' EXIT
+
+# Nanoseconds on CPU of every thread of a process (schedstat is precise where /proc/PID/stat
+# counts 10 ms ticks).
+cpu_ns() { cat /proc/"$1"/task/*/schedstat 2>/dev/null | awk '{ s += $1 } END { print s + 0 }'; }
+used_mib() { nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits | head -n 1; }
+
+step "driver and GPUs: nvidia-smi, then Rigdeck's NVML readout"
+nvidia-smi --query-gpu=name,driver_version,memory.total,compute_cap,pcie.link.gen.current,pcie.link.gen.max,pcie.link.width.current,pcie.link.width.max \
+  --format=csv | tee "$OUT/nvidia-smi.csv"
+rigdeck gpus | tee "$OUT/gpus.txt"
+rigdeck gpus --json >"$OUT/gpus.json" || echo "rigdeck gpus --json failed"
+
+step "daemon CPU cost per 1 s telemetry sample with the real driver (30 s, no browser)"
+rigdeck serve >"$work/serve.log" 2>&1 &
+serve=$!
+sleep 3
+before=$(cpu_ns "$serve")
+sleep 30
+after=$(cpu_ns "$serve")
+python3 -c "import sys; ns=$after-$before; print(f'rigdeck serve: {ns/30/1e6:.2f} ms CPU per sample, {ns/30e9*100:.3f} % of one core')" | tee "$OUT/serve-cpu.txt"
+grep VmHWM /proc/"$serve"/status | tee -a "$OUT/serve-cpu.txt"
+
+step "CUDA build of llama.cpp through rigdeck engines build"
+started=$(date +%s)
+if ! rigdeck engines build --backend cuda --source "$LLAMA_SOURCE" --source-sha256 "$LLAMA_SOURCE_SHA256" \
+  -j "$(nproc)" >"$OUT/build.log" 2>&1; then
+  tail -n 60 "$OUT/build.log"
+  exit 1
+fi
+echo "built in $(($(date +%s) - started)) s"
+grep -m 3 -i 'cuda_architectures\|arch' "$OUT/build.log" || true
+rigdeck engines list | tee "$OUT/engines.txt"
+rigdeck engines list --json >"$OUT/engines.json"
+engine=$(python3 -c "import json; b=json.load(open('$OUT/engines.json')); print(b[-1]['id'])")
+bin=$(python3 -c "import json; b=json.load(open('$OUT/engines.json')); print(b[-1]['location'])")
+bindir=$(dirname "$bin")
+
+step "synthetic models (zero weights, real tokenizer)"
+"$TINY_MODEL_BIN" "$VOCAB" "$work/dense.gguf" --layers 16 --embd 4096 --heads 32 --kv-heads 8 --ff 14336 --zeros
+"$TINY_MODEL_BIN" "$VOCAB" "$work/moe.gguf" --layers 16 --embd 2048 --heads 16 --kv-heads 4 --ff 1024 --experts 64/8 --zeros
+
+# One model, one profile: the plan, llama.cpp's own dry run, then the real engine measured.
+check() {
+  local name=$1 model=$2
+  shift 2
+  step "$name: plan, llama-fit-params, run"
+  rigdeck plan "$model" --rig live --ctx "$CTX" | tee "$OUT/plan-$name.txt"
+  "$bindir/llama-fit-params" -m "$model" -fitp on -c "$CTX" "${FIT_ARGS[@]}" >"$OUT/fit-$name.txt" 2>&1
+  grep -E '^(CUDA|Host)' "$OUT/fit-$name.txt" || tail -n 20 "$OUT/fit-$name.txt"
+  rigdeck profiles create "$name" --engine "$engine" --model "$model" --ctx "$CTX" "$@" >"$OUT/profile-$name.txt" 2>&1 ||
+    { cat "$OUT/profile-$name.txt"; return 1; }
+  local idle
+  idle=$(used_mib)
+  rigdeck run "$name" || { rigdeck logs "$name" --tail 40; return 1; }
+  sleep 2
+  rigdeck ps
+  rigdeck ps --json >"$OUT/ps-$name.json"
+  echo "GPU memory used: $idle MiB idle, $(used_mib) MiB with the engine loaded" | tee "$OUT/used-$name.txt"
+  nvidia-smi --query-compute-apps=pid,used_memory --format=csv | tee -a "$OUT/used-$name.txt"
+  local port
+  port=$(python3 -c "import json; print(json.load(open('$OUT/ps-$name.json'))[0]['port'])")
+  curl -s -m 60 "http://127.0.0.1:$port/v1/chat/completions" -H 'content-type: application/json' \
+    -d '{"messages":[{"role":"user","content":"Say hi"}],"max_tokens":8}' >"$OUT/chat-$name.json"
+  python3 -c "import json; r=json.load(open('$OUT/chat-$name.json')); print('chat completion answered:', r['usage'], r.get('timings', {}).get('predicted_per_second'), 'tok/s')"
+  rigdeck stop "$name"
+  rigdeck logs "$name" --tail 400 >"$OUT/engine-$name.log" 2>&1 || true
+}
+
+FIT_ARGS=()
+check dense "$work/dense.gguf" --from-plan-auto
+FIT_ARGS=(-cmoe)
+check moe-experts-on-cpu "$work/moe.gguf" --cpu-moe
+
+step "planned vs measured"
+python3 - "$OUT" <<'PY'
+import json, pathlib, sys
+out = pathlib.Path(sys.argv[1])
+for ps in sorted(out.glob("ps-*.json")):
+    for inst in json.loads(ps.read_text()):
+        planned = sum(p["bytes"] for p in inst["planned_memory"]) / 2**20
+        measured = sum(p["bytes"] for p in inst["measured_memory"]) / 2**20
+        ratio = f"{measured / planned:.3f}" if planned and measured else "-"
+        print(f"{inst['name']:<22} planned {planned:9.0f} MiB  measured (NVML per process) {measured:9.0f} MiB  measured/planned {ratio}")
+PY
