@@ -11,7 +11,7 @@ use std::process::Command;
 use rigdeck_core::placement::from_gguf::load_shape;
 use rigdeck_core::placement::plan::{plan, DeviceSpec};
 use rigdeck_core::placement::{DeviceId, KvType, PlacementOptions};
-use rigdeck_gguf::tiny::TinyModel;
+use rigdeck_gguf::tiny::{TinyMla, TinyModel};
 
 const MIB: f64 = (1u64 << 20) as f64;
 
@@ -149,6 +149,7 @@ fn big_dense() -> TinyModel {
         context_length: 32_768,
         experts: None,
         sliding_window: None,
+        mla: None,
         random_weights: false,
     }
 }
@@ -216,6 +217,34 @@ fn a_sliding_window_model_with_a_tied_output_matches_llama_cpp() {
         model,
         PlacementOptions {
             context: 32_768,
+            parallel: 1,
+            ..Default::default()
+        },
+    );
+}
+
+#[test]
+fn a_latent_attention_model_caches_k_only_as_llama_cpp_does() {
+    // DeepSeek-style MLA: one 576-wide latent row per token and layer, no V cache.
+    let model = TinyModel {
+        name: "mla".into(),
+        n_layer: 12,
+        n_head: 16,
+        n_ff: 512,
+        experts: Some((8, 2)),
+        mla: Some(TinyMla {
+            kv_lora_rank: 512,
+            rope_dim: 64,
+            nope_dim: 128,
+            v_dim: 128,
+        }),
+        ..big_dense()
+    };
+    compare(
+        "mla",
+        model,
+        PlacementOptions {
+            context: 16_384,
             parallel: 1,
             ..Default::default()
         },

@@ -27,8 +27,22 @@ pub struct TinyModel {
     pub experts: Option<(u64, u64)>,
     /// `Some(window)` makes a Gemma 3 model with that sliding window (experts are then ignored).
     pub sliding_window: Option<u64>,
+    /// `Some` makes a DeepSeek-style model (`deepseek2`): multi-head latent attention, a leading
+    /// dense layer, then MoE layers with one shared expert (`experts` must be set).
+    pub mla: Option<TinyMla>,
     /// Random small weights (a model that runs) or zeros (a sparse file, for sizing only).
     pub random_weights: bool,
+}
+
+/// The latent attention of a tiny `deepseek2` model (head sizes as DeepSeek's converter writes).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TinyMla {
+    /// The compressed KV width: what the cache stores per token, with the rope part.
+    pub kv_lora_rank: u64,
+    pub rope_dim: u64,
+    /// Per-head K width without rope, and per-head V width, after decompression.
+    pub nope_dim: u64,
+    pub v_dim: u64,
 }
 
 impl TinyModel {
@@ -44,6 +58,7 @@ impl TinyModel {
             context_length: 4096,
             experts: None,
             sliding_window: None,
+            mla: None,
             random_weights: true,
         }
     }
@@ -73,12 +88,12 @@ impl TinyModel {
             };
             w.add_tensor(name, dims, GgmlType::F16, data);
         };
-        let norm = |w: &mut GgufWriter, name: &str, n: u64| {
-            let ones: Vec<u8> = (0..n).flat_map(|_| 1.0f32.to_le_bytes()).collect();
-            w.add_tensor(name, &[n], GgmlType::F32, TensorData::Bytes(ones));
-        };
         let (e, kv) = (self.n_embd, self.n_embd / self.n_head * self.n_head_kv);
         tensor(&mut w, "token_embd.weight", &[e, n_vocab]);
+        if let Some(mla) = self.mla {
+            self.deepseek2_tensors(&mut w, &mut tensor, mla, n_vocab);
+            return w.write_to_path(out);
+        }
         if self.sliding_window.is_some() {
             let head = self.n_embd / self.n_head;
             for i in 0..self.n_layer {
@@ -114,15 +129,7 @@ impl TinyModel {
                     tensor(&mut w, &format!("blk.{i}.ffn_down.weight"), &[self.n_ff, e]);
                 }
                 Some((n_expert, _)) => {
-                    let router: Vec<u8> = (0..e * n_expert)
-                        .flat_map(|_| 0.01f32.to_le_bytes())
-                        .collect();
-                    w.add_tensor(
-                        &format!("blk.{i}.ffn_gate_inp.weight"),
-                        &[e, n_expert],
-                        GgmlType::F32,
-                        TensorData::Bytes(router),
-                    );
+                    router(&mut w, &format!("blk.{i}.ffn_gate_inp.weight"), e, n_expert);
                     tensor(
                         &mut w,
                         &format!("blk.{i}.ffn_gate_exps.weight"),
@@ -147,6 +154,9 @@ impl TinyModel {
     }
 
     fn metadata(&self, w: &mut GgufWriter) {
+        if let Some(mla) = self.mla {
+            return self.deepseek2_metadata(w, mla);
+        }
         if let Some(window) = self.sliding_window {
             return self.gemma3_metadata(w, window);
         }
@@ -173,6 +183,91 @@ impl TinyModel {
 }
 
 impl TinyModel {
+    /// Expert count and use of a `deepseek2` model (it has no dense-only form).
+    fn deepseek2_experts(&self) -> (u64, u64) {
+        self.experts.unwrap_or((8, 2))
+    }
+
+    fn deepseek2_metadata(&self, w: &mut GgufWriter, mla: TinyMla) {
+        let (n_expert, used) = self.deepseek2_experts();
+        let u = |v: u64| v as u32;
+        w.set("general.architecture", "deepseek2");
+        w.set("general.name", self.name.as_str());
+        w.set("general.file_type", 1u32);
+        w.set("deepseek2.block_count", u(self.n_layer));
+        w.set("deepseek2.context_length", u(self.context_length));
+        w.set("deepseek2.embedding_length", u(self.n_embd));
+        w.set("deepseek2.feed_forward_length", u(self.n_ff * 4));
+        w.set("deepseek2.attention.head_count", u(self.n_head));
+        // As converted for MLA: one shared latent "head" of kv_lora_rank (+ rope) per token.
+        w.set("deepseek2.attention.head_count_kv", 1u32);
+        w.set(
+            "deepseek2.attention.key_length",
+            u(mla.kv_lora_rank + mla.rope_dim),
+        );
+        w.set("deepseek2.attention.value_length", u(mla.kv_lora_rank));
+        w.set(
+            "deepseek2.attention.key_length_mla",
+            u(mla.nope_dim + mla.rope_dim),
+        );
+        w.set("deepseek2.attention.value_length_mla", u(mla.v_dim));
+        w.set("deepseek2.attention.q_lora_rank", 0u32);
+        w.set("deepseek2.attention.kv_lora_rank", u(mla.kv_lora_rank));
+        w.set("deepseek2.attention.layer_norm_rms_epsilon", 1e-6f32);
+        w.set("deepseek2.rope.dimension_count", u(mla.rope_dim));
+        w.set("deepseek2.rope.freq_base", 10_000.0f32);
+        w.set("deepseek2.leading_dense_block_count", 1u32);
+        w.set("deepseek2.expert_count", u(n_expert));
+        w.set("deepseek2.expert_used_count", u(used));
+        w.set("deepseek2.expert_shared_count", 1u32);
+        w.set("deepseek2.expert_feed_forward_length", u(self.n_ff));
+        w.set("deepseek2.expert_weights_scale", 1.0f32);
+        w.set("deepseek2.expert_gating_func", 1u32); // softmax
+    }
+
+    /// The tensors after `token_embd` that `llama_model_deepseek2` loads for MLA with
+    /// `q_lora_rank` 0.
+    fn deepseek2_tensors(
+        &self,
+        w: &mut GgufWriter,
+        tensor: &mut dyn FnMut(&mut GgufWriter, &str, &[u64]),
+        mla: TinyMla,
+        n_vocab: u64,
+    ) {
+        let (e, heads, ff) = (self.n_embd, self.n_head, self.n_ff);
+        let (n_expert, _) = self.deepseek2_experts();
+        for i in 0..self.n_layer {
+            let t = |name: &str| format!("blk.{i}.{name}.weight");
+            norm(w, &t("attn_norm"), e);
+            norm(w, &t("attn_kv_a_norm"), mla.kv_lora_rank);
+            tensor(w, &t("attn_q"), &[e, heads * (mla.nope_dim + mla.rope_dim)]);
+            tensor(
+                w,
+                &t("attn_kv_a_mqa"),
+                &[e, mla.kv_lora_rank + mla.rope_dim],
+            );
+            tensor(w, &t("attn_k_b"), &[mla.nope_dim, mla.kv_lora_rank, heads]);
+            tensor(w, &t("attn_v_b"), &[mla.kv_lora_rank, mla.v_dim, heads]);
+            tensor(w, &t("attn_output"), &[heads * mla.v_dim, e]);
+            norm(w, &t("ffn_norm"), e);
+            if i == 0 {
+                tensor(w, &t("ffn_gate"), &[e, ff * 4]);
+                tensor(w, &t("ffn_up"), &[e, ff * 4]);
+                tensor(w, &t("ffn_down"), &[ff * 4, e]);
+                continue;
+            }
+            router(w, &t("ffn_gate_inp"), e, n_expert);
+            tensor(w, &t("ffn_gate_exps"), &[e, ff, n_expert]);
+            tensor(w, &t("ffn_up_exps"), &[e, ff, n_expert]);
+            tensor(w, &t("ffn_down_exps"), &[ff, e, n_expert]);
+            tensor(w, &t("ffn_gate_shexp"), &[e, ff]);
+            tensor(w, &t("ffn_up_shexp"), &[e, ff]);
+            tensor(w, &t("ffn_down_shexp"), &[ff, e]);
+        }
+        norm(w, "output_norm.weight", e);
+        tensor(w, "output.weight", &[e, n_vocab]);
+    }
+
     fn gemma3_metadata(&self, w: &mut GgufWriter, window: u64) {
         let head = self.n_embd / self.n_head;
         w.set("general.architecture", "gemma3");
@@ -190,6 +285,25 @@ impl TinyModel {
         w.set("gemma3.attention.layer_norm_rms_epsilon", 1e-6f32);
         w.set("gemma3.rope.freq_base", 1_000_000.0f32);
     }
+}
+
+/// A norm weight of ones (F32, as converters write norms).
+fn norm(w: &mut GgufWriter, name: &str, n: u64) {
+    let ones: Vec<u8> = (0..n).flat_map(|_| 1.0f32.to_le_bytes()).collect();
+    w.add_tensor(name, &[n], GgmlType::F32, TensorData::Bytes(ones));
+}
+
+/// An MoE router (F32) that weighs every expert alike.
+fn router(w: &mut GgufWriter, name: &str, n_embd: u64, n_expert: u64) {
+    let weights: Vec<u8> = (0..n_embd * n_expert)
+        .flat_map(|_| 0.01f32.to_le_bytes())
+        .collect();
+    w.add_tensor(
+        name,
+        &[n_embd, n_expert],
+        GgmlType::F32,
+        TensorData::Bytes(weights),
+    );
 }
 
 /// Half-precision values uniform in about ±0.03: enough signal to run, far from overflow.
