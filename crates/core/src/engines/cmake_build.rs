@@ -177,8 +177,6 @@ pub enum BuildError {
     MissingTarget { tree: PathBuf, target: &'static str },
     #[error("the build finished but '{path}' is missing; see the log in '{log}'")]
     MissingBinary { path: PathBuf, log: PathBuf },
-    #[error("another build is running in '{dir}' (process {pid}): wait for it to finish")]
-    Busy { dir: PathBuf, pid: u32 },
     #[error("cannot {action} '{path}': {source}")]
     Io {
         action: &'static str,
@@ -461,54 +459,63 @@ struct BuildStamp {
     binaries: Vec<String>,
 }
 
-/// A lock file holding our pid, so two builds never share a folder (a stale one is taken over).
+/// An exclusive `flock` on the build folder's lock file, so two builds never share a folder: a
+/// second build (another click, another process, a parallel test) waits for the first and then
+/// usually reuses its result. The kernel drops the lock when its holder exits, so a build that
+/// died never leaves the folder locked. The file itself stays (removing a locked file would let
+/// a third build lock a fresh inode beside the second).
 struct BuildLock {
-    path: PathBuf,
+    _file: fs::File,
 }
 
 impl BuildLock {
-    fn acquire(dir: &Path) -> Result<Self, BuildError> {
+    async fn acquire(dir: &Path, reporter: &Reporter<'_>) -> Result<Self, BuildError> {
         let path = dir.join(LOCK_FILE);
-        for _ in 0..2 {
-            match fs::OpenOptions::new()
-                .write(true)
-                .create_new(true)
-                .open(&path)
-            {
-                Ok(mut file) => {
-                    let _ = write!(file, "{}", std::process::id());
-                    return Ok(Self { path });
-                }
-                Err(err) if err.kind() == io::ErrorKind::AlreadyExists => {
-                    let holder = fs::read_to_string(&path)
-                        .ok()
-                        .and_then(|s| s.trim().parse::<u32>().ok());
-                    match holder {
-                        Some(pid) if Path::new(&format!("/proc/{pid}")).exists() => {
-                            return Err(BuildError::Busy {
-                                dir: dir.to_owned(),
-                                pid,
-                            })
-                        }
-                        // Left by a build that died: take it over.
-                        _ => {
-                            let _ = fs::remove_file(&path);
-                        }
-                    }
-                }
-                Err(err) => return Err(io_err("create", &path)(err)),
-            }
+        let mut file = fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(&path)
+            .map_err(io_err("open", &path))?;
+        if !flock(&file, libc::LOCK_EX | libc::LOCK_NB).map_err(io_err("lock", &path))? {
+            let holder = fs::read_to_string(&path).unwrap_or_default();
+            reporter.emit(
+                BuildStep::Configure,
+                None,
+                Some(&format!(
+                    "waiting for the build already running in {} (process {})",
+                    dir.display(),
+                    holder.trim()
+                )),
+            );
+            let waiting = file.try_clone().map_err(io_err("lock", &path))?;
+            tokio::task::spawn_blocking(move || flock(&waiting, libc::LOCK_EX))
+                .await
+                .map_err(|e| io_err("lock", &path)(io::Error::other(e)))?
+                .map_err(io_err("lock", &path))?;
         }
-        Err(BuildError::Busy {
-            dir: dir.to_owned(),
-            pid: 0,
-        })
+        // Who holds it, for the message a waiting build shows.
+        let _ = file.set_len(0);
+        let _ = write!(file, "{}", std::process::id());
+        Ok(Self { _file: file })
     }
 }
 
-impl Drop for BuildLock {
-    fn drop(&mut self) {
-        let _ = fs::remove_file(&self.path);
+/// `flock(2)` on `file`; `Ok(false)` when `LOCK_NB` was asked and another holder has it.
+fn flock(file: &fs::File, operation: libc::c_int) -> io::Result<bool> {
+    use std::os::fd::AsRawFd as _;
+    loop {
+        // SAFETY: the descriptor belongs to `file`, which outlives the call.
+        if unsafe { libc::flock(file.as_raw_fd(), operation) } == 0 {
+            return Ok(true);
+        }
+        let err = io::Error::last_os_error();
+        match err.raw_os_error() {
+            Some(libc::EWOULDBLOCK) => return Ok(false),
+            Some(libc::EINTR) => continue,
+            _ => return Err(err),
+        }
     }
 }
 
@@ -658,7 +665,7 @@ async fn run_build(
         )
     });
     fs::create_dir_all(&build_dir).map_err(io_err("create the build folder", &build_dir))?;
-    let _lock = BuildLock::acquire(&build_dir)?;
+    let _lock = BuildLock::acquire(&build_dir, reporter).await?;
     let cmake_dir = build_dir.join("cmake");
     let bin_dir = build_dir.join("bin");
     let log_file = build_dir.join(LOG_FILE);
@@ -1046,6 +1053,44 @@ mod tests {
                 },
             })
         );
+    }
+
+    #[tokio::test]
+    async fn a_second_build_of_a_folder_waits_for_the_first() {
+        let dir = tempfile::tempdir().unwrap();
+        let quiet = |_: BuildProgress| {};
+        let first_reporter = Reporter {
+            build_id: "first".into(),
+            sink: &quiet,
+        };
+        let first = BuildLock::acquire(dir.path(), &first_reporter)
+            .await
+            .unwrap();
+        let lines = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let (path, seen) = (dir.path().to_owned(), lines.clone());
+        let second = tokio::spawn(async move {
+            let sink = move |p: BuildProgress| seen.lock().unwrap().extend(p.line);
+            let reporter = Reporter {
+                build_id: "second".into(),
+                sink: &sink,
+            };
+            BuildLock::acquire(&path, &reporter).await.map(drop)
+        });
+        tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+        assert!(!second.is_finished(), "the second build did not wait");
+        let said = lines.lock().unwrap().clone();
+        assert_eq!(said.len(), 1, "{said:?}");
+        assert!(
+            said[0].starts_with("waiting for the build already running in")
+                && said[0].ends_with(&format!("(process {})", std::process::id())),
+            "{said:?}"
+        );
+        drop(first);
+        tokio::time::timeout(std::time::Duration::from_secs(10), second)
+            .await
+            .expect("the second build goes on once the first is done")
+            .unwrap()
+            .unwrap();
     }
 
     #[tokio::test]
