@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 use anyhow::Context;
 use rigdeck_core::auth::ApiToken;
 use rigdeck_core::events::EventBus;
-use rigdeck_core::launch::instances::{Autostart, GpuSource};
+use rigdeck_core::launch::instances::{Autostart, GpuSource, StartReport};
 use rigdeck_core::launch::Instances;
 use rigdeck_core::paths::AppPaths;
 use rigdeck_core::settings::SettingsStore;
@@ -61,7 +61,6 @@ pub struct RunningServer {
     stop: watch::Sender<bool>,
     serving: JoinHandle<std::io::Result<()>>,
     telemetry: Arc<TelemetryHandle>,
-    autostart: Autostart,
 }
 
 impl RunningServer {
@@ -97,7 +96,7 @@ impl RunningServer {
 
     /// What starting the autostart profiles did (started, skipped, or refused and why).
     pub fn autostart(&self) -> &Autostart {
-        &self.autostart
+        &self.state.engines_at_start.autostart
     }
 
     /// Resolves when the server stops on its own (it only does on a listener error).
@@ -153,7 +152,7 @@ pub async fn start(options: ServeOptions) -> anyhow::Result<RunningServer> {
         ours.clone(),
     ));
     telemetry.first_frame().await;
-    let (instances, autostart) = match &store {
+    let (instances, engines_at_start) = match &store {
         Some(store) => {
             let latest = telemetry.clone();
             let gpus: GpuSource = Arc::new(move || latest.latest().map(|f| f.sample.gpus.clone()));
@@ -168,11 +167,15 @@ pub async fn start(options: ServeOptions) -> anyhow::Result<RunningServer> {
                 );
             }
             // Then the profiles marked autostart, admitted together.
-            let report = instances.autostart().await;
-            log_autostart(&report);
+            let autostart = instances.autostart().await;
+            log_autostart(&autostart);
+            let report = StartReport {
+                recovery,
+                autostart,
+            };
             (Some(instances), report)
         }
-        None => (None, Autostart::default()),
+        None => (None, StartReport::default()),
     };
     let (stop, stop_rx) = watch::channel(false);
     let state = Arc::new(AppState {
@@ -191,6 +194,7 @@ pub async fn start(options: ServeOptions) -> anyhow::Result<RunningServer> {
         ws_clients: AtomicUsize::new(0),
         store,
         instances,
+        engines_at_start,
     });
     let serving = tokio::spawn(http::serve(listener, state.clone(), stop_rx));
     Ok(RunningServer {
@@ -200,7 +204,6 @@ pub async fn start(options: ServeOptions) -> anyhow::Result<RunningServer> {
         stop,
         serving,
         telemetry,
-        autostart,
     })
 }
 

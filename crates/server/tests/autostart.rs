@@ -84,6 +84,24 @@ async fn autostart_profiles_that_cannot_coexist_are_refused_together() {
         "{why}"
     );
     assert!(instance_names(&t).await.is_empty());
+    // The Engines page shows the same reason from the daemon's status.
+    let status = t.get_json("/api/v1/status").await;
+    let at_start = &status["engines_at_start"];
+    assert_eq!(
+        at_start["autostart"]["refused"].as_str(),
+        Some(why),
+        "{status}"
+    );
+    assert_eq!(
+        at_start["autostart"]["started"],
+        serde_json::json!([]),
+        "{status}"
+    );
+    assert_eq!(
+        at_start["recovery"]["adopted"],
+        serde_json::json!([]),
+        "{status}"
+    );
     t.server.shutdown().await;
 }
 
@@ -119,5 +137,13 @@ async fn an_autostart_profile_that_fits_starts_with_the_daemon() {
     let view = &all[0];
     assert!(view["pid"].as_u64().is_some(), "{view}");
     assert_eq!(view["planned_memory"][0]["bytes"], GIB, "{view}");
+    let status = t.get_json("/api/v1/status").await;
+    let autostart = &status["engines_at_start"]["autostart"];
+    assert_eq!(
+        autostart["started"],
+        serde_json::json!(["boot"]),
+        "{status}"
+    );
+    assert_eq!(autostart["skipped"][0][0], "orphan", "{status}");
     t.server.shutdown().await;
 }

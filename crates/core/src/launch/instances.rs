@@ -111,6 +111,14 @@ pub struct Recovery {
     pub failed: Vec<(String, String)>,
 }
 
+/// What the daemon did about engines as it started: the last run's engines recovered, then the
+/// autostart profiles. Kept for the Engines page (`GET /api/v1/status`).
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct StartReport {
+    pub recovery: Recovery,
+    pub autostart: Autostart,
+}
+
 /// What [`Instances::autostart`] did at daemon start.
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct Autostart {

@@ -25,6 +25,7 @@ pub async fn status(State(state): State<Arc<AppState>>) -> Json<serde_json::Valu
         "ws_clients": state.ws_clients.load(Ordering::Relaxed),
         "data_dir": state.data_dir.display().to_string(),
         "history_available": state.history_available,
+        "engines_at_start": state.engines_at_start,
     }))
 }
 

@@ -17,6 +17,7 @@ use axum::routing::get;
 use axum::Router;
 use rigdeck_core::auth::ApiToken;
 use rigdeck_core::events::EventBus;
+use rigdeck_core::launch::instances::StartReport;
 use rigdeck_core::launch::Instances;
 use rigdeck_core::settings::{Settings, SettingsStore};
 use rigdeck_core::store::Store;
@@ -47,6 +48,8 @@ pub struct AppState {
     pub store: Option<Store>,
     /// Launch profiles' running engines.
     pub instances: Option<Arc<Instances>>,
+    /// What happened to engines as the daemon started (recovered, autostarted, refused).
+    pub engines_at_start: StartReport,
 }
 
 impl AppState {
