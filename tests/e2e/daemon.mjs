@@ -17,9 +17,10 @@ function required(name) {
 }
 
 /** Starts the daemon and resolves once it prints its sign-in URL. `prepare({ configDir, dataDir })`
- *  runs first (to put models into `dataDir/models`, say); `env` adds to the daemon's environment. */
-export async function startDaemon(rigFile, { prepare, env = {} } = {}) {
-  const dir = mkdtempSync(join(tmpdir(), "rigdeck-e2e-"));
+ *  runs first (to put models into `dataDir/models`, say); `env` adds to the daemon's environment;
+ *  `dir` reuses the folders of an earlier daemon (one that was killed, say). */
+export async function startDaemon(rigFile, { prepare, env = {}, dir: reuse } = {}) {
+  const dir = reuse ?? mkdtempSync(join(tmpdir(), "rigdeck-e2e-"));
   const configDir = join(dir, "config");
   const dataDir = join(dir, "data");
   if (prepare) {
@@ -64,7 +65,13 @@ export async function startDaemon(rigFile, { prepare, env = {} } = {}) {
     dataDir,
     base: url.origin,
     token: url.searchParams.get("token"),
+    dir,
     log: () => log,
+    /** SIGKILL, as a crash or the OOM killer would: engines stay, the folders too. */
+    async kill() {
+      child.kill("SIGKILL");
+      await new Promise((done) => (child.exitCode !== null || child.signalCode !== null ? done() : child.on("exit", done)));
+    },
     async stop() {
       child.kill("SIGTERM");
       await new Promise((done) => (child.exitCode !== null ? done() : child.on("exit", done)));

@@ -2,7 +2,8 @@
 // empty engine registry: the first-run offer, then a real CPU llama-server registered with the CLI,
 // a launch profile saved from the placement editor for a tiny GGUF, started from the Engines page,
 // followed to ready with its logs streaming, and stopped. Also the admission refusal with
-// "Start anyway", the shell export and deleting a profile.
+// "Start anyway", the shell export, deleting a profile, and an engine left by a daemon that was
+// killed, taken over by the next daemon and reported on the Engines page.
 // Needs RIGDECK_LLAMA_SERVER (a built llama-server) and RIGDECK_TINY_MODEL (a tiny .gguf).
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
@@ -202,3 +203,22 @@ test("Stop ends the engine and shows it stopped", async () => {
   const list = await api("GET", "/api/v1/instances");
   assert.equal(list.body.find((v) => v.name === "tiny").phase, "stopped");
 });
+
+test("an engine left running by a killed daemon is taken over by the next one", async () => {
+  assert.equal((await api("POST", "/api/v1/profiles/tiny/start", {})).status, 200);
+  await page.locator('[data-testid="instance-row"][data-name="tiny"][data-state="ready"]').waitFor({ timeout: 90_000 });
+  const pid = (await api("GET", "/api/v1/instances")).body.find((v) => v.name === "tiny").pid;
+  await daemon.kill();
+  // The next daemon on the same folders finds the engine through its pid file and health check.
+  daemon = await startDaemon("2x5060ti.json", { dir: daemon.dir });
+  await page.goto(daemon.loginUrl);
+  await page.goto(`${daemon.base}/#/instances`);
+  const line = page.locator('[data-testid="engines-at-start"] [data-testid="start-line"]');
+  await line.first().waitFor({ timeout: 15_000 });
+  assert.equal(await line.first().textContent(), "Still running from the last run, taken over: tiny");
+  await page.locator('[data-testid="instance-row"][data-name="tiny"][data-state="ready"]').waitFor({ timeout: 15_000 });
+  assert.equal(Number(await row("tiny").locator('[data-testid="instance-pid"]').textContent()), pid);
+  await row("tiny").locator('[data-testid="instance-stop"]').click();
+  await page.locator('[data-testid="instance-row"][data-name="tiny"][data-state="stopped"]').waitFor({ timeout: 30_000 });
+});
+

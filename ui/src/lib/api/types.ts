@@ -200,6 +200,14 @@ export interface ServerStatus {
   telemetry_period_ms: number;
   ws_clients: number;
   data_dir: string;
+  history_available: boolean;
+  engines_at_start: EnginesAtStart;
+}
+
+/** What the daemon did about engines as it started. Pairs are [profile name, why]. */
+export interface EnginesAtStart {
+  recovery: { adopted: string[]; cleaned_up: string[]; failed: [string, string][] };
+  autostart: { started: string[]; already_running: string[]; skipped: [string, string][]; refused: string | null };
 }
 
 export type HistoryRange = '15m' | '1h' | '24h';

@@ -3,7 +3,7 @@
 // progress (`engine.build`). One instance for the app, fed by the live event stream.
 
 import { api, ApiError } from '../api/client';
-import type { BuildProgress, EngineBuild, InstanceView, LaunchProfile, LogLine } from '../api/types';
+import type { BuildProgress, EngineBuild, EnginesAtStart, InstanceView, LaunchProfile, LogLine } from '../api/types';
 import { emptyBuild, mergeLogs, reduceBuild, type BuildState } from './instances';
 
 export interface Problem {
@@ -25,6 +25,8 @@ class EnginesState {
   logs = $state.raw<Record<string, LogLine[]>>({});
   build = $state.raw<BuildState>(emptyBuild());
   error = $state.raw<Problem | null>(null);
+  /** What the daemon did about engines as it started (from its status). */
+  atStart = $state.raw<EnginesAtStart | null>(null);
   private onUnauthorized: () => void = () => {};
 
   setUnauthorizedHandler(fn: () => void): void {
@@ -38,10 +40,16 @@ class EnginesState {
 
   async refresh(): Promise<void> {
     try {
-      const [builds, profiles, instances] = await Promise.all([api.engines(), api.profiles(), api.instances()]);
+      const [builds, profiles, instances, status] = await Promise.all([
+        api.engines(),
+        api.profiles(),
+        api.instances(),
+        api.status(),
+      ]);
       this.builds = builds;
       this.profiles = profiles;
       this.setInstances(instances);
+      this.atStart = status.engines_at_start ?? null;
       this.error = null;
     } catch (e) {
       this.fail(e);

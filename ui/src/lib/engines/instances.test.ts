@@ -18,6 +18,7 @@ import {
   phaseTone,
   plannedMemoryFromPlan,
   profileBody,
+  startReportLines,
   profileFormError,
   reduceBuild,
 } from './instances';
@@ -174,3 +175,35 @@ describe('profile from the editor', () => {
     expect(defaultProfileName('/m/GLM 5.2/GLM-5.2-IQ2-00001-of-00006.gguf')).toBe('glm-5.2-iq2');
   });
 });
+
+describe('startReportLines', () => {
+  const nothing = {
+    recovery: { adopted: [], cleaned_up: [], failed: [] as [string, string][] },
+    autostart: { started: [], already_running: [], skipped: [] as [string, string][], refused: null },
+  };
+
+  it('says nothing when nothing happened at start', () => {
+    expect(startReportLines(null)).toEqual([]);
+    expect(startReportLines(nothing)).toEqual([]);
+  });
+
+  it('lists recovery and autostart outcomes with their tones, refusal last', () => {
+    const lines = startReportLines({
+      recovery: { adopted: ['glm'], cleaned_up: ['old'], failed: [['stuck', 'permission denied']] },
+      autostart: {
+        started: ['qwen', 'coder'],
+        already_running: ['glm'],
+        skipped: [['orphan', 'it uses engine build 9, which is not installed']],
+        refused: 'autostart of a, b refused: GPU 1 needs 20.0 GiB, 15.9 GiB free',
+      },
+    });
+    expect(lines.map((l) => l.tone)).toEqual(['info', 'info', 'bad', 'ok', 'info', 'warn', 'bad']);
+    const texts = lines.map((l) => l.text);
+    expect(texts[0]).toBe('Still running from the last run, taken over: glm');
+    expect(texts[2]).toBe('Could not stop stuck, left over from the last run: permission denied');
+    expect(texts[3]).toBe('Started automatically: qwen, coder');
+    expect(texts[5]).toBe('Autostart skipped orphan: it uses engine build 9, which is not installed');
+    expect(texts[6]).toContain('GPU 1 needs 20.0 GiB');
+  });
+});
+

@@ -3,6 +3,7 @@
 
 import type {
   BuildProgress,
+  EnginesAtStart,
   InstanceView,
   LaunchProfile,
   LogLine,
@@ -227,3 +228,38 @@ export function defaultProfileName(model: string): string {
     .replace(/[^a-z0-9._-]+/g, '-')
     .replace(/^-+|-+$/g, '');
 }
+
+export interface StartLine {
+  tone: Tone;
+  text: string;
+}
+
+/** What the daemon did about engines as it started, one line per outcome; empty when nothing
+ *  was recovered and no profile is marked autostart. */
+export function startReportLines(r: EnginesAtStart | null | undefined): StartLine[] {
+  if (!r) return [];
+  const lines: StartLine[] = [];
+  const names = (list: string[]) => list.join(', ');
+  const { recovery, autostart } = r;
+  if (recovery.adopted.length) {
+    lines.push({ tone: 'info', text: `Still running from the last run, taken over: ${names(recovery.adopted)}` });
+  }
+  if (recovery.cleaned_up.length) {
+    lines.push({ tone: 'info', text: `Stopped, left over from the last run: ${names(recovery.cleaned_up)}` });
+  }
+  for (const [name, why] of recovery.failed) {
+    lines.push({ tone: 'bad', text: `Could not stop ${name}, left over from the last run: ${why}` });
+  }
+  if (autostart.started.length) {
+    lines.push({ tone: 'ok', text: `Started automatically: ${names(autostart.started)}` });
+  }
+  if (autostart.already_running.length) {
+    lines.push({ tone: 'info', text: `Autostart: already running: ${names(autostart.already_running)}` });
+  }
+  for (const [name, why] of autostart.skipped) {
+    lines.push({ tone: 'warn', text: `Autostart skipped ${name}: ${why}` });
+  }
+  if (autostart.refused) lines.push({ tone: 'bad', text: autostart.refused });
+  return lines;
+}
+
