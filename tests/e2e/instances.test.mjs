@@ -3,7 +3,7 @@
 // a launch profile saved from the placement editor for a tiny GGUF, started from the Engines page,
 // followed to ready with its logs streaming, and stopped. Also the admission refusal with
 // "Start anyway", the shell export, deleting a profile, and an engine left by a daemon that was
-// killed, taken over by the next daemon and reported on the Engines page.
+// killed, taken over by the next daemon, reported on the Engines page and restarted when it dies.
 // Needs RIGDECK_LLAMA_SERVER (a built llama-server) and RIGDECK_TINY_MODEL (a tiny .gguf).
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
@@ -204,7 +204,7 @@ test("Stop ends the engine and shows it stopped", async () => {
   assert.equal(list.body.find((v) => v.name === "tiny").phase, "stopped");
 });
 
-test("an engine left running by a killed daemon is taken over by the next one", async () => {
+test("an engine left running by a killed daemon is taken over by the next one, and restarted when it dies", async () => {
   assert.equal((await api("POST", "/api/v1/profiles/tiny/start", {})).status, 200);
   await page.locator('[data-testid="instance-row"][data-name="tiny"][data-state="ready"]').waitFor({ timeout: 90_000 });
   const pid = (await api("GET", "/api/v1/instances")).body.find((v) => v.name === "tiny").pid;
@@ -218,6 +218,17 @@ test("an engine left running by a killed daemon is taken over by the next one", 
   assert.equal(await line.first().textContent(), "Still running from the last run, taken over: tiny");
   await page.locator('[data-testid="instance-row"][data-name="tiny"][data-state="ready"]').waitFor({ timeout: 15_000 });
   assert.equal(Number(await row("tiny").locator('[data-testid="instance-pid"]').textContent()), pid);
+  // Its profile restarts on failure: killed now, it comes back as the new daemon's own child.
+  process.kill(pid, "SIGKILL");
+  await page.waitForFunction(
+    (old) => {
+      const r = document.querySelector('[data-testid="instance-row"][data-name="tiny"][data-state="ready"]');
+      const shown = Number(r?.querySelector('[data-testid="instance-pid"]')?.textContent);
+      return shown > 0 && shown !== old;
+    },
+    pid,
+    { timeout: 60_000 },
+  );
   await row("tiny").locator('[data-testid="instance-stop"]').click();
   await page.locator('[data-testid="instance-row"][data-name="tiny"][data-state="stopped"]').waitFor({ timeout: 30_000 });
 });

@@ -23,8 +23,8 @@ use crate::engines::Backend;
 use crate::events::{Event, EventBus};
 use crate::store::Store;
 use crate::supervisor::{
-    wait_until, InstanceHandle, InstanceState, LaunchSpec, LogLine, Phase, Probe, SuperviseError,
-    Supervisor,
+    wait_until, InstanceHandle, InstanceState, LaunchSpec, LogLine, Phase, Probe, RestartPolicy,
+    SuperviseError, Supervisor,
 };
 use crate::telemetry::snapshot::GpuReadout;
 use crate::telemetry::StartedByRigdeck;
@@ -209,7 +209,13 @@ impl Instances {
             loop {
                 match states.recv().await {
                     Ok(state) => match weak.upgrade() {
-                        Some(this) => this.on_state(state),
+                        Some(this) => {
+                            let adopted_crash = this.is_adopted_crash(&state);
+                            this.on_state(state.clone());
+                            if adopted_crash {
+                                tokio::spawn(this.restart_adopted(state.name));
+                            }
+                        }
                         None => break,
                     },
                     Err(RecvError::Lagged(_)) => continue,
@@ -218,6 +224,33 @@ impl Instances {
             }
         });
         this
+    }
+
+    /// An adopted engine (not our child) that ended on its own: the supervisor's restart policy
+    /// never covered it, so [`Self::restart_adopted`] does.
+    fn is_adopted_crash(&self, state: &InstanceState) -> bool {
+        matches!(state.phase, Phase::Crashed { .. })
+            && lock(&self.meta).get(&state.name).is_some_and(|m| m.adopted)
+    }
+
+    /// Starts an adopted engine that died again, through the normal path (the wait for its
+    /// VRAM to be released, admission), when its profile restarts on failure. From then on it
+    /// is our child and the supervisor's policy applies.
+    async fn restart_adopted(self: Arc<Self>, name: String) {
+        let profile = match self.store.launch_profile(&name).await {
+            Ok(profile) => profile,
+            Err(err) => {
+                tracing::warn!("adopted engine '{name}' ended; not restarted: {err}");
+                return;
+            }
+        };
+        if profile.restart.policy() == RestartPolicy::Never {
+            return;
+        }
+        tracing::info!("adopted engine '{name}' ended; starting it again (restart on failure)");
+        if let Err(err) = self.start(&name, false).await {
+            tracing::warn!("could not restart engine '{name}' after it ended: {err}");
+        }
     }
 
     /// Registers pids with the telemetry, remembers ended ones, publishes `instance.state`.
