@@ -65,6 +65,16 @@ test("with no engine installed the Engines page offers to build the bundled llam
   const offer = page.locator('[data-testid="first-run"]');
   await offer.waitFor({ timeout: 10_000 });
   const button = offer.locator('[data-testid="build-bundled"]');
+  // Two RTX 5060 Ti: CUDA is offered first, for their compute capability.
+  await page.waitForFunction(() => document.querySelector('[data-testid="build-cuda-for"]')?.textContent.includes("12.0"), null, { timeout: 10_000 });
+  assert.equal(await offer.locator('[data-testid="build-backend"]').inputValue(), "cuda");
+  assert.match(await button.textContent(), /Build the bundled llama\.cpp \(CUDA\)/);
+  // This machine has no CUDA compiler: the daemon refuses at once and says what to install.
+  await button.click();
+  const refusal = page.locator('[data-testid="build-error"]');
+  await refusal.waitFor({ timeout: 10_000 });
+  assert.match(await refusal.textContent(), /nvcc.*install the CUDA toolkit/);
+  await offer.locator('[data-testid="build-backend"]').selectOption("cpu");
   assert.match(await button.textContent(), /Build the bundled llama\.cpp \(CPU\)/);
   assert.equal(await button.isEnabled(), true);
   assert.equal(await page.locator('[data-testid="engine-row"]').count(), 0);

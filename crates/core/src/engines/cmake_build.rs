@@ -24,7 +24,7 @@ use tokio::sync::mpsc;
 use super::source::{self, PreparedSource, SourceError, SourceSpec};
 use super::{find_in_path, is_executable_file, Backend, EngineKind};
 use crate::events::{Event, EventBus};
-use crate::telemetry::snapshot::ComputeCapability;
+use crate::telemetry::snapshot::{ComputeCapability, GpuReadout};
 
 /// How many lines of output a failure shows (the full log stays in the build folder).
 pub const TAIL_LINES: usize = 40;
@@ -191,6 +191,16 @@ fn io_err<'a>(action: &'static str, path: &'a Path) -> impl FnOnce(io::Error) ->
         path: path.to_owned(),
         source,
     }
+}
+
+/// [`cuda_architectures`] of the GPUs NVML reports (the CLI's and the API's default).
+pub fn cuda_architectures_of(gpus: &GpuReadout) -> Option<String> {
+    let capabilities: Vec<ComputeCapability> = gpus
+        .gpus
+        .iter()
+        .filter_map(|gpu| gpu.compute_capability)
+        .collect();
+    cuda_architectures(&capabilities)
 }
 
 /// The `CMAKE_CUDA_ARCHITECTURES` list for these GPUs: compute capability 8.6 → `86`, sorted,
@@ -562,8 +572,9 @@ pub async fn build(
     outcome
 }
 
-/// What must be installed before anything is downloaded: fail fast, with the fix.
-fn check_tools(request: &BuildRequest) -> Result<Option<PathBuf>, BuildError> {
+/// What must be installed before anything is downloaded: fail fast, with the fix. Returns the
+/// CUDA compiler for a CUDA build. The API calls it too, to refuse a build at once.
+pub fn check_tools(request: &BuildRequest) -> Result<Option<PathBuf>, BuildError> {
     if request.kind.is_python() {
         return Err(BuildError::NotBuildable { kind: request.kind });
     }

@@ -260,13 +260,7 @@ async fn build(paths: &AppPaths, args: BuildArgs) -> anyhow::Result<ExitCode> {
 /// The compute capabilities NVML reports, as a CUDA architecture list; `None` without GPUs
 /// (the build then says how to pass --cuda-arch).
 fn detected_cuda_architectures() -> Option<String> {
-    let readout = NvmlSource::from_env().read(&HashMap::new());
-    let capabilities: Vec<_> = readout
-        .gpus
-        .iter()
-        .filter_map(|gpu| gpu.compute_capability)
-        .collect();
-    cmake_build::cuda_architectures(&capabilities)
+    cmake_build::cuda_architectures_of(&NvmlSource::from_env().read(&HashMap::new()))
 }
 
 /// Prints step changes and Ninja's progress lines; the rest stays in the build log.

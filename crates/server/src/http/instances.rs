@@ -405,6 +405,9 @@ static BUILDING: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::
 pub struct BuildBody {
     #[serde(default = "cpu_backend")]
     backend: String,
+    /// For CUDA: `86;120`-style; default from the GPUs the telemetry sees.
+    #[serde(default)]
+    cuda_architectures: Option<String>,
 }
 
 fn cpu_backend() -> String {
@@ -413,6 +416,32 @@ fn cpu_backend() -> String {
 
 /// `POST /engines/build`: builds the bundled llama.cpp in the background (the first-run offer).
 /// Progress arrives as `engine.build` events; the finished build appears in `GET /engines`.
+/// The architectures a CUDA build is for: as asked, or those of the GPUs the telemetry sees.
+fn cuda_architectures(state: &AppState, asked: Option<String>) -> ApiResult<String> {
+    use rigdeck_core::engines::cmake_build;
+    if let Some(asked) = asked.filter(|a| !a.trim().is_empty()) {
+        return cmake_build::parse_cuda_architectures(&asked).map_err(|e| {
+            ApiError::new(
+                StatusCode::BAD_REQUEST,
+                "bad_cuda_architectures",
+                e.to_string(),
+            )
+        });
+    }
+    let detected = state
+        .telemetry
+        .latest()
+        .and_then(|frame| cmake_build::cuda_architectures_of(&frame.sample.gpus));
+    detected.ok_or_else(|| {
+        ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "no_cuda_gpu",
+            "no NVIDIA GPU reports a compute capability here: give the architectures \
+             (\"cuda_architectures\": \"86;120\") or build for the CPU or Vulkan",
+        )
+    })
+}
+
 pub async fn build_engine(
     State(state): State<Arc<AppState>>,
     body: axum::body::Bytes,
@@ -436,17 +465,19 @@ pub async fn build_engine(
             .map_err(|e: rigdeck_core::engines::UnknownBackend| {
                 ApiError::new(StatusCode::BAD_REQUEST, "bad_backend", e.to_string())
             })?;
-    if backend == Backend::Cuda {
-        let message = "CUDA builds need the detected GPUs' architectures and nvcc: build them with `rigdeck engines build --backend cuda`";
-        return Err(ApiError::new(
-            StatusCode::BAD_REQUEST,
-            "bad_backend",
-            message,
-        ));
-    }
+    let cuda_architectures = match backend {
+        Backend::Cuda => Some(cuda_architectures(&state, request.cuda_architectures)?),
+        _ => None,
+    };
     let store = store(&state)?.clone();
     let cache_dir = source::cache_root().map_err(internal)?;
-    let build = BuildRequest::bundled(backend, state.data_dir.join("engines"), cache_dir);
+    let build = BuildRequest {
+        cuda_architectures,
+        ..BuildRequest::bundled(backend, state.data_dir.join("engines"), cache_dir)
+    };
+    // A missing compiler or a bad architecture list is refused now, not after the download.
+    rigdeck_core::engines::cmake_build::check_tools(&build)
+        .map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, "cannot_build", e.to_string()))?;
     if BUILDING.swap(true, Ordering::SeqCst) {
         return Err(ApiError::new(
             StatusCode::CONFLICT,

@@ -4,6 +4,7 @@
 
 import type {
   ApiErrorBody,
+  BuildBackend,
   EngineBuild,
   InstanceView,
   LaunchProfile,
@@ -101,8 +102,9 @@ export const api = {
   parsePlan: (body: ParseRequest, signal?: AbortSignal) =>
     request<PlanResponse>('POST', '/api/v1/plan/parse', body, signal),
   engines: () => request<EngineBuild[]>('GET', '/api/v1/engines'),
-  /** Starts building the bundled llama.cpp; progress comes as `engine.build` events. */
-  buildEngine: (backend: 'cpu' | 'vulkan' = 'cpu') =>
+  /** Starts building the bundled llama.cpp; progress comes as `engine.build` events. A CUDA
+   *  build is for the GPUs the daemon sees. */
+  buildEngine: (backend: BuildBackend = 'cpu') =>
     request<{ started: boolean }>('POST', '/api/v1/engines/build', { backend }),
   profiles: () => request<LaunchProfile[]>('GET', '/api/v1/profiles'),
   profile: (name: string) => request<SavedProfile>('GET', `/api/v1/profiles/${encodeURIComponent(name)}`),

@@ -631,3 +631,7 @@ export interface LogLine {
   stream: 'stdout' | 'stderr' | (string & {});
   text: string;
 }
+
+/** The backends Rigdeck builds llama.cpp for from the UI. */
+export type BuildBackend = 'cpu' | 'cuda' | 'vulkan';
+

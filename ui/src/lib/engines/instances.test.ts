@@ -1,7 +1,7 @@
 // Instances page and "Save as launch profile" helpers.
 
 import { describe, expect, it } from 'vitest';
-import type { InstanceView, LogLine, PlanResponse } from '../api/types';
+import type { GpuSnapshot, InstanceView, LogLine, PlanResponse } from '../api/types';
 import {
   BUILD_LINES_KEPT,
   buildActive,
@@ -19,6 +19,8 @@ import {
   plannedMemoryFromPlan,
   profileBody,
   startReportLines,
+  gpuComputeCapabilities,
+  defaultBackend,
   profileFormError,
   reduceBuild,
 } from './instances';
@@ -204,6 +206,21 @@ describe('startReportLines', () => {
     expect(texts[3]).toBe('Started automatically: qwen, coder');
     expect(texts[5]).toBe('Autostart skipped orphan: it uses engine build 9, which is not installed');
     expect(texts[6]).toContain('GPU 1 needs 20.0 GiB');
+  });
+});
+
+describe('build backend choice', () => {
+  const gpu = (cc: { major: number; minor: number } | null) => ({ compute_capability: cc }) as unknown as GpuSnapshot;
+
+  it('lists each compute capability once, sorted, and skips GPUs without one', () => {
+    const gpus = [gpu({ major: 12, minor: 0 }), gpu({ major: 8, minor: 6 }), gpu(null), gpu({ major: 8, minor: 6 })];
+    expect(gpuComputeCapabilities(gpus)).toEqual(['8.6', '12.0']);
+    expect(gpuComputeCapabilities(undefined)).toEqual([]);
+  });
+
+  it('offers CUDA where NVIDIA GPUs are seen, else the CPU', () => {
+    expect(defaultBackend(['8.6'])).toBe('cuda');
+    expect(defaultBackend([])).toBe('cpu');
   });
 });
 

@@ -2,8 +2,10 @@
 // planned-vs-measured memory rows, the build-progress reducer and the profile body from the editor.
 
 import type {
+  BuildBackend,
   BuildProgress,
   EnginesAtStart,
+  GpuSnapshot,
   InstanceView,
   LaunchProfile,
   LogLine,
@@ -262,4 +264,29 @@ export function startReportLines(r: EnginesAtStart | null | undefined): StartLin
   if (autostart.refused) lines.push({ tone: 'bad', text: autostart.refused });
   return lines;
 }
+
+/** The compute capabilities of the GPUs the daemon sees ("8.6", "12.0"), each once, sorted:
+ *  what a CUDA build from the UI is compiled for. */
+export function gpuComputeCapabilities(gpus: GpuSnapshot[] | undefined): string[] {
+  const seen = new Set<string>();
+  const caps: [number, number][] = [];
+  for (const g of gpus ?? []) {
+    const c = g.compute_capability;
+    if (!c || c.major <= 0) continue;
+    const key = `${c.major}.${c.minor}`;
+    if (!seen.has(key)) {
+      seen.add(key);
+      caps.push([c.major, c.minor]);
+    }
+  }
+  caps.sort((a, b) => a[0] - b[0] || a[1] - b[1]);
+  return caps.map(([major, minor]) => `${major}.${minor}`);
+}
+
+/** CUDA where NVIDIA GPUs are seen (what such a rig wants), else the CPU. */
+export function defaultBackend(capabilities: string[]): BuildBackend {
+  return capabilities.length > 0 ? 'cuda' : 'cpu';
+}
+
+export const BACKEND_LABELS: Record<BuildBackend, string> = { cpu: 'CPU', cuda: 'CUDA', vulkan: 'Vulkan' };
 
