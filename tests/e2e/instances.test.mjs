@@ -102,6 +102,10 @@ test("a registered llama-server shows in the builds list", async () => {
   assert.equal(await engine.count(), 1);
   assert.equal(await engine.first().getAttribute("data-status"), "ready");
   assert.equal(await page.locator('[data-testid="first-run"]').count(), 0);
+  // With a build in place, the page still offers another build and the vLLM/SGLang install.
+  assert.equal(await page.locator('[data-testid="build-bundled"]').isEnabled(), true);
+  await page.locator('[data-testid="install-kind"]').selectOption("sglang");
+  assert.match(await page.locator('[data-testid="install-python"]').textContent(), /Install SGLang/);
 });
 
 test("the placement editor saves a launch profile", async () => {

@@ -65,16 +65,21 @@ with zipfile.ZipFile(sys.argv[1], "w") as whl:
     .unwrap();
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn installs_vllm_from_a_local_index_and_reuses_it() {
-    let dir = tempfile::tempdir().unwrap();
-    let index = dir.path().join("index");
+/// Writes the index under `dir/index` and serves it on loopback; answers pip's `--index-url`.
+async fn serve_index(dir: &Path) -> String {
+    let index = dir.join("index");
     write_index(&index);
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let port = listener.local_addr().unwrap().port();
     let app = axum::Router::new().fallback_service(tower_http::services::ServeDir::new(&index));
     tokio::spawn(async move { axum::serve(listener, app).await });
-    let url = format!("http://127.0.0.1:{port}/simple");
+    format!("http://127.0.0.1:{port}/simple")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn installs_vllm_from_a_local_index_and_reuses_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = serve_index(dir.path()).await;
 
     let home = dir.path().to_owned();
     let install = move || {
@@ -140,13 +145,7 @@ async fn installs_vllm_from_a_local_index_and_reuses_it() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_version_the_index_lacks_fails_with_pips_last_lines() {
     let dir = tempfile::tempdir().unwrap();
-    let index = dir.path().join("index");
-    write_index(&index);
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let port = listener.local_addr().unwrap().port();
-    let app = axum::Router::new().fallback_service(tower_http::services::ServeDir::new(&index));
-    tokio::spawn(async move { axum::serve(listener, app).await });
-    let url = format!("http://127.0.0.1:{port}/simple");
+    let url = serve_index(dir.path()).await;
     let home = dir.path().to_owned();
     let output = tokio::task::spawn_blocking(move || {
         rigdeck(&home)
@@ -176,4 +175,60 @@ async fn a_version_the_index_lacks_fails_with_pips_last_lines() {
         .output()
         .unwrap();
     assert_eq!(String::from_utf8_lossy(&output.stdout).trim(), "[]");
+}
+
+/// The same install through the API (the Engines page's button): refused kinds at once, then
+/// pip runs in the background and the environment appears among the builds, ready.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_api_installs_vllm_in_the_background() {
+    // Only this test's process: a user's pip.conf must not send pip elsewhere.
+    std::env::set_var("PIP_CONFIG_FILE", "/dev/null");
+    let t = support::TestServer::start("4x3090.json").await;
+    let url = serve_index(t.dir.path()).await;
+    let post = |body: serde_json::Value| {
+        t.client
+            .post(t.url("/api/v1/engines/install"))
+            .bearer_auth(t.server.token())
+            .json(&body)
+            .send()
+    };
+    for (body, code, names) in [
+        (
+            serde_json::json!({"kind": "llama.cpp"}),
+            "bad_kind",
+            "engines/build",
+        ),
+        (serde_json::json!({"kind": "tgi"}), "bad_kind", "tgi"),
+        (
+            serde_json::json!({"kind": "vllm", "version": "latest; rm -rf"}),
+            "bad_version",
+            "latest; rm -rf",
+        ),
+    ] {
+        let response = post(body).await.unwrap();
+        assert_eq!(response.status(), reqwest::StatusCode::BAD_REQUEST);
+        let error: serde_json::Value = response.json().await.unwrap();
+        assert_eq!(error["code"], code, "{error}");
+        assert!(
+            error["message"].as_str().unwrap().contains(names),
+            "{error}"
+        );
+    }
+    let response = post(serde_json::json!({"kind": "vllm", "index_url": url}))
+        .await
+        .unwrap();
+    assert_eq!(response.status(), reqwest::StatusCode::ACCEPTED);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(180);
+    let builds = loop {
+        let builds = t.get_json("/api/v1/engines").await;
+        if builds.as_array().is_some_and(|b| !b.is_empty()) {
+            break builds;
+        }
+        assert!(std::time::Instant::now() < deadline, "no build after 180 s");
+        tokio::time::sleep(std::time::Duration::from_millis(250)).await;
+    };
+    assert_eq!(builds[0]["kind"], "vllm", "{builds}");
+    assert_eq!(builds[0]["version"], "0.11.0", "{builds}");
+    assert_eq!(builds[0]["status"], "ready", "{builds}");
+    t.server.shutdown().await;
 }

@@ -171,7 +171,7 @@ pub async fn install(
 }
 
 /// `1.2.3`, `0.5.3.post1`, `0.11.0rc2`: what a folder name and a `==` pin can hold.
-fn is_plain_version(version: &str) -> bool {
+pub fn is_plain_version(version: &str) -> bool {
     !version.is_empty()
         && version.starts_with(|c: char| c.is_ascii_digit())
         && version

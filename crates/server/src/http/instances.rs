@@ -9,7 +9,7 @@ use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use rigdeck_core::engines::registry::EngineBuild;
-use rigdeck_core::engines::Backend;
+use rigdeck_core::engines::{Backend, EngineKind, UnknownKind};
 use rigdeck_core::launch::export::{export_port, shell_script, systemd_unit};
 use rigdeck_core::launch::instances::LaunchError;
 use rigdeck_core::launch::profile::{self, argv};
@@ -416,6 +416,98 @@ fn cpu_backend() -> String {
 
 /// `POST /engines/build`: builds the bundled llama.cpp in the background (the first-run offer).
 /// Progress arrives as `engine.build` events; the finished build appears in `GET /engines`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct InstallBody {
+    kind: String,
+    /// Default: the pinned version.
+    #[serde(default)]
+    version: Option<String>,
+    /// pip's `--index-url` (a mirror).
+    #[serde(default)]
+    index_url: Option<String>,
+}
+
+/// `POST /engines/install`: vLLM or SGLang into a managed virtual environment with pip, in the
+/// background. pip's output arrives as `engine.build` events, as a build's does.
+pub async fn install_engine(
+    State(state): State<Arc<AppState>>,
+    body: axum::body::Bytes,
+) -> ApiResult<Response> {
+    use rigdeck_core::engines::cmake_build::{publish_on, BuildProgress, BuildStep};
+    use rigdeck_core::engines::python_env::{self, PythonInstallRequest};
+    use std::sync::atomic::Ordering;
+
+    let bad =
+        |code: &'static str, message: String| ApiError::new(StatusCode::BAD_REQUEST, code, message);
+    let body: InstallBody = serde_json::from_slice(&body)
+        .map_err(|e| bad("bad_request", format!("request body is not valid: {e}")))?;
+    let kind: EngineKind = body
+        .kind
+        .parse()
+        .map_err(|e: UnknownKind| bad("bad_kind", e.to_string()))?;
+    let Some(package) = python_env::package_name(kind) else {
+        let message =
+            format!("{kind} is built from source, not installed: POST /api/v1/engines/build");
+        return Err(bad("bad_kind", message));
+    };
+    if let Some(version) = body
+        .version
+        .as_deref()
+        .filter(|v| !python_env::is_plain_version(v.trim()))
+    {
+        let message = format!("version '{version}' is not a plain version number, e.g. 0.11.0");
+        return Err(bad("bad_version", message));
+    }
+    let store = store(&state)?.clone();
+    let request = PythonInstallRequest {
+        kind,
+        version: body.version,
+        index_url: body.index_url,
+        engines_dir: state.data_dir.join("engines"),
+        python: None,
+    };
+    if BUILDING.swap(true, Ordering::SeqCst) {
+        return Err(ApiError::new(
+            StatusCode::CONFLICT,
+            "build_running",
+            "an engine build or install is already running: wait for it to finish",
+        ));
+    }
+    let bus = state.bus.clone();
+    tokio::spawn(async move {
+        let publish = publish_on(&bus);
+        let report = |step: BuildStep, fraction: Option<f64>, line: String| {
+            publish(BuildProgress {
+                build_id: format!("{package}-install"),
+                step,
+                fraction,
+                line: Some(line),
+            })
+        };
+        let pip_line = |line: &str| report(BuildStep::Fetch, None, line.to_owned());
+        match python_env::install(&store, &request, &pip_line).await {
+            Ok(done) => report(
+                BuildStep::Done,
+                Some(1.0),
+                format!(
+                    "{} {} ready in {} (engine #{})",
+                    done.build.kind,
+                    done.build.version,
+                    done.venv.display(),
+                    done.build.id
+                ),
+            ),
+            Err(err) => {
+                tracing::error!("engine install failed: {err}");
+                report(BuildStep::Failed, None, err.to_string());
+            }
+        }
+        BUILDING.store(false, Ordering::SeqCst);
+    });
+    Ok((StatusCode::ACCEPTED, Json(json!({"started": true}))).into_response())
+}
+
 /// The architectures a CUDA build is for: as asked, or those of the GPUs the telemetry sees.
 fn cuda_architectures(state: &AppState, asked: Option<String>) -> ApiResult<String> {
     use rigdeck_core::engines::cmake_build;

@@ -82,6 +82,10 @@ pub fn router(state: Arc<AppState>) -> Router {
             axum::routing::post(instances::build_engine),
         )
         .route(
+            "/engines/install",
+            axum::routing::post(instances::install_engine),
+        )
+        .route(
             "/profiles",
             get(instances::list_profiles).post(instances::create_profile),
         )

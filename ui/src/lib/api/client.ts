@@ -106,6 +106,10 @@ export const api = {
    *  build is for the GPUs the daemon sees. */
   buildEngine: (backend: BuildBackend = 'cpu') =>
     request<{ started: boolean }>('POST', '/api/v1/engines/build', { backend }),
+  /** Installs vLLM or SGLang (pinned version) into a managed environment; pip's output comes
+   *  as `engine.build` events. */
+  installEngine: (kind: 'vllm' | 'sglang') =>
+    request<{ started: boolean }>('POST', '/api/v1/engines/install', { kind }),
   profiles: () => request<LaunchProfile[]>('GET', '/api/v1/profiles'),
   profile: (name: string) => request<SavedProfile>('GET', `/api/v1/profiles/${encodeURIComponent(name)}`),
   createProfile: (profile: LaunchProfile, auto = false) =>
