@@ -397,8 +397,30 @@ pub async fn instance_logs(
     Ok(Json(json!(lines)))
 }
 
-/// One engine build at a time per daemon: a build takes every core for minutes.
+/// One engine build or install at a time per daemon: a build takes every core for minutes.
 static BUILDING: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Holds the daemon's one build slot; dropping it (the task ends, or panics) frees it.
+struct BuildSlot;
+
+impl BuildSlot {
+    fn claim() -> ApiResult<Self> {
+        if BUILDING.swap(true, std::sync::atomic::Ordering::SeqCst) {
+            return Err(ApiError::new(
+                StatusCode::CONFLICT,
+                "build_running",
+                "an engine build or install is already running: wait for it to finish",
+            ));
+        }
+        Ok(Self)
+    }
+}
+
+impl Drop for BuildSlot {
+    fn drop(&mut self) {
+        BUILDING.store(false, std::sync::atomic::Ordering::SeqCst);
+    }
+}
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -436,7 +458,6 @@ pub async fn install_engine(
 ) -> ApiResult<Response> {
     use rigdeck_core::engines::cmake_build::{publish_on, BuildProgress, BuildStep};
     use rigdeck_core::engines::python_env::{self, PythonInstallRequest};
-    use std::sync::atomic::Ordering;
 
     let bad =
         |code: &'static str, message: String| ApiError::new(StatusCode::BAD_REQUEST, code, message);
@@ -467,15 +488,10 @@ pub async fn install_engine(
         engines_dir: state.data_dir.join("engines"),
         python: None,
     };
-    if BUILDING.swap(true, Ordering::SeqCst) {
-        return Err(ApiError::new(
-            StatusCode::CONFLICT,
-            "build_running",
-            "an engine build or install is already running: wait for it to finish",
-        ));
-    }
+    let slot = BuildSlot::claim()?;
     let bus = state.bus.clone();
     tokio::spawn(async move {
+        let _slot = slot;
         let publish = publish_on(&bus);
         let report = |step: BuildStep, fraction: Option<f64>, line: String| {
             publish(BuildProgress {
@@ -503,7 +519,6 @@ pub async fn install_engine(
                 report(BuildStep::Failed, None, err.to_string());
             }
         }
-        BUILDING.store(false, Ordering::SeqCst);
     });
     Ok((StatusCode::ACCEPTED, Json(json!({"started": true}))).into_response())
 }
@@ -540,7 +555,6 @@ pub async fn build_engine(
 ) -> ApiResult<Response> {
     use rigdeck_core::engines::cmake_build::{publish_on, BuildRequest};
     use rigdeck_core::engines::{install, source};
-    use std::sync::atomic::Ordering;
 
     let request: BuildBody = serde_json::from_slice(if body.is_empty() { b"{}" } else { &body })
         .map_err(|e| {
@@ -570,15 +584,10 @@ pub async fn build_engine(
     // A missing compiler or a bad architecture list is refused now, not after the download.
     rigdeck_core::engines::cmake_build::check_tools(&build)
         .map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, "cannot_build", e.to_string()))?;
-    if BUILDING.swap(true, Ordering::SeqCst) {
-        return Err(ApiError::new(
-            StatusCode::CONFLICT,
-            "build_running",
-            "an engine build is already running: wait for it to finish",
-        ));
-    }
+    let slot = BuildSlot::claim()?;
     let bus = state.bus.clone();
     tokio::spawn(async move {
+        let _slot = slot;
         let publish = publish_on(&bus);
         match install::build_and_register(&store, &build, &publish).await {
             Ok((_, entry)) => tracing::info!(
@@ -589,7 +598,6 @@ pub async fn build_engine(
             // The failure itself reaches the UI as a `failed` engine.build event with the log tail.
             Err(err) => tracing::error!("engine build failed: {err}"),
         }
-        BUILDING.store(false, Ordering::SeqCst);
     });
     Ok((
         StatusCode::ACCEPTED,
