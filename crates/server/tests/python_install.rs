@@ -1,6 +1,8 @@
 //! `rigdeck engines install vllm`: a real `python3 -m venv` and a real pip, installing from a
 //! local PEP 503 package index (the test double standing in for PyPI) that serves a hand-made
 //! `vllm` wheel; the build is then listed as ready, and a second install reuses the environment.
+//! The wheel's `vllm serve` stands in for vLLM's server (health and model list only), so a
+//! launch profile on the environment is started, supervised and stopped through the daemon.
 
 mod support;
 
@@ -36,8 +38,36 @@ fn write_index(root: &Path) {
     let wheel = "vllm-0.11.0-py3-none-any.whl";
     let script = r#"
 import base64, hashlib, sys, zipfile
+# `vllm serve MODEL --host H --port P ...`: answers /health and /v1/models, prints its argv.
+CLI = """
+import http.server, json, sys
+
+def main():
+    args = sys.argv[1:]
+    if len(args) < 2 or args[0] != "serve":
+        sys.exit("usage: vllm serve MODEL [options]")
+    model, options = args[1], args[2:]
+    value = lambda flag, default: options[options.index(flag) + 1] if flag in options else default
+    print("stand-in vllm serving", model, "with", " ".join(options), flush=True)
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            body = b"" if self.path == "/health" else json.dumps({"data": [{"id": model}]}).encode()
+            self.send_response(200)
+            self.send_header("content-length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+
+    address = (value("--host", "127.0.0.1"), int(value("--port", "8000")))
+    http.server.ThreadingHTTPServer(address, Handler).serve_forever()
+"""
 files = {
     "vllm/__init__.py": "__version__ = \"0.11.0\"\n",
+    "vllm/cli.py": CLI,
+    "vllm-0.11.0.dist-info/entry_points.txt": "[console_scripts]\nvllm = vllm.cli:main\n",
     "vllm-0.11.0.dist-info/METADATA": "Metadata-Version: 2.1\nName: vllm\nVersion: 0.11.0\n",
     "vllm-0.11.0.dist-info/WHEEL": "Wheel-Version: 1.0\nGenerator: rigdeck-test\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
 }
@@ -178,20 +208,14 @@ async fn a_version_the_index_lacks_fails_with_pips_last_lines() {
 }
 
 /// The same install through the API (the Engines page's button): refused kinds at once, then
-/// pip runs in the background and the environment appears among the builds, ready.
+/// pip runs in the background and the environment appears among the builds, ready; a profile on
+/// it plans a share of GPU 0, starts, becomes ready and stops.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_api_installs_vllm_in_the_background() {
     // Only this test's process: a user's pip.conf must not send pip elsewhere.
     std::env::set_var("PIP_CONFIG_FILE", "/dev/null");
     let t = support::TestServer::start("4x3090.json").await;
     let url = serve_index(t.dir.path()).await;
-    let post = |body: serde_json::Value| {
-        t.client
-            .post(t.url("/api/v1/engines/install"))
-            .bearer_auth(t.server.token())
-            .json(&body)
-            .send()
-    };
     for (body, code, names) in [
         (
             serde_json::json!({"kind": "llama.cpp"}),
@@ -205,19 +229,17 @@ async fn the_api_installs_vllm_in_the_background() {
             "latest; rm -rf",
         ),
     ] {
-        let response = post(body).await.unwrap();
-        assert_eq!(response.status(), reqwest::StatusCode::BAD_REQUEST);
-        let error: serde_json::Value = response.json().await.unwrap();
+        let (status, error) = t.post_json("/api/v1/engines/install", &body).await;
+        assert_eq!(status, reqwest::StatusCode::BAD_REQUEST);
         assert_eq!(error["code"], code, "{error}");
         assert!(
             error["message"].as_str().unwrap().contains(names),
             "{error}"
         );
     }
-    let response = post(serde_json::json!({"kind": "vllm", "index_url": url}))
-        .await
-        .unwrap();
-    assert_eq!(response.status(), reqwest::StatusCode::ACCEPTED);
+    let install = serde_json::json!({"kind": "vllm", "index_url": url});
+    let (status, _) = t.post_json("/api/v1/engines/install", &install).await;
+    assert_eq!(status, reqwest::StatusCode::ACCEPTED);
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(180);
     let builds = loop {
         let builds = t.get_json("/api/v1/engines").await;
@@ -230,5 +252,60 @@ async fn the_api_installs_vllm_in_the_background() {
     assert_eq!(builds[0]["kind"], "vllm", "{builds}");
     assert_eq!(builds[0]["version"], "0.11.0", "{builds}");
     assert_eq!(builds[0]["status"], "ready", "{builds}");
+
+    // A launch profile on the environment: a model folder, a tenth of one GPU preallocated.
+    let model = t.dir.path().join("Qwen3-0.6B");
+    std::fs::create_dir_all(&model).unwrap();
+    std::fs::write(model.join("config.json"), "{}").unwrap();
+    let profile = serde_json::json!({
+        "name": "vl",
+        "engine_build_id": builds[0]["id"],
+        "model": model,
+        "gpu_memory_fraction": 0.1,
+        "placement": {"context": 8192},
+    });
+    let (status, saved) = t.post_json("/api/v1/profiles", &profile).await;
+    assert_eq!(status, reqwest::StatusCode::CREATED, "{saved}");
+    let argv = saved["argv"].as_array().expect("an argv").clone();
+    assert!(argv[0].as_str().unwrap().ends_with("/bin/vllm"), "{saved}");
+    assert_eq!(argv[1], "serve", "{saved}");
+    let planned = &saved["profile"]["planned_memory"];
+    assert_eq!(planned.as_array().map(Vec::len), Some(1), "{saved}");
+    assert_eq!(planned[0]["gpu"], 0, "{saved}");
+    let gpu0_total = t.get_json("/api/v1/telemetry/latest").await["sample"]["gpus"]["gpus"][0]
+        ["memory"]["total_bytes"]
+        .as_u64()
+        .unwrap();
+    assert_eq!(
+        planned[0]["bytes"],
+        (gpu0_total as f64 * 0.1) as u64,
+        "{saved}"
+    );
+
+    let (status, _) = t
+        .post_json("/api/v1/profiles/vl/start", &serde_json::json!({}))
+        .await;
+    assert_eq!(status, reqwest::StatusCode::OK);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    loop {
+        let all = t.get_json("/api/v1/instances").await;
+        if all[0]["phase"] == "ready" {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "not ready: {all}");
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
+    let logs = t
+        .get_json("/api/v1/instances/vl/logs?search=stand-in")
+        .await;
+    let line = logs[0]["text"].as_str().unwrap_or_default();
+    assert!(
+        line.contains("--max-model-len 8192") && line.contains("--gpu-memory-utilization 0.1"),
+        "{logs}"
+    );
+    let (_, view) = t
+        .post_json("/api/v1/instances/vl/stop", &serde_json::json!({}))
+        .await;
+    assert_eq!(view["phase"], "stopped", "{view}");
     t.server.shutdown().await;
 }

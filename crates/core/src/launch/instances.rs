@@ -271,7 +271,7 @@ impl Instances {
         let meta = lock(&self.meta);
         let meta = meta.get(&state.name);
         let measured = match (state.pid, state.is_running(), (self.gpus)()) {
-            (Some(pid), true, Some(gpus)) => held_by(&gpus, &[pid]),
+            (Some(pid), true, Some(gpus)) => held_by(&gpus, &engine_pids(pid)),
             _ => Vec::new(),
         };
         let uptime_ms = match (state.is_ready(), state.ready_at_ms) {
@@ -732,6 +732,22 @@ fn masked(argv: &[String]) -> Vec<String> {
         }
     }
     out
+}
+
+/// An engine's processes: its whole process group (it leads one), since vLLM and SGLang hold
+/// VRAM in worker processes rather than in the process Rigdeck started.
+fn engine_pids(pid: u32) -> Vec<u32> {
+    let Ok(pgid) = i32::try_from(pid) else {
+        return vec![pid];
+    };
+    let mut pids: Vec<u32> = crate::supervisor::process::live_group_members(pgid)
+        .into_iter()
+        .filter_map(|p| u32::try_from(p).ok())
+        .collect();
+    if !pids.contains(&pid) {
+        pids.push(pid);
+    }
+    pids
 }
 
 /// Host and port of `http://host:port/health` (from an adopted engine's pid file).

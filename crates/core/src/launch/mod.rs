@@ -2,6 +2,7 @@
 //! keeps it under the supervisor and refuses starts that would not fit in the GPUs' memory.
 //!
 //! - [`profile`]: the profile itself, its checks, and the exact argv it launches (pure).
+//! - [`python_engines`]: the same for vLLM and SGLang environments, and their planned memory.
 //! - [`export`]: the same command as a shell script or a systemd unit (pure).
 //! - [`store`]: profiles in SQLite.
 //! - [`admission`]: planned memory per GPU against live free VRAM (pure, tested with samples).
@@ -13,6 +14,7 @@ pub mod client;
 pub mod export;
 pub mod instances;
 pub mod profile;
+pub mod python_engines;
 pub mod store;
 
 pub use admission::{AdmissionError, PlannedGpu};

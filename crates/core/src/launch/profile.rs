@@ -12,6 +12,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use super::admission::PlannedGpu;
+use super::python_engines;
 use crate::engines::registry::{Availability, EngineBuild};
 use crate::placement::flags::{to_args, FlagError};
 use crate::placement::PlacementOptions;
@@ -52,6 +53,11 @@ pub struct LaunchProfile {
     /// Started when the daemon starts; all autostart profiles are admitted together, so a set
     /// that cannot coexist on the GPUs is refused as a whole (see `Instances::autostart`).
     pub autostart: bool,
+    /// vLLM/SGLang: GPUs to split the model over (`--tensor-parallel-size` / `--tp-size`).
+    pub tensor_parallel: Option<u32>,
+    /// vLLM/SGLang: the share of each GPU to preallocate (`--gpu-memory-utilization` /
+    /// `--mem-fraction-static`), 0–1.
+    pub gpu_memory_fraction: Option<f64>,
 }
 
 impl Default for LaunchProfile {
@@ -71,6 +77,8 @@ impl Default for LaunchProfile {
             restart: RestartSetting::default(),
             planned_memory: Vec::new(),
             autostart: false,
+            tensor_parallel: None,
+            gpu_memory_fraction: None,
         }
     }
 }
@@ -124,8 +132,6 @@ pub enum ProfileError {
     UnknownBuild { profile: String, id: i64 },
     #[error("engine build {id} ('{}') is missing on disk: rebuild it with `rigdeck engines build` or register it again", location.display())]
     BuildMissing { id: i64, location: PathBuf },
-    #[error("engine build {id} is {kind}: launch profiles start llama.cpp and ik_llama.cpp builds for now")]
-    UnsupportedKind { id: i64, kind: String },
     #[error("model file '{}' does not exist: give the full path of the .gguf (GET /api/v1/models lists the library)", path.display())]
     MissingModel { path: PathBuf },
     #[error("environment variable name '{name}' is not valid: use letters, digits and '_', not starting with a digit (e.g. CUDA_VISIBLE_DEVICES)")]
@@ -156,6 +162,18 @@ pub enum ProfileError {
     NumactlMissing,
     #[error(transparent)]
     Flags(#[from] FlagError),
+    #[error("{kind} serves a model folder (config.json beside the weights) or a .gguf file; '{}' is neither", path.display())]
+    NotServable { path: PathBuf, kind: String },
+    #[error(
+        "{setting} is a llama.cpp setting; {kind} has no such option: remove it from the profile"
+    )]
+    LlamaOnly { setting: &'static str, kind: String },
+    #[error(
+        "gpu_memory_fraction {fraction} is not between 0 and 1 (e.g. 0.9 for 90 % of each GPU)"
+    )]
+    BadMemoryFraction { fraction: f64 },
+    #[error("tensor_parallel must be at least 1 (the number of GPUs to split the model over)")]
+    BadTensorParallel,
 }
 
 /// Checks a profile against the build it names. `numa_nodes` is how many NUMA nodes the machine
@@ -171,7 +189,9 @@ pub fn validate(
         id: profile.engine_build_id,
     })?;
     check_build(build)?;
-    if !profile.model.is_file() {
+    if build.kind.is_python() {
+        python_engines::validate(profile, build)?;
+    } else if !profile.model.is_file() {
         return Err(ProfileError::MissingModel {
             path: profile.model.clone(),
         });
@@ -201,6 +221,9 @@ pub fn validate(
             }
         ));
     }
+    if build.kind.is_python() {
+        return Ok(warnings);
+    }
     if profile.reasoning.is_some() && !build.capabilities.features.reasoning {
         return Err(ProfileError::NoReasoningOption { id: build.id });
     }
@@ -224,12 +247,6 @@ pub fn validate(
 }
 
 pub(crate) fn check_build(build: &EngineBuild) -> Result<(), ProfileError> {
-    if build.kind.is_python() {
-        return Err(ProfileError::UnsupportedKind {
-            id: build.id,
-            kind: build.kind.to_string(),
-        });
-    }
     if build.status == Availability::Missing {
         return Err(ProfileError::BuildMissing {
             id: build.id,
@@ -307,6 +324,9 @@ pub fn argv(
     port: u16,
     numactl: Option<&Path>,
 ) -> Result<Vec<String>, ProfileError> {
+    if let Some(argv) = python_engines::argv(profile, build, port) {
+        return Ok(argv);
+    }
     let mut argv = Vec::new();
     if let Some(node) = profile.numa_node {
         let numactl = numactl.ok_or(ProfileError::NumactlMissing)?;

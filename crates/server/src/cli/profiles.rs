@@ -33,7 +33,7 @@ pub enum ProfilesCommand {
         format: String,
     },
     /// Create a profile from flags; arguments after `--` go to llama-server as they are.
-    Create(CreateArgs),
+    Create(Box<CreateArgs>),
     /// Delete a profile (a running instance keeps running).
     Delete { name: String },
 }
@@ -44,7 +44,7 @@ pub struct CreateArgs {
     /// Engine build id (`rigdeck engines list`).
     #[arg(long)]
     pub engine: i64,
-    /// The model file (.gguf).
+    /// The model: a .gguf file, or for vLLM/SGLang a model folder (config.json + weights).
     #[arg(long)]
     pub model: PathBuf,
     /// Context size (-c).
@@ -71,6 +71,13 @@ pub struct CreateArgs {
     /// CPU threads (-t).
     #[arg(long)]
     pub threads: Option<u32>,
+    /// vLLM/SGLang: GPUs to split the model over (--tensor-parallel-size / --tp-size).
+    #[arg(long, value_name = "N")]
+    pub tensor_parallel: Option<u32>,
+    /// vLLM/SGLang: share of each GPU to preallocate, 0–1 (--gpu-memory-utilization /
+    /// --mem-fraction-static); planned as 0.9 when unset.
+    #[arg(long, value_name = "F")]
+    pub gpu_memory_fraction: Option<f64>,
     /// Listen address (default 127.0.0.1; anything else exposes the engine).
     #[arg(long)]
     pub host: Option<String>,
@@ -139,6 +146,8 @@ pub fn profile_from(args: &CreateArgs) -> anyhow::Result<LaunchProfile> {
     }
     profile.port = args.port.unwrap_or(0);
     profile.autostart = args.autostart;
+    profile.tensor_parallel = args.tensor_parallel;
+    profile.gpu_memory_fraction = args.gpu_memory_fraction;
     profile.api_key = args.api_key.clone();
     profile.reasoning = args.reasoning.as_deref().map(|r| r == "on");
     let mut env = BTreeMap::new();

@@ -13,6 +13,7 @@ use rigdeck_core::engines::{Backend, EngineKind, UnknownKind};
 use rigdeck_core::launch::export::{export_port, shell_script, systemd_unit};
 use rigdeck_core::launch::instances::LaunchError;
 use rigdeck_core::launch::profile::{self, argv};
+use rigdeck_core::launch::python_engines;
 use rigdeck_core::launch::store::ProfileStoreError;
 use rigdeck_core::launch::{AdmissionError, Instances, LaunchProfile, PlannedGpu};
 use rigdeck_core::placement::from_gguf::load_shape;
@@ -183,8 +184,16 @@ async fn prepare(
     let Some(build) = build else {
         return Ok((profile, warnings));
     };
-    // A plan given by the client stands; a CPU build plans no GPU memory.
-    if profile.planned_memory.is_empty() && build.backend != Backend::Cpu {
+    // A plan given by the client stands; a CPU build plans no GPU memory; vLLM and SGLang
+    // take a fixed share of each GPU they use.
+    if profile.planned_memory.is_empty() && build.kind.is_python() {
+        match &sample {
+            Some(sample) => {
+                profile.planned_memory = python_engines::planned_memory(&profile, &sample.gpus)
+            }
+            None => warnings.push("no telemetry yet: planned memory unknown".to_owned()),
+        }
+    } else if profile.planned_memory.is_empty() && build.backend != Backend::Cpu {
         match sample {
             Some(sample) => match plan_memory(&mut profile, &sample, auto) {
                 Ok(mut notes) => warnings.append(&mut notes),

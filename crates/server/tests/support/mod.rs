@@ -83,6 +83,26 @@ impl TestServer {
         format!("{}{path}", self.server.base_url())
     }
 
+    /// POSTs `body` with the token; the status and the JSON answer (null when there is none).
+    #[allow(dead_code)] // not every test binary posts
+    pub async fn post_json(
+        &self,
+        path: &str,
+        body: &serde_json::Value,
+    ) -> (reqwest::StatusCode, serde_json::Value) {
+        let response = self
+            .client
+            .post(self.url(path))
+            .bearer_auth(self.server.token())
+            .json(body)
+            .send()
+            .await
+            .expect("request");
+        let status = response.status();
+        let text = response.text().await.expect("body");
+        (status, serde_json::from_str(&text).unwrap_or_default())
+    }
+
     pub async fn get_json(&self, path: &str) -> serde_json::Value {
         let response = self
             .client

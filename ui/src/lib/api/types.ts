@@ -577,6 +577,10 @@ export interface LaunchProfile {
   extra_args?: string[];
   restart?: RestartPolicy;
   planned_memory?: PlannedMemory[];
+  autostart?: boolean;
+  /** vLLM/SGLang: GPUs to split over, and the share of each GPU to preallocate (0–1). */
+  tensor_parallel?: number | null;
+  gpu_memory_fraction?: number | null;
 }
 
 export interface SavedProfile {
