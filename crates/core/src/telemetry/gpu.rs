@@ -290,6 +290,7 @@ fn to_gpu_process(
     kind: GpuProcessKind,
     ours: &HashMap<u32, String>,
 ) -> GpuProcess {
+    let instance = instance_of(p.pid, ours);
     GpuProcess {
         pid: p.pid,
         name: process_name(nvml, p.pid),
@@ -298,9 +299,22 @@ fn to_gpu_process(
             UsedGpuMemory::Unavailable => None,
         },
         kind,
-        started_by_rigdeck: ours.contains_key(&p.pid),
-        rigdeck_instance: ours.get(&p.pid).cloned(),
+        started_by_rigdeck: instance.is_some(),
+        rigdeck_instance: instance,
     }
+}
+
+/// The Rigdeck instance holding `pid`: the engine itself, or one of its workers (vLLM and SGLang
+/// hold VRAM in child processes of the engine's process group, which the engine leads).
+fn instance_of(pid: u32, ours: &HashMap<u32, String>) -> Option<String> {
+    if let Some(name) = ours.get(&pid) {
+        return Some(name.clone());
+    }
+    if ours.is_empty() {
+        return None;
+    }
+    let stat = crate::supervisor::process::proc_stat(i32::try_from(pid).ok()?)?;
+    ours.get(&u32::try_from(stat.pgrp).ok()?).cloned()
 }
 
 /// NVML's name first (it sees processes in other PID namespaces), then /proc.
@@ -368,6 +382,30 @@ fn identity_only(s: GpuSnapshot) -> GpuSnapshot {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_worker_in_an_engines_process_group_counts_as_that_engine() {
+        use std::os::unix::process::CommandExt as _;
+        let spawn = |group: i32| {
+            std::process::Command::new("sleep")
+                .arg("30")
+                .process_group(group)
+                .spawn()
+                .unwrap()
+        };
+        // The engine leads its own group; its worker joins it, as vLLM's do.
+        let mut engine = spawn(0);
+        let mut worker = spawn(engine.id() as i32);
+        let ours = HashMap::from([(engine.id(), "vl".to_owned())]);
+        assert_eq!(instance_of(engine.id(), &ours).as_deref(), Some("vl"));
+        assert_eq!(instance_of(worker.id(), &ours).as_deref(), Some("vl"));
+        assert_eq!(instance_of(worker.id(), &HashMap::new()), None);
+        assert_eq!(instance_of(std::process::id(), &ours), None);
+        for child in [&mut engine, &mut worker] {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
 
     #[test]
     fn peak_bandwidth_matches_the_vendor_figures() {

@@ -32,7 +32,7 @@ pub enum ProfilesCommand {
         #[arg(long, default_value = "shell", value_parser = ["shell", "systemd"])]
         format: String,
     },
-    /// Create a profile from flags; arguments after `--` go to llama-server as they are.
+    /// Create a profile from flags; arguments after `--` go to the engine as they are.
     Create(Box<CreateArgs>),
     /// Delete a profile (a running instance keeps running).
     Delete { name: String },
@@ -105,7 +105,7 @@ pub struct CreateArgs {
     /// when their planned VRAM fits together).
     #[arg(long)]
     pub autostart: bool,
-    /// Extra llama-server arguments (after `--`).
+    /// Extra engine arguments (after `--`).
     #[arg(last = true)]
     pub extra: Vec<String>,
 }
