@@ -3,12 +3,14 @@
 // a launch profile saved from the placement editor for a tiny GGUF, started from the Engines page,
 // followed to ready with its logs streaming, and stopped. Also the admission refusal with
 // "Start anyway", the shell export, deleting a profile, and an engine left by a daemon that was
-// killed, taken over by the next daemon, reported on the Engines page and restarted when it dies.
+// killed, taken over by the next daemon, reported on the Engines page and restarted when it dies;
+// a vLLM launch profile saved from the Models page for a safetensors folder.
 // Needs RIGDECK_LLAMA_SERVER (a built llama-server) and RIGDECK_TINY_MODEL (a tiny .gguf).
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
 import { execFileSync } from "node:child_process";
-import { existsSync, mkdirSync } from "node:fs";
+import { existsSync, mkdirSync, mkdtempSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { startDaemon, launchChromium } from "./daemon.mjs";
 
@@ -245,5 +247,50 @@ test("an engine left running by a killed daemon is taken over by the next one, a
   );
   await row("tiny").locator('[data-testid="instance-stop"]').click();
   await page.locator('[data-testid="instance-row"][data-name="tiny"][data-state="stopped"]').waitFor({ timeout: 30_000 });
+});
+
+test("the Models page saves a vLLM launch profile for a safetensors folder", async () => {
+  // A virtual environment where `import vllm` works stands in for a real vLLM install.
+  const env = join(mkdtempSync(join(tmpdir(), "rigdeck-e2e-vllm-")), "vllm-env");
+  execFileSync("python3", ["-m", "venv", "--without-pip", env]);
+  const site = execFileSync(join(env, "bin/python"), ["-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"], { encoding: "utf8" }).trim();
+  mkdirSync(join(site, "vllm"), { recursive: true });
+  writeFileSync(join(site, "vllm", "__init__.py"), '__version__ = "0.11.0"\n');
+  execFileSync(process.env.RIGDECK_BIN, ["engines", "register", env], {
+    env: { ...process.env, RIGDECK_CONFIG_DIR: join(dirname(daemon.dataDir), "config"), RIGDECK_DATA_DIR: daemon.dataDir, RUST_LOG: "warn" },
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  // A Hugging Face folder: config.json beside a safetensors file (an empty header is enough to list it).
+  const model = join(daemon.dataDir, "models", "Qwen3-0.6B");
+  mkdirSync(model, { recursive: true });
+  writeFileSync(join(model, "config.json"), JSON.stringify({ architectures: ["Qwen3ForCausalLM"], model_type: "qwen3", num_hidden_layers: 28, max_position_embeddings: 40960 }));
+  const header = Buffer.from("{}      ");
+  const length = Buffer.alloc(8);
+  length.writeBigUInt64LE(BigInt(header.length));
+  writeFileSync(join(model, "model.safetensors"), Buffer.concat([length, header]));
+  assert.equal((await api("POST", "/api/v1/models/rescan", {})).status, 200);
+
+  await page.goto(`${daemon.base}/#/models`);
+  const row = page.locator(`[data-testid="model-row"][data-path="${model}"]`);
+  await row.waitFor({ timeout: 15_000 });
+  await row.locator('[data-testid="serve-model"]').click();
+  const form = row.locator('[data-testid="serve-form"]');
+  await form.locator('[data-testid="serve-build"] option').first().waitFor({ state: "attached", timeout: 10_000 });
+  assert.match(await form.locator('[data-testid="serve-build"] option').first().textContent(), /vllm 0\.11\.0/);
+  assert.equal(await form.locator('[data-testid="serve-name"]').inputValue(), "qwen3-0.6b");
+  await form.locator('[data-testid="serve-context"]').fill("16384");
+  // Two GPUs asked for, one chosen: the form says so before anything is sent.
+  await form.locator('[data-testid="serve-tp"]').fill("2");
+  await form.locator('[data-testid="serve-gpus"]').fill("1");
+  assert.match(await form.locator('[data-testid="serve-form-error"]').textContent(), /needs that many GPUs; 1 is chosen/);
+  await form.locator('[data-testid="serve-gpus"]').fill("0,1");
+  await form.locator('[data-testid="serve-submit"]').click();
+  await form.locator('[data-testid="save-profile-done"]').waitFor({ timeout: 10_000 });
+  const command = await form.locator('[data-testid="saved-command"]').textContent();
+  assert.match(command, /vllm-env\/bin\/vllm serve .*Qwen3-0\.6B/);
+  assert.match(command, /--max-model-len 16384 --tensor-parallel-size 2 --gpu-memory-utilization 0\.9/);
+  const saved = (await api("GET", "/api/v1/profiles/qwen3-0.6b")).body;
+  assert.deepEqual(saved.profile.env, { CUDA_DEVICE_ORDER: "PCI_BUS_ID", CUDA_VISIBLE_DEVICES: "0,1" });
+  assert.deepEqual(saved.profile.planned_memory.map((p) => p.gpu), [0, 1]);
 });
 

@@ -13,6 +13,7 @@ import type {
   History,
   HistoryRange,
   ModelEntry,
+  NewProfile,
   ParseRequest,
   PlanRequest,
   PlanResponse,
@@ -112,7 +113,7 @@ export const api = {
     request<{ started: boolean }>('POST', '/api/v1/engines/install', { kind }),
   profiles: () => request<LaunchProfile[]>('GET', '/api/v1/profiles'),
   profile: (name: string) => request<SavedProfile>('GET', `/api/v1/profiles/${encodeURIComponent(name)}`),
-  createProfile: (profile: LaunchProfile, auto = false) =>
+  createProfile: (profile: LaunchProfile | NewProfile, auto = false) =>
     request<SavedProfile>('POST', `/api/v1/profiles${auto ? '?auto=true' : ''}`, profile),
   updateProfile: (name: string, profile: LaunchProfile, auto = false) =>
     request<SavedProfile>('PUT', `/api/v1/profiles/${encodeURIComponent(name)}${auto ? '?auto=true' : ''}`, profile),

@@ -583,6 +583,9 @@ export interface LaunchProfile {
   gpu_memory_fraction?: number | null;
 }
 
+/** A profile as sent to be created: the placement may be partial (the rest takes defaults). */
+export type NewProfile = Omit<LaunchProfile, 'placement'> & { placement?: Partial<PlacementOptions> };
+
 export interface SavedProfile {
   profile: LaunchProfile;
   warnings: string[];

@@ -19,6 +19,8 @@ import {
   plannedMemoryFromPlan,
   profileBody,
   startReportLines,
+  serveFormError,
+  serveProfileBody,
   gpuComputeCapabilities,
   defaultBackend,
   profileFormError,
@@ -221,6 +223,34 @@ describe('build backend choice', () => {
   it('offers CUDA where NVIDIA GPUs are seen, else the CPU', () => {
     expect(defaultBackend(['8.6'])).toBe('cuda');
     expect(defaultBackend([])).toBe('cpu');
+  });
+});
+
+describe('serve form (vLLM / SGLang profiles from the Models page)', () => {
+  const form = { name: 'qwen3', buildId: 3, context: 0, tensorParallel: 1, gpuShare: 0.9, gpus: '' };
+
+  it('makes a profile with the model folder, the GPU share and the chosen GPUs in bus order', () => {
+    expect(serveProfileBody(form, '/models/Qwen3-8B')).toEqual({
+      name: 'qwen3',
+      engine_build_id: 3,
+      model: '/models/Qwen3-8B',
+      placement: { context: 0 },
+      gpu_memory_fraction: 0.9,
+    });
+    const two = serveProfileBody({ ...form, tensorParallel: 2, gpus: ' 2, 3 ', context: 32768 }, '/m');
+    expect(two.tensor_parallel).toBe(2);
+    expect(two.placement).toEqual({ context: 32768 });
+    expect(two.env).toEqual({ CUDA_VISIBLE_DEVICES: '2,3', CUDA_DEVICE_ORDER: 'PCI_BUS_ID' });
+  });
+
+  it('names the first problem', () => {
+    expect(serveFormError(form, 4)).toBeNull();
+    expect(serveFormError({ ...form, name: ' ' }, 4)).toMatch(/name/);
+    expect(serveFormError({ ...form, buildId: null }, 4)).toMatch(/install one on the Engines page/);
+    expect(serveFormError({ ...form, gpuShare: 1.2 }, 4)).toMatch(/between 0 and 1/);
+    expect(serveFormError({ ...form, gpus: '0,7' }, 4)).toMatch(/indices from 0 to 3/);
+    expect(serveFormError({ ...form, tensorParallel: 3, gpus: '0,1' }, 4)).toMatch(/needs that many GPUs; 2 are chosen/);
+    expect(serveFormError({ ...form, tensorParallel: 8 }, 4)).toMatch(/4 are chosen/);
   });
 });
 

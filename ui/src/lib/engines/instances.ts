@@ -8,6 +8,7 @@ import type {
   GpuSnapshot,
   InstanceView,
   LaunchProfile,
+  NewProfile,
   LogLine,
   PlacementOptions,
   PlanResponse,
@@ -216,6 +217,59 @@ export function profileBody(
     const planned = plannedMemoryFromPlan(plan);
     if (planned.length > 0) body.planned_memory = planned;
   }
+  return body;
+}
+
+/** What the Models page's "Serve" form holds for a vLLM or SGLang profile. */
+export interface ServeForm {
+  name: string;
+  buildId: number | null;
+  /** 0: the model's own context length. */
+  context: number;
+  tensorParallel: number;
+  /** Share of each GPU to preallocate, 0–1. */
+  gpuShare: number;
+  /** NVML indices, comma-separated ("0,1"); empty: all GPUs. */
+  gpus: string;
+}
+
+/** The form's first problem, or null when it can be saved. */
+export function serveFormError(f: ServeForm, gpuCount: number): string | null {
+  if (!f.name.trim()) return 'Give the profile a name.';
+  if (f.buildId == null) return 'Choose a vLLM or SGLang environment (install one on the Engines page).';
+  if (!Number.isInteger(f.context) || f.context < 0) return 'Context must be a whole number of tokens (0: the model’s own).';
+  if (!Number.isInteger(f.tensorParallel) || f.tensorParallel < 1) return 'Tensor parallel must be 1 or more GPUs.';
+  if (!(f.gpuShare > 0 && f.gpuShare <= 1)) return 'The GPU share must be between 0 and 1 (0.9 = 90 % of each GPU).';
+  const gpus = gpuList(f.gpus);
+  if (gpus.some((g) => !/^\d+$/.test(g) || Number(g) >= Math.max(gpuCount, 1))) {
+    return `GPUs are indices from 0 to ${Math.max(gpuCount, 1) - 1}, comma-separated.`;
+  }
+  const available = gpus.length > 0 ? gpus.length : gpuCount;
+  if (gpuCount > 0 && f.tensorParallel > available) {
+    return `Tensor parallel ${f.tensorParallel} needs that many GPUs; ${available} ${available === 1 ? 'is' : 'are'} chosen.`;
+  }
+  return null;
+}
+
+function gpuList(text: string): string[] {
+  return text
+    .split(',')
+    .map((g) => g.trim())
+    .filter(Boolean);
+}
+
+/** The profile a "Serve" form makes: the chosen GPUs in NVML (PCI bus) order for CUDA. */
+export function serveProfileBody(f: ServeForm, model: string): NewProfile {
+  const body: NewProfile = {
+    name: f.name.trim(),
+    engine_build_id: f.buildId ?? 0,
+    model,
+    placement: { context: f.context },
+    gpu_memory_fraction: f.gpuShare,
+  };
+  if (f.tensorParallel > 1) body.tensor_parallel = f.tensorParallel;
+  const gpus = gpuList(f.gpus);
+  if (gpus.length > 0) body.env = { CUDA_VISIBLE_DEVICES: gpus.join(','), CUDA_DEVICE_ORDER: 'PCI_BUS_ID' };
   return body;
 }
 
