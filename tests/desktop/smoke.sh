@@ -3,7 +3,9 @@
 # see it, that the window loads the UI and signs in (the UI's WebSocket shows up in
 # /api/v1/status), takes a screenshot, checks that a second launch only brings the window back,
 # that closing the window with "keep running in the background" on hides it and keeps serving,
-# and that closing it with the setting off stops the server and the process.
+# that closing it with the setting off stops the server and the process, and that with
+# `--remote URL` and the token the window shows another rig's `rigdeck serve` (started here on
+# loopback with its own folders, from the `rigdeck` binary beside rigdeck-desktop).
 #
 # Usage: bash tests/desktop/smoke.sh PATH/TO/rigdeck-desktop ARTEFACT_DIR
 #
@@ -29,6 +31,7 @@ WORK=$(mktemp -d /tmp/rigdeck-desktop-smoke.XXXXXX)
 APP_LOG="$ART/app.log"
 XVFB_PID=""
 APP_PID=""
+REMOTE_PID=""
 : >"$APP_LOG"
 
 cleanup() {
@@ -37,6 +40,10 @@ cleanup() {
         kill -TERM "$APP_PID" 2>/dev/null || true
         for _ in $(seq 50); do kill -0 "$APP_PID" 2>/dev/null || break; sleep 0.1; done
         kill -KILL "$APP_PID" 2>/dev/null || true
+    fi
+    if [ -n "$REMOTE_PID" ]; then
+        kill -TERM "$REMOTE_PID" 2>/dev/null || true
+        wait "$REMOTE_PID" 2>/dev/null || true
     fi
     if [ -n "$XVFB_PID" ]; then
         kill -TERM "$XVFB_PID" 2>/dev/null || true
@@ -260,5 +267,59 @@ cat "$APP_LOG.sigterm" >>"$APP_LOG" && rm -f "$APP_LOG.sigterm"
 for _ in $(seq 50); do [ -z "$(leftovers)" ] && break; sleep 0.1; done
 [ -z "$(leftovers)" ] || fail "processes left behind after SIGTERM: $(leftovers)"
 step "SIGTERM: process exited 0, port closed"
+
+# --- 7. A remote rig: the window shows another machine's `rigdeck serve` (one on loopback here,
+# with its own folders), signed in with that rig's token.
+SERVE="$(dirname "$BIN")/rigdeck"
+[ -x "$SERVE" ] || fail "no rigdeck binary beside $BIN for the remote phase"
+mkdir -p "$WORK/remote/config" "$WORK/remote/data"
+RIGDECK_CONFIG_DIR="$WORK/remote/config" RIGDECK_DATA_DIR="$WORK/remote/data" \
+    "$SERVE" serve --bind 127.0.0.1:0 >"$ART/remote-serve.log" 2>&1 &
+REMOTE_PID=$!
+REMOTE_URL=""
+for _ in $(seq 300); do
+    REMOTE_URL=$(sed -n 's|.*sign in: \(http://[^/]*\)/login.*|\1|p' "$ART/remote-serve.log" | head -n 1)
+    [ -n "$REMOTE_URL" ] && break
+    kill -0 "$REMOTE_PID" 2>/dev/null || fail "the remote rigdeck serve exited: $(cat "$ART/remote-serve.log")"
+    sleep 0.1
+done
+[ -n "$REMOTE_URL" ] || fail "the remote rigdeck serve printed no sign-in URL within 30 s"
+REMOTE_TOKEN=$(tr -d '[:space:]' <"$WORK/remote/config/token")
+remote_clients() {
+    curl -fsS --max-time 5 -H "Authorization: Bearer $REMOTE_TOKEN" "$REMOTE_URL/api/v1/status" 2>/dev/null \
+        | sed -n 's/.*"ws_clients": *\([0-9][0-9]*\).*/\1/p'
+}
+
+# Bad input first: no token, and an address without its scheme, each refused with the fix.
+OUT=$(env -u RIGDECK_REMOTE_TOKEN timeout 30 "$BIN" --remote "$REMOTE_URL" 2>&1) && fail "--remote without a token started"
+grep -q "needs that rig's token: set RIGDECK_REMOTE_TOKEN" <<<"$OUT" || fail "--remote without a token said: $OUT"
+OUT=$(RIGDECK_REMOTE_TOKEN=x timeout 30 "$BIN" --remote "gpubox:7878" 2>&1) && fail "--remote gpubox:7878 started"
+grep -q "must be an http:// or https:// URL, e.g. http://gpubox:7878" <<<"$OUT" || fail "--remote without a scheme said: $OUT"
+
+: >"$APP_LOG.remote"
+RIGDECK_REMOTE_TOKEN="$REMOTE_TOKEN" "$BIN" --remote "$REMOTE_URL" >>"$APP_LOG.remote" 2>&1 &
+APP_PID=$!
+CLIENTS=0
+for _ in $(seq 120); do
+    CLIENTS=$(remote_clients || true)
+    [ "${CLIENTS:-0}" -ge 1 ] && break
+    kill -0 "$APP_PID" 2>/dev/null || { cat "$APP_LOG.remote" >>"$APP_LOG"; fail "rigdeck-desktop --remote exited"; }
+    sleep 0.5
+done
+cat "$APP_LOG.remote" >>"$APP_LOG"
+[ "${CLIENTS:-0}" -ge 1 ] || fail "the remote rig saw no signed-in WebSocket within 60 s"
+grep -q "showing the remote rig at $REMOTE_URL" "$APP_LOG.remote" || fail "the remote window did not say which rig it shows"
+! grep -q "serving on" "$APP_LOG.remote" || fail "rigdeck-desktop --remote started a server of its own"
+sleep 3
+import -window root -display "$DISPLAY" "$ART/desktop-remote.png" || fail "import could not take the remote screenshot"
+step "remote rig shown: its server counts ws_clients=$CLIENTS; screenshot $ART/desktop-remote.png"
+kill -TERM "$APP_PID"
+wait_for_exit "$APP_PID" 15 || fail "rigdeck-desktop --remote still runs 15 s after SIGTERM"
+wait "$APP_PID" || true
+APP_PID=""
+rm -f "$APP_LOG.remote"
+for _ in $(seq 50); do [ "$(remote_clients)" = 0 ] && break; sleep 0.2; done
+[ "$(remote_clients)" = 0 ] || fail "the remote rig still counts a WebSocket after the window closed"
+step "remote window closed; the remote rig keeps serving"
 
 echo "desktop smoke: 1 passed, 0 failed"
