@@ -9,8 +9,9 @@ ARTIFACTS ?= $(CURDIR)/tests/artifacts
 
 .PHONY: run setup ui build test test-rust test-ui test-e2e test-desktop bench lint
 
-## run: install what is missing, build, prepare the bundled llama.cpp engine (about 5 minutes the
-## first time, reused afterwards), open the desktop app (or `rigdeck serve` without a display)
+## run: install what is missing, build, prepare the bundled llama.cpp engine (CUDA when NVIDIA GPUs
+## and nvcc are there, else CPU; reused afterwards), open the desktop app (or `rigdeck serve`
+## without a display)
 run: build
 	$(RELEASE)/rigdeck engines build
 	$(RELEASE)/rigdeck

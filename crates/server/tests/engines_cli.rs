@@ -148,7 +148,10 @@ fn bad_input_gets_a_message_that_names_the_problem() {
         "{err}"
     );
 
-    let err = fails(dir.path(), &["build", "--cuda-arch", "86"]);
+    let err = fails(
+        dir.path(),
+        &["build", "--backend", "cpu", "--cuda-arch", "86"],
+    );
     assert!(
         err.contains("--cuda-arch only applies to --backend cuda"),
         "{err}"
@@ -170,11 +173,9 @@ fn bad_input_gets_a_message_that_names_the_problem() {
     assert!(err.contains("invalid value 'not-a-number'"), "{err}");
 }
 
-#[test]
-fn a_cuda_build_needs_nvcc_and_takes_the_architectures_from_the_gpus() {
-    let dir = tempfile::tempdir().unwrap();
-    // A tree that stops at configure: wherever nvcc exists, nothing long is built.
-    let tree = dir.path().join("tree");
+/// A source tree that stops at CMake's configure step: wherever nvcc exists, nothing long is built.
+fn tree_that_stops_at_configure(dir: &Path) -> std::path::PathBuf {
+    let tree = dir.join("tree");
     std::fs::create_dir_all(tree.join("include")).unwrap();
     std::fs::write(tree.join("include/llama.h"), "").unwrap();
     std::fs::write(
@@ -182,22 +183,59 @@ fn a_cuda_build_needs_nvcc_and_takes_the_architectures_from_the_gpus() {
         "cmake_minimum_required(VERSION 3.14)\nproject(stop NONE)\nmessage(FATAL_ERROR \"stop here\")\n",
     )
     .unwrap();
-    let output = rigdeck(dir.path())
-        .args(["engines", "build", "--backend", "cuda", "--source"])
-        .arg(&tree)
+    tree
+}
+
+/// `engines build` with the CUDA toolkit's variables unset, as in the tests' environment.
+fn build_from(dir: &Path, tree: &Path, extra: &[&str]) -> Output {
+    rigdeck(dir)
+        .args(["engines", "build"])
+        .args(extra)
+        .arg("--source")
+        .arg(tree)
         .env_remove("CUDACXX")
         .env_remove("CUDA_HOME")
         .env_remove("CUDA_PATH")
         .output()
-        .unwrap();
-    let (stdout, stderr) = text(&output);
-    assert!(!output.status.success(), "{stdout}");
-    // Where `rigdeck` looks for the CUDA compiler (CUDACXX and CUDA_HOME are unset above).
+        .unwrap()
+}
+
+/// Where `rigdeck` looks for the CUDA compiler once CUDACXX and CUDA_HOME are unset.
+fn has_cuda_toolkit() -> bool {
     let on_path = std::env::var_os("PATH")
         .map(|path| std::env::split_paths(&path).any(|dir| dir.join("nvcc").is_file()))
         .unwrap_or(false);
-    let has_toolkit = on_path || Path::new("/usr/local/cuda/bin/nvcc").is_file();
-    if has_toolkit {
+    on_path || Path::new("/usr/local/cuda/bin/nvcc").is_file()
+}
+
+#[test]
+fn the_automatic_backend_is_cuda_only_where_nvcc_can_build_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let tree = tree_that_stops_at_configure(dir.path());
+    let output = build_from(dir.path(), &tree, &[]);
+    let (stdout, stderr) = text(&output);
+    assert!(!output.status.success(), "{stdout}");
+    assert!(stderr.contains("stop here"), "{stderr}");
+    if has_cuda_toolkit() {
+        assert!(stdout.contains("-DCMAKE_CUDA_ARCHITECTURES=86"), "{stdout}");
+    } else {
+        // The 4×3090 rig is seen, nvcc is not: a CPU build, and how to get the CUDA one.
+        assert!(
+            stdout.contains("NVIDIA GPUs found (CUDA architectures 86) but no CUDA compiler (nvcc): building for the CPU"),
+            "{stdout}"
+        );
+        assert!(!stdout.contains("CMAKE_CUDA_ARCHITECTURES"), "{stdout}");
+    }
+}
+
+#[test]
+fn a_cuda_build_needs_nvcc_and_takes_the_architectures_from_the_gpus() {
+    let dir = tempfile::tempdir().unwrap();
+    let tree = tree_that_stops_at_configure(dir.path());
+    let output = build_from(dir.path(), &tree, &["--backend", "cuda"]);
+    let (stdout, stderr) = text(&output);
+    assert!(!output.status.success(), "{stdout}");
+    if has_cuda_toolkit() {
         // Past the tool check: the 4×3090 rig's compute capability 8.6 reached CMake.
         assert!(stdout.contains("-DCMAKE_CUDA_ARCHITECTURES=86"), "{stdout}");
         assert!(

@@ -626,7 +626,7 @@ pub fn check_tools(request: &BuildRequest) -> Result<Option<PathBuf>, BuildError
 
 /// The CUDA compiler: `$CUDACXX`, `nvcc` on PATH, `$CUDA_HOME/bin`, `$CUDA_PATH/bin`, then the
 /// toolkit's usual place.
-fn find_nvcc() -> Option<PathBuf> {
+pub fn find_nvcc() -> Option<PathBuf> {
     if let Some(cudacxx) = std::env::var_os("CUDACXX").map(PathBuf::from) {
         if is_executable_file(&cudacxx) {
             return Some(cudacxx);

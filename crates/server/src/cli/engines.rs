@@ -50,9 +50,10 @@ pub enum EnginesCommand {
 
 #[derive(Debug, clap::Args)]
 pub struct BuildArgs {
-    /// cpu, cuda (architectures from the detected GPUs) or vulkan.
-    #[arg(long, default_value = "cpu")]
-    pub backend: Backend,
+    /// auto, cpu, cuda (architectures from the detected GPUs) or vulkan. auto: CUDA when an
+    /// NVIDIA GPU is seen and the CUDA compiler (nvcc) is installed, else the CPU.
+    #[arg(long, default_value = "auto", value_parser = parse_backend_choice)]
+    pub backend: BackendChoice,
     /// A source folder or .tar.gz archive of a llama.cpp or ik_llama.cpp tree instead of the
     /// bundled one.
     #[arg(long, value_name = "PATH")]
@@ -212,12 +213,51 @@ fn feature_list(build: &EngineBuild) -> String {
     }
 }
 
-async fn build(paths: &AppPaths, args: BuildArgs) -> anyhow::Result<ExitCode> {
-    let source = match args.source {
-        Some(path) => SourceSpec::from_path(path, args.source_sha256)?,
+/// `--backend`: one named, or `auto` (decided from the machine).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BackendChoice {
+    Auto,
+    Named(Backend),
+}
+
+fn parse_backend_choice(text: &str) -> Result<BackendChoice, String> {
+    if text.trim().eq_ignore_ascii_case("auto") {
+        return Ok(BackendChoice::Auto);
+    }
+    text.parse::<Backend>()
+        .map(BackendChoice::Named)
+        .map_err(|e| e.to_string())
+}
+
+/// What `auto` means here: CUDA for the GPUs NVML sees when nvcc is there to build it, else the
+/// CPU (said, with how to get CUDA, when GPUs are seen without nvcc).
+fn automatic_backend(cuda_architectures: Option<&str>) -> Backend {
+    match (cuda_architectures, cmake_build::find_nvcc()) {
+        (Some(_), Some(_)) => Backend::Cuda,
+        (Some(archs), None) => {
+            println!(
+                "NVIDIA GPUs found (CUDA architectures {archs}) but no CUDA compiler (nvcc): \
+                 building for the CPU. Install the CUDA toolkit, then run \
+                 `rigdeck engines build --backend cuda`."
+            );
+            Backend::Cpu
+        }
+        (None, _) => Backend::Cpu,
+    }
+}
+
+async fn build(paths: &AppPaths, mut args: BuildArgs) -> anyhow::Result<ExitCode> {
+    let source = match args.source.take() {
+        Some(path) => SourceSpec::from_path(path, args.source_sha256.take())?,
         None => SourceSpec::Bundled,
     };
-    let cuda_architectures = match (args.backend, args.cuda_arch) {
+    let backend = match (args.backend, &args.cuda_arch) {
+        (BackendChoice::Named(backend), _) => backend,
+        // Architectures given: a CUDA build is what was meant.
+        (BackendChoice::Auto, Some(_)) => Backend::Cuda,
+        (BackendChoice::Auto, None) => automatic_backend(detected_cuda_architectures().as_deref()),
+    };
+    let cuda_architectures = match (backend, args.cuda_arch) {
         (Backend::Cuda, Some(list)) => Some(list),
         (Backend::Cuda, None) => detected_cuda_architectures(),
         (_, Some(_)) => anyhow::bail!("--cuda-arch only applies to --backend cuda"),
@@ -226,7 +266,7 @@ async fn build(paths: &AppPaths, args: BuildArgs) -> anyhow::Result<ExitCode> {
     let request = BuildRequest {
         kind: args.kind,
         source: source.clone(),
-        backend: args.backend,
+        backend,
         cuda_architectures,
         engines_dir: engines_dir(paths),
         build_dir: args.dir,
@@ -236,7 +276,7 @@ async fn build(paths: &AppPaths, args: BuildArgs) -> anyhow::Result<ExitCode> {
     if source == SourceSpec::Bundled {
         println!(
             "Building {} from the source bundled in {} {} for {}",
-            args.kind, BUNDLED_LLAMA_CPP.package, BUNDLED_LLAMA_CPP.version, args.backend
+            args.kind, BUNDLED_LLAMA_CPP.package, BUNDLED_LLAMA_CPP.version, backend
         );
     }
     let printer = ProgressPrinter::default();
