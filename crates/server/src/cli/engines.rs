@@ -159,30 +159,7 @@ pub fn render(builds: &[EngineBuild]) -> String {
             ]
         })
         .collect();
-    let widths: Vec<usize> = (0..header.len())
-        .map(|c| {
-            rows.iter()
-                .map(|r| r[c].chars().count())
-                .chain([header[c].len()])
-                .max()
-                .unwrap_or(0)
-        })
-        .collect();
-    let line = |cells: Vec<&str>| {
-        cells
-            .iter()
-            .zip(&widths)
-            .map(|(cell, w)| format!("{cell:<w$}"))
-            .collect::<Vec<_>>()
-            .join("  ")
-            .trim_end()
-            .to_owned()
-    };
-    let mut out = line(header.to_vec()) + "\n";
-    for r in &rows {
-        out += &line(r.iter().map(String::as_str).collect());
-        out.push('\n');
-    }
+    let mut out = super::table::render(&header, &rows);
     if builds.iter().any(|b| b.status == Availability::Missing) {
         out += "\nMISSING: the file is gone; rebuild it, register it again at its new place, or `rigdeck engines remove ID`.\n";
     }

@@ -56,27 +56,7 @@ pub fn render(readout: &GpuReadout) -> String {
         "NUMA",
     ];
     let rows: Vec<Vec<String>> = readout.gpus.iter().map(row).collect();
-    let widths: Vec<usize> = (0..header.len())
-        .map(|c| {
-            rows.iter()
-                .map(|r| r[c].chars().count())
-                .chain([header[c].len()])
-                .max()
-                .unwrap_or(0)
-        })
-        .collect();
-    let line = |cells: Vec<&str>| {
-        let padded: Vec<String> = cells
-            .iter()
-            .zip(&widths)
-            .map(|(cell, w)| format!("{cell:<w$}"))
-            .collect();
-        padded.join("  ").trim_end().to_owned()
-    };
-    let _ = writeln!(out, "{}", line(header.to_vec()));
-    for r in &rows {
-        let _ = writeln!(out, "{}", line(r.iter().map(String::as_str).collect()));
-    }
+    out.push_str(&super::table::render(&header, &rows));
     let sample = RigSample {
         at_ms: 0,
         gpus: readout.clone(),

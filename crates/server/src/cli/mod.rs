@@ -8,6 +8,7 @@ pub mod plan;
 pub mod profiles;
 pub mod run;
 pub mod serve;
+mod table;
 
 use clap::{Parser, Subcommand};
 
