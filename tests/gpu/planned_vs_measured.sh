@@ -10,6 +10,8 @@
 #      process (`rigdeck ps --json`) and by the GPU's used-memory delta; one chat completion each.
 #
 # Not part of `make test` (CI has no GPU). Needs: nvidia-smi, nvcc, cmake, ninja, python3, curl.
+# BACKEND=cpu runs the same steps without a GPU (with the NVML test double and any nvidia-smi
+# stand-in), to check the script itself.
 #   RIGDECK_BIN=.../release/rigdeck TINY_MODEL_BIN=.../release/examples/tiny_model \
 #   LLAMA_SOURCE=llama.cpp.tar.gz LLAMA_SOURCE_SHA256=... VOCAB=ggml-vocab-llama-bpe.gguf \
 #   OUT=results/ bash tests/gpu/planned_vs_measured.sh
@@ -19,6 +21,8 @@ set -uo pipefail
 : "${VOCAB:?a models/ggml-vocab-*.gguf file}"
 OUT=${OUT:-$PWD/gpu-check}
 CTX=${CTX:-8192}
+# cpu checks the script's own plumbing on a machine without a GPU (with the NVML test double).
+BACKEND=${BACKEND:-cuda}
 mkdir -p "$OUT"
 # A fixed folder: run again on the same machine, the CUDA build is reused.
 work=${WORK:-/tmp/rigdeck-gpu-check}
@@ -41,7 +45,8 @@ rigdeck gpus | tee "$OUT/gpus.txt"
 rigdeck gpus --json >"$OUT/gpus.json" || echo "rigdeck gpus --json failed"
 
 step "daemon CPU cost per 1 s telemetry sample with the real driver (30 s, no browser)"
-rigdeck serve >"$work/serve.log" 2>&1 &
+# The binary itself in the background (not the wrapper function), so $! is its pid.
+"$RIGDECK_BIN" serve >"$work/serve.log" 2>&1 &
 serve=$!
 sleep 3
 before=$(cpu_ns "$serve")
@@ -50,9 +55,9 @@ after=$(cpu_ns "$serve")
 python3 -c "import sys; ns=$after-$before; print(f'rigdeck serve: {ns/30/1e6:.2f} ms CPU per sample, {ns/30e9*100:.3f} % of one core')" | tee "$OUT/serve-cpu.txt"
 grep VmHWM /proc/"$serve"/status | tee -a "$OUT/serve-cpu.txt"
 
-step "CUDA build of llama.cpp through rigdeck engines build"
+step "$BACKEND build of llama.cpp through rigdeck engines build"
 started=$(date +%s)
-if ! rigdeck engines build --backend cuda --source "$LLAMA_SOURCE" --source-sha256 "$LLAMA_SOURCE_SHA256" \
+if ! rigdeck engines build --backend "$BACKEND" --source "$LLAMA_SOURCE" --source-sha256 "$LLAMA_SOURCE_SHA256" \
   -j "$(nproc)" >"$OUT/build.log" 2>&1; then
   tail -n 60 "$OUT/build.log"
   exit 1
@@ -88,7 +93,7 @@ check() {
   echo "GPU memory used: $idle MiB idle, $(used_mib) MiB with the engine loaded" | tee "$OUT/used-$name.txt"
   nvidia-smi --query-compute-apps=pid,used_memory --format=csv | tee -a "$OUT/used-$name.txt"
   local port
-  port=$(python3 -c "import json; print(json.load(open('$OUT/ps-$name.json'))[0]['port'])")
+  port=$(python3 -c "import json; print(next(i['port'] for i in json.load(open('$OUT/ps-$name.json')) if i['name'] == '$name'))")
   curl -s -m 60 "http://127.0.0.1:$port/v1/chat/completions" -H 'content-type: application/json' \
     -d '{"messages":[{"role":"user","content":"Say hi"}],"max_tokens":8}' >"$OUT/chat-$name.json"
   python3 -c "import json; r=json.load(open('$OUT/chat-$name.json')); print('chat completion answered:', r['usage'], r.get('timings', {}).get('predicted_per_second'), 'tok/s')"
@@ -106,7 +111,8 @@ python3 - "$OUT" <<'PY'
 import json, pathlib, sys
 out = pathlib.Path(sys.argv[1])
 for ps in sorted(out.glob("ps-*.json")):
-    for inst in json.loads(ps.read_text()):
+    name = ps.stem.removeprefix("ps-")
+    for inst in (i for i in json.loads(ps.read_text()) if i["name"] == name):
         planned = sum(p["bytes"] for p in inst["planned_memory"]) / 2**20
         measured = sum(p["bytes"] for p in inst["measured_memory"]) / 2**20
         ratio = f"{measured / planned:.3f}" if planned and measured else "-"
