@@ -34,8 +34,8 @@ pub enum Command {
     Serve(serve::ServeArgs),
     /// Print the GPUs with their memory, load, temperature, power and PCIe links.
     Gpus(gpus::GpusArgs),
-    /// Inference engines: list, build llama.cpp from source (bundled or yours), register a binary
-    /// or Python environment, remove.
+    /// Inference engines: list, build llama.cpp from source (bundled or yours), install vLLM or
+    /// SGLang into a managed environment, register a binary or Python environment, remove.
     Engines(engines::EnginesArgs),
     /// List the models in the model folders (GGUF, split or not, and safetensors folders).
     Models(models::ModelsArgs),
