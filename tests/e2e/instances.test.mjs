@@ -286,6 +286,9 @@ test("the Models page saves a vLLM launch profile for a safetensors folder", asy
   await form.locator('[data-testid="serve-gpus"]').fill("0,1");
   await form.locator('[data-testid="serve-submit"]').click();
   await form.locator('[data-testid="save-profile-done"]').waitFor({ timeout: 10_000 });
+  const shot = join(artifacts, "models-serve.png");
+  await page.screenshot({ path: shot, fullPage: true });
+  console.log(`models page screenshot saved to ${shot}`);
   const command = await form.locator('[data-testid="saved-command"]').textContent();
   assert.match(command, /vllm-env\/bin\/vllm serve .*Qwen3-0\.6B/);
   assert.match(command, /--max-model-len 16384 --tensor-parallel-size 2 --gpu-memory-utilization 0\.9/);
