@@ -148,6 +148,34 @@ test("the profile is listed and exports as a shell script", async () => {
   assert.ok(script.includes("llama-server"), script);
 });
 
+test("a profile's settings are edited on the Engines page", async () => {
+  const prof = page.locator('[data-testid="profile-row"][data-name="tiny"]');
+  await prof.locator('[data-testid="profile-edit"]').click();
+  const form = prof.locator('[data-testid="profile-settings"]');
+  await form.waitFor();
+  assert.equal(await form.locator('[data-testid="settings-restart"]').isChecked(), true);
+  await form.locator('[data-testid="settings-autostart"]').check();
+  await form.locator('[data-testid="settings-max-restarts"]').fill("5");
+  // A bad environment line is named and nothing is sent.
+  await form.locator('[data-testid="settings-env"]').fill("RIGDECK_E2E=1\nnot a variable");
+  assert.match(await form.locator('[data-testid="settings-error"]').textContent(), /line 2 \("not a variable"\)/);
+  assert.equal(await form.locator('[data-testid="settings-save"]').isEnabled(), false);
+  await form.locator('[data-testid="settings-env"]').fill("RIGDECK_E2E=1");
+  await form.locator('[data-testid="settings-save"]').click();
+  await prof.locator('[data-testid="profile-autostart"]').waitFor({ timeout: 10_000 });
+  const saved = (await api("GET", "/api/v1/profiles/tiny")).body.profile;
+  assert.equal(saved.autostart, true);
+  assert.deepEqual(saved.env, { RIGDECK_E2E: "1" });
+  assert.equal(saved.restart.max_restarts, 5);
+  assert.equal(saved.placement.context, 32768, "the placement is kept");
+  // Back off, so the daemons of the later tests do not start it at boot.
+  await prof.locator('[data-testid="profile-edit"]').click();
+  await form.locator('[data-testid="settings-autostart"]').uncheck();
+  await form.locator('[data-testid="settings-save"]').click();
+  await page.waitForFunction(() => !document.querySelector('[data-testid="profile-row"][data-name="tiny"] [data-testid="profile-autostart"]'), null, { timeout: 10_000 });
+  assert.equal((await api("GET", "/api/v1/profiles/tiny")).body.profile.autostart, false);
+});
+
 test("admission refuses a profile that does not fit and offers Start anyway", async () => {
   const created = await api("POST", "/api/v1/profiles", {
     name: "toobig",
