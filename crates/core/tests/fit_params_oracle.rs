@@ -1,6 +1,7 @@
 //! The planner checked against llama.cpp itself: `llama-fit-params -fitp on` prints, per device,
 //! the model and context memory llama.cpp would allocate (a dry run, no weights loaded). For tiny
-//! models written by our own writer, our figures must match: model within 1 %, context within 5 %.
+//! models written by our own writer, our figures must match: model within 1 %, context within 5 %;
+//! the compute-buffer estimate must not fall below llama.cpp's figure nor exceed it by 15 %.
 //!
 //! Needs the bundled llama.cpp CPU build (`make test` builds it) and its source tree (for a real
 //! tokenizer): `RIGDECK_LLAMA_BIN_DIR` and `RIGDECK_LLAMA_SOURCE_DIR`, or the default cache.
@@ -39,7 +40,7 @@ fn locate(env: &str, under: &Path, suffix: &str) -> PathBuf {
     })
 }
 
-fn fit_params(model: &Path, options: &PlacementOptions) -> (f64, f64) {
+fn fit_params(model: &Path, options: &PlacementOptions) -> (f64, f64, f64) {
     let bin =
         locate("RIGDECK_LLAMA_BIN_DIR", &cache().join("engines"), "bin").join("llama-fit-params");
     let mut args: Vec<String> = vec![
@@ -84,7 +85,7 @@ fn fit_params(model: &Path, options: &PlacementOptions) -> (f64, f64) {
         .skip(1)
         .filter_map(|n| n.parse().ok())
         .collect();
-    (numbers[0], numbers[1])
+    (numbers[0], numbers[1], numbers[2])
 }
 
 fn host_only() -> Vec<DeviceSpec> {
@@ -114,12 +115,13 @@ fn compare(name: &str, model: TinyModel, options: PlacementOptions) {
     .join("models/ggml-vocab-llama-bpe.gguf");
     let path = dir.path().join(format!("{name}.gguf"));
     model.write(&vocab, &path).unwrap();
-    let (their_model, their_context) = fit_params(&path, &options);
+    let (their_model, their_context, their_compute) = fit_params(&path, &options);
     let shape = load_shape(&path).unwrap().shape;
     let ours = plan(&shape, &host_only(), &options).unwrap();
     let host = &ours.devices[0].usage;
     let (our_model, our_context) = (host.weights_bytes as f64 / MIB, host.kv_bytes as f64 / MIB);
-    println!("{name}: model ours {our_model:.1} MiB vs llama.cpp {their_model} MiB; context ours {our_context:.1} vs {their_context}");
+    let our_compute = host.compute_bytes as f64 / MIB;
+    println!("{name}: model ours {our_model:.1} MiB vs llama.cpp {their_model} MiB; context ours {our_context:.1} vs {their_context}; compute (an estimate) ours {our_compute:.1} vs {their_compute}");
     assert!(
         their_model >= 200.0 && their_context >= 100.0,
         "{name}: the test model is too small for a 1 % comparison"
@@ -135,6 +137,12 @@ fn compare(name: &str, model: TinyModel, options: PlacementOptions) {
     assert!(
         within(our_context, their_context, 0.05),
         "{name}: context {our_context:.1} MiB vs llama.cpp {their_context} MiB"
+    );
+    // The compute buffer has no closed form; the estimate stays a little above llama.cpp's own
+    // figure (a plan that errs towards fitting less), here on the CPU backend.
+    assert!(
+        our_compute >= their_compute && our_compute <= (their_compute + 1.0) * 1.15,
+        "{name}: compute estimate {our_compute:.1} MiB vs llama.cpp {their_compute} MiB"
     );
 }
 
