@@ -224,6 +224,11 @@ async fn the_api_installs_vllm_in_the_background() {
         ),
         (serde_json::json!({"kind": "tgi"}), "bad_kind", "tgi"),
         (
+            serde_json::json!({}),
+            "bad_request",
+            r#"send JSON like {"kind": "vllm"}"#,
+        ),
+        (
             serde_json::json!({"kind": "vllm", "version": "latest; rm -rf"}),
             "bad_version",
             "latest; rm -rf",

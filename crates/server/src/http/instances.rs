@@ -470,8 +470,11 @@ pub async fn install_engine(
 
     let bad =
         |code: &'static str, message: String| ApiError::new(StatusCode::BAD_REQUEST, code, message);
-    let body: InstallBody = serde_json::from_slice(&body)
-        .map_err(|e| bad("bad_request", format!("request body is not valid: {e}")))?;
+    let body: InstallBody = serde_json::from_slice(&body).map_err(|e| {
+        let message =
+            format!("request body is not valid ({e}): send JSON like {{\"kind\": \"vllm\"}}");
+        bad("bad_request", message)
+    })?;
     let kind: EngineKind = body
         .kind
         .parse()
