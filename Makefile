@@ -13,7 +13,9 @@ ARTIFACTS ?= $(CURDIR)/tests/artifacts
 ## and nvcc are there, else CPU; reused afterwards), open the desktop app (or `rigdeck serve`
 ## without a display)
 run: build
-	$(RELEASE)/rigdeck engines build
+	@# A failed engine build (a CUDA toolkit too old for the GPUs, say) must not keep the app
+	@# closed: it says why, and the Engines page offers the build again.
+	$(RELEASE)/rigdeck engines build || echo "make run: the engine build failed (see above); opening Rigdeck anyway: build one on the Engines page or with 'rigdeck engines build --backend cpu'"
 	$(RELEASE)/rigdeck
 
 setup:
