@@ -200,14 +200,6 @@ fn build_from(dir: &Path, tree: &Path, extra: &[&str]) -> Output {
         .unwrap()
 }
 
-/// Where `rigdeck` looks for the CUDA compiler once CUDACXX and CUDA_HOME are unset.
-fn has_cuda_toolkit() -> bool {
-    let on_path = std::env::var_os("PATH")
-        .map(|path| std::env::split_paths(&path).any(|dir| dir.join("nvcc").is_file()))
-        .unwrap_or(false);
-    on_path || Path::new("/usr/local/cuda/bin/nvcc").is_file()
-}
-
 #[test]
 fn the_automatic_backend_is_cuda_only_where_nvcc_can_build_it() {
     let dir = tempfile::tempdir().unwrap();
@@ -216,7 +208,7 @@ fn the_automatic_backend_is_cuda_only_where_nvcc_can_build_it() {
     let (stdout, stderr) = text(&output);
     assert!(!output.status.success(), "{stdout}");
     assert!(stderr.contains("stop here"), "{stderr}");
-    if has_cuda_toolkit() {
+    if support::has_cuda_toolkit() {
         assert!(stdout.contains("-DCMAKE_CUDA_ARCHITECTURES=86"), "{stdout}");
     } else {
         // The 4×3090 rig is seen, nvcc is not: a CPU build, and how to get the CUDA one.
@@ -235,7 +227,7 @@ fn a_cuda_build_needs_nvcc_and_takes_the_architectures_from_the_gpus() {
     let output = build_from(dir.path(), &tree, &["--backend", "cuda"]);
     let (stdout, stderr) = text(&output);
     assert!(!output.status.success(), "{stdout}");
-    if has_cuda_toolkit() {
+    if support::has_cuda_toolkit() {
         // Past the tool check: the 4×3090 rig's compute capability 8.6 reached CMake.
         assert!(stdout.contains("-DCMAKE_CUDA_ARCHITECTURES=86"), "{stdout}");
         assert!(

@@ -160,3 +160,13 @@ pub fn options(dir: &Path, bind: &str) -> ServeOptions {
         nvml_library: Some(nvml_double()),
     }
 }
+
+/// Where `rigdeck` finds the CUDA compiler when CUDACXX and CUDA_HOME are unset: PATH or the
+/// toolkit's usual place. Tests that expect "no nvcc" check this first.
+#[allow(dead_code)] // not every test binary builds engines
+pub fn has_cuda_toolkit() -> bool {
+    let on_path = std::env::var_os("PATH")
+        .map(|path| std::env::split_paths(&path).any(|dir| dir.join("nvcc").is_file()))
+        .unwrap_or(false);
+    on_path || std::path::Path::new("/usr/local/cuda/bin/nvcc").is_file()
+}
