@@ -465,7 +465,6 @@ pub async fn install_engine(
     State(state): State<Arc<AppState>>,
     body: axum::body::Bytes,
 ) -> ApiResult<Response> {
-    use rigdeck_core::engines::cmake_build::{publish_on, BuildProgress, BuildStep};
     use rigdeck_core::engines::python_env::{self, PythonInstallRequest};
 
     let bad =
@@ -504,35 +503,46 @@ pub async fn install_engine(
     let bus = state.bus.clone();
     tokio::spawn(async move {
         let _slot = slot;
-        let publish = publish_on(&bus);
-        let report = |step: BuildStep, fraction: Option<f64>, line: String| {
-            publish(BuildProgress {
-                build_id: format!("{package}-install"),
-                step,
-                fraction,
-                line: Some(line),
-            })
-        };
-        let pip_line = |line: &str| report(BuildStep::Fetch, None, line.to_owned());
-        match python_env::install(&store, &request, &pip_line).await {
-            Ok(done) => report(
-                BuildStep::Done,
-                Some(1.0),
-                format!(
-                    "{} {} ready in {} (engine #{})",
-                    done.build.kind,
-                    done.build.version,
-                    done.venv.display(),
-                    done.build.id
-                ),
-            ),
-            Err(err) => {
-                tracing::error!("engine install failed: {err}");
-                report(BuildStep::Failed, None, err.to_string());
-            }
-        }
+        install_in_background(&store, &request, &bus, package).await;
     });
     Ok((StatusCode::ACCEPTED, Json(json!({"started": true}))).into_response())
+}
+
+/// Runs pip for `request`, its lines and the outcome published as `engine.build` events.
+async fn install_in_background(
+    store: &Store,
+    request: &rigdeck_core::engines::python_env::PythonInstallRequest,
+    bus: &rigdeck_core::events::EventBus,
+    package: &str,
+) {
+    use rigdeck_core::engines::cmake_build::{publish_on, BuildProgress, BuildStep};
+    let publish = publish_on(bus);
+    let report = |step: BuildStep, fraction: Option<f64>, line: String| {
+        publish(BuildProgress {
+            build_id: format!("{package}-install"),
+            step,
+            fraction,
+            line: Some(line),
+        })
+    };
+    let pip_line = |line: &str| report(BuildStep::Fetch, None, line.to_owned());
+    match rigdeck_core::engines::python_env::install(store, request, &pip_line).await {
+        Ok(done) => report(
+            BuildStep::Done,
+            Some(1.0),
+            format!(
+                "{} {} ready in {} (engine #{})",
+                done.build.kind,
+                done.build.version,
+                done.venv.display(),
+                done.build.id
+            ),
+        ),
+        Err(err) => {
+            tracing::error!("engine install failed: {err}");
+            report(BuildStep::Failed, None, err.to_string());
+        }
+    }
 }
 
 /// The architectures a CUDA build is for: as asked, or those of the GPUs the telemetry sees.
