@@ -5,26 +5,7 @@ mod support;
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
-
-/// `rigdeck` with its own config, data and cache folders under `dir`.
-fn rigdeck(dir: &Path) -> Command {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_rigdeck"));
-    command
-        .env("RIGDECK_CONFIG_DIR", dir.join("config"))
-        .env("RIGDECK_DATA_DIR", dir.join("data"))
-        .env("RIGDECK_CACHE_DIR", dir.join("cache"))
-        .env("RIGDECK_NVML_LIBRARY", support::nvml_double())
-        .env("RIGDECK_NVML_DOUBLE_RIG", support::fixture("4x3090.json"));
-    command
-}
-
-fn text(output: &Output) -> (String, String) {
-    (
-        String::from_utf8_lossy(&output.stdout).into_owned(),
-        String::from_utf8_lossy(&output.stderr).into_owned(),
-    )
-}
+use std::process::Output;
 
 /// A stand-in llama-server: a script that answers `--version` and `--help` in llama.cpp's format.
 fn fake_server(dir: &Path) -> PathBuf {
@@ -47,11 +28,11 @@ fn fake_server(dir: &Path) -> PathBuf {
 #[test]
 fn list_register_and_remove() {
     let dir = tempfile::tempdir().unwrap();
-    let output = rigdeck(dir.path())
+    let output = support::rigdeck_in(dir.path())
         .args(["engines", "list"])
         .output()
         .unwrap();
-    let (stdout, stderr) = text(&output);
+    let (stdout, stderr) = support::output_text(&output);
     assert!(output.status.success(), "{stderr}");
     assert!(
         stdout.contains("No engines installed") && stdout.contains("rigdeck engines build"),
@@ -59,30 +40,30 @@ fn list_register_and_remove() {
     );
 
     let server = fake_server(dir.path());
-    let output = rigdeck(dir.path())
+    let output = support::rigdeck_in(dir.path())
         .args(["engines", "register"])
         .arg(&server)
         .output()
         .unwrap();
-    let (stdout, stderr) = text(&output);
+    let (stdout, stderr) = support::output_text(&output);
     assert!(output.status.success(), "{stderr}");
     assert!(
         stdout.contains("Registered engine #1: llama.cpp 0.5.0-dev (abc1234) for cpu"),
         "{stdout}"
     );
 
-    let output = rigdeck(dir.path())
+    let output = support::rigdeck_in(dir.path())
         .args(["engines", "list"])
         .output()
         .unwrap();
-    let (stdout, _) = text(&output);
+    let (stdout, _) = support::output_text(&output);
     let row = stdout.lines().nth(1).unwrap_or_default();
     assert!(
         row.starts_with("1 ") && row.contains("ready") && row.contains("--fit,metrics"),
         "{stdout}"
     );
 
-    let output = rigdeck(dir.path())
+    let output = support::rigdeck_in(dir.path())
         .args(["engines", "list", "--json"])
         .output()
         .unwrap();
@@ -93,36 +74,40 @@ fn list_register_and_remove() {
     assert_eq!(builds[0]["capabilities"]["commit"], "abc1234");
 
     std::fs::remove_file(&server).unwrap();
-    let output = rigdeck(dir.path())
+    let output = support::rigdeck_in(dir.path())
         .args(["engines", "list"])
         .output()
         .unwrap();
-    let (stdout, _) = text(&output);
+    let (stdout, _) = support::output_text(&output);
     assert!(
         stdout.contains("MISSING") && stdout.contains("the file is gone"),
         "{stdout}"
     );
 
-    let output = rigdeck(dir.path())
+    let output = support::rigdeck_in(dir.path())
         .args(["engines", "remove", "1"])
         .output()
         .unwrap();
-    let (stdout, stderr) = text(&output);
+    let (stdout, stderr) = support::output_text(&output);
     assert!(output.status.success(), "{stderr}");
     assert!(stdout.contains("Removed engine #1"), "{stdout}");
-    let output = rigdeck(dir.path())
+    let output = support::rigdeck_in(dir.path())
         .args(["engines", "remove", "1"])
         .output()
         .unwrap();
-    let (_, stderr) = text(&output);
+    let (_, stderr) = support::output_text(&output);
     assert!(!output.status.success());
     assert!(stderr.contains("no engine build with id 1"), "{stderr}");
 }
 
 /// Runs `rigdeck engines ARGS`, expects a failure and returns stderr.
 fn fails(dir: &Path, args: &[&str]) -> String {
-    let output = rigdeck(dir).arg("engines").args(args).output().unwrap();
-    let (stdout, stderr) = text(&output);
+    let output = support::rigdeck_in(dir)
+        .arg("engines")
+        .args(args)
+        .output()
+        .unwrap();
+    let (stdout, stderr) = support::output_text(&output);
     assert!(!output.status.success(), "{args:?} succeeded: {stdout}");
     stderr
 }
@@ -188,7 +173,7 @@ fn tree_that_stops_at_configure(dir: &Path) -> std::path::PathBuf {
 
 /// `engines build` with the CUDA toolkit's variables unset, as in the tests' environment.
 fn build_from(dir: &Path, tree: &Path, extra: &[&str]) -> Output {
-    rigdeck(dir)
+    support::rigdeck_in(dir)
         .args(["engines", "build"])
         .args(extra)
         .arg("--source")
@@ -205,7 +190,7 @@ fn the_automatic_backend_is_cuda_only_where_nvcc_can_build_it() {
     let dir = tempfile::tempdir().unwrap();
     let tree = tree_that_stops_at_configure(dir.path());
     let output = build_from(dir.path(), &tree, &[]);
-    let (stdout, stderr) = text(&output);
+    let (stdout, stderr) = support::output_text(&output);
     assert!(!output.status.success(), "{stdout}");
     assert!(stderr.contains("stop here"), "{stderr}");
     if support::has_cuda_toolkit() {
@@ -225,7 +210,7 @@ fn a_cuda_build_needs_nvcc_and_takes_the_architectures_from_the_gpus() {
     let dir = tempfile::tempdir().unwrap();
     let tree = tree_that_stops_at_configure(dir.path());
     let output = build_from(dir.path(), &tree, &["--backend", "cuda"]);
-    let (stdout, stderr) = text(&output);
+    let (stdout, stderr) = support::output_text(&output);
     assert!(!output.status.success(), "{stdout}");
     if support::has_cuda_toolkit() {
         // Past the tool check: the 4×3090 rig's compute capability 8.6 reached CMake.

@@ -7,28 +7,7 @@
 mod support;
 
 use std::path::Path;
-use std::process::{Command, Output};
-
-/// `rigdeck` with its own config, data and cache folders under `dir`.
-fn rigdeck(dir: &Path) -> Command {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_rigdeck"));
-    command
-        .env("RIGDECK_CONFIG_DIR", dir.join("config"))
-        .env("RIGDECK_DATA_DIR", dir.join("data"))
-        .env("RIGDECK_CACHE_DIR", dir.join("cache"))
-        .env("RIGDECK_NVML_LIBRARY", support::nvml_double())
-        .env("RIGDECK_NVML_DOUBLE_RIG", support::fixture("4x3090.json"))
-        // A user's pip.conf must not send pip elsewhere.
-        .env("PIP_CONFIG_FILE", "/dev/null");
-    command
-}
-
-fn text(output: &Output) -> (String, String) {
-    (
-        String::from_utf8_lossy(&output.stdout).into_owned(),
-        String::from_utf8_lossy(&output.stderr).into_owned(),
-    )
-}
+use std::process::Command;
 
 /// Lays out `root/simple/vllm/{index.html, vllm-0.11.0-py3-none-any.whl}`. The wheel (a zip with
 /// the package, METADATA, WHEEL and a RECORD of sha256 hashes) is written with Python's zipfile.
@@ -116,7 +95,7 @@ async fn installs_vllm_from_a_local_index_and_reuses_it() {
         let home = home.clone();
         let url = url.clone();
         tokio::task::spawn_blocking(move || {
-            rigdeck(&home)
+            support::rigdeck_in(&home)
                 .args(["engines", "install", "vllm", "--index-url", &url])
                 .output()
                 .unwrap()
@@ -124,7 +103,7 @@ async fn installs_vllm_from_a_local_index_and_reuses_it() {
     };
 
     let output = install().await.unwrap();
-    let (stdout, stderr) = text(&output);
+    let (stdout, stderr) = support::output_text(&output);
     assert!(output.status.success(), "{stdout}\n{stderr}");
     assert!(stdout.contains("creating the environment"), "{stdout}");
     assert!(
@@ -143,11 +122,11 @@ async fn installs_vllm_from_a_local_index_and_reuses_it() {
     let venv = dir.path().join("data/engines/vllm-0.11.0");
     assert!(venv.join("bin/python").exists());
 
-    let output = rigdeck(dir.path())
+    let output = support::rigdeck_in(dir.path())
         .args(["engines", "list", "--json"])
         .output()
         .unwrap();
-    let (stdout, stderr) = text(&output);
+    let (stdout, stderr) = support::output_text(&output);
     assert!(output.status.success(), "{stderr}");
     let builds: serde_json::Value = serde_json::from_str(&stdout).unwrap();
     let builds = builds.as_array().unwrap();
@@ -162,7 +141,7 @@ async fn installs_vllm_from_a_local_index_and_reuses_it() {
 
     // The second install finds the package importable and does not run pip again.
     let output = install().await.unwrap();
-    let (stdout, stderr) = text(&output);
+    let (stdout, stderr) = support::output_text(&output);
     assert!(output.status.success(), "{stdout}\n{stderr}");
     assert!(
         stdout.contains("vllm 0.11.0 is already installed"),
@@ -178,7 +157,7 @@ async fn a_version_the_index_lacks_fails_with_pips_last_lines() {
     let url = serve_index(dir.path()).await;
     let home = dir.path().to_owned();
     let output = tokio::task::spawn_blocking(move || {
-        rigdeck(&home)
+        support::rigdeck_in(&home)
             .args([
                 "engines",
                 "install",
@@ -193,14 +172,14 @@ async fn a_version_the_index_lacks_fails_with_pips_last_lines() {
     })
     .await
     .unwrap();
-    let (stdout, stderr) = text(&output);
+    let (stdout, stderr) = support::output_text(&output);
     assert!(!output.status.success(), "{stdout}");
     assert!(
         stderr.contains("pip could not install vllm==9.9.9")
             && stderr.contains("No matching distribution found for vllm==9.9.9"),
         "{stderr}"
     );
-    let output = rigdeck(dir.path())
+    let output = support::rigdeck_in(dir.path())
         .args(["engines", "list", "--json"])
         .output()
         .unwrap();

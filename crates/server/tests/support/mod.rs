@@ -170,3 +170,27 @@ pub fn has_cuda_toolkit() -> bool {
         .unwrap_or(false);
     on_path || std::path::Path::new("/usr/local/cuda/bin/nvcc").is_file()
 }
+
+/// `rigdeck` with its own config, data and cache folders under `dir`, playing the 4×3090 rig,
+/// with no user pip.conf in the way (engine installs).
+#[allow(dead_code)] // not every test binary runs the CLI
+pub fn rigdeck_in(dir: &std::path::Path) -> std::process::Command {
+    let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_rigdeck"));
+    command
+        .env("RIGDECK_CONFIG_DIR", dir.join("config"))
+        .env("RIGDECK_DATA_DIR", dir.join("data"))
+        .env("RIGDECK_CACHE_DIR", dir.join("cache"))
+        .env("RIGDECK_NVML_LIBRARY", nvml_double())
+        .env("RIGDECK_NVML_DOUBLE_RIG", fixture("4x3090.json"))
+        .env("PIP_CONFIG_FILE", "/dev/null");
+    command
+}
+
+/// A finished command's stdout and stderr as text.
+#[allow(dead_code)] // not every test binary runs the CLI
+pub fn output_text(output: &std::process::Output) -> (String, String) {
+    (
+        String::from_utf8_lossy(&output.stdout).into_owned(),
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+    )
+}
