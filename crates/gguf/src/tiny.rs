@@ -97,18 +97,12 @@ impl TinyModel {
         if self.sliding_window.is_some() {
             let head = self.n_embd / self.n_head;
             for i in 0..self.n_layer {
-                norm(&mut w, &format!("blk.{i}.attn_norm.weight"), e);
-                tensor(&mut w, &format!("blk.{i}.attn_q.weight"), &[e, e]);
-                tensor(&mut w, &format!("blk.{i}.attn_k.weight"), &[e, kv]);
-                tensor(&mut w, &format!("blk.{i}.attn_v.weight"), &[e, kv]);
-                tensor(&mut w, &format!("blk.{i}.attn_output.weight"), &[e, e]);
+                attention(&mut w, &mut tensor, i, e, kv);
                 norm(&mut w, &format!("blk.{i}.attn_q_norm.weight"), head);
                 norm(&mut w, &format!("blk.{i}.attn_k_norm.weight"), head);
                 norm(&mut w, &format!("blk.{i}.post_attention_norm.weight"), e);
                 norm(&mut w, &format!("blk.{i}.ffn_norm.weight"), e);
-                tensor(&mut w, &format!("blk.{i}.ffn_gate.weight"), &[e, self.n_ff]);
-                tensor(&mut w, &format!("blk.{i}.ffn_up.weight"), &[e, self.n_ff]);
-                tensor(&mut w, &format!("blk.{i}.ffn_down.weight"), &[self.n_ff, e]);
+                dense_ffn(&mut w, &mut tensor, i, e, self.n_ff);
                 norm(&mut w, &format!("blk.{i}.post_ffw_norm.weight"), e);
             }
             // No output.weight: llama.cpp ties the output to token_embd (and loads it twice).
@@ -116,17 +110,11 @@ impl TinyModel {
             return w.write_to_path(out);
         }
         for i in 0..self.n_layer {
-            norm(&mut w, &format!("blk.{i}.attn_norm.weight"), e);
-            tensor(&mut w, &format!("blk.{i}.attn_q.weight"), &[e, e]);
-            tensor(&mut w, &format!("blk.{i}.attn_k.weight"), &[e, kv]);
-            tensor(&mut w, &format!("blk.{i}.attn_v.weight"), &[e, kv]);
-            tensor(&mut w, &format!("blk.{i}.attn_output.weight"), &[e, e]);
+            attention(&mut w, &mut tensor, i, e, kv);
             norm(&mut w, &format!("blk.{i}.ffn_norm.weight"), e);
             match self.experts {
                 None => {
-                    tensor(&mut w, &format!("blk.{i}.ffn_gate.weight"), &[e, self.n_ff]);
-                    tensor(&mut w, &format!("blk.{i}.ffn_up.weight"), &[e, self.n_ff]);
-                    tensor(&mut w, &format!("blk.{i}.ffn_down.weight"), &[self.n_ff, e]);
+                    dense_ffn(&mut w, &mut tensor, i, e, self.n_ff);
                 }
                 Some((n_expert, _)) => {
                     router(&mut w, &format!("blk.{i}.ffn_gate_inp.weight"), e, n_expert);
@@ -230,7 +218,7 @@ impl TinyModel {
     fn deepseek2_tensors(
         &self,
         w: &mut GgufWriter,
-        tensor: &mut dyn FnMut(&mut GgufWriter, &str, &[u64]),
+        tensor: &mut TensorSink<'_>,
         mla: TinyMla,
         n_vocab: u64,
     ) {
@@ -251,9 +239,7 @@ impl TinyModel {
             tensor(w, &t("attn_output"), &[heads * mla.v_dim, e]);
             norm(w, &t("ffn_norm"), e);
             if i == 0 {
-                tensor(w, &t("ffn_gate"), &[e, ff * 4]);
-                tensor(w, &t("ffn_up"), &[e, ff * 4]);
-                tensor(w, &t("ffn_down"), &[ff * 4, e]);
+                dense_ffn(w, tensor, i, e, ff * 4);
                 continue;
             }
             router(w, &t("ffn_gate_inp"), e, n_expert);
@@ -285,6 +271,25 @@ impl TinyModel {
         w.set("gemma3.attention.layer_norm_rms_epsilon", 1e-6f32);
         w.set("gemma3.rope.freq_base", 1_000_000.0f32);
     }
+}
+
+/// A tensor writer: name and shape, data as the model's weights are (random or zeros).
+type TensorSink<'a> = dyn FnMut(&mut GgufWriter, &str, &[u64]) + 'a;
+
+/// Layer `i`'s attention norm and Q/K/V/output projections (GQA: K and V `kv` wide).
+fn attention(w: &mut GgufWriter, tensor: &mut TensorSink<'_>, i: u64, e: u64, kv: u64) {
+    norm(w, &format!("blk.{i}.attn_norm.weight"), e);
+    tensor(w, &format!("blk.{i}.attn_q.weight"), &[e, e]);
+    tensor(w, &format!("blk.{i}.attn_k.weight"), &[e, kv]);
+    tensor(w, &format!("blk.{i}.attn_v.weight"), &[e, kv]);
+    tensor(w, &format!("blk.{i}.attn_output.weight"), &[e, e]);
+}
+
+/// Layer `i`'s dense gated FFN.
+fn dense_ffn(w: &mut GgufWriter, tensor: &mut TensorSink<'_>, i: u64, e: u64, ff: u64) {
+    tensor(w, &format!("blk.{i}.ffn_gate.weight"), &[e, ff]);
+    tensor(w, &format!("blk.{i}.ffn_up.weight"), &[e, ff]);
+    tensor(w, &format!("blk.{i}.ffn_down.weight"), &[ff, e]);
 }
 
 /// A norm weight of ones (F32, as converters write norms).
