@@ -2,29 +2,14 @@
 // daemon's (the GLM-5.2 plan on 4× RTX 3090 from docs/api.md, cut down to what a test needs).
 
 import type { DevicePlan, DeviceSpec, PlacementOptions, PlanResponse } from '../lib/api/types';
+import { defaultOptions } from '../lib/placement/editor.svelte';
 
 export const GIB = 1024 ** 3;
 export const MIB = 1024 ** 2;
 
+/** The editor's defaults with llama-server's own 4096 context, changed by `over`. */
 export function options(over: Partial<PlacementOptions> = {}): PlacementOptions {
-  return {
-    n_gpu_layers: null,
-    tensor_split: [],
-    split_mode: 'layer',
-    main_gpu: 0,
-    overrides: [],
-    context: 4096,
-    parallel: 1,
-    kv_unified: true,
-    cache_type_k: 'f16',
-    cache_type_v: 'f16',
-    flash_attention: true,
-    batch: 2048,
-    ubatch: 512,
-    kv_offload: true,
-    threads: null,
-    ...over,
-  };
+  return { ...defaultOptions(), context: 4096, ...over };
 }
 
 export function gpuSpec(index: number, over: Partial<DeviceSpec> = {}): DeviceSpec {
