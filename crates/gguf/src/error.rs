@@ -183,8 +183,8 @@ pub enum ErrorKind {
     MissingShards {
         /// The folder searched.
         dir: String,
-        /// The missing file names.
-        missing: Vec<String>,
+        /// The missing parts, as ranges.
+        missing: crate::split::MissingParts,
     },
     /// Shards disagree with each other or with their file names.
     SplitMismatch {
@@ -201,6 +201,19 @@ pub enum ErrorKind {
         len: u64,
         /// The body length it announced, if any.
         body_len: Option<u64>,
+    },
+    /// A remote split model whose name promises more parts than a header read will fetch.
+    TooManyParts {
+        /// The parts the name promises.
+        count: u32,
+        /// The most parts read remotely.
+        limit: u32,
+    },
+    /// A remote read went past its byte budget (a header that never ends, a server that
+    /// keeps sending).
+    ByteBudgetExceeded {
+        /// The budget, in bytes.
+        budget: u64,
     },
     /// The HTTP server answered with an error status.
     HttpStatus {
@@ -387,9 +400,8 @@ fn describe(kind: &ErrorKind, offset: Option<u64>) -> String {
             format!("places tensor '{second}' inside the data of tensor '{first}'{at}: {CORRUPT}")
         }
         ErrorKind::MissingShards { dir, missing } => format!(
-            "is one part of a split model, but {} not in '{dir}': download every part of \
-                 the model into the same folder",
-            list_missing(missing)
+            "is one part of a split model, but {missing} not in '{dir}': download every part of \
+                 the model into the same folder"
         ),
         ErrorKind::SplitMismatch { detail } => format!(
             "{detail}: the parts come from different downloads or conversions: re-download \
@@ -420,6 +432,16 @@ fn describe(kind: &ErrorKind, offset: Option<u64>) -> String {
         ErrorKind::HttpStatus { status } => {
             format!("answered HTTP {status}{at}: try again later, or check the URL")
         }
+        ErrorKind::TooManyParts { count, limit } => format!(
+            "names a split model of {count} parts; reading headers remotely stops at {limit} \
+             parts (no published model has more): check the URL, or download the model and \
+             plan the local files"
+        ),
+        ErrorKind::ByteBudgetExceeded { budget } => format!(
+            "sent more than {} MiB before its headers were complete, so reading stopped: \
+             check that the URL names a GGUF file",
+            budget >> 20
+        ),
         ErrorKind::Network { message } => {
             format!("could not be fetched: {message}: check the network connection and the URL")
         }
@@ -434,14 +456,6 @@ fn show_magic(found: &[u8; 4]) -> String {
     } else {
         let hex: Vec<String> = found.iter().map(|b| format!("{b:02x}")).collect();
         format!("bytes {}", hex.join(" "))
-    }
-}
-
-fn list_missing(missing: &[String]) -> String {
-    let quoted: Vec<String> = missing.iter().map(|m| format!("'{m}'")).collect();
-    match quoted.len() {
-        1 => format!("{} is", quoted.join("")),
-        _ => format!("{} are", quoted.join(", ")),
     }
 }
 

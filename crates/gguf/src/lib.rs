@@ -44,6 +44,7 @@
 
 pub mod error;
 pub mod fixtures;
+pub mod mutate;
 pub mod read;
 pub mod remote;
 pub mod rng;
@@ -56,7 +57,7 @@ pub mod write;
 
 pub use error::{ErrorKind, GgufError};
 pub use read::{GgufFile, ReadOptions, TensorInfo};
-pub use split::{split_file_name, GgufModel, ModelTensor, ShardInfo, SplitName};
+pub use split::{split_file_name, GgufModel, MissingParts, ModelTensor, ShardInfo, SplitName};
 pub use summary::ModelSummary;
 pub use types::{element_count, tensor_bytes, GgmlType, SizeError};
 pub use value::{Array, Metadata, StringArray, Value, ValueType};

@@ -100,34 +100,85 @@ pub async fn read_header<S: RangeSource + Sync>(source: &S) -> Result<GgufFile, 
     }
 }
 
+/// The most parts of a split model read over HTTP: each costs at least one request, and the
+/// largest published models have a few dozen (GLM-5.2 UD-IQ2_M: 6; 1 TB in 5 GB parts: 200).
+pub const MAX_REMOTE_PARTS: u32 = 512;
+
+/// A split model's URL taken apart: `{dir}/{prefix}-0000n-of-0000N.gguf{query}`.
+struct SplitUrl<'a> {
+    dir: &'a str,
+    query: &'a str,
+    split: SplitName,
+}
+
+impl SplitUrl<'_> {
+    fn parse(url: &str) -> Option<SplitUrl<'_>> {
+        let (base, query) = url.find(['?', '#']).map_or((url, ""), |i| url.split_at(i));
+        let (dir, file) = base.rsplit_once('/')?;
+        let split = SplitName::parse(file)?;
+        Some(SplitUrl { dir, query, split })
+    }
+
+    fn part(&self, number: u32) -> String {
+        format!(
+            "{}/{}{}",
+            self.dir,
+            self.split.file_name(number),
+            self.query
+        )
+    }
+}
+
 /// The URLs of all parts of a split model, given the URL of any part; `None` if the file name
 /// does not follow the split pattern. A query string (`?download=true`) is kept on each.
 pub fn shard_urls(url: &str) -> Option<Vec<String>> {
-    let (base, query) = url.find(['?', '#']).map_or((url, ""), |i| url.split_at(i));
-    let (dir, file) = base.rsplit_once('/')?;
-    let split = SplitName::parse(file)?;
-    Some(
-        split
-            .all_file_names()
-            .into_iter()
-            .map(|n| format!("{dir}/{n}{query}"))
-            .collect(),
-    )
+    let split = SplitUrl::parse(url)?;
+    Some((1..=split.split.count).map(|n| split.part(n)).collect())
 }
 
 /// Reads a model's headers: all parts if `url` names a part of a split model, else the one
 /// file. `open` makes the range source for a URL.
+///
+/// The first part's `split.count` must agree with the name before any other part is asked
+/// for, and no more than [`MAX_REMOTE_PARTS`] are, so a URL cannot make us send thousands of
+/// requests.
 pub async fn read_model<S, F>(url: &str, open: F) -> Result<GgufModel, GgufError>
 where
     S: RangeSource + Sync,
     F: Fn(&str) -> S,
 {
-    let urls = shard_urls(url).unwrap_or_else(|| vec![url.to_owned()]);
-    let mut files = Vec::with_capacity(urls.len());
-    for part in &urls {
-        files.push(read_header(&open(part)).await?);
+    let Some(split) = SplitUrl::parse(url) else {
+        return GgufModel::from_shards(vec![read_header(&open(url)).await?]);
+    };
+    let count = split.split.count;
+    if count > MAX_REMOTE_PARTS {
+        let kind = ErrorKind::TooManyParts {
+            count,
+            limit: MAX_REMOTE_PARTS,
+        };
+        return Err(GgufError::new(kind).in_file(url));
+    }
+    let mut files = Vec::with_capacity(count as usize);
+    for number in 1..=count {
+        let file = read_header(&open(&split.part(number))).await?;
+        if number == 1 && count > 1 {
+            check_promised_count(&file, count)?;
+        }
+        files.push(file);
     }
     GgufModel::from_shards(files)
+}
+
+/// The first part's own `split.count` against the count in its name.
+fn check_promised_count(first: &GgufFile, count: u32) -> Result<(), GgufError> {
+    let stored = first.metadata.get_u64("split.count");
+    if stored == Some(u64::from(count)) {
+        return Ok(());
+    }
+    let said = stored.map_or("no split.count".to_owned(), |n| format!("split.count {n}"));
+    let detail = format!("its name promises {count} parts, but its header says {said}");
+    let name = first.file_name.clone().unwrap_or_default();
+    Err(GgufError::new(ErrorKind::SplitMismatch { detail }).in_file(&name))
 }
 
 #[cfg(feature = "remote")]

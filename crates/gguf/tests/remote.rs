@@ -235,3 +235,44 @@ async fn a_server_that_caps_range_lengths_is_asked_again() {
     let file = remote::read_header(&Capped(bytes)).await.unwrap();
     assert_eq!(file.tensors.len(), 1);
 }
+
+#[tokio::test]
+async fn a_url_promising_thousands_of_parts_sends_no_request() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = TestServer::start(dir.path(), false).await;
+    let reader = HttpReader::new();
+    let e = reader
+        .read_model(&server.url("x-00001-of-65535.gguf"))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(e.kind, ErrorKind::TooManyParts { count: 65535, .. }),
+        "{e}"
+    );
+    assert_eq!(reader.requests(), 0);
+    assert!(e.to_string().contains("stops at 512 parts"), "{e}");
+}
+
+#[tokio::test]
+async fn a_first_part_that_disagrees_with_its_name_stops_the_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let paths = MoeShape::small()
+        .writer()
+        .write_split(dir.path(), "tiny", 3)
+        .unwrap();
+    // The same first part served under a name promising 400 parts.
+    std::fs::copy(&paths[0], dir.path().join("tiny-00001-of-00400.gguf")).unwrap();
+    let server = TestServer::start(dir.path(), false).await;
+    let reader = HttpReader::new();
+    let e = reader
+        .read_model(&server.url("tiny-00001-of-00400.gguf"))
+        .await
+        .unwrap_err();
+    assert!(matches!(e.kind, ErrorKind::SplitMismatch { .. }), "{e}");
+    assert!(
+        e.to_string()
+            .contains("its name promises 400 parts, but its header says split.count 3"),
+        "{e}"
+    );
+    assert_eq!(reader.requests(), 1, "only the first part was read");
+}

@@ -4,7 +4,8 @@ mod common;
 
 use rigdeck_gguf::fixtures::MoeShape;
 use rigdeck_gguf::{
-    ErrorKind, GgmlType, GgufFile, GgufModel, GgufWriter, ModelSummary, TensorData, Value,
+    ErrorKind, GgmlType, GgufFile, GgufModel, GgufWriter, MissingParts, ModelSummary, SplitName,
+    TensorData, Value,
 };
 use std::path::Path;
 
@@ -182,5 +183,55 @@ fn a_part_renamed_out_of_the_pattern_says_so() {
         e.to_string()
             .contains("says it is part of a 2-part split model"),
         "{e}"
+    );
+}
+
+#[test]
+fn a_name_promising_65535_parts_is_reported_as_a_range() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("x-00001-of-65535.gguf");
+    std::fs::write(&path, b"").unwrap();
+    let e = GgufModel::open(&path).unwrap_err();
+    let ErrorKind::MissingShards { missing, .. } = &e.kind else {
+        panic!("{e}");
+    };
+    assert_eq!(missing.total(), 65534);
+    assert_eq!(missing.ranges, vec![(2, 65535)]);
+    let msg = e.to_string();
+    assert!(
+        msg.contains(
+            "but 65534 of 65535 parts ('x-00002-of-65535.gguf' … 'x-65535-of-65535.gguf') are not in"
+        ),
+        "{msg}"
+    );
+    assert!(msg.len() < 400, "{msg}");
+}
+
+#[test]
+fn a_name_promising_more_parts_than_llama_cpp_can_write_is_no_split_name() {
+    assert_eq!(SplitName::parse("x-00001-of-4000000000.gguf"), None);
+    assert_eq!(SplitName::parse("x-00001-of-65536.gguf"), None);
+    assert_eq!(
+        SplitName::parse("x-00001-of-65535.gguf").map(|s| s.count),
+        Some(65535)
+    );
+    // Opened as the one file it is: a zero-byte file is not GGUF, and nothing else is looked for.
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("x-00001-of-4000000000.gguf");
+    std::fs::write(&path, b"").unwrap();
+    let e = GgufModel::open(&path).unwrap_err();
+    assert!(!matches!(e.kind, ErrorKind::MissingShards { .. }), "{e}");
+}
+
+#[test]
+fn missing_parts_between_present_ones_are_separate_ranges() {
+    let present = [1u32, 5, 9];
+    let missing = MissingParts::find("m", 12, |n| present.contains(&n));
+    assert_eq!(missing.ranges, vec![(2, 4), (6, 8), (10, 12)]);
+    assert_eq!(missing.total(), 9);
+    assert_eq!(
+        missing.to_string(),
+        "9 of 12 parts ('m-00002-of-00012.gguf' … 'm-00004-of-00012.gguf'; 'm-00006-of-00012.gguf' … \
+         'm-00008-of-00012.gguf'; 'm-00010-of-00012.gguf' … 'm-00012-of-00012.gguf') are"
     );
 }

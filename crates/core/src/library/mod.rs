@@ -9,7 +9,7 @@ mod watcher;
 use std::collections::HashMap;
 use std::path::PathBuf;
 
-use rigdeck_gguf::split::GgufModel;
+use rigdeck_gguf::split::{GgufModel, MissingParts};
 use rigdeck_gguf::summary::ModelSummary;
 use serde::Serialize;
 
@@ -108,7 +108,7 @@ fn read_entry(found: Found) -> ModelEntry {
     }
 }
 
-fn gguf_entry(folder: PathBuf, files: Vec<FileStamp>, missing: Vec<String>) -> ModelEntry {
+fn gguf_entry(folder: PathBuf, files: Vec<FileStamp>, missing: MissingParts) -> ModelEntry {
     let path = files.first().map(|f| f.path.clone()).unwrap_or_default();
     let file_name = path
         .file_name()
@@ -123,8 +123,8 @@ fn gguf_entry(folder: PathBuf, files: Vec<FileStamp>, missing: Vec<String>) -> M
         (
             None,
             Some(format!(
-                "missing {}: download the missing part(s) next to the others",
-                missing.join(", ")
+                "split model incomplete: {missing} missing: download the missing part(s) next \
+                 to the others"
             )),
         )
     };
@@ -197,6 +197,29 @@ mod tests {
             broken.problem.as_ref().unwrap().contains("broken.gguf"),
             "{:?}",
             broken.problem
+        );
+    }
+
+    #[test]
+    fn a_file_name_promising_billions_of_parts_is_one_short_problem() {
+        let dir = tempfile::tempdir().unwrap();
+        for name in ["x-00001-of-4000000000.gguf", "y-00001-of-65535.gguf"] {
+            std::fs::write(dir.path().join(name), b"").unwrap();
+        }
+        let mut library = Library::default();
+        library.rescan(&[dir.path().to_owned()]);
+        let problems: Vec<String> = library
+            .entries()
+            .iter()
+            .filter_map(|e| e.problem.clone())
+            .collect();
+        assert_eq!(problems.len(), 2, "{problems:?}");
+        assert!(problems.iter().all(|p| p.len() < 400), "{problems:?}");
+        assert!(
+            problems.iter().any(|p| p.contains(
+                "65534 of 65535 parts ('y-00002-of-65535.gguf' … 'y-65535-of-65535.gguf') are missing"
+            )),
+            "{problems:?}"
         );
     }
 }

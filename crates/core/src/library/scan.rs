@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, HashSet};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
-use rigdeck_gguf::split::SplitName;
+use rigdeck_gguf::split::{MissingParts, SplitName};
 
 /// Deep enough for `hub/models--org--name/snapshots/<rev>/sub/file.gguf`.
 const MAX_DEPTH: usize = 8;
@@ -26,7 +26,8 @@ pub enum Found {
     Gguf {
         folder: PathBuf,
         files: Vec<FileStamp>,
-        missing: Vec<String>,
+        /// Parts of a split model not in the folder (empty when complete or unsplit).
+        missing: MissingParts,
     },
     /// A folder with `config.json` and safetensors weights.
     Safetensors {
@@ -135,17 +136,14 @@ fn group_shards(folder: &Path, files: Vec<FileStamp>) -> Vec<Found> {
             None => out.push(Found::Gguf {
                 folder: folder.to_owned(),
                 files: vec![file],
-                missing: Vec::new(),
+                missing: MissingParts::default(),
             }),
         }
     }
     for ((_, prefix, count), mut parts) in splits {
         parts.sort_by_key(|(n, _)| *n);
         let present: HashSet<u32> = parts.iter().map(|(n, _)| *n).collect();
-        let missing = (1..=count)
-            .filter(|n| !present.contains(n))
-            .map(|n| rigdeck_gguf::split::split_file_name(&prefix, n, count))
-            .collect();
+        let missing = MissingParts::find(&prefix, count, |n| present.contains(&n));
         out.push(Found::Gguf {
             folder: folder.to_owned(),
             files: parts.into_iter().map(|(_, f)| f).collect(),
@@ -184,12 +182,12 @@ mod tests {
         let ggufs: Vec<_> = found
             .iter()
             .filter_map(|f| match f {
-                Found::Gguf { files, missing, .. } => Some((files.len(), missing.clone())),
+                Found::Gguf { files, missing, .. } => Some((files.len(), missing.to_string())),
                 _ => None,
             })
             .collect();
         assert_eq!(ggufs.len(), 3, "{found:#?}");
-        assert!(ggufs.contains(&(2, vec!["GLM-00003-of-00003.gguf".to_owned()])));
+        assert!(ggufs.contains(&(2, "'GLM-00003-of-00003.gguf' is".to_owned())));
         assert_eq!(
             found
                 .iter()
