@@ -84,8 +84,9 @@ pub fn admit(
             .and_then(|g| g.memory)
             .map_or(0, |m| m.free_bytes);
         let pending_bytes = taken.get(&gpu).copied().unwrap_or(0);
-        let needs_bytes = planned + margin_bytes;
-        if needs_bytes + pending_bytes > free {
+        // Saturating: planned bytes come from model headers, and a wrapped sum would admit.
+        let needs_bytes = planned.saturating_add(margin_bytes);
+        if needs_bytes.saturating_add(pending_bytes) > free {
             shortfalls.push(Shortfall {
                 gpu,
                 needs_bytes,
@@ -108,7 +109,8 @@ fn per_gpu(claims: &[Claim<'_>]) -> BTreeMap<u32, u64> {
     let mut sums = BTreeMap::new();
     for claim in claims {
         for p in claim.planned {
-            *sums.entry(p.gpu).or_insert(0) += p.bytes;
+            let sum = sums.entry(p.gpu).or_insert(0u64);
+            *sum = sum.saturating_add(p.bytes);
         }
     }
     sums

@@ -17,6 +17,13 @@ pub enum ShapeError {
         what: &'static str,
         key: String,
     },
+    #[error("model header of '{model}' says {key} = {value}, which {why}: the file is damaged or was not written by a GGUF converter; re-download or re-convert it")]
+    Implausible {
+        model: String,
+        key: String,
+        value: u64,
+        why: String,
+    },
     #[error("'{0}' is not a GGUF file: give the path of a .gguf model (any shard of a split one)")]
     NotGguf(String),
     #[error(transparent)]
@@ -61,6 +68,104 @@ fn loaded(model: &GgufModel, label: &str) -> Result<LoadedModel, ShapeError> {
     })
 }
 
+/// The longest context a header may claim; the largest any published model trains for is
+/// 10M tokens. A larger claim is a damaged header, and planning with it only saturates.
+const MAX_CONTEXT: u64 = 1 << 26;
+
+/// What the tensor table itself can vouch for: header values beyond these describe tensors the
+/// file does not have, and sizing per-layer tables from them would let a 1 KB header claim
+/// billions of layers.
+struct TableBounds {
+    /// Highest `blk.N.` index plus one.
+    layers: u64,
+    /// The largest dimension of any tensor (an embedding, head or expert count cannot exceed it).
+    widest: u64,
+}
+
+impl TableBounds {
+    fn of(model: &GgufModel) -> Self {
+        let layers = model
+            .tensors
+            .iter()
+            .filter_map(|t| t.info.name.strip_prefix("blk."))
+            .filter_map(|rest| rest.split('.').next()?.parse::<u64>().ok())
+            .map(|il| il.saturating_add(1))
+            .max()
+            .unwrap_or(0);
+        let widest = model
+            .tensors
+            .iter()
+            .flat_map(|t| t.info.dims.iter().copied())
+            .max()
+            .unwrap_or(0);
+        TableBounds { layers, widest }
+    }
+}
+
+/// Refuses header values the tensor table cannot support, naming the key and the reason.
+fn check_bounds(
+    summary: &ModelSummary,
+    table: &TableBounds,
+    arch: &str,
+    label: &str,
+) -> Result<(), ShapeError> {
+    let refuse = |suffix: &str, value: u64, why: String| ShapeError::Implausible {
+        model: label.to_owned(),
+        key: format!("{arch}.{suffix}"),
+        value,
+        why,
+    };
+    let widest = |suffix: &str, value: Option<u64>| match value {
+        Some(v) if v > table.widest => Err(refuse(
+            suffix,
+            v,
+            format!(
+                "is more than the largest tensor dimension in the file ({})",
+                table.widest
+            ),
+        )),
+        _ => Ok(()),
+    };
+    if let Some(n) = summary.layers.filter(|&n| n > table.layers) {
+        let why = match table.layers {
+            0 => "is more than its tensor table holds: no layer (blk.N) tensors".to_owned(),
+            held => format!(
+                "is more than its tensor table holds: layers 0–{} only",
+                held - 1
+            ),
+        };
+        return Err(refuse("block_count", n, why));
+    }
+    widest("embedding_length", summary.embedding_length)?;
+    widest("vocab_size", summary.vocab_size)?;
+    widest("key_length", summary.key_length)?;
+    widest("value_length", summary.value_length)?;
+    widest(
+        "feed_forward_length",
+        summary.feed_forward_length.as_ref().map(PerLayer::max),
+    )?;
+    widest(
+        "attention.head_count",
+        summary.head_count.as_ref().map(PerLayer::max),
+    )?;
+    widest(
+        "attention.head_count_kv",
+        summary.head_count_kv.as_ref().map(PerLayer::max),
+    )?;
+    if let Some(experts) = &summary.experts {
+        widest("expert_count", Some(experts.count))?;
+        if let Some(used) = experts.used.filter(|&u| u > experts.count) {
+            let why = format!("is more than the {} experts it has", experts.count);
+            return Err(refuse("expert_used_count", used, why));
+        }
+    }
+    if let Some(n) = summary.context_length.filter(|&n| n > MAX_CONTEXT) {
+        let why = format!("is beyond any trained context ({MAX_CONTEXT} tokens at most)");
+        return Err(refuse("context_length", n, why));
+    }
+    Ok(())
+}
+
 /// Reads the facts placement needs; absent optional facts take llama.cpp's defaults.
 pub fn shape_of(model: &GgufModel, label: &str) -> Result<ModelShape, ShapeError> {
     let summary = ModelSummary::from_model(model);
@@ -70,6 +175,7 @@ pub fn shape_of(model: &GgufModel, label: &str) -> Result<ModelShape, ShapeError
         what,
         key: format!("{arch}.{suffix}"),
     };
+    check_bounds(&summary, &TableBounds::of(model), &arch, label)?;
     let n_layer = u32_of(summary.layers).ok_or_else(|| missing("layer count", "block_count"))?;
     let n_embd = u32_of(summary.embedding_length)
         .ok_or_else(|| missing("embedding length", "embedding_length"))?;
@@ -232,6 +338,64 @@ fn indexer(model: &GgufModel, arch: &str, n_layer: u32, context: Option<u64>) ->
 #[cfg(test)]
 mod tests {
     use super::*;
+    use rigdeck_gguf::fixtures::MoeShape;
+    use rigdeck_gguf::Value;
+
+    fn tiny_with(key: &str, value: Value) -> Result<ModelShape, ShapeError> {
+        let shape = MoeShape::small();
+        let mut writer = shape.writer();
+        writer.set(&format!("{}.{key}", shape.architecture), value);
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("tiny.gguf");
+        writer.write_to_path(&path).unwrap();
+        load_shape(&path).map(|loaded| loaded.shape)
+    }
+
+    #[test]
+    fn a_header_claiming_billions_of_layers_is_refused_before_any_table_is_sized() {
+        let e = tiny_with("block_count", Value::U32(4_000_000_000)).unwrap_err();
+        assert!(
+            matches!(
+                e,
+                ShapeError::Implausible {
+                    value: 4_000_000_000,
+                    ..
+                }
+            ),
+            "{e}"
+        );
+        let msg = e.to_string();
+        assert!(
+            msg.contains(
+                "says glm-dsa.block_count = 4000000000, which is more than its tensor table \
+                 holds: layers 0–3 only"
+            ),
+            "{msg}"
+        );
+    }
+
+    #[test]
+    fn header_widths_beyond_any_tensor_dimension_are_refused() {
+        for key in [
+            "embedding_length",
+            "attention.head_count",
+            "expert_count",
+            "feed_forward_length",
+        ] {
+            let e = tiny_with(key, Value::U32(3_000_000_000)).unwrap_err();
+            assert!(
+                e.to_string().contains(&format!(
+                    "glm-dsa.{key} = 3000000000, which is more than the largest tensor dimension"
+                )),
+                "{key}: {e}"
+            );
+        }
+        let e = tiny_with("context_length", Value::U32(4_000_000_000)).unwrap_err();
+        assert!(
+            e.to_string().contains("is beyond any trained context"),
+            "{e}"
+        );
+    }
 
     #[test]
     fn sliding_window_layouts_follow_llama_cpp() {

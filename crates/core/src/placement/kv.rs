@@ -1,6 +1,9 @@
 //! KV cache size per layer, with llama.cpp's own rules (`src/llama-context.cpp`,
 //! `src/llama-kv-cache*.cpp`): context padded to 256, one stream per slot unless unified,
 //! sliding-window layers capped at the window, MLA caching K only.
+//!
+//! Every product saturates: the factors come from a model header and the user's options, and a
+//! wrapped byte count would turn "needs 2^70 bytes" into "fits".
 
 use super::model::AttentionLayout;
 use super::options::{KvType, PlacementOptions};
@@ -8,7 +11,7 @@ use super::options::{KvType, PlacementOptions};
 const PAD: u64 = 256;
 
 fn pad(n: u64) -> u64 {
-    n.div_ceil(PAD) * PAD
+    n.div_ceil(PAD).saturating_mul(PAD)
 }
 
 /// The context geometry llama.cpp derives from `-c`, `-np` and `-kvu`.
@@ -36,7 +39,7 @@ pub fn geometry(options: &PlacementOptions, trained_context: u32) -> ContextGeom
     }
     let n_ctx_seq = pad(n_ctx / n_seq);
     ContextGeometry {
-        n_ctx: n_ctx_seq * n_seq,
+        n_ctx: n_ctx_seq.saturating_mul(n_seq),
         n_ctx_seq,
         n_stream: n_seq,
     }
@@ -45,7 +48,8 @@ pub fn geometry(options: &PlacementOptions, trained_context: u32) -> ContextGeom
 /// Bytes of one cache row of `n` elements; `None` when a quantized type's block does not divide it.
 pub fn row_bytes(kind: KvType, n: u64) -> Option<u64> {
     let (block, bytes) = kind.block();
-    n.is_multiple_of(block).then(|| n / block * bytes)
+    n.is_multiple_of(block)
+        .then(|| (n / block).saturating_mul(bytes))
 }
 
 /// Why a KV configuration cannot work, in the user's terms.
@@ -75,9 +79,10 @@ fn cells(
             } else {
                 1
             };
-            pad(g
-                .n_ctx_seq
-                .min(u64::from(window) * slots + u64::from(options.ubatch)))
+            let window_cells = u64::from(window)
+                .saturating_mul(slots)
+                .saturating_add(u64::from(options.ubatch));
+            pad(g.n_ctx_seq.min(window_cells))
         }
         _ => g.n_ctx_seq,
     }
@@ -93,17 +98,17 @@ pub fn layer_kv_bytes(
     let v_width_max = attention
         .head_count_kv
         .iter()
-        .map(|&h| u64::from(h) * u64::from(attention.value_length))
+        .map(|&h| u64::from(h).saturating_mul(u64::from(attention.value_length)))
         .max()
         .unwrap_or(0);
     (0..attention.head_count_kv.len())
         .map(|il| {
-            let heads = u64::from(attention.head_count_kv[il]);
+            let heads = u64::from(attention.head_count_kv.get(il).copied().unwrap_or(0));
             if heads == 0 {
                 return Ok(0);
             }
-            let c = cells(attention, il, options, g) * g.n_stream;
-            let k_width = u64::from(attention.key_length) * heads;
+            let c = cells(attention, il, options, g).saturating_mul(g.n_stream);
+            let k_width = u64::from(attention.key_length).saturating_mul(heads);
             let row = |kind: KvType, width: u64| {
                 row_bytes(kind, width).ok_or(KvError::RowNotDivisible {
                     kind: kind.name(),
@@ -112,25 +117,27 @@ pub fn layer_kv_bytes(
                     row: width,
                 })
             };
-            let k = row(options.cache_type_k, k_width)? * c;
+            let k = row(options.cache_type_k, k_width)?.saturating_mul(c);
             let v = if attention.mla {
                 0
             } else {
                 let width = if options.flash_attention {
-                    u64::from(attention.value_length) * heads
+                    u64::from(attention.value_length).saturating_mul(heads)
                 } else {
                     v_width_max
                 };
-                row(options.cache_type_v, width)? * c
+                row(options.cache_type_v, width)?.saturating_mul(c)
             };
             let indexer_width =
                 u64::from(attention.indexer_key_length.get(il).copied().unwrap_or(0));
             let indexer = if indexer_width > 0 {
-                row(options.cache_type_k, indexer_width)? * g.n_ctx_seq * g.n_stream
+                row(options.cache_type_k, indexer_width)?
+                    .saturating_mul(g.n_ctx_seq)
+                    .saturating_mul(g.n_stream)
             } else {
                 0
             };
-            Ok(k + v + indexer)
+            Ok(k.saturating_add(v).saturating_add(indexer))
         })
         .collect()
 }

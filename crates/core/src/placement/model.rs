@@ -72,7 +72,9 @@ pub struct ModelShape {
 
 impl ModelShape {
     pub fn total_bytes(&self) -> u64 {
-        self.tensors.iter().map(|t| t.bytes).sum()
+        self.tensors
+            .iter()
+            .fold(0, |sum, t| sum.saturating_add(t.bytes))
     }
 
     /// llama.cpp loads `token_embd` a second time as the output matrix when the model has no
@@ -85,8 +87,7 @@ impl ModelShape {
         self.tensors
             .iter()
             .filter(|t| t.role == TensorRole::TokenEmbedding)
-            .map(|t| t.bytes)
-            .sum()
+            .fold(0, |sum, t| sum.saturating_add(t.bytes))
     }
 }
 

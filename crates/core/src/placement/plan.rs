@@ -42,7 +42,11 @@ pub struct DeviceUsage {
 
 impl DeviceUsage {
     pub fn total_bytes(&self) -> u64 {
-        self.weights_bytes + self.kv_bytes + self.compute_bytes + self.overhead_bytes
+        // Saturating: a byte count from a hostile header must read "too big", never wrap to "fits".
+        self.weights_bytes
+            .saturating_add(self.kv_bytes)
+            .saturating_add(self.compute_bytes)
+            .saturating_add(self.overhead_bytes)
     }
 }
 
@@ -143,7 +147,7 @@ pub fn plan(
         .map(|t| {
             let matched = overrides.iter().position(|o| o.regex.is_match(&t.name));
             if let Some(hit) = matched.and_then(|i| override_hits.get_mut(i)) {
-                *hit += 1;
+                *hit = hit.saturating_add(1);
             }
             tensor_device(
                 t.role,
@@ -178,7 +182,7 @@ pub fn plan(
     }
     for (&bytes, &device) in kv_per_layer.iter().zip(&kv_devices) {
         if let Some(u) = ledger.at(device) {
-            u.kv_bytes += bytes;
+            u.kv_bytes = u.kv_bytes.saturating_add(bytes);
         }
     }
     for (il, &device) in layer_devices.layers.iter().enumerate() {
@@ -291,13 +295,16 @@ impl Ledger {
             && role != TensorRole::Output;
         if !split {
             if let Some(u) = self.at(device) {
-                u.weights_bytes += bytes;
+                u.weights_bytes = u.weights_bytes.saturating_add(bytes);
             }
             return;
         }
         for &(gpu, share) in &rows.shares {
             if let Some(u) = self.at(gpu) {
-                u.weights_bytes += (bytes as f64 * share) as u64;
+                // A float-to-int `as` saturates, so a huge share stays huge.
+                u.weights_bytes = u
+                    .weights_bytes
+                    .saturating_add((bytes as f64 * share) as u64);
             }
         }
     }
@@ -345,7 +352,10 @@ fn compute_estimate(
         return 0;
     }
     let ub = u64::from(options.ubatch.min(options.batch).max(1));
-    let mut bytes = ub * 4 * (u64::from(model.n_embd) * 6 + u64::from(model.n_ff) * 2);
+    let width = u64::from(model.n_embd)
+        .saturating_mul(6)
+        .saturating_add(u64::from(model.n_ff).saturating_mul(2));
+    let mut bytes = ub.saturating_mul(4).saturating_mul(width);
     if !options.flash_attention {
         let heads = u64::from(
             model
@@ -356,10 +366,12 @@ fn compute_estimate(
                 .max()
                 .unwrap_or(0),
         );
-        bytes += g.n_ctx_seq * ub * heads * 4;
+        let scores = g.n_ctx_seq.saturating_mul(ub).saturating_mul(heads);
+        bytes = bytes.saturating_add(scores.saturating_mul(4));
     }
     if holds_output {
-        bytes += u64::from(model.n_vocab) * ub * 4;
+        let logits = u64::from(model.n_vocab).saturating_mul(ub);
+        bytes = bytes.saturating_add(logits.saturating_mul(4));
     }
     bytes
 }
@@ -505,5 +517,31 @@ mod tests {
         let gpu = plan.device(DeviceId::Gpu(0)).unwrap();
         assert_eq!(gpu.usage.overhead_bytes, 300 * MIB);
         assert_eq!(gpu.overflow_bytes, gpu.usage.total_bytes() - GIB);
+    }
+
+    #[test]
+    fn byte_counts_saturate_instead_of_wrapping_to_fits() {
+        // Widths no header may claim any more, and options a client may still send: the KV
+        // product passes 2^64, which wrapped would read as a few bytes that "fit".
+        let mut model = moe_model(4, 1, 10 * MIB, 10 * MIB);
+        model.attention.key_length = u32::MAX;
+        model.attention.value_length = u32::MAX;
+        model.attention.head_count_kv = vec![u32::MAX; 4];
+        model.n_embd = u32::MAX;
+        model.n_ff = u32::MAX;
+        model.n_vocab = u32::MAX;
+        let options = PlacementOptions {
+            context: u32::MAX,
+            parallel: u32::MAX,
+            ubatch: u32::MAX,
+            batch: u32::MAX,
+            ..PlacementOptions::default()
+        };
+        let plan = plan(&model, &gpus(2, 24 * GIB), &options).unwrap();
+        assert!(!plan.fits());
+        assert!(plan
+            .devices
+            .iter()
+            .any(|d| d.usage.kv_bytes == u64::MAX && d.usage.total_bytes() == u64::MAX));
     }
 }

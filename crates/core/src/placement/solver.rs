@@ -136,8 +136,8 @@ fn bring_experts_back(
         let mut layers = Vec::new();
         for &layer in &device.usage.layers {
             let experts = expert_bytes(model, layer);
-            if experts > 0 && used + experts <= room {
-                used += experts;
+            if experts > 0 && used.saturating_add(experts) <= room {
+                used = used.saturating_add(experts);
                 layers.push(layer);
             }
         }
@@ -169,8 +169,7 @@ fn expert_bytes(model: &ModelShape, layer: u32) -> u64 {
         .tensors
         .iter()
         .filter(|t| t.role == TensorRole::Experts && t.layer == Some(layer))
-        .map(|t| t.bytes)
-        .sum()
+        .fold(0, |sum, t| sum.saturating_add(t.bytes))
 }
 
 /// With only degraded links, a model that fits whole on one card goes there alone (`-sm none`).
