@@ -11,6 +11,7 @@ use crate::error::GgufError;
 use crate::read::GgufFile;
 use crate::rng::SplitMix64;
 use crate::types::GgmlType;
+use crate::value::Metadata;
 use crate::write::{GgufWriter, TensorData};
 
 /// The shape of a tiny model.
@@ -66,17 +67,19 @@ impl TinyModel {
     /// Writes the model; the tokenizer (every `tokenizer.*` key) comes from `vocab`.
     pub fn write(&self, vocab: &Path, out: &Path) -> Result<u64, GgufError> {
         let vocab = GgufFile::open(vocab)?;
+        self.writer(&vocab.metadata).write_to_path(out)
+    }
+
+    /// The model as a writer; the tokenizer (every `tokenizer.*` key) comes from `vocab`, the
+    /// metadata of a vocabulary file (or any tokenizer keys a test makes up).
+    pub fn writer(&self, vocab: &Metadata) -> GgufWriter {
         let n_vocab = vocab
             .get("tokenizer.ggml.tokens")
             .and_then(|v| v.as_array())
             .map_or(0, |t| t.len() as u64);
         let mut w = GgufWriter::new();
         self.metadata(&mut w);
-        for (key, value) in vocab
-            .metadata
-            .iter()
-            .filter(|(k, _)| k.starts_with("tokenizer."))
-        {
+        for (key, value) in vocab.iter().filter(|(k, _)| k.starts_with("tokenizer.")) {
             w.set(key, value.clone());
         }
         let mut rng = SplitMix64::new(0x5eed);
@@ -92,7 +95,7 @@ impl TinyModel {
         tensor(&mut w, "token_embd.weight", &[e, n_vocab]);
         if let Some(mla) = self.mla {
             self.deepseek2_tensors(&mut w, &mut tensor, mla, n_vocab);
-            return w.write_to_path(out);
+            return w;
         }
         if self.sliding_window.is_some() {
             let head = self.n_embd / self.n_head;
@@ -107,7 +110,7 @@ impl TinyModel {
             }
             // No output.weight: llama.cpp ties the output to token_embd (and loads it twice).
             norm(&mut w, "output_norm.weight", e);
-            return w.write_to_path(out);
+            return w;
         }
         for i in 0..self.n_layer {
             attention(&mut w, &mut tensor, i, e, kv);
@@ -138,7 +141,7 @@ impl TinyModel {
         }
         norm(&mut w, "output_norm.weight", e);
         tensor(&mut w, "output.weight", &[e, n_vocab]);
-        w.write_to_path(out)
+        w
     }
 
     fn metadata(&self, w: &mut GgufWriter) {
