@@ -209,8 +209,8 @@ pub enum ErrorKind {
         /// The most parts read remotely.
         limit: u32,
     },
-    /// A remote read went past its byte budget (a header that never ends, a server that
-    /// keeps sending).
+    /// A remote read would pass its byte budget (a header that never ends, a server that keeps
+    /// sending).
     ByteBudgetExceeded {
         /// The budget, in bytes.
         budget: u64,
@@ -438,8 +438,8 @@ fn describe(kind: &ErrorKind, offset: Option<u64>) -> String {
              plan the local files"
         ),
         ErrorKind::ByteBudgetExceeded { budget } => format!(
-            "sent more than {} MiB before its headers were complete, so reading stopped: \
-             check that the URL names a GGUF file",
+            "needs more than {} MiB for its headers, the most a remote read fetches: check that \
+             the URL names a GGUF model, or download it and plan the local file",
             budget >> 20
         ),
         ErrorKind::Network { message } => {

@@ -182,7 +182,7 @@ fn check_promised_count(first: &GgufFile, count: u32) -> Result<(), GgufError> {
 }
 
 #[cfg(feature = "remote")]
-pub use http::{HttpReader, HttpSource};
+pub use http::{HttpReader, HttpSource, Limits};
 
 #[cfg(feature = "remote")]
 mod http {
@@ -194,26 +194,87 @@ mod http {
     use std::future::Future;
     use std::sync::atomic::{AtomicU64, Ordering};
     use std::sync::Arc;
+    use std::time::Duration;
+
+    /// How long and how much a remote read may take. Every outbound request has them, so a
+    /// server that never answers, trickles bytes, or sends forever is cut off with an error
+    /// that says which.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    pub struct Limits {
+        /// To open the connection.
+        pub connect: Duration,
+        /// Without a single byte arriving.
+        pub idle: Duration,
+        /// A request may take this long, plus `len / min_bytes_per_s`: a 2 MiB request at the
+        /// default floor of 256 KiB/s gets 38 s, whatever the server's pace.
+        pub request_base: Duration,
+        /// The slowest transfer rate a request is allowed to average.
+        pub min_bytes_per_s: u64,
+        /// Bytes over all requests of one reader (all parts of a model).
+        pub budget_bytes: u64,
+    }
+
+    impl Default for Limits {
+        fn default() -> Self {
+            Limits {
+                connect: Duration::from_secs(10),
+                idle: Duration::from_secs(30),
+                request_base: Duration::from_secs(30),
+                min_bytes_per_s: 256 << 10,
+                budget_bytes: 1 << 30,
+            }
+        }
+    }
+
+    impl Limits {
+        fn request_deadline(&self, len: u64) -> Duration {
+            let transfer = len / self.min_bytes_per_s.max(1);
+            self.request_base
+                .saturating_add(Duration::from_secs(transfer))
+        }
+    }
 
     /// Reads headers over HTTP and counts the requests it makes.
-    #[derive(Clone, Debug, Default)]
+    #[derive(Clone, Debug)]
     pub struct HttpReader {
         client: reqwest::Client,
+        limits: Limits,
         requests: Arc<AtomicU64>,
+        /// Bytes the reader may still receive.
+        budget: Arc<AtomicU64>,
+    }
+
+    impl Default for HttpReader {
+        fn default() -> Self {
+            HttpReader::with_limits(Limits::default())
+        }
     }
 
     impl HttpReader {
-        /// A reader with a default client (which speaks https:// only if a reqwest TLS
+        /// A reader with the default [`Limits`] (which speaks https:// only if a reqwest TLS
         /// feature is enabled somewhere in the build).
         pub fn new() -> Self {
             HttpReader::default()
         }
 
-        /// A reader over a configured client (proxy, timeouts, an access token header).
-        pub fn with_client(client: reqwest::Client) -> Self {
+        /// A reader with these limits.
+        pub fn with_limits(limits: Limits) -> Self {
+            let client = reqwest::Client::builder()
+                .connect_timeout(limits.connect)
+                .read_timeout(limits.idle)
+                .build()
+                .unwrap_or_default();
+            HttpReader::with_client(client, limits)
+        }
+
+        /// A reader over a configured client (proxy, an access token header); the client's own
+        /// timeouts apply besides `limits`' request deadline and byte budget.
+        pub fn with_client(client: reqwest::Client, limits: Limits) -> Self {
             HttpReader {
                 client,
+                limits,
                 requests: Arc::default(),
+                budget: Arc::new(AtomicU64::new(limits.budget_bytes)),
             }
         }
 
@@ -227,7 +288,9 @@ mod http {
             HttpSource {
                 client: self.client.clone(),
                 url: url.to_owned(),
+                limits: self.limits,
                 requests: Arc::clone(&self.requests),
+                budget: Arc::clone(&self.budget),
             }
         }
 
@@ -247,7 +310,9 @@ mod http {
     pub struct HttpSource {
         client: reqwest::Client,
         url: String,
+        limits: Limits,
         requests: Arc<AtomicU64>,
+        budget: Arc<AtomicU64>,
     }
 
     impl RangeSource for HttpSource {
@@ -265,9 +330,40 @@ mod http {
     }
 
     impl HttpSource {
+        /// One range request under the request deadline and the reader's byte budget.
         async fn fetch(&self, start: u64, len: u64) -> Result<RangeBytes, GgufError> {
+            // All or nothing: a request cut short by the budget would read as the file's end.
+            let left = self.budget.load(Ordering::Relaxed);
+            if len > left {
+                return Err(self.fail(ErrorKind::ByteBudgetExceeded {
+                    budget: self.limits.budget_bytes,
+                }));
+            }
+            let deadline = self.limits.request_deadline(len);
+            let got = tokio::time::timeout(deadline, self.fetch_unbounded(start, len))
+                .await
+                .map_err(|_| {
+                    self.fail(ErrorKind::Network {
+                        message: format!(
+                            "the server sent too little in {} s (a request of {len} bytes must \
+                             average at least {} KiB/s)",
+                            deadline.as_secs(),
+                            self.limits.min_bytes_per_s >> 10
+                        ),
+                    })
+                })??;
+            let taken = got.bytes.len() as u64;
+            self.budget.fetch_sub(taken.min(left), Ordering::Relaxed);
+            Ok(got)
+        }
+
+        fn fail(&self, kind: ErrorKind) -> GgufError {
+            GgufError::new(kind).in_file(&self.url)
+        }
+
+        async fn fetch_unbounded(&self, start: u64, len: u64) -> Result<RangeBytes, GgufError> {
             self.requests.fetch_add(1, Ordering::Relaxed);
-            let fail = |kind| GgufError::new(kind).in_file(&self.url);
+            let fail = |kind| self.fail(kind);
             let last = start.saturating_add(len.saturating_sub(1));
             let response = self
                 .client

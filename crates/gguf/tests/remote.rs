@@ -276,3 +276,96 @@ async fn a_first_part_that_disagrees_with_its_name_stops_the_read() {
     );
     assert_eq!(reader.requests(), 1, "only the first part was read");
 }
+
+/// A server that answers every request with `206` and a 2 MiB body, then sends one byte every
+/// `every` (or nothing at all, if `every` is `None`).
+async fn trickling_server(every: Option<std::time::Duration>) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        while let Ok((mut stream, _)) = listener.accept().await {
+            tokio::spawn(async move {
+                let mut buf = [0u8; 4096];
+                let _ = stream.read(&mut buf).await;
+                let Some(every) = every else {
+                    // Silent: hold the connection open and say nothing.
+                    tokio::time::sleep(std::time::Duration::from_secs(60)).await;
+                    return;
+                };
+                let head =
+                    "HTTP/1.1 206 Partial Content\r\nContent-Range: bytes 0-2097151/9999999\r\n\
+                            Content-Length: 2097152\r\n\r\nGGUF";
+                if stream.write_all(head.as_bytes()).await.is_err() {
+                    return;
+                }
+                loop {
+                    tokio::time::sleep(every).await;
+                    if stream.write_all(&[0]).await.is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    format!("http://{addr}/m.gguf")
+}
+
+fn quick_limits() -> remote::Limits {
+    remote::Limits {
+        connect: std::time::Duration::from_secs(2),
+        idle: std::time::Duration::from_millis(500),
+        request_base: std::time::Duration::from_millis(500),
+        min_bytes_per_s: 1 << 20,
+        budget_bytes: 1 << 30,
+    }
+}
+
+#[tokio::test]
+async fn a_server_that_trickles_bytes_is_cut_off() {
+    let url = trickling_server(Some(std::time::Duration::from_millis(20))).await;
+    let started = std::time::Instant::now();
+    let e = HttpReader::with_limits(quick_limits())
+        .read_header(&url)
+        .await
+        .unwrap_err();
+    assert!(matches!(e.kind, ErrorKind::Network { .. }), "{e}");
+    assert!(
+        e.to_string().contains("the server sent too little in 2 s"),
+        "{e}"
+    );
+    assert!(started.elapsed() < std::time::Duration::from_secs(20));
+}
+
+#[tokio::test]
+async fn a_server_that_never_answers_is_cut_off() {
+    let url = trickling_server(None).await;
+    let e = HttpReader::with_limits(quick_limits())
+        .read_header(&url)
+        .await
+        .unwrap_err();
+    assert!(matches!(e.kind, ErrorKind::Network { .. }), "{e}");
+    assert!(e.to_string().contains("could not be fetched"), "{e}");
+}
+
+#[tokio::test]
+async fn a_header_larger_than_the_byte_budget_stops_the_read() {
+    let dir = tempfile::tempdir().unwrap();
+    header_of_mib(5)
+        .write_to_path(dir.path().join("big.gguf"))
+        .unwrap();
+    let server = TestServer::start(dir.path(), false).await;
+    let limits = remote::Limits {
+        budget_bytes: 3 << 20,
+        ..remote::Limits::default()
+    };
+    let e = HttpReader::with_limits(limits)
+        .read_header(&server.url("big.gguf"))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(e.kind, ErrorKind::ByteBudgetExceeded { budget } if budget == 3 << 20),
+        "{e}"
+    );
+    assert!(e.to_string().contains("needs more than 3 MiB for its headers"), "{e}");
+}
