@@ -134,6 +134,8 @@ test("the placement editor saves a launch profile", async () => {
   await panel.locator('[data-testid="save-profile-submit"]').click();
   await panel.locator('[data-testid="save-profile-done"]').waitFor({ timeout: 10_000 });
   assert.equal(await panel.locator('[data-testid="goto-instances"]').getAttribute("href"), "#/instances");
+  // No port was given: the saved command line says the port is chosen at each start.
+  assert.match(await panel.locator('[data-testid="saved-command"]').textContent(), / --port <chosen at start>( |$)/);
   // Saving the same name again shows the daemon's error verbatim.
   await panel.locator('[data-testid="save-profile-submit"]').click();
   const err = panel.locator('[data-testid="save-profile-error"]');
@@ -219,6 +221,9 @@ test("starts from the Engines page, reaches ready and streams logs", async () =>
   assert.ok(pid > 0, "a pid is shown");
   const href = await row("tiny").locator('a[data-testid="instance-port"]').getAttribute("href");
   assert.match(href, /^http:\/\/127\.0\.0\.1:\d+\/$/);
+  // The running instance's command line has the port this run listens on.
+  const command = await row("tiny").locator('[data-testid="instance-command"]').textContent();
+  assert.match(command, new RegExp(` --port ${new URL(href).port}( |$)`));
   const health = await fetch(new URL("health", href));
   assert.equal(health.status, 200, "the port link reaches the engine");
   const logs = page.locator('[data-testid="instance-logs"]');

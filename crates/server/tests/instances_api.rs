@@ -315,3 +315,172 @@ async fn an_engine_build_request_names_a_bad_backend() {
         );
     }
 }
+
+/// What an older Rigdeck let through and an export turned into a new line: a line break (here
+/// one that would add `ExecStartPre=` to an exported unit) or any other control character, in
+/// any string of a profile. Create and update are refused with 400 and the field named, and the
+/// stored profile is left as it was.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn control_characters_in_a_profile_are_refused_with_the_field_named() {
+    let t = TestServer::start("2x5060ti.json").await;
+    let program = llama_server().await;
+    let store = Store::open(&t.dir.path().join("data/rigdeck.db"))
+        .await
+        .unwrap();
+    let build = registry::register_path(&store, &program, None, None, 0)
+        .await
+        .unwrap();
+    let model = t.dir.path().join("not-really.gguf");
+    std::fs::write(&model, b"not a gguf").unwrap();
+    let base = json!({"name": "ok", "engine_build_id": build.id, "model": model,
+        "env": {"CUDA_VISIBLE_DEVICES": "0"}, "restart": {"policy": "never"}});
+    let with = |patch: Value| {
+        let mut body = base.clone();
+        for (k, v) in patch.as_object().unwrap() {
+            body[k] = v.clone();
+        }
+        body
+    };
+    let evil = "0\nExecStartPre=/bin/sh -c evil";
+    let cases = [
+        (
+            json!({"env": {"CUDA_VISIBLE_DEVICES": evil}}),
+            "environment value of CUDA_VISIBLE_DEVICES contains a line break (U+000A): remove it",
+        ),
+        (
+            json!({"env": {"CUDA_VISIBLE_DEVICES": "0\t1"}}),
+            "environment value of CUDA_VISIBLE_DEVICES contains a tab (U+0009): remove it",
+        ),
+        (
+            json!({"env": {"X\nExecStartPre": "1"}}),
+            "environment variable name \"X\\nExecStartPre\" contains a line break (U+000A)",
+        ),
+        (
+            json!({"extra_args": ["--metrics", format!("x{evil}")]}),
+            "extra argument 2 (\"x0\\nExecStartPre=/bin/sh -c evil\") contains a line break",
+        ),
+        (
+            json!({"model": format!("{}\n", model.display())}),
+            "model path contains a line break",
+        ),
+        (
+            json!({"host": "127.0.0.1\r"}),
+            "host contains a carriage return (U+000D)",
+        ),
+        (
+            json!({"api_key": "k\u{1b}[2J"}),
+            "API key contains an escape character (U+001B)",
+        ),
+        (
+            json!({"name": "ok\nExecStartPre=x"}),
+            "profile name contains a line break",
+        ),
+        (
+            json!({"placement": {"overrides": [{"pattern": "blk\0", "device": {"kind": "cpu"}}]}}),
+            "tensor override 1 pattern contains a NUL byte (U+0000)",
+        ),
+    ];
+    for (patch, expected) in &cases {
+        let (status, err) = t
+            .send("POST", "/api/v1/profiles", Some(with(patch.clone())))
+            .await;
+        assert_eq!(status, 400, "{patch}: {err}");
+        assert_eq!(err["code"], "invalid_profile");
+        assert!(
+            err["message"].as_str().unwrap().contains(expected),
+            "{patch}: {err}"
+        );
+    }
+    let (_, list) = t.send("GET", "/api/v1/profiles", None).await;
+    assert_eq!(list, json!([]), "nothing refused was stored");
+
+    // The same through an update: refused, and the stored profile is unchanged.
+    let (status, saved) = t.send("POST", "/api/v1/profiles", Some(base.clone())).await;
+    assert_eq!(status, 201, "{saved}");
+    for (patch, expected) in &cases {
+        let (status, err) = t
+            .send("PUT", "/api/v1/profiles/ok", Some(with(patch.clone())))
+            .await;
+        assert_eq!(status, 400, "{patch}: {err}");
+        assert!(
+            err["message"].as_str().unwrap().contains(expected),
+            "{patch}: {err}"
+        );
+    }
+    let (_, stored) = t.send("GET", "/api/v1/profiles/ok", None).await;
+    assert_eq!(
+        stored["profile"]["env"],
+        json!({"CUDA_VISIBLE_DEVICES": "0"})
+    );
+    assert_eq!(stored["profile"]["extra_args"], json!([]));
+    t.server.shutdown().await;
+}
+
+/// A profile with port 0 gets a free port at each start: its own command line says so instead
+/// of showing a port it will not use, its export writes a port free now and says why, and the
+/// running instance shows the port it really listens on, in its view and its command line.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_port_0_profile_shows_no_fixed_port_and_its_instance_the_real_one() {
+    let t = TestServer::start("2x5060ti.json").await;
+    let program = llama_server().await;
+    let store = Store::open(&t.dir.path().join("data/rigdeck.db"))
+        .await
+        .unwrap();
+    let build = registry::register_path(&store, &program, None, None, 0)
+        .await
+        .unwrap();
+    let model = t.dir.path().join("not-really.gguf");
+    std::fs::write(&model, b"not a gguf").unwrap();
+    let body = json!({"name": "free", "engine_build_id": build.id, "model": model,
+        "restart": {"policy": "never"}});
+    let (status, saved) = t.send("POST", "/api/v1/profiles", Some(body)).await;
+    assert_eq!(status, 201, "{saved}");
+    assert_eq!(saved["profile"]["port"], 0);
+    let shown = saved["command_line"].as_str().unwrap();
+    assert!(shown.ends_with(" --port <chosen at start>"), "{shown}");
+    let argv: Vec<&str> = saved["argv"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|w| w.as_str().unwrap())
+        .collect();
+    let at = argv.iter().position(|w| *w == "--port").unwrap();
+    assert_eq!(argv[at + 1], "<chosen at start>");
+    let (_, again) = t.send("GET", "/api/v1/profiles/free", None).await;
+    assert_eq!(again["command_line"], saved["command_line"]);
+
+    // A file needs a number: one free now, and a note that says so.
+    let (status, script) = t
+        .send("GET", "/api/v1/profiles/free/export?format=shell", None)
+        .await;
+    assert_eq!(status, 200, "{script}");
+    let script = script.as_str().unwrap();
+    let exported = script
+        .split(" --port ")
+        .nth(1)
+        .and_then(|rest| rest.split_whitespace().next())
+        .unwrap();
+    assert_ne!(exported.parse::<u16>().unwrap(), 0, "{script}");
+    assert!(
+        script.contains(&format!(
+            "# Note: the profile picks a free port at each start; this file uses {exported},"
+        )),
+        "{script}"
+    );
+
+    // Started: the view and its command line carry the port this run listens on.
+    let (status, view) = t
+        .send("POST", "/api/v1/profiles/free/start", Some(json!({})))
+        .await;
+    assert_eq!(status, 200, "{view}");
+    let port = view["port"].as_u64().unwrap();
+    assert_ne!(port, 0);
+    let line = view["command_line"].as_str().unwrap();
+    assert!(line.ends_with(&format!(" --port {port}")), "{line}");
+    assert!(!line.contains("chosen at start"), "{line}");
+    let listed = t.instance("free").await;
+    assert_eq!(listed["port"], port);
+    assert_eq!(listed["command_line"], view["command_line"]);
+    t.wait_final("free").await;
+    t.server.shutdown().await;
+}

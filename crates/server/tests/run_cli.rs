@@ -73,6 +73,29 @@ async fn the_commands_use_the_daemons_api() {
         stderr.contains("engine build 42, which is not installed"),
         "{stderr}"
     );
+    // The daemon's checks apply to the command line too: a line break in an environment value
+    // (which an exported unit would have turned into a directive) is refused by name.
+    let create = run(&[
+        "profiles",
+        "create",
+        "qwen",
+        "--engine",
+        "42",
+        "--model",
+        "/etc/hostname",
+        "--env",
+        "CUDA_VISIBLE_DEVICES=0\nExecStartPre=/bin/sh -c evil",
+    ])
+    .await
+    .unwrap();
+    assert!(!create.status.success());
+    let stderr = String::from_utf8_lossy(&create.stderr);
+    assert!(
+        stderr.contains(
+            "environment value of CUDA_VISIBLE_DEVICES contains a line break (U+000A): remove it"
+        ),
+        "{stderr}"
+    );
     let stop = run(&["stop", "qwen"]).await.unwrap();
     assert!(String::from_utf8_lossy(&stop.stderr).contains("no instance named 'qwen'"));
     t.server.shutdown().await;

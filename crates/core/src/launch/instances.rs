@@ -92,6 +92,8 @@ pub struct InstanceView {
     /// What NVML shows the engine's pid holding now.
     pub measured_memory: Vec<Held>,
     pub argv: Vec<String>,
+    /// `argv` as one shell-quoted line: the run's real port, not the profile's 0.
+    pub command_line: Option<String>,
 }
 
 /// One engine output line, as the `instance.log` event.
@@ -278,6 +280,7 @@ impl Instances {
             (true, Some(at)) => Some(crate::now_ms() - at),
             _ => None,
         };
+        let argv = meta.map(|m| m.argv.clone()).unwrap_or_default();
         InstanceView {
             host: meta.and_then(|m| m.host.clone()),
             port: meta.and_then(|m| m.port),
@@ -285,7 +288,8 @@ impl Instances {
             adopted: meta.is_some_and(|m| m.adopted),
             planned_memory: meta.map(|m| m.planned.clone()).unwrap_or_default(),
             measured_memory: measured,
-            argv: meta.map(|m| m.argv.clone()).unwrap_or_default(),
+            command_line: (!argv.is_empty()).then(|| profile::display_command_line(&argv)),
+            argv,
             state,
         }
     }
@@ -777,8 +781,9 @@ fn probe_host(host: &str) -> String {
 }
 
 /// Asks the kernel for a free port on `host`. Another program could take it before the engine
-/// binds; the engine then crashes with `port_in_use`, and the next start picks again.
-fn free_port(host: &str) -> Result<u16, LaunchError> {
+/// binds; the engine then crashes with `port_in_use`, and the next start picks again. The
+/// exports use it too, for a profile without a fixed port (see `export::export_port`).
+pub(crate) fn free_port(host: &str) -> Result<u16, LaunchError> {
     let err = |source| LaunchError::NoFreePort {
         host: host.to_owned(),
         source,

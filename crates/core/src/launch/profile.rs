@@ -14,12 +14,16 @@ use serde::{Deserialize, Serialize};
 use super::admission::PlannedGpu;
 use super::python_engines;
 use crate::engines::registry::{Availability, EngineBuild};
-use crate::placement::flags::{to_args, FlagError};
+use crate::placement::flags::{command_line, to_args, FlagError};
 use crate::placement::PlacementOptions;
 use crate::supervisor::RestartPolicy;
 
 /// The address an engine listens on unless the profile says otherwise: loopback only.
 pub const DEFAULT_HOST: &str = "127.0.0.1";
+
+/// What a profile's displayed command line has in place of the port when the port is picked at
+/// each start (port 0): the real one is only known once the engine runs.
+pub const PORT_CHOSEN_AT_START: &str = "<chosen at start>";
 
 /// Everything needed to start one engine. Absent JSON fields take the defaults.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -136,10 +140,8 @@ pub enum ProfileError {
     MissingModel { path: PathBuf },
     #[error("environment variable name '{name}' is not valid: use letters, digits and '_', not starting with a digit (e.g. CUDA_VISIBLE_DEVICES)")]
     BadEnvName { name: String },
-    #[error(
-        "environment variable {name} contains a NUL byte, which cannot be passed to a process"
-    )]
-    BadEnvValue { name: String },
+    #[error("{field} contains {} (U+{:04X}): remove it", control_name(*.found), u32::from(*.found))]
+    ControlCharacter { field: String, found: char },
     #[error("port {port} is out of range: use 1–65535, or 0 to pick a free port at each start")]
     PortOutOfRange { port: u32 },
     #[error("host '{host}' is not an IP address: use 127.0.0.1 (this machine only), 0.0.0.0 (every interface) or one of this machine's addresses")]
@@ -152,8 +154,6 @@ pub enum ProfileError {
     },
     #[error("'{flag}' in the extra arguments is set by the profile itself: use the profile's {field} field instead")]
     ManagedFlag { flag: String, field: &'static str },
-    #[error("argument {arg:?} contains a NUL byte, which cannot be passed to a process")]
-    NulInArgument { arg: String },
     #[error("the reasoning default needs `--reasoning`, which engine build {id} does not have: update llama.cpp or leave reasoning unset")]
     NoReasoningOption { id: i64 },
     #[error("NUMA node {node} does not exist: this machine has {nodes} node(s), numbered from 0")]
@@ -183,7 +183,7 @@ pub fn validate(
     build: Option<&EngineBuild>,
     numa_nodes: usize,
 ) -> Result<Vec<String>, ProfileError> {
-    check_name(&profile.name)?;
+    check_text(profile)?;
     let build = build.ok_or_else(|| ProfileError::UnknownBuild {
         profile: profile.name.clone(),
         id: profile.engine_build_id,
@@ -195,14 +195,6 @@ pub fn validate(
         return Err(ProfileError::MissingModel {
             path: profile.model.clone(),
         });
-    }
-    for (name, value) in &profile.env {
-        if !valid_env_name(name) {
-            return Err(ProfileError::BadEnvName { name: name.clone() });
-        }
-        if value.contains('\0') {
-            return Err(ProfileError::BadEnvValue { name: name.clone() });
-        }
     }
     if profile.port > u32::from(u16::MAX) {
         return Err(ProfileError::PortOutOfRange { port: profile.port });
@@ -267,6 +259,61 @@ pub fn check_name(name: &str) -> Result<(), ProfileError> {
     }
 }
 
+/// What every user-given string of a profile may hold, wherever it ends up (argv, environment, an
+/// exported script or unit): a usable name, environment variable names every shell and systemd
+/// accept, and no control characters anywhere. A line break in a value would become a new
+/// command in an exported script or a new directive in a unit (`ExecStartPre=…`); a tab splits
+/// a word in a unit and is never part of a legitimate engine argument, so it is refused too.
+/// Part of [`validate`], and run again by the exports for profiles stored before these checks.
+pub fn check_text(profile: &LaunchProfile) -> Result<(), ProfileError> {
+    no_control(&profile.name, || "profile name".to_owned())?;
+    check_name(&profile.name)?;
+    for (name, value) in &profile.env {
+        no_control(name, || format!("environment variable name {name:?}"))?;
+        if !valid_env_name(name) {
+            return Err(ProfileError::BadEnvName { name: name.clone() });
+        }
+        no_control(value, || format!("environment value of {name}"))?;
+    }
+    no_control(&profile.model.to_string_lossy(), || "model path".to_owned())?;
+    no_control(&profile.host, || "host".to_owned())?;
+    if let Some(key) = &profile.api_key {
+        no_control(key, || "API key".to_owned())?;
+    }
+    for (i, arg) in profile.extra_args.iter().enumerate() {
+        no_control(arg, || format!("extra argument {} ({arg:?})", i + 1))?;
+    }
+    for (i, o) in profile.placement.overrides.iter().enumerate() {
+        no_control(&o.pattern, || format!("tensor override {} pattern", i + 1))?;
+    }
+    Ok(())
+}
+
+/// Refuses `text` when it holds a control character (`char::is_control`: C0, DEL and C1), with
+/// `field()` naming where it was found.
+pub(crate) fn no_control(text: &str, field: impl FnOnce() -> String) -> Result<(), ProfileError> {
+    match text.chars().find(|c| c.is_control()) {
+        Some(found) => Err(ProfileError::ControlCharacter {
+            field: field(),
+            found,
+        }),
+        None => Ok(()),
+    }
+}
+
+/// A control character as a person would name it.
+fn control_name(c: char) -> &'static str {
+    match c {
+        '\n' => "a line break",
+        '\r' => "a carriage return",
+        '\t' => "a tab",
+        '\0' => "a NUL byte",
+        '\u{1b}' => "an escape character",
+        '\u{7f}' => "a delete character",
+        _ => "a control character",
+    }
+}
+
 /// POSIX portable names: what every shell and systemd accept.
 fn valid_env_name(name: &str) -> bool {
     let mut chars = name.chars();
@@ -278,9 +325,6 @@ fn valid_env_name(name: &str) -> bool {
 /// empty); values (words not starting with '-', or negative numbers) pass.
 fn check_extra_args(args: &[String], build: &EngineBuild) -> Result<(), ProfileError> {
     for arg in args {
-        if arg.contains('\0') {
-            return Err(ProfileError::NulInArgument { arg: arg.clone() });
-        }
         if !arg.starts_with('-') || arg.len() < 2 || arg[1..].parse::<f64>().is_ok() {
             continue;
         }
@@ -324,6 +368,48 @@ pub fn argv(
     port: u16,
     numactl: Option<&Path>,
 ) -> Result<Vec<String>, ProfileError> {
+    assemble(profile, build, &port.to_string(), numactl)
+}
+
+/// The argv a profile view shows before anything runs: as [`argv`], with the profile's port, or
+/// [`PORT_CHOSEN_AT_START`] when each start picks one (port 0), so the view never shows a port
+/// the engine will not use. A running instance shows the argv it was started with instead.
+pub fn display_argv(
+    profile: &LaunchProfile,
+    build: &EngineBuild,
+) -> Result<Vec<String>, ProfileError> {
+    let port = match profile.port {
+        0 => PORT_CHOSEN_AT_START.to_owned(),
+        port => port.to_string(),
+    };
+    assemble(profile, build, &port, None)
+}
+
+/// An argv as one line for people, quoted for a POSIX shell. The port placeholder stays bare:
+/// it reads as a placeholder, and a pasted line fails at once (`<` is a redirection) instead of
+/// starting an engine on a made-up port.
+pub fn display_command_line(argv: &[String]) -> String {
+    argv.iter()
+        .enumerate()
+        .map(|(i, word)| {
+            let placeholder = word == PORT_CHOSEN_AT_START && i > 0 && argv[i - 1] == "--port";
+            if placeholder {
+                word.clone()
+            } else {
+                command_line(word, &[])
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// The argv with `port` written as given (a number, or the display placeholder).
+fn assemble(
+    profile: &LaunchProfile,
+    build: &EngineBuild,
+    port: &str,
+    numactl: Option<&Path>,
+) -> Result<Vec<String>, ProfileError> {
     if let Some(argv) = python_engines::argv(profile, build, port) {
         return Ok(argv);
     }
@@ -340,7 +426,7 @@ pub fn argv(
         &profile.placement,
     )?);
     argv.extend(["--host".to_owned(), profile.host.clone()]);
-    argv.extend(["--port".to_owned(), port.to_string()]);
+    argv.extend(["--port".to_owned(), port.to_owned()]);
     if let Some(key) = &profile.api_key {
         argv.extend(["--api-key".to_owned(), key.clone()]);
     }
@@ -360,6 +446,7 @@ pub(crate) mod tests {
     use crate::engines::capabilities::Capabilities;
     use crate::engines::registry::BuildOrigin;
     use crate::engines::{Backend, EngineKind};
+    use crate::placement::{DeviceId, TensorOverride};
 
     pub(crate) fn build(location: &str, options: &[&str]) -> EngineBuild {
         let mut capabilities = Capabilities {
@@ -488,6 +575,78 @@ pub(crate) mod tests {
         );
         p.host = "example.com".into();
         assert!(err(&p).contains("not an IP address"));
+    }
+
+    #[test]
+    fn a_control_character_in_any_string_of_a_profile_is_refused_naming_the_field() {
+        let dir = tempfile::tempdir().unwrap();
+        let model = dir.path().join("m.gguf");
+        std::fs::write(&model, b"GGUF").unwrap();
+        let b = build("/opt/llama/llama-server", &["--metrics"]);
+        let ok = profile(&model);
+        let refused = |change: &dyn Fn(&mut LaunchProfile)| {
+            let mut p = ok.clone();
+            change(&mut p);
+            validate(&p, Some(&b), 1).unwrap_err().to_string()
+        };
+        let evil = "0\nExecStartPre=/bin/sh -c evil";
+        assert_eq!(
+            refused(&|p| {
+                p.env.insert("CUDA_VISIBLE_DEVICES".into(), evil.into());
+            }),
+            "environment value of CUDA_VISIBLE_DEVICES contains a line break (U+000A): remove it"
+        );
+        assert_eq!(
+            refused(&|p| {
+                p.env.insert("BAD\tNAME".into(), "1".into());
+            }),
+            r#"environment variable name "BAD\tNAME" contains a tab (U+0009): remove it"#
+        );
+        assert_eq!(
+            refused(&|p| p.extra_args = vec!["--metrics".into(), format!("x{evil}")]),
+            r#"extra argument 2 ("x0\nExecStartPre=/bin/sh -c evil") contains a line break (U+000A): remove it"#
+        );
+        assert!(refused(&|p| p.name = "a\rb".into())
+            .starts_with("profile name contains a carriage return (U+000D)"));
+        assert!(refused(&|p| p.model = dir.path().join("m\u{1b}.gguf"))
+            .starts_with("model path contains an escape character (U+001B)"));
+        assert!(refused(&|p| p.host = "127.0.0.1\0".into()).starts_with("host contains a NUL byte"));
+        assert!(refused(&|p| p.api_key = Some("k\u{7f}".into()))
+            .starts_with("API key contains a delete character (U+007F)"));
+        assert!(refused(&|p| p.placement.overrides = vec![TensorOverride {
+            pattern: "blk\\.1\\.\n".into(),
+            device: DeviceId::Cpu,
+        }])
+        .starts_with("tensor override 1 pattern contains a line break"));
+        // Values a shell or systemd would read specially are fine: the exports quote them.
+        let mut p = ok.clone();
+        p.env
+            .insert("ODD".into(), "$HOME %h 'q' \"d\" \\ ; modèle 🦙".into());
+        assert_eq!(validate(&p, Some(&b), 1), Ok(vec![]));
+    }
+
+    #[test]
+    fn a_port_picked_at_start_is_shown_as_such_and_a_fixed_or_real_one_as_a_number() {
+        let b = build("/opt/llama/llama-server", &[]);
+        let mut p = profile(Path::new("/models/my model.gguf"));
+        p.extra_args = vec!["--metrics".into()];
+        let shown = display_command_line(&display_argv(&p, &b).unwrap());
+        assert!(
+            shown.contains(" --port <chosen at start> --metrics"),
+            "{shown}"
+        );
+        assert!(shown.contains("-m '/models/my model.gguf'"), "{shown}");
+        assert!(!shown.contains("8080"), "{shown}");
+        p.port = 9001;
+        let shown = display_command_line(&display_argv(&p, &b).unwrap());
+        assert!(shown.contains(" --port 9001 --metrics"), "{shown}");
+        // A running instance shows the argv it was started with: the port it really uses.
+        p.port = 0;
+        let running = display_command_line(&argv(&p, &b, 38211, None).unwrap());
+        assert!(running.contains(" --port 38211 --metrics"), "{running}");
+        // The placeholder is bare only as the value of --port; anywhere else it is quoted.
+        let words = ["/x".to_owned(), PORT_CHOSEN_AT_START.to_owned()];
+        assert_eq!(display_command_line(&words), "/x '<chosen at start>'");
     }
 
     #[test]

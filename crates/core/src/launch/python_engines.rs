@@ -45,9 +45,9 @@ fn flags(kind: EngineKind) -> Option<Flags> {
     }
 }
 
-/// The argv (program first) that serves `profile` from the environment `build` on `port`.
-/// `None` for llama.cpp builds.
-pub fn argv(profile: &LaunchProfile, build: &EngineBuild, port: u16) -> Option<Vec<String>> {
+/// The argv (program first) that serves `profile` from the environment `build` on `port` (a
+/// number, or the placeholder a profile view shows). `None` for llama.cpp builds.
+pub fn argv(profile: &LaunchProfile, build: &EngineBuild, port: &str) -> Option<Vec<String>> {
     let flags = flags(build.kind)?;
     let bin = build.location.join("bin");
     let model = profile.model.display().to_string();
@@ -67,7 +67,7 @@ pub fn argv(profile: &LaunchProfile, build: &EngineBuild, port: u16) -> Option<V
     };
     let mut push = |flag: &str, value: String| argv.extend([flag.to_owned(), value]);
     push("--host", profile.host.clone());
-    push("--port", port.to_string());
+    push("--port", port.to_owned());
     if profile.placement.context > 0 {
         push(flags.context, profile.placement.context.to_string());
     }
@@ -132,9 +132,6 @@ pub fn validate(profile: &LaunchProfile, build: &EngineBuild) -> Result<(), Prof
                 flag: flag.to_owned(),
                 field: "the profile's own settings",
             });
-        }
-        if arg.contains('\0') {
-            return Err(ProfileError::NulInArgument { arg: arg.clone() });
         }
     }
     Ok(())
@@ -206,7 +203,7 @@ mod tests {
         p.gpu_memory_fraction = Some(0.85);
         p.api_key = Some("k".into());
         p.extra_args = vec!["--enable-prefix-caching".into()];
-        let argv = argv(&p, &env_build(EngineKind::Vllm), 8000).unwrap();
+        let argv = argv(&p, &env_build(EngineKind::Vllm), "8000").unwrap();
         assert_eq!(
             argv,
             [
@@ -235,7 +232,7 @@ mod tests {
         let mut p = profile(Path::new("/models/m"));
         p.placement.context = 0; // the model's own
         p.tensor_parallel = Some(4);
-        let argv = argv(&p, &env_build(EngineKind::Sglang), 30000).unwrap();
+        let argv = argv(&p, &env_build(EngineKind::Sglang), "30000").unwrap();
         assert_eq!(
             argv,
             [
@@ -259,7 +256,7 @@ mod tests {
         argv(
             &profile(Path::new("/m.gguf")),
             &build("/llama-server", &[]),
-            1,
+            "1",
         )
         .is_none()
     }

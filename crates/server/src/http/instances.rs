@@ -10,7 +10,7 @@ use axum::response::{IntoResponse, Response};
 use axum::Json;
 use rigdeck_core::engines::registry::EngineBuild;
 use rigdeck_core::engines::{Backend, EngineKind, UnknownKind};
-use rigdeck_core::launch::export::{export_port, shell_script, systemd_unit};
+use rigdeck_core::launch::export::{export_port, shell_script, systemd_unit, ExportError};
 use rigdeck_core::launch::instances::LaunchError;
 use rigdeck_core::launch::profile::{self, argv};
 use rigdeck_core::launch::python_engines;
@@ -74,6 +74,12 @@ fn launch_error(err: LaunchError) -> ApiError {
         LaunchError::NotRunning(_) => (StatusCode::NOT_FOUND, "instance_not_found"),
     };
     ApiError::new(status, code, err.to_string())
+}
+
+/// A stored profile the file cannot hold (one saved before today's checks): the profile must
+/// be changed, so it is the client's to fix.
+fn export_error(err: ExportError) -> ApiError {
+    ApiError::new(StatusCode::BAD_REQUEST, "cannot_export", err.to_string())
 }
 
 fn store_error(err: ProfileStoreError) -> ApiError {
@@ -242,7 +248,8 @@ fn plan_memory(
     Ok(notes)
 }
 
-/// The stored profile with its exact command line (port 0 shown as the export port).
+/// The stored profile with its exact command line; a port picked at each start is shown as
+/// such (`--port <chosen at start>`), never as a number the engine will not use.
 async fn saved(
     state: &AppState,
     profile: LaunchProfile,
@@ -252,14 +259,10 @@ async fn saved(
         .engine_build(profile.engine_build_id)
         .await
         .map_err(internal)?;
-    let (port, _) = export_port(&profile);
     let argv = build
         .as_ref()
-        .and_then(|b| argv(&profile, b, port, None).ok());
-    let command_line = argv.as_ref().and_then(|a| {
-        a.split_first()
-            .map(|(p, rest)| rigdeck_core::placement::flags::command_line(p, rest))
-    });
+        .and_then(|b| profile::display_argv(&profile, b).ok());
+    let command_line = argv.as_deref().map(profile::display_command_line);
     Ok(json!({
         "profile": profile,
         "warnings": warnings,
@@ -294,7 +297,7 @@ pub async fn export_profile(
                 id: profile.engine_build_id,
             }))
         })?;
-    let (port, note) = export_port(&profile);
+    let (port, note) = export_port(&profile).map_err(launch_error)?;
     // numactl is looked up where the file will most likely run: this machine.
     let numactl = profile
         .numa_node
@@ -318,6 +321,7 @@ pub async fn export_profile(
             ))
         }
     };
+    let text = text.map_err(export_error)?;
     Ok((
         [
             (header::CONTENT_TYPE, "text/plain; charset=utf-8".to_owned()),
@@ -439,6 +443,10 @@ pub struct BuildBody {
     /// For CUDA: `86;120`-style; default from the GPUs the telemetry sees.
     #[serde(default)]
     cuda_architectures: Option<String>,
+    /// The package index the pinned source comes from (pip's `--index-url`: a mirror); default
+    /// pip's own setting, else PyPI.
+    #[serde(default)]
+    index_url: Option<String>,
 }
 
 fn cpu_backend() -> String {
@@ -576,7 +584,7 @@ pub async fn build_engine(
     body: axum::body::Bytes,
 ) -> ApiResult<Response> {
     use rigdeck_core::engines::cmake_build::{publish_on, BuildRequest};
-    use rigdeck_core::engines::{install, source};
+    use rigdeck_core::engines::{install, package_index, source};
 
     let request: BuildBody = serde_json::from_slice(if body.is_empty() { b"{}" } else { &body })
         .map_err(|e| {
@@ -597,10 +605,15 @@ pub async fn build_engine(
         Backend::Cuda => Some(cuda_architectures(&state, request.cuda_architectures)?),
         _ => None,
     };
+    if let Some(url) = &request.index_url {
+        package_index::parse_index_url(url)
+            .map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, "bad_index_url", e.to_string()))?;
+    }
     let store = store(&state)?.clone();
     let cache_dir = source::cache_root().map_err(internal)?;
     let build = BuildRequest {
         cuda_architectures,
+        source: source::SourceSpec::bundled(request.index_url),
         ..BuildRequest::bundled(backend, state.data_dir.join("engines"), cache_dir)
     };
     // A missing compiler or a bad architecture list is refused now, not after the download.

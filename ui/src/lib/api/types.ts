@@ -590,6 +590,7 @@ export interface SavedProfile {
   profile: LaunchProfile;
   warnings: string[];
   argv: string[] | null;
+  /** Shows `--port <chosen at start>` when the profile picks a free port at each start. */
   command_line: string | null;
   build_missing: boolean;
 }
@@ -628,6 +629,8 @@ export interface InstanceView {
   planned_memory: PlannedMemory[];
   measured_memory: { gpu: number; pid: number; bytes: number }[];
   argv?: string[];
+  /** `argv` as one shell-quoted line, with the port this run really listens on. */
+  command_line?: string | null;
 }
 
 /** The `instance.log` event's data and one line of GET /instances/{name}/logs. */
