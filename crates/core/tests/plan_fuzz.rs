@@ -267,10 +267,10 @@ fn mutated_headers_of_every_architecture_plan_or_fail_cleanly() {
             mutate(&mut rng, &mut data, &donors);
             data
         } else {
-            match mutate_key(&mut rng, &seeds[seed]).header_bytes() {
-                Ok(bytes) => bytes,
-                Err(_) => Vec::new(),
-            }
+            // A header the writer refuses becomes no bytes: the reader refuses those.
+            mutate_key(&mut rng, &seeds[seed])
+                .header_bytes()
+                .unwrap_or_default()
         };
         let options = options(&mut rng);
         let rig = rng.below_usize(n_rigs);
