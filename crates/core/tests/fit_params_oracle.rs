@@ -43,11 +43,15 @@ fn locate(env: &str, under: &Path, suffix: &str) -> PathBuf {
 fn fit_params(model: &Path, options: &PlacementOptions) -> (f64, f64, f64) {
     let bin =
         locate("RIGDECK_LLAMA_BIN_DIR", &cache().join("engines"), "bin").join("llama-fit-params");
+    // `-nr`: on CPUs with AMX (or ARM's repack kernels) llama.cpp moves weights into an extra
+    // "repack" buffer that its per-device table leaves out, so the Host line would show only the
+    // token embedding. The bytes are the same; without repacking all of them are on that line.
     let mut args: Vec<String> = vec![
         "-m".into(),
         model.display().to_string(),
         "-fitp".into(),
         "on".into(),
+        "-nr".into(),
     ];
     for (flag, value) in [
         ("-c", options.context.to_string()),
