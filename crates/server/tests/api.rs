@@ -29,6 +29,32 @@ async fn every_api_call_needs_the_token() {
 }
 
 #[tokio::test]
+async fn every_route_of_the_api_answers_401_without_the_token() {
+    let t = TestServer::start("4x3090.json").await;
+    let endpoints = rigdeck_server::http::protected_endpoints();
+    assert!(endpoints.len() >= 25, "{endpoints:?}");
+    for (method, path) in endpoints {
+        let path = path.replace("{name}", "tiny");
+        for auth in [None, Some("0".repeat(64))] {
+            let mut request = t
+                .client
+                .request(method.clone(), t.url(&path))
+                .header("content-type", "application/json")
+                .body("{}");
+            if let Some(token) = &auth {
+                request = request.bearer_auth(token);
+            }
+            let response = request.send().await.unwrap();
+            assert_eq!(
+                response.status(),
+                StatusCode::UNAUTHORIZED,
+                "{method} {path} with token {auth:?}"
+            );
+        }
+    }
+}
+
+#[tokio::test]
 async fn the_login_link_sets_a_strict_cookie_and_drops_the_token_from_the_address() {
     let t = TestServer::start("4x3090.json").await;
     let client = reqwest::Client::builder()

@@ -8,12 +8,14 @@ mod placement;
 mod ui_assets;
 mod ws;
 
+use std::collections::BTreeMap;
 use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
 use std::sync::atomic::AtomicUsize;
 use std::sync::{Arc, Mutex, PoisonError};
 
-use axum::routing::get;
+use axum::http::Method;
+use axum::routing::{delete, get, post, put, MethodRouter};
 use axum::Router;
 use rigdeck_core::auth::ApiToken;
 use rigdeck_core::events::EventBus;
@@ -61,64 +63,119 @@ impl AppState {
     }
 }
 
+/// One token-protected API endpoint. Every route under `/api/v1` except the sign-in session is
+/// in [`api_endpoints`], so the router and the test that checks each one for a token are built
+/// from the same table.
+struct Endpoint {
+    method: Method,
+    path: &'static str,
+    handler: MethodRouter<Arc<AppState>>,
+}
+
+fn api_endpoints() -> Vec<Endpoint> {
+    let at = |method: Method, path: &'static str, handler: MethodRouter<Arc<AppState>>| Endpoint {
+        method,
+        path,
+        handler,
+    };
+    vec![
+        at(Method::GET, "/status", get(api::status)),
+        at(Method::GET, "/telemetry/latest", get(api::latest)),
+        at(Method::GET, "/telemetry/history", get(api::history)),
+        at(Method::GET, "/settings", get(api::get_settings)),
+        at(Method::PUT, "/settings", put(api::put_settings)),
+        at(Method::GET, "/models", get(placement::models)),
+        at(
+            Method::POST,
+            "/models/rescan",
+            post(placement::rescan_models),
+        ),
+        at(Method::GET, "/rigs", get(placement::rig_presets)),
+        at(Method::POST, "/plan", post(placement::plan)),
+        at(Method::POST, "/plan/parse", post(placement::parse)),
+        at(Method::GET, "/engines", get(instances::engines)),
+        at(
+            Method::POST,
+            "/engines/build",
+            post(instances::build_engine),
+        ),
+        at(
+            Method::POST,
+            "/engines/install",
+            post(instances::install_engine),
+        ),
+        at(Method::GET, "/profiles", get(instances::list_profiles)),
+        at(Method::POST, "/profiles", post(instances::create_profile)),
+        at(Method::GET, "/profiles/{name}", get(instances::get_profile)),
+        at(
+            Method::PUT,
+            "/profiles/{name}",
+            put(instances::update_profile),
+        ),
+        at(
+            Method::DELETE,
+            "/profiles/{name}",
+            delete(instances::delete_profile),
+        ),
+        at(
+            Method::GET,
+            "/profiles/{name}/export",
+            get(instances::export_profile),
+        ),
+        at(
+            Method::POST,
+            "/profiles/{name}/start",
+            post(instances::start_profile),
+        ),
+        at(Method::GET, "/instances", get(instances::list_instances)),
+        at(
+            Method::POST,
+            "/instances/{name}/stop",
+            post(instances::stop_instance),
+        ),
+        at(
+            Method::POST,
+            "/instances/{name}/restart",
+            post(instances::restart_instance),
+        ),
+        at(
+            Method::GET,
+            "/instances/{name}/logs",
+            get(instances::instance_logs),
+        ),
+        at(Method::GET, "/events", get(ws::events)),
+    ]
+}
+
+/// Method and full path of every endpoint that needs the token, for the test that calls each one
+/// without it.
+pub fn protected_endpoints() -> Vec<(Method, String)> {
+    api_endpoints()
+        .into_iter()
+        .map(|e| (e.method, format!("/api/v1{}", e.path)))
+        .collect()
+}
+
 /// The full router: UI assets and login open, `/api` behind the token; Host and Origin checked on all.
 pub fn router(state: Arc<AppState>) -> Router {
-    let api = Router::new()
-        .route("/status", get(api::status))
-        .route("/telemetry/latest", get(api::latest))
-        .route("/telemetry/history", get(api::history))
-        .route("/settings", get(api::get_settings).put(api::put_settings))
-        .route("/models", get(placement::models))
-        .route(
-            "/models/rescan",
-            axum::routing::post(placement::rescan_models),
-        )
-        .route("/rigs", get(placement::rig_presets))
-        .route("/plan", axum::routing::post(placement::plan))
-        .route("/plan/parse", axum::routing::post(placement::parse))
-        .route("/engines", get(instances::engines))
-        .route(
-            "/engines/build",
-            axum::routing::post(instances::build_engine),
-        )
-        .route(
-            "/engines/install",
-            axum::routing::post(instances::install_engine),
-        )
-        .route(
-            "/profiles",
-            get(instances::list_profiles).post(instances::create_profile),
-        )
-        .route(
-            "/profiles/{name}",
-            get(instances::get_profile)
-                .put(instances::update_profile)
-                .delete(instances::delete_profile),
-        )
-        .route("/profiles/{name}/export", get(instances::export_profile))
-        .route(
-            "/profiles/{name}/start",
-            axum::routing::post(instances::start_profile),
-        )
-        .route("/instances", get(instances::list_instances))
-        .route(
-            "/instances/{name}/stop",
-            axum::routing::post(instances::stop_instance),
-        )
-        .route(
-            "/instances/{name}/restart",
-            axum::routing::post(instances::restart_instance),
-        )
-        .route("/instances/{name}/logs", get(instances::instance_logs))
-        .route("/events", get(ws::events))
+    let mut by_path: BTreeMap<&'static str, MethodRouter<Arc<AppState>>> = BTreeMap::new();
+    for endpoint in api_endpoints() {
+        let merged = match by_path.remove(endpoint.path) {
+            Some(earlier) => earlier.merge(endpoint.handler),
+            None => endpoint.handler,
+        };
+        by_path.insert(endpoint.path, merged);
+    }
+    let api = by_path
+        .into_iter()
+        .fold(Router::new(), |api, (path, handler)| {
+            api.route(path, handler)
+        })
         .route_layer(axum::middleware::from_fn_with_state(
             state.clone(),
             guard::require_token,
         ));
-    let session = Router::new().route(
-        "/session",
-        axum::routing::post(api::sign_in).delete(api::sign_out),
-    );
+    let session = Router::new().route("/session", post(api::sign_in).delete(api::sign_out));
     Router::new()
         .nest("/api/v1", api.merge(session))
         .route("/login", get(api::login))
