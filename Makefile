@@ -28,8 +28,9 @@ ui: setup
 build: ui
 	cargo build --release -p rigdeck-server -p rigdeck-desktop
 
-## test: every suite — Rust (core, server, NVML double), UI unit, browser end-to-end, desktop smoke
-test: test-rust test-ui test-e2e test-desktop
+## test: formatting and lints (rustfmt, clippy -D warnings), then every suite — Rust (core, server,
+## NVML double), UI unit, browser end-to-end, desktop smoke
+test: lint test-rust test-ui test-e2e test-desktop
 	@echo "make test: all suites passed"
 
 # The engine build test goes first: it builds the bundled llama.cpp through Rigdeck's own build

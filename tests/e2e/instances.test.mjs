@@ -229,15 +229,23 @@ test("starts from the Engines page, reaches ready and streams logs", async () =>
   const logs = page.locator('[data-testid="instance-logs"]');
   assert.equal(await logs.getAttribute("data-name"), "tiny");
   await page.waitForFunction(() => Number(document.querySelector('[data-testid="instance-logs"]')?.getAttribute("data-lines")) > 5, null, { timeout: 15_000 });
-  // A request makes the engine print more: the new lines arrive over the WebSocket.
-  const before = Number(await logs.getAttribute("data-lines"));
-  await fetch(new URL("v1/models", href));
-  await fetch(new URL("health", href));
+  // A completion makes the engine print more (slot and timing lines): they must arrive over the
+  // WebSocket. The view keeps the last 500 lines, so the newest sequence number is what grows.
+  const lastSeq = () => Number(document.querySelector('[data-testid="instance-logs"]')?.getAttribute("data-last-seq"));
+  const before = await page.evaluate(lastSeq);
+  const completion = await fetch(new URL("v1/completions", href), {
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    body: JSON.stringify({ prompt: "Hello", max_tokens: 4 }),
+  });
+  assert.equal(completion.status, 200, "the engine answers a completion");
   await page.waitForFunction(
-    (n) => Number(document.querySelector('[data-testid="instance-logs"]')?.getAttribute("data-lines")) > n,
+    (n) => Number(document.querySelector('[data-testid="instance-logs"]')?.getAttribute("data-last-seq")) > n,
     before,
     { timeout: 15_000 },
-  ).catch(() => {});
+  ).catch(async (e) => {
+    throw new Error(`${e.message}\nno new engine line reached the page after a completion (last seq ${before}); the log shows:\n${await logs.innerText()}`);
+  });
   // Search (server side and live): only matching lines remain.
   await page.locator('[data-testid="log-search"]').fill("listening on");
   await page.waitForFunction(() => {
