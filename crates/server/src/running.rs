@@ -84,6 +84,11 @@ impl RunningServer {
         self.token.as_str()
     }
 
+    /// The event bus the WebSocket forwards (the daemon's domains publish on it).
+    pub fn events(&self) -> &rigdeck_core::events::EventBus {
+        &self.state.bus
+    }
+
     /// Authenticated WebSocket clients connected right now.
     pub fn ws_clients(&self) -> usize {
         self.state.ws_clients.load(Ordering::Relaxed)

@@ -133,3 +133,52 @@ async fn shutdown_closes_open_sockets_and_still_saves_history() {
     );
     drop(dir);
 }
+
+#[tokio::test]
+async fn a_client_that_falls_behind_is_told_to_resync_and_loses_no_state_change() {
+    use rigdeck_core::events::Event;
+    use rigdeck_core::launch::instances::InstanceLog;
+    use rigdeck_core::supervisor::{LogLine, LogStream};
+    use std::sync::Arc;
+
+    let t = TestServer::start("4x3090.json").await;
+    let origin = t.server.base_url();
+    let (mut socket, _) =
+        tokio_tungstenite::connect_async(ws_request(&t, Some(t.server.token()), Some(&origin)))
+            .await
+            .unwrap();
+    assert_eq!(next_json(&mut socket).await["type"], "hello");
+    // The client reads nothing while an engine floods its log: 40 MB of lines fill the socket
+    // buffers, and the daemon's queue for this client overflows.
+    let bus = t.server.events();
+    let text = "x".repeat(2000);
+    for seq in 0..20_000u64 {
+        let line = LogLine {
+            seq,
+            at_ms: 0,
+            stream: LogStream::Stdout,
+            text: text.clone(),
+        };
+        bus.publish(Event::InstanceLog(Arc::new(InstanceLog {
+            name: "flood".into(),
+            line,
+        })));
+        if seq == 10_000 {
+            // A state change in the middle of the flood.
+            bus.publish(Event::LibraryChanged(Arc::new(Vec::new())));
+        }
+    }
+    let (mut resync, mut state_change, mut last_seq) = (None, false, 0);
+    while last_seq < 19_999 || resync.is_none() || !state_change {
+        let event = next_json(&mut socket).await;
+        match event["type"].as_str() {
+            Some("resync") => resync = Some(event["data"].clone()),
+            Some("library.changed") => state_change = true,
+            Some("instance.log") => last_seq = event["data"]["seq"].as_u64().unwrap(),
+            _ => {}
+        }
+    }
+    let resync = resync.unwrap();
+    assert_eq!(resync["channel"], "bulk", "{resync}");
+    assert!(resync["missed"].as_u64().unwrap() > 0, "{resync}");
+}

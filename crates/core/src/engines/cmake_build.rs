@@ -1043,7 +1043,7 @@ mod tests {
     #[test]
     fn progress_goes_out_on_the_bus_as_engine_build_events() {
         let bus = EventBus::new();
-        let mut events = bus.subscribe();
+        let mut events = bus.subscribe().bulk;
         let publish = publish_on(&bus);
         publish(BuildProgress {
             build_id: "build-1".into(),

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use serde::Serialize;
 use tokio::sync::broadcast;
 
-use crate::engines::cmake_build::BuildProgress;
+use crate::engines::cmake_build::{BuildProgress, BuildStep};
 use crate::findings::Finding;
 use crate::telemetry::snapshot::RigSample;
 
@@ -36,26 +36,71 @@ pub enum Event {
     InstanceLog(Arc<crate::launch::instances::InstanceLog>),
 }
 
-/// A broadcast channel of events. Slow subscribers skip ahead rather than hold others back.
+impl Event {
+    /// High-rate events (output lines, telemetry frames): a client that falls behind may skip
+    /// some, as long as it is told. State changes travel apart from them, so a flood of log
+    /// lines cannot push an `instance.state` out of a slow client's queue.
+    pub fn is_bulk(&self) -> bool {
+        match self {
+            Event::TelemetryFrame(_) | Event::InstanceLog(_) => true,
+            // A build's progress is bulk (the next report says where it is); its end is state.
+            Event::EngineBuild(progress) => {
+                !matches!(progress.step, BuildStep::Done | BuildStep::Failed)
+            }
+            Event::LibraryChanged(_) | Event::InstanceState(_) => false,
+        }
+    }
+}
+
+/// Which of the bus's two channels an event travels on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Channel {
+    /// State changes: instances, the library, build steps.
+    State,
+    /// Output lines and telemetry frames.
+    Bulk,
+}
+
+/// Two broadcast channels of events, state changes and bulk. Slow subscribers skip ahead
+/// rather than hold others back, and learn that they did (`Lagged`), so they can resync.
 #[derive(Clone)]
 pub struct EventBus {
-    sender: broadcast::Sender<Arc<Event>>,
+    state: broadcast::Sender<Arc<Event>>,
+    bulk: broadcast::Sender<Arc<Event>>,
+}
+
+/// A subscriber's two receivers.
+pub struct Subscription {
+    pub state: broadcast::Receiver<Arc<Event>>,
+    pub bulk: broadcast::Receiver<Arc<Event>>,
 }
 
 impl EventBus {
     pub fn new() -> Self {
-        // A minute of telemetry at 4 Hz; a client further behind than that gets the newest frames.
-        let (sender, _) = broadcast::channel(256);
-        Self { sender }
+        // State changes are rare: a long queue costs little and makes a lag very unlikely.
+        let (state, _) = broadcast::channel(1024);
+        // A minute of telemetry at 4 Hz, or a burst of log lines; further behind, a client is
+        // told to resync.
+        let (bulk, _) = broadcast::channel(256);
+        Self { state, bulk }
     }
 
     pub fn publish(&self, event: Event) {
+        let sender = if event.is_bulk() {
+            &self.bulk
+        } else {
+            &self.state
+        };
         // No subscriber is not an error: nobody is watching right now.
-        let _ = self.sender.send(Arc::new(event));
+        let _ = sender.send(Arc::new(event));
     }
 
-    pub fn subscribe(&self) -> broadcast::Receiver<Arc<Event>> {
-        self.sender.subscribe()
+    pub fn subscribe(&self) -> Subscription {
+        Subscription {
+            state: self.state.subscribe(),
+            bulk: self.bulk.subscribe(),
+        }
     }
 }
 

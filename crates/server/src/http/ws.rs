@@ -1,4 +1,8 @@
 //! The event WebSocket: a hello, the latest frame at once, then every event as it happens.
+//!
+//! A client too slow for the stream skips ahead rather than hold the daemon back, but it is never
+//! left with a stale view: whenever events were dropped for it, it gets a `resync` event (how
+//! many, on which channel) and refetches what it shows.
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -7,7 +11,7 @@ use std::time::Duration;
 use axum::extract::ws::{Message, WebSocket, WebSocketUpgrade};
 use axum::extract::State;
 use axum::response::Response;
-use rigdeck_core::events::Event;
+use rigdeck_core::events::{Channel, Event};
 use tokio::sync::broadcast::error::RecvError;
 
 use super::AppState;
@@ -56,23 +60,41 @@ async fn stream_events(mut socket: WebSocket, state: Arc<AppState>) {
     let mut stopping = state.stopping.clone();
     loop {
         tokio::select! {
+            biased;
             // Graceful shutdown does not wait for upgraded connections: close them ourselves.
             _ = async { let _ = stopping.wait_for(|stop| *stop).await; } => {
                 let _ = socket.send(Message::Close(None)).await;
                 break;
             }
-            event = events.recv() => match event {
-                Ok(event) => if send_json(&mut socket, event.as_ref()).await.is_err() { break },
-                // Fell behind: the next event is newer anyway; telemetry frames are complete each time.
-                Err(RecvError::Lagged(_)) => continue,
-                Err(RecvError::Closed) => break,
-            },
+            // Bulk first when both are ready: an event published before another stays before it.
+            event = events.bulk.recv() => if forward(&mut socket, event, Channel::Bulk).await.is_err() { break },
+            event = events.state.recv() => if forward(&mut socket, event, Channel::State).await.is_err() { break },
             incoming = socket.recv() => match incoming {
                 Some(Ok(Message::Close(_))) | None | Some(Err(_)) => break,
                 Some(Ok(_)) => {}
             },
             _ = ping.tick() => if socket.send(Message::Ping(Vec::new().into())).await.is_err() { break },
         }
+    }
+}
+
+/// Sends one received event, or a `resync` when some were dropped for this client; `Err` ends
+/// the connection.
+async fn forward(
+    socket: &mut WebSocket,
+    received: Result<Arc<Event>, RecvError>,
+    channel: Channel,
+) -> Result<(), ()> {
+    match received {
+        Ok(event) => send_json(socket, event.as_ref()).await,
+        Err(RecvError::Lagged(missed)) => {
+            let resync = serde_json::json!({
+                "type": "resync",
+                "data": { "missed": missed, "channel": channel },
+            });
+            send_json(socket, &resync).await
+        }
+        Err(RecvError::Closed) => Err(()),
     }
 }
 

@@ -52,6 +52,14 @@ describe('parseServerMessage', () => {
     expect(parseServerMessage('{"type":"library.changed","data":[{"name":"x"}]}').ok).toBe(false);
   });
 
+  it('reads a resync (events were dropped) and rejects a malformed one', () => {
+    expect(parseServerMessage('{"type":"resync","data":{"missed":12,"channel":"bulk"}}')).toEqual({
+      ok: true,
+      event: { type: 'resync', data: { missed: 12, channel: 'bulk' } },
+    });
+    expect(parseServerMessage('{"type":"resync","data":{}}')).toEqual({ ok: false, error: 'resync needs missed and channel' });
+  });
+
   it('passes unknown event types through without failing', () => {
     expect(parseServerMessage('{"type":"engine.started","data":{}}')).toEqual({ ok: true, event: { type: 'other', name: 'engine.started' } });
   });

@@ -85,6 +85,13 @@ export function parseServerMessage(text: string): ParseResult {
       if (!isObject(d) || typeof d.step !== 'string') return { ok: false, error: 'engine.build needs step' };
       return { ok: true, event: { type: 'engine.build', data: d as unknown as BuildProgress } };
     }
+    case 'resync': {
+      const d = msg.data;
+      if (!isObject(d) || typeof d.missed !== 'number' || typeof d.channel !== 'string') {
+        return { ok: false, error: 'resync needs missed and channel' };
+      }
+      return { ok: true, event: { type: 'resync', data: { missed: d.missed, channel: d.channel } } };
+    }
     default:
       return { ok: true, event: { type: 'other', name: msg.type } };
   }

@@ -269,6 +269,8 @@ export type ServerEvent =
   | { type: 'instance.log'; data: LogLine }
   /** Progress of a bundled llama.cpp build. */
   | { type: 'engine.build'; data: BuildProgress }
+  /** Events were dropped for this client (it fell behind): refetch what the page shows. */
+  | { type: 'resync'; data: { missed: number; channel: string } }
   /** A type this UI does not know yet (a newer daemon); ignored, never an error. */
   | { type: 'other'; name: string };
 

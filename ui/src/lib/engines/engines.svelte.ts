@@ -99,6 +99,20 @@ class EnginesState {
     this.logs = { ...this.logs, [name]: mergeLogs([], [...bySeq.values()]) };
   }
 
+  /** After dropped events: instances, profiles and builds again, and the log tail of every
+   *  instance whose log is held. */
+  async resync(): Promise<void> {
+    await this.refresh();
+    await Promise.all(
+      Object.keys(this.logs).map((name) =>
+        api.instanceLogs(name, { tail: 200 }).then(
+          (lines) => this.setLogs(name, lines),
+          (e) => this.fail(e),
+        ),
+      ),
+    );
+  }
+
   ingestBuild(e: BuildProgress): void {
     this.build = reduceBuild(this.build, e);
     if (e.step === 'done') void this.refreshBuilds();

@@ -21,6 +21,8 @@ class LiveTelemetry {
   retryInMs = $state<number | null>(null);
   /** Last message the UI could not read; shown discreetly, never fatal. */
   parseError = $state<string | null>(null);
+  /** How often the daemon said we fell behind (each time, the view was fetched again). */
+  resyncs = $state(0);
 
   private client: EventClient | null = null;
 
@@ -44,6 +46,7 @@ class LiveTelemetry {
         else if (ev.type === 'instance.state') engines.upsert(ev.data);
         else if (ev.type === 'instance.log') engines.ingestLog(ev.data);
         else if (ev.type === 'engine.build') engines.ingestBuild(ev.data);
+        else if (ev.type === 'resync') this.resync();
       },
       onParseError: (err) => {
         this.parseError = err;
@@ -57,6 +60,13 @@ class LiveTelemetry {
     const period = this.hello?.telemetry_period_ms ?? 1000;
     this.buffer = appendFrame(this.buffer, frame, { gapMs: gapThresholdMs(period) });
     this.frame = frame;
+  }
+
+  /** Events were dropped for us: everything shown that events keep current is fetched again. */
+  resync(): void {
+    this.resyncs += 1;
+    void engines.resync();
+    if (library.entries) void library.load();
   }
 
   retryNow(): void {
