@@ -80,7 +80,8 @@ check() {
   shift 2
   step "$name: plan, llama-fit-params, run"
   rigdeck plan "$model" --rig live --ctx "$CTX" | tee "$OUT/plan-$name.txt"
-  "$bindir/llama-fit-params" -m "$model" -fitp on -c "$CTX" "${FIT_ARGS[@]}" >"$OUT/fit-$name.txt" 2>&1
+  # -nr: weights llama.cpp repacks for the host CPU (AMX, ARM) are left out of its table otherwise.
+  "$bindir/llama-fit-params" -m "$model" -fitp on -nr -c "$CTX" "${FIT_ARGS[@]}" >"$OUT/fit-$name.txt" 2>&1
   grep -E '^(CUDA|Host)' "$OUT/fit-$name.txt" || tail -n 20 "$OUT/fit-$name.txt"
   rigdeck profiles create "$name" --engine "$engine" --model "$model" --ctx "$CTX" "$@" >"$OUT/profile-$name.txt" 2>&1 ||
     { cat "$OUT/profile-$name.txt"; return 1; }
