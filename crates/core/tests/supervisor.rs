@@ -12,16 +12,24 @@ use std::time::{Duration, Instant};
 use rigdeck_core::supervisor::process::{live_group_members, proc_stat};
 use rigdeck_core::supervisor::wait_until;
 use rigdeck_core::supervisor::{
-    CrashCause, InstanceHandle, InstanceState, LaunchSpec, LogLimits, LogStream, Phase, PidRecord,
-    Probe, RestartPolicy, SuperviseError, Supervisor,
+    CrashCause, InstanceHandle, InstanceState, LaunchSpec, LogBuffer, LogLimits, LogStream, Phase,
+    PidRecord, Probe, RestartPolicy, SuperviseError, Supervisor,
 };
 
 /// The fake engine. argv: MODE PORT LOAD_SECONDS FILLER_LINES.
 /// MODE: `serve` (normal), `ignore-term` (ignores SIGTERM and starts a helper that does too),
-/// `exit` (prints an error and exits 1 at once).
+/// `exit` (prints an error and exits 1 at once), `tick` (once loaded, prints `tick N` on stdout
+/// every 100 ms, N counting from 0), `flood` (once loaded and sent SIGUSR1, writes FILLER_LINES
+/// lines of about 100 bytes to stdout as fast as it can, then `flood done`; dies of SIGPIPE on a
+/// closed pipe, as a C engine like llama-server does).
 const ENGINE: &str = r#"
 import http.server, signal, subprocess, sys, threading, time
 mode, port, load_s, filler = sys.argv[1], int(sys.argv[2]), float(sys.argv[3]), int(sys.argv[4])
+flood_lines, flood = 0, threading.Event()
+if mode == "flood":
+    signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+    signal.signal(signal.SIGUSR1, lambda *_: flood.set())
+    filler, flood_lines = 0, filler
 
 def out(msg):
     print(msg, flush=True)
@@ -75,6 +83,18 @@ for _ in range(100):
     time.sleep(load_s / 100)
 sys.stderr.write("\n")
 err("main: model loaded")
+if mode == "tick":
+    tick = 0
+    while True:
+        out("tick %d" % tick)
+        tick += 1
+        time.sleep(0.1)
+if mode == "flood":
+    while not flood.is_set():
+        time.sleep(0.05)
+    for i in range(flood_lines):
+        sys.stdout.write("flood line %d %s\n" % (i, "y" * 80))
+    out("flood done")
 while True:
     time.sleep(3600)
 "#;
@@ -216,6 +236,11 @@ async fn starts_loads_becomes_ready_and_stops_cleanly() {
         "nothing of the group is left"
     );
     assert!(!pid_file.exists(), "pid file removed on a clean stop");
+    assert_eq!(
+        run_dir_files(&rig),
+        Vec::<String>::new(),
+        "output files and their offset records removed too"
+    );
 
     // Every transition, in order: Starting, Loading (with parsed progress), Ready, Stopping, Stopped.
     let mut phases = Vec::new();
@@ -532,14 +557,6 @@ async fn orphan_an_engine(rig: &Rig, name: &str) -> i32 {
         .unwrap();
     let pid = rig.reaper.track(handle.pid());
     wait(&handle, InstanceState::is_ready).await;
-    // The engine's pipes close with the supervisor; it must have said all it says by then, or
-    // its next write fails (as a real orphan's would) and it exits.
-    let quiet = wait_until(
-        || async { !handle.logs().search("main: model loaded").is_empty() },
-        Duration::from_secs(5),
-        Duration::from_millis(20),
-    );
-    assert!(quiet.await);
     drop(handle);
     drop(supervisor);
     tokio::time::sleep(Duration::from_millis(300)).await;
@@ -711,5 +728,187 @@ async fn an_automatic_restart_waits_for_the_restart_gate_with_the_ended_pid() {
     assert_eq!(handle.logs().search("release the memory of pid").len(), 1);
     let second = wait(&handle, InstanceState::is_ready).await;
     rig.reaper.track(second.pid);
+    handle.stop().await.unwrap();
+}
+
+/// The names of the files left in the run folder.
+fn run_dir_files(rig: &Rig) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(rig.run_dir())
+        .unwrap()
+        .map(|entry| entry.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    names
+}
+
+/// The N of every `tick N` line in `logs`.
+fn ticks(logs: &LogBuffer) -> Vec<u64> {
+    logs.search("tick ")
+        .iter()
+        .filter(|line| line.stream == LogStream::Stdout)
+        .filter_map(|line| line.text.strip_prefix("tick ")?.parse().ok())
+        .collect()
+}
+
+async fn wait_for_line(logs: &LogBuffer, needle: &str, limit: Duration) {
+    let seen = wait_until(
+        || async { !logs.search(needle).is_empty() },
+        limit,
+        Duration::from_millis(20),
+    );
+    assert!(seen.await, "no '{needle}' in {:#?}", logs.tail(10));
+}
+
+/// The only orphan in the run folder, adopted by a new supervisor (a restarted daemon).
+async fn adopt_the_orphan(rig: &Rig) -> (Supervisor, InstanceHandle) {
+    let mut orphans = Supervisor::recover(&rig.run_dir()).await.unwrap();
+    assert_eq!(orphans.len(), 1, "{orphans:#?}");
+    let supervisor = rig.supervisor();
+    let handle = supervisor.adopt(orphans.remove(0)).unwrap();
+    (supervisor, handle)
+}
+
+#[tokio::test]
+async fn adopted_engine_output_is_still_captured() {
+    let rig = Rig::new();
+    let supervisor = rig.supervisor();
+    let handle = supervisor
+        .start(engine("ticker", "tick", free_port(), 0.0, 0))
+        .await
+        .unwrap();
+    let pid = rig.reaper.track(handle.pid());
+    wait(&handle, InstanceState::is_ready).await;
+    wait_for_line(handle.logs(), "tick 5", Duration::from_secs(10)).await;
+    // The daemon dies: its tasks stop, the lines it had read stay in this buffer.
+    let before = handle.logs().clone();
+    drop(handle);
+    drop(supervisor);
+    let seen_before = ticks(&before).into_iter().max().unwrap();
+
+    // Meanwhile the engine goes on printing, with nobody reading.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert!(is_running(pid), "the engine outlives the daemon");
+    let (_supervisor, adopted) = adopt_the_orphan(&rig).await;
+    assert_eq!(adopted.pid(), Some(pid as u32));
+    let later = format!("tick {}", seen_before + 30);
+    wait_for_line(adopted.logs(), &later, Duration::from_secs(10)).await;
+
+    let after = ticks(adopted.logs());
+    assert!(
+        after
+            .iter()
+            .any(|&t| t > seen_before && t < seen_before + 10),
+        "lines printed while no daemon ran arrive: {after:?}"
+    );
+    let mut all: Vec<u64> = ticks(&before).into_iter().chain(after).collect();
+    all.sort_unstable();
+    all.dedup();
+    let top = *all.last().unwrap();
+    assert_eq!(all, (0..=top).collect::<Vec<_>>(), "no tick is missing");
+    assert!(adopted.logs().search("adopted pid").len() == 1);
+
+    adopted.stop().await.unwrap();
+    assert!(!is_running(pid));
+    assert_eq!(
+        run_dir_files(&rig),
+        Vec::<String>::new(),
+        "pid file, output files and offset records removed once stopped"
+    );
+}
+
+#[tokio::test]
+async fn an_engine_whose_daemon_died_keeps_writing_and_is_not_killed_by_sigpipe() {
+    let rig = Rig::new();
+    let supervisor = rig.supervisor();
+    let handle = supervisor
+        .start(engine("loud", "flood", free_port(), 0.0, 50_000))
+        .await
+        .unwrap();
+    let pid = rig.reaper.track(handle.pid());
+    wait(&handle, InstanceState::is_ready).await;
+    drop(handle);
+    drop(supervisor);
+
+    // About 5 MB with no daemon: far more than a pipe holds, and every write would have hit a
+    // pipe without a reader.
+    // SAFETY: kill only sends a signal, to our own engine.
+    assert_eq!(unsafe { libc::kill(pid, libc::SIGUSR1) }, 0);
+    let output = rig.run_dir().join("loud.stdout");
+    let done = wait_until(
+        || async { std::fs::read(&output).is_ok_and(|bytes| bytes.ends_with(b"flood done\n")) },
+        Duration::from_secs(20),
+        Duration::from_millis(50),
+    );
+    assert!(done.await, "the engine wrote all of it");
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert!(
+        is_running(pid),
+        "no SIGPIPE, no EPIPE: the engine still runs"
+    );
+
+    let (_supervisor, adopted) = adopt_the_orphan(&rig).await;
+    assert!(adopted.state().is_ready());
+    wait_for_line(adopted.logs(), "flood done", Duration::from_secs(20)).await;
+    assert!(!adopted.logs().search("flood line 49999 ").is_empty());
+    adopted.stop().await.unwrap();
+}
+
+/// Whether `dir`'s filesystem can punch holes into files.
+fn punches_holes(dir: &Path) -> bool {
+    use std::os::fd::AsRawFd;
+    let path = dir.join("hole-probe");
+    std::fs::write(&path, vec![b'x'; 8192]).unwrap();
+    let file = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
+    let mode = libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE;
+    // SAFETY: fallocate only changes the allocation of our own open file.
+    let punched = unsafe { libc::fallocate(file.as_raw_fd(), mode, 0, 4096) } == 0;
+    std::fs::remove_file(&path).unwrap();
+    punched
+}
+
+#[tokio::test]
+async fn a_chatty_engines_output_file_stays_small_and_loses_no_line() {
+    const LINES: usize = 200_000;
+    let rig = Rig::new();
+    // One log file big enough for all of it, to count the lines afterwards.
+    let limits = LogLimits {
+        ring_lines: 1000,
+        file_max_bytes: 1 << 30,
+        file_keep: 1,
+    };
+    let supervisor = rig.supervisor().with_log_limits(limits);
+    let handle = supervisor
+        .start(engine("chatty", "flood", free_port(), 0.0, LINES as u32))
+        .await
+        .unwrap();
+    let pid = rig.reaper.track(handle.pid());
+    wait(&handle, InstanceState::is_ready).await;
+    // SAFETY: kill only sends a signal, to our own engine.
+    assert_eq!(unsafe { libc::kill(pid, libc::SIGUSR1) }, 0);
+    wait_for_line(handle.logs(), "flood done", Duration::from_secs(60)).await;
+
+    let output = rig.run_dir().join("chatty.stdout");
+    let size = std::fs::metadata(&output).unwrap().len();
+    assert!(size > 15_000_000, "{size} bytes written");
+    if punches_holes(&rig.run_dir()) {
+        use std::os::unix::fs::MetadataExt;
+        let allocated = || std::fs::metadata(&output).unwrap().blocks() * 512;
+        let small = wait_until(
+            || async { allocated() < 4 << 20 },
+            Duration::from_secs(10),
+            Duration::from_millis(100),
+        );
+        assert!(small.await, "{} bytes on disk of {size}", allocated());
+    } else {
+        eprintln!("the run folder's filesystem cannot punch holes: disk use not checked");
+    }
+
+    let log = std::fs::read_to_string(rig.log_dir().join("chatty.log")).unwrap();
+    let flood: Vec<&str> = log.lines().filter(|l| l.contains(" flood line ")).collect();
+    assert_eq!(flood.len(), LINES, "every line arrived once");
+    assert!(flood
+        .last()
+        .unwrap()
+        .contains(&format!(" flood line {} ", LINES - 1)));
     handle.stop().await.unwrap();
 }

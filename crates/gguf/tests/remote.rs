@@ -367,5 +367,9 @@ async fn a_header_larger_than_the_byte_budget_stops_the_read() {
         matches!(e.kind, ErrorKind::ByteBudgetExceeded { budget } if budget == 3 << 20),
         "{e}"
     );
-    assert!(e.to_string().contains("needs more than 3 MiB for its headers"), "{e}");
+    assert!(
+        e.to_string()
+            .contains("needs more than 3 MiB for its headers"),
+        "{e}"
+    );
 }

@@ -40,6 +40,9 @@ pub enum SuperviseError {
     #[error("could not open the log file '{}': {source}; check the log folder's permissions and free disk space", path.display())]
     LogFile { path: PathBuf, source: io::Error },
 
+    #[error("could not create the output file '{}': {source}; check the run folder's permissions and free disk space", path.display())]
+    OutputFile { path: PathBuf, source: io::Error },
+
     #[error("could not start '{}' for '{name}': {source}", program.display())]
     Spawn {
         name: String,

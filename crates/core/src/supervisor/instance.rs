@@ -19,22 +19,20 @@ use tokio::time::{sleep, sleep_until, timeout, timeout_at, Instant};
 use super::classify::{self, CrashCause, ExitFacts};
 use super::error::SuperviseError;
 use super::health::{self, HealthUrl, Probe};
-use super::logs::{self, LogBuffer, LogStream};
+use super::logs::{LogBuffer, LogStream};
+use super::output::{self, Followers, StartAt};
 use super::pidfile::{self, PidRecord};
 use super::process::{self, live_group_members};
 use super::restart::RestartTracker;
 use super::spec::LaunchSpec;
 use super::state::{InstanceState, PendingRestart, Phase};
 
-/// How long the output pipes get to deliver their last lines after the engine exited.
-const DRAIN_WAIT: Duration = Duration::from_millis(500);
-
 /// A single health probe never takes longer than this (loopback answers in microseconds).
 const PROBE_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// Lines of a run that the classifier reads, and lines shown with a crash.
-const CLASSIFY_LINES: usize = 60;
-const CRASH_LINES: usize = 20;
+pub(crate) const CLASSIFY_LINES: usize = 60;
+pub(crate) const CRASH_LINES: usize = 20;
 
 /// A supervised instance, as callers see it. Cheap to clone; dropping it changes nothing.
 #[derive(Clone)]
@@ -220,6 +218,14 @@ pub(crate) fn spawn_task(future: impl std::future::Future<Output = ()> + Send + 
     Task(tokio::spawn(future))
 }
 
+impl Task {
+    /// Waits for the task to end, until `deadline` at most; true when it ran to its end (was not
+    /// cancelled and did not panic).
+    pub(crate) async fn join_by(&mut self, deadline: Instant) -> bool {
+        matches!(timeout_at(deadline, &mut self.0).await, Ok(Ok(())))
+    }
+}
+
 impl Drop for Task {
     fn drop(&mut self) {
         self.0.abort();
@@ -244,8 +250,11 @@ struct Run {
     ready_since: Option<Instant>,
     /// First log line of this run: the classifier reads this run's lines only.
     first_seq: u64,
-    /// The output readers; cancelled with the run if the monitor itself is dropped.
-    pumps: Vec<Task>,
+    /// The followers of the output files; cancelled with the run if the monitor itself is
+    /// dropped.
+    output: Followers,
+    /// The followers read the output files to their end after the exit (the files can go).
+    drained: bool,
     progress: watch::Receiver<Option<f32>>,
     pid_file: PathBuf,
 }
@@ -304,36 +313,33 @@ fn start_run(launch: &Launch, attempt: u32) -> Result<Run, SuperviseError> {
         program: spec.program.clone(),
         source,
     };
-    let mut child = process::spawn(spec).map_err(spawn_error)?;
-    let pid = child
-        .id()
-        .and_then(|pid| i32::try_from(pid).ok())
-        .ok_or_else(|| {
-            spawn_error(std::io::Error::other(
-                "the process exited before its pid could be read",
-            ))
-        })?;
+    let files = output::create(&launch.run_dir, &spec.name)
+        .map_err(|(path, source)| SuperviseError::OutputFile { path, source })?;
+    let forget_output = |err| {
+        output::remove(&launch.run_dir, &spec.name);
+        err
+    };
+    let child = process::spawn(spec, files)
+        .map_err(spawn_error)
+        .map_err(forget_output)?;
+    let pid = child.id().and_then(|pid| i32::try_from(pid).ok());
+    let pid = pid.ok_or_else(|| {
+        forget_output(spawn_error(std::io::Error::other(
+            "the process exited before its pid could be read",
+        )))
+    })?;
     let (progress_tx, progress) = watch::channel(None);
-    let mut pumps = Vec::new();
-    if let Some(stdout) = child.stdout.take() {
-        pumps.push(spawn_task(logs::pump(
-            stdout,
-            LogStream::Stdout,
-            launch.logs.clone(),
-            progress_tx.clone(),
-        )));
-    }
-    if let Some(stderr) = child.stderr.take() {
-        pumps.push(spawn_task(logs::pump(
-            stderr,
-            LogStream::Stderr,
-            launch.logs.clone(),
-            progress_tx,
-        )));
-    }
-    let pid_file = write_pid_file(launch, pid).inspect_err(|_| {
+    let output = Followers::start(
+        &launch.run_dir,
+        &spec.name,
+        &launch.logs,
+        &progress_tx,
+        StartAt::Beginning,
+    );
+    let pid_file = write_pid_file(launch, pid).map_err(|err| {
         // Without a pid file nobody could find this engine after a daemon crash: end it now.
         let _ = process::signal_group(pid, libc::SIGKILL);
+        forget_output(err)
     })?;
     launch
         .logs
@@ -345,7 +351,8 @@ fn start_run(launch: &Launch, attempt: u32) -> Result<Run, SuperviseError> {
         spawned: Instant::now(),
         ready_since: None,
         first_seq,
-        pumps,
+        output,
+        drained: false,
         progress,
         pid_file,
     })
@@ -475,7 +482,7 @@ impl Monitor {
                         (Err(_), _) => poller = None,
                         (Ok(()), Some(Probe::Ready)) => {
                             poller = None;
-                            self.mark_ready(run);
+                            self.mark_ready(run).await;
                         }
                         (Ok(()), Some(_)) => self.publish_loading(run),
                         (Ok(()), None) => {}
@@ -491,8 +498,9 @@ impl Monitor {
         }
     }
 
-    fn mark_ready(&self, run: &mut Run) {
+    async fn mark_ready(&self, run: &mut Run) {
         run.ready_since = Some(Instant::now());
+        run.output.catch_up().await;
         let now = crate::now_ms();
         self.link.publisher.update(|state| {
             state.phase = Phase::Ready;
@@ -543,11 +551,18 @@ impl Monitor {
         outcome.left
     }
 
-    /// Removes the pid file once the group is gone; keeps it (and says so) if anything survived,
-    /// so the next daemon start still finds the survivors.
+    /// Removes the pid file once the group is gone, and the output files once they are read to
+    /// their end; keeps the pid file (and says so) if anything survived, so the next daemon start
+    /// still finds the survivors, and the output files for it to follow.
     fn forget_if_gone(&self, run: &Run, left: &[i32]) {
         if left.is_empty() {
             pidfile::remove(&run.pid_file);
+            output::forget(
+                &self.launch.run_dir,
+                &self.launch.spec.name,
+                run.drained,
+                &self.launch.logs,
+            );
         } else {
             self.launch.logs.push(
                 LogStream::Supervisor,
@@ -559,13 +574,9 @@ impl Monitor {
         }
     }
 
-    /// Gives the output readers a moment to deliver the last lines, then cancels them.
+    /// Gives the output followers a moment to deliver the last lines, then cancels them.
     async fn drain(&self, run: &mut Run) {
-        let deadline = Instant::now() + DRAIN_WAIT;
-        for mut pump in run.pumps.drain(..) {
-            // Dropping the task afterwards cancels a reader that is still waiting.
-            let _ = timeout_at(deadline, &mut pump.0).await;
-        }
+        run.drained = run.output.drain().await;
     }
 
     /// Works out why an unrequested end happened; a never-healthy engine is stopped first.
@@ -595,14 +606,7 @@ impl Monitor {
             }
         }
         self.drain(run).await;
-        let lines: Vec<String> = self
-            .launch
-            .logs
-            .since(run.first_seq)
-            .into_iter()
-            .filter(|line| line.stream != LogStream::Supervisor)
-            .map(|line| line.text)
-            .collect();
+        let lines = engine_lines(&self.launch.logs, run.first_seq);
         let recent = &lines[lines.len().saturating_sub(CLASSIFY_LINES)..];
         let working_dir = self.launch.spec.working_dir.clone();
         let exists = move |path: &Path| match &working_dir {
@@ -656,6 +660,15 @@ impl Monitor {
             () = stop_requested(&mut self.link.stop) => true,
         }
     }
+}
+
+/// What the engine itself printed from line `first_seq` on (Rigdeck's own notes left out).
+pub(crate) fn engine_lines(logs: &LogBuffer, first_seq: u64) -> Vec<String> {
+    logs.since(first_seq)
+        .into_iter()
+        .filter(|line| line.stream != LogStream::Supervisor)
+        .map(|line| line.text)
+        .collect()
 }
 
 /// A restart whose spawn failed counts as a failed run; a removed binary is a missing file.

@@ -1,5 +1,6 @@
-//! An engine's output: read line by line from its pipes into a bounded ring buffer (searchable,
-//! streamed to subscribers) and a size-rotated log file.
+//! An engine's output: cut into lines (one `LineReader` for everything an engine prints, fed
+//! from the output files the engine writes; see `output`) and kept in a bounded ring buffer
+//! (searchable, streamed to subscribers) and a size-rotated log file.
 //!
 //! One `LogBuffer` lives as long as an instance, across restarts, so the lines that led up to a
 //! crash stay visible after the restart. Each line gets a sequence number so the supervisor can
@@ -13,7 +14,6 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use serde::Serialize;
-use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio::sync::{broadcast, watch};
 
 use super::classify;
@@ -25,7 +25,8 @@ pub const MAX_LINE_BYTES: usize = 8 * 1024;
 /// How many lines a slow subscriber may fall behind before it skips ahead.
 const SUBSCRIBER_BACKLOG: usize = 1024;
 
-/// Which pipe a line came from; `Supervisor` lines are Rigdeck's own notes (started, stopping …).
+/// Which stream of the engine a line came from; `Supervisor` lines are Rigdeck's own notes
+/// (started, stopping …).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum LogStream {
@@ -286,44 +287,64 @@ fn rename_if_present(from: &Path, to: &Path) -> io::Result<()> {
     }
 }
 
-/// Reads one pipe to its end, pushing each line into `logs` and load progress into `progress`
-/// (the highest value seen, since engines never unload while loading).
-pub(crate) async fn pump<R: AsyncRead + Unpin>(
-    mut reader: R,
+/// Cuts an engine's output into lines: the one line reader for everything an engine prints.
+/// Each whole line goes into `logs`; load progress (from whole lines and from the unfinished
+/// last one, where llama.cpp's dots and tqdm bars are drawn) goes into `progress`, the highest
+/// value seen, since engines never unload while loading.
+pub(crate) struct LineReader {
     stream: LogStream,
     logs: LogBuffer,
     progress: watch::Sender<Option<f32>>,
-) {
-    let mut pending: Vec<u8> = Vec::new();
-    let mut buf = vec![0u8; 8192];
-    loop {
-        let n = match reader.read(&mut buf).await {
-            Ok(0) | Err(_) => break,
-            Ok(n) => n,
-        };
-        pending.extend_from_slice(&buf[..n]);
-        while let Some(end) = pending.iter().position(|&b| b == b'\n') {
-            let raw: Vec<u8> = pending.drain(..=end).collect();
-            emit(&raw, stream, &logs, &progress);
-        }
-        if pending.len() >= MAX_LINE_BYTES {
-            let raw: Vec<u8> = pending.drain(..MAX_LINE_BYTES).collect();
-            emit(&raw, stream, &logs, &progress);
-        } else if !pending.is_empty() {
-            // An unfinished line: llama.cpp's progress dots and tqdm bars live here.
-            let partial = visible_text(&pending);
-            report_progress(&progress, classify::load_progress(&partial, false));
-        }
-    }
-    if !pending.is_empty() {
-        emit(&pending, stream, &logs, &progress);
-    }
+    /// Bytes of a line whose end has not arrived yet.
+    pending: Vec<u8>,
 }
 
-fn emit(raw: &[u8], stream: LogStream, logs: &LogBuffer, progress: &watch::Sender<Option<f32>>) {
-    let text = visible_text(raw);
-    report_progress(progress, classify::load_progress(&text, true));
-    logs.push(stream, text);
+impl LineReader {
+    pub fn new(stream: LogStream, logs: LogBuffer, progress: watch::Sender<Option<f32>>) -> Self {
+        Self {
+            stream,
+            logs,
+            progress,
+            pending: Vec::new(),
+        }
+    }
+
+    /// Takes the next bytes of output and emits every line they complete. A line longer than
+    /// [`MAX_LINE_BYTES`] is emitted in pieces of that size.
+    pub fn feed(&mut self, bytes: &[u8]) {
+        self.pending.extend_from_slice(bytes);
+        while let Some(end) = self.pending.iter().position(|&b| b == b'\n') {
+            let raw: Vec<u8> = self.pending.drain(..=end).collect();
+            self.emit(&raw);
+        }
+        while self.pending.len() >= MAX_LINE_BYTES {
+            let raw: Vec<u8> = self.pending.drain(..MAX_LINE_BYTES).collect();
+            self.emit(&raw);
+        }
+        if !self.pending.is_empty() {
+            let partial = visible_text(&self.pending);
+            report_progress(&self.progress, classify::load_progress(&partial, false));
+        }
+    }
+
+    /// How many of the bytes fed so far belong to a line not emitted yet.
+    pub fn pending_len(&self) -> usize {
+        self.pending.len()
+    }
+
+    /// The output has ended: emits its unfinished last line, if any.
+    pub fn finish(&mut self) {
+        if !self.pending.is_empty() {
+            let raw = std::mem::take(&mut self.pending);
+            self.emit(&raw);
+        }
+    }
+
+    fn emit(&self, raw: &[u8]) {
+        let text = visible_text(raw);
+        report_progress(&self.progress, classify::load_progress(&text, true));
+        self.logs.push(self.stream, text);
+    }
 }
 
 fn report_progress(progress: &watch::Sender<Option<f32>>, value: Option<f32>) {
@@ -432,29 +453,32 @@ mod tests {
         assert_eq!(format_utc_ms(-1), "1969-12-31T23:59:59.999Z");
     }
 
-    #[tokio::test]
-    async fn pump_splits_lines_and_reports_partial_dots() {
-        use tokio::io::AsyncWriteExt;
-        let (mut tx, rx) = tokio::net::UnixStream::pair().unwrap();
+    #[test]
+    fn line_reader_splits_lines_cuts_long_ones_and_reports_partial_dots() {
         let logs = LogBuffer::in_memory(100);
-        let (progress_tx, mut progress_rx) = watch::channel(None);
-        let task = tokio::spawn(pump(rx, LogStream::Stderr, logs.clone(), progress_tx));
-        tx.write_all(b"load_tensors: loading\r\n..........")
-            .await
-            .unwrap();
-        progress_rx.wait_for(|p| *p == Some(0.1)).await.unwrap();
-        tx.write_all(b"....\nlast without newline").await.unwrap();
-        drop(tx);
-        task.await.unwrap();
+        let (progress_tx, progress_rx) = watch::channel(None);
+        let mut reader = LineReader::new(LogStream::Stderr, logs.clone(), progress_tx);
+        reader.feed(b"load_tensors: loading\r\n..........");
+        assert_eq!(*progress_rx.borrow(), Some(0.1));
+        assert_eq!(reader.pending_len(), 10);
+        reader.feed(b"....\nlast with newline\n");
+        assert_eq!(reader.pending_len(), 0);
+        reader.feed(&[b'y'; MAX_LINE_BYTES + 5]);
+        assert_eq!(reader.pending_len(), 5, "a long line is cut at the limit");
+        reader.finish();
         let texts: Vec<String> = logs.tail(10).into_iter().map(|l| l.text).collect();
+        let long = "y".repeat(MAX_LINE_BYTES);
         assert_eq!(
             texts,
             [
                 "load_tensors: loading",
                 "..............",
-                "last without newline"
+                "last with newline",
+                long.as_str(),
+                "yyyyy"
             ]
         );
+        assert!(logs.tail(10).iter().all(|l| l.stream == LogStream::Stderr));
         assert_eq!(*progress_rx.borrow(), Some(1.0));
     }
 }

@@ -8,10 +8,12 @@
 //!     └──────────┴───────────────┴──→ Crashed{cause, last lines} ─(policy)→ Starting (attempt + 1)
 //! ```
 //!
-//! Files: `<log_dir>/<name>.log` (rotated by size) and `<run_dir>/<name>.json` (pid file, present
-//! while the engine runs). Every engine gets a pid file before `start` returns, and a daemon that
-//! comes back calls [`Supervisor::recover`] to adopt or clean up what the last one left running,
-//! so no forgotten engine holds VRAM.
+//! Files: `<log_dir>/<name>.log` (rotated by size), `<run_dir>/<name>.json` (pid file, present
+//! while the engine runs) and `<run_dir>/<name>.stdout` / `.stderr` (what the engine writes, with
+//! `.offset` records of how far the daemon has read them; present while the engine runs). Every
+//! engine gets a pid file before `start` returns, and a daemon that comes back calls
+//! [`Supervisor::recover`] to adopt or clean up what the last one left running, so no forgotten
+//! engine holds VRAM; an adopted engine's output is followed on from the recorded offsets.
 
 mod adopt;
 pub mod classify;
@@ -19,6 +21,7 @@ mod error;
 pub mod health;
 mod instance;
 pub mod logs;
+mod output;
 pub mod pidfile;
 pub mod process;
 pub mod restart;

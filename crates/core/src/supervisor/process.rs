@@ -12,6 +12,7 @@ use std::time::Duration;
 use tokio::process::{Child, Command};
 use tokio::time::{sleep, timeout_at, Instant};
 
+use super::output::Files;
 use super::spec::LaunchSpec;
 
 /// How often the group is looked at while waiting for it to go.
@@ -21,16 +22,17 @@ const GROUP_POLL: Duration = Duration::from_millis(25);
 const KILL_WAIT: Duration = Duration::from_secs(5);
 
 /// Spawns the engine straight from its argv vector (no shell), in a new process group whose id
-/// is the engine's pid. The child is not killed when its handle drops: the supervisor decides
+/// is the engine's pid, writing its stdout and stderr to `output` (files, not pipes to the
+/// daemon: see `output`). The child is not killed when its handle drops: the supervisor decides
 /// when engines end, and one that outlives a crashed daemon is found again through its pid file.
-pub(crate) fn spawn(spec: &LaunchSpec) -> io::Result<Child> {
+pub(crate) fn spawn(spec: &LaunchSpec, output: Files) -> io::Result<Child> {
     let mut command = Command::new(&spec.program);
     command
         .args(&spec.args)
         .envs(spec.env.iter().map(|(k, v)| (k, v)))
         .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
+        .stdout(output.stdout)
+        .stderr(output.stderr)
         .process_group(0)
         .kill_on_drop(false);
     if let Some(dir) = &spec.working_dir {
