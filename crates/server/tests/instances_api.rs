@@ -293,6 +293,10 @@ async fn an_engine_build_request_names_a_bad_backend() {
             "sm_86",
         ),
         (serde_json::json!({"backnd": "cpu"}), "not valid"),
+        (
+            serde_json::json!({"backend": "cpu", "index_url": "ftp://mirror/simple"}),
+            "is not a usable package index URL (scheme 'ftp'",
+        ),
     ]
     .into_iter()
     // The architectures come from the GPUs (12.0 here); without a CUDA compiler the build is

@@ -3,6 +3,7 @@
 //!
 //! - [`source`]: the pinned llama.cpp source bundled in the `llama-cpp-python` sdist (or a user's
 //!   archive or folder), fetched, verified and unpacked into a cache outside any checkout.
+//! - [`package_index`]: one file from a Python package index's simple API, hashed as it streams.
 //! - [`cmake_build`]: configure and compile llama.cpp/ik_llama.cpp with CMake + Ninja, streaming
 //!   progress as [`cmake_build::BuildProgress`] events.
 //! - [`registry`]: the installed builds, in SQLite (built by Rigdeck or registered by the user).
@@ -14,6 +15,7 @@
 pub mod capabilities;
 pub mod cmake_build;
 pub mod install;
+pub mod package_index;
 pub mod python_env;
 pub mod registry;
 pub mod source;

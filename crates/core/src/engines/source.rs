@@ -2,11 +2,13 @@
 //! `llama-cpp-python` source distribution on the Python package index, else a user's archive
 //! (tar.gz of a llama.cpp or ik_llama.cpp tree) or folder.
 //!
-//! The pinned archive comes through pip (the package index is the one place CI can reach), is
-//! checked against its sha256 and unpacked into a cache outside any checkout
-//! (`$RIGDECK_CACHE_DIR/sources`, default `~/.cache/rigdeck/sources`). When the verified tree is
-//! already there, nothing is downloaded, hashed or unpacked again. Archive entries are sanitized:
-//! no absolute path, no `..`, no link leads outside the destination.
+//! The pinned archive is downloaded over HTTP(S) from the package index (PyPI, or the mirror pip
+//! is set up for; see [`package_index`]), hashed while it streams to disk and, only once its
+//! sha256 matches the pin, unpacked into a cache outside any checkout
+//! (`$RIGDECK_CACHE_DIR/sources`, default `~/.cache/rigdeck/sources`). Nothing from the archive
+//! runs: no pip, no build backend. When the verified tree is already there, nothing is
+//! downloaded, hashed or unpacked again. Archive entries are sanitized: no absolute path, no `..`,
+//! no link leads outside the destination.
 
 use std::collections::HashSet;
 use std::fs::{self, File};
@@ -15,10 +17,9 @@ use std::path::{Component, Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
-use tokio::process::Command;
 
-use super::cmake_build::{run_streaming, BuildStep, StreamedRun};
-use super::find_in_path;
+use super::cmake_build::BuildStep;
+use super::package_index::{self, IndexError, Timeouts};
 
 /// Moves the cache (sources, and the test builds) elsewhere; default `~/.cache/rigdeck`.
 pub const CACHE_DIR_ENV: &str = "RIGDECK_CACHE_DIR";
@@ -29,7 +30,7 @@ pub struct PinnedSource {
     /// The package on the Python package index.
     pub package: &'static str,
     pub version: &'static str,
-    /// The file pip saves.
+    /// The file's name on the package index.
     pub file_name: &'static str,
     pub sha256: &'static str,
     pub size_bytes: u64,
@@ -52,7 +53,7 @@ pub const BUNDLED_LLAMA_CPP: PinnedSource = PinnedSource {
 };
 
 impl PinnedSource {
-    /// `llama-cpp-python==0.3.36`, as pip wants it.
+    /// `llama-cpp-python==0.3.36`, as pip writes it.
     pub fn requirement(&self) -> String {
         format!("{}=={}", self.package, self.version)
     }
@@ -71,8 +72,11 @@ impl PinnedSource {
 /// What to build from.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum SourceSpec {
-    /// The pinned [`BUNDLED_LLAMA_CPP`] tree.
+    /// The pinned [`BUNDLED_LLAMA_CPP`] tree, from the index
+    /// [`package_index::resolve_index_url`] picks.
     Bundled,
+    /// The pinned tree from this package index (pip's `--index-url`: a mirror).
+    BundledFromIndex(String),
     /// A tar.gz holding a llama.cpp or ik_llama.cpp tree (at its top or one or two folders down);
     /// checked against `sha256` when given.
     Archive {
@@ -84,6 +88,19 @@ pub enum SourceSpec {
 }
 
 impl SourceSpec {
+    /// The pinned tree, from `index_url` when given.
+    pub fn bundled(index_url: Option<String>) -> Self {
+        match index_url {
+            Some(url) => SourceSpec::BundledFromIndex(url),
+            None => SourceSpec::Bundled,
+        }
+    }
+
+    /// Whether this is the pinned tree (from whichever index).
+    pub fn is_bundled(&self) -> bool {
+        matches!(self, SourceSpec::Bundled | SourceSpec::BundledFromIndex(_))
+    }
+
     /// A user's `--source PATH`: a file is an archive, a folder a tree.
     pub fn from_path(path: PathBuf, sha256: Option<String>) -> Result<Self, SourceError> {
         let meta = fs::metadata(&path).map_err(|_| SourceError::NotFound { path: path.clone() })?;
@@ -121,8 +138,30 @@ pub enum SourceError {
         actual: String,
         fix: String,
     },
-    #[error("cannot download {requirement}: {reason}")]
-    Download { requirement: String, reason: String },
+    #[error(
+        "cannot fetch {file} from the package index {index}: {source}. Check the network \
+         connection, point --index-url (or PIP_INDEX_URL) at a reachable index, or download \
+         {file} (sha256 {sha256}) yourself and pass --source PATH --source-sha256 {sha256}"
+    )]
+    Fetch {
+        file: String,
+        index: String,
+        sha256: String,
+        // Boxed: a URL or two would make every build error that much larger.
+        source: Box<IndexError>,
+    },
+    #[error(
+        "the package index {index} lists {file} with sha256 {listed}, but the pinned file has \
+         {pinned}: not downloading it. The index (or a proxy in front of it) has another file \
+         under that name; use another index with --index-url, or download the release \
+         yourself and pass --source PATH --source-sha256 {pinned}"
+    )]
+    IndexDisagrees {
+        index: String,
+        file: String,
+        listed: String,
+        pinned: String,
+    },
     #[error("source archive '{path}' cannot be unpacked: {reason}")]
     BadArchive { path: PathBuf, reason: String },
     #[error("source archive '{path}' holds an unsafe entry '{entry}' (absolute, or leading outside the tree): refusing to unpack it")]
@@ -181,36 +220,15 @@ pub async fn prepare(
     let sources = sources_dir(cache_root);
     match spec {
         SourceSpec::Bundled => {
-            let pin = &BUNDLED_LLAMA_CPP;
-            let tree = match cached_tree(pin, &sources) {
-                Some(tree) => {
-                    report(
-                        BuildStep::Extract,
-                        &format!("using the cached source in {}", tree.display()),
-                    );
-                    tree
-                }
-                None => {
-                    let archive = fetch_pinned(pin, &sources, report).await?;
-                    report(
-                        BuildStep::Extract,
-                        &format!("unpacking {} from {}", pin.tree_prefix, archive.display()),
-                    );
-                    let (archive, sources_owned) = (archive.clone(), sources.clone());
-                    let pin_owned = *pin;
-                    tokio::task::spawn_blocking(move || {
-                        unpack_pinned(&archive, &pin_owned, &sources_owned)
-                    })
-                    .await
-                    .map_err(|_| SourceError::Interrupted("unpack"))??
-                }
+            let options = FetchOptions::default();
+            prepare_pinned(&BUNDLED_LLAMA_CPP, cache_root, &options, report).await
+        }
+        SourceSpec::BundledFromIndex(index_url) => {
+            let options = FetchOptions {
+                index_url: Some(index_url.clone()),
+                ..FetchOptions::default()
             };
-            Ok(PreparedSource {
-                tree,
-                label: pin.llama_cpp_commit.to_owned(),
-                sha256: Some(pin.sha256.to_owned()),
-                commit: Some(pin.llama_cpp_commit.to_owned()),
-            })
+            prepare_pinned(&BUNDLED_LLAMA_CPP, cache_root, &options, report).await
         }
         SourceSpec::Archive { path, sha256 } => {
             if !path.is_file() {
@@ -278,10 +296,58 @@ pub async fn prepare(
     }
 }
 
-/// Downloads the pinned archive with pip into the sources folder (or verifies the cached copy).
+/// Where a pinned archive comes from and how long the network may take.
+#[derive(Debug, Clone, Default)]
+pub struct FetchOptions {
+    /// The package index (pip's `--index-url`); `None`: the one
+    /// [`package_index::resolve_index_url`] picks (pip's own setting, else PyPI).
+    pub index_url: Option<String>,
+    pub timeouts: Timeouts,
+}
+
+/// The tree of `pin`, ready for CMake: the cached one, else the archive (cached, or downloaded
+/// from the package index) verified against the pin and only then unpacked.
+pub async fn prepare_pinned(
+    pin: &PinnedSource,
+    cache_root: &Path,
+    options: &FetchOptions,
+    report: &(dyn Fn(BuildStep, &str) + Send + Sync),
+) -> Result<PreparedSource, SourceError> {
+    let sources = sources_dir(cache_root);
+    let tree = match cached_tree(pin, &sources) {
+        Some(tree) => {
+            report(
+                BuildStep::Extract,
+                &format!("using the cached source in {}", tree.display()),
+            );
+            tree
+        }
+        None => {
+            let archive = fetch_pinned(pin, &sources, options, report).await?;
+            report(
+                BuildStep::Extract,
+                &format!("unpacking {} from {}", pin.tree_prefix, archive.display()),
+            );
+            let (sources, pin) = (sources.clone(), *pin);
+            tokio::task::spawn_blocking(move || unpack_pinned(&archive, &pin, &sources))
+                .await
+                .map_err(|_| SourceError::Interrupted("unpack"))??
+        }
+    };
+    Ok(PreparedSource {
+        tree,
+        label: pin.llama_cpp_commit.to_owned(),
+        sha256: Some(pin.sha256.to_owned()),
+        commit: Some(pin.llama_cpp_commit.to_owned()),
+    })
+}
+
+/// The pinned archive in the sources folder: the cached copy once re-verified, else a fresh
+/// download that takes the final name only when its sha256 matches the pin.
 async fn fetch_pinned(
     pin: &PinnedSource,
     sources: &Path,
+    options: &FetchOptions,
     report: &(dyn Fn(BuildStep, &str) + Send + Sync),
 ) -> Result<PathBuf, SourceError> {
     let archive = sources.join(pin.file_name);
@@ -294,86 +360,106 @@ async fn fetch_pinned(
         return Ok(archive);
     }
     fs::create_dir_all(sources).map_err(io_err("create the folder", sources))?;
-    let Some(python) = find_in_path("python3") else {
-        return Err(SourceError::Download {
-            requirement: pin.requirement(),
-            reason: format!(
-                "python3 is not installed (pip fetches it from the Python package index): install Python 3 with pip, \
-                 or download {} (sha256 {}) yourself and pass it with --source",
-                pin.file_name, pin.sha256
-            ),
-        });
+    let index = package_index::resolve_index_url(options.index_url.as_deref()).await;
+    // What messages and progress lines show: a password in a mirror's URL stays out of them.
+    let shown_index = package_index::without_credentials(&index);
+    let fetch_err = |source: IndexError| SourceError::Fetch {
+        file: pin.file_name.to_owned(),
+        index: shown_index.clone(),
+        sha256: pin.sha256.to_owned(),
+        source: Box::new(source),
     };
-    // Download next to the cache, not into it: only a verified file takes the final name.
-    let download_dir = sources.join(format!(".download-{}", std::process::id()));
-    if download_dir.exists() {
-        fs::remove_dir_all(&download_dir).map_err(io_err("clear the folder", &download_dir))?;
-    }
-    fs::create_dir_all(&download_dir).map_err(io_err("create the folder", &download_dir))?;
-    let mut command = Command::new(&python);
-    // `--no-binary <package>`, not `:all:`: with `:all:` pip builds its own CMake from source for
-    // the metadata step and takes many minutes.
-    command
-        .args(["-m", "pip", "download", "--no-deps", "--no-binary"])
-        .arg(pin.package)
-        .arg(pin.requirement())
-        .arg("-d")
-        .arg(&download_dir)
-        .args([
-            "--no-input",
-            "--disable-pip-version-check",
-            "--progress-bar",
-            "off",
-        ]);
+    let index_url = package_index::parse_index_url(&index).map_err(fetch_err)?;
+    let client = package_index::client(&options.timeouts).map_err(fetch_err)?;
     report(
         BuildStep::Fetch,
         &format!(
-            "python3 -m pip download --no-deps --no-binary {} {} ({} MB)",
-            pin.package,
-            pin.requirement(),
+            "looking up {} on the package index {shown_index}",
+            pin.file_name
+        ),
+    );
+    let listed = package_index::find_file(
+        &client,
+        &index_url,
+        pin.package,
+        pin.file_name,
+        &options.timeouts,
+    )
+    .await
+    .map_err(fetch_err)?;
+    if let Some(listed_sha256) = listed
+        .sha256
+        .filter(|h| !h.eq_ignore_ascii_case(pin.sha256))
+    {
+        return Err(SourceError::IndexDisagrees {
+            index: shown_index,
+            file: pin.file_name.to_owned(),
+            listed: listed_sha256,
+            pinned: pin.sha256.to_owned(),
+        });
+    }
+    // Next to the cache, not in it: only a verified file takes the final name.
+    let partial = PartialDownload(sources.join(format!(
+        ".{}.download-{}",
+        pin.file_name,
+        std::process::id()
+    )));
+    report(
+        BuildStep::Fetch,
+        &format!(
+            "downloading {} ({} MB)",
+            listed.url,
             pin.size_bytes / 1_000_000
         ),
     );
-    let run = run_streaming(command, |line| report(BuildStep::Fetch, line))
-        .await
-        .map_err(|e| SourceError::Download {
-            requirement: pin.requirement(),
-            reason: format!("cannot run {}: {e}", python.display()),
-        })?;
-    let downloaded = download_dir.join(pin.file_name);
-    if !run.success() || !downloaded.is_file() {
-        return Err(SourceError::Download {
-            requirement: pin.requirement(),
-            reason: pip_failure(&run, &downloaded),
-        });
-    }
+    let downloaded = package_index::download(
+        &client,
+        &listed.url,
+        &partial.0,
+        // The pinned file has exactly `size_bytes`: twice that is room enough for an honest
+        // answer, and where an endless one is cut off.
+        pin.size_bytes.saturating_mul(2),
+        pin.size_bytes,
+        &options.timeouts,
+        &|line| report(BuildStep::Fetch, line),
+    )
+    .await
+    .map_err(fetch_err)?;
     report(
         BuildStep::Verify,
-        &format!("checking the sha256 of {}", downloaded.display()),
+        &format!(
+            "checking the sha256 of the {} bytes received",
+            downloaded.bytes
+        ),
     );
-    verify_sha256_async(&downloaded, pin.sha256, FRESH_DOWNLOAD_FIX).await?;
-    fs::rename(&downloaded, &archive).map_err(io_err("move the download to", &archive))?;
-    let _ = fs::remove_dir_all(&download_dir);
+    if !downloaded.sha256.eq_ignore_ascii_case(pin.sha256) {
+        return Err(SourceError::HashMismatch {
+            path: PathBuf::from(listed.url.as_str()),
+            expected: pin.sha256.to_owned(),
+            actual: downloaded.sha256,
+            fix: FRESH_DOWNLOAD_FIX.to_owned(),
+        });
+    }
+    fs::rename(&partial.0, &archive).map_err(io_err("move the download to", &archive))?;
     Ok(archive)
+}
+
+/// A download under way: removed on every path that does not move it into place, an error or a
+/// cancelled build alike.
+struct PartialDownload(PathBuf);
+
+impl Drop for PartialDownload {
+    fn drop(&mut self) {
+        // After the rename there is nothing left to remove.
+        let _ = fs::remove_file(&self.0);
+    }
 }
 
 const CACHED_ARCHIVE_FIX: &str =
     "the cached file is damaged or not the pinned release; delete it to download it again";
 const FRESH_DOWNLOAD_FIX: &str =
-    "the package index served a different file than the pinned one; delete it and try again, \
+    "the package index served a different file than the pinned one (it was not kept); try again, \
      and if it happens again check for a proxy that rewrites downloads";
-
-fn pip_failure(run: &StreamedRun, downloaded: &Path) -> String {
-    let status = match run.code {
-        Some(code) => format!("pip exited with code {code}"),
-        None if run.success() => format!("pip finished but {} is missing", downloaded.display()),
-        None => "pip was killed by a signal".to_owned(),
-    };
-    format!(
-        "{status}; check the network connection to the Python package index (pip's proxy settings apply). Last lines:\n{}",
-        run.tail_text()
-    )
-}
 
 /// The sha256 of a file as lower-case hex.
 pub fn sha256_file(path: &Path) -> io::Result<String> {
@@ -425,7 +511,7 @@ async fn sha256_file_async(path: &Path) -> Result<String, SourceError> {
         .map_err(io_err("read", path))
 }
 
-fn hex(bytes: &[u8]) -> String {
+pub(crate) fn hex(bytes: &[u8]) -> String {
     use std::fmt::Write as _;
     bytes.iter().fold(String::new(), |mut s, b| {
         let _ = write!(s, "{b:02x}");

