@@ -50,7 +50,7 @@ test-ui: setup
 RIGDECK_CACHE := $(or $(RIGDECK_CACHE_DIR),$(or $(XDG_CACHE_HOME),$(HOME)/.cache)/rigdeck)
 test-e2e: test-rust
 	mkdir -p $(ARTIFACTS)
-	cargo build -p rigdeck-core --example plan_bench
+	cargo build -p rigdeck-placement --example plan_bench
 	cargo run -q -p rigdeck-gguf --example tiny_model -- \
 		"$$(ls $(RIGDECK_CACHE)/sources/*/llama.cpp/models/ggml-vocab-llama-bpe.gguf | head -n 1)" $(ARTIFACTS)/tiny.gguf
 	cd tests/e2e && RIGDECK_BIN=$(DEBUG)/rigdeck RIGDECK_NVML_LIBRARY=$(DEBUG)/libnvml_double.so \
@@ -69,7 +69,7 @@ bench: ui
 	cargo build --release -p rigdeck-server -p rigdeck-nvml-double
 	cd tests/e2e && RIGDECK_BIN=$(RELEASE)/rigdeck RIGDECK_NVML_LIBRARY=$(RELEASE)/libnvml_double.so \
 		node ../bench/telemetry.mjs
-	cargo run --release -p rigdeck-core --example plan_bench
+	cargo run --release -p rigdeck-placement --example plan_bench
 	cargo run --release -p rigdeck-gguf --example read_bench
 
 lint: setup

@@ -22,7 +22,7 @@ function writeGlmFixture(dir) {
   if (!bench) {
     throw new Error(
       "RIGDECK_PLAN_BENCH is not set: point it at the plan_bench example, e.g. " +
-        "`cargo build --release -p rigdeck-core --example plan_bench` then " +
+        "`cargo build --release -p rigdeck-placement --example plan_bench` then " +
         "RIGDECK_PLAN_BENCH=$CARGO_TARGET_DIR/release/examples/plan_bench",
     );
   }

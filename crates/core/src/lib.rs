@@ -8,12 +8,15 @@ pub mod events;
 pub mod findings;
 pub mod launch;
 pub mod library;
+pub mod live_rig;
 pub mod paths;
-pub mod placement;
 pub mod settings;
 pub mod store;
-pub mod supervisor;
 pub mod telemetry;
+
+/// The planner and engine processes live in their own crates; the core wires them to the rest.
+pub use rigdeck_placement as placement;
+pub use rigdeck_supervisor as supervisor;
 
 /// Milliseconds since the Unix epoch, read from the system clock.
 ///

@@ -9,10 +9,10 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use rigdeck_core::placement::from_gguf::load_shape;
-use rigdeck_core::placement::plan::{plan, DeviceSpec};
-use rigdeck_core::placement::{DeviceId, KvType, PlacementOptions};
 use rigdeck_gguf::tiny::{TinyMla, TinyModel};
+use rigdeck_placement::from_gguf::load_shape;
+use rigdeck_placement::plan::{plan, DeviceSpec};
+use rigdeck_placement::{DeviceId, KvType, PlacementOptions};
 
 const MIB: f64 = (1u64 << 20) as f64;
 

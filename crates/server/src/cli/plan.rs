@@ -6,9 +6,10 @@ use std::fmt::Write as _;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+use rigdeck_core::live_rig::live_devices;
 use rigdeck_core::placement::from_gguf::{load_remote_shape, load_shape};
 use rigdeck_core::placement::report::{report, PlanReport};
-use rigdeck_core::placement::rig::{live_devices, preset, presets, Margins};
+use rigdeck_core::placement::rig::{preset, presets, Margins};
 use rigdeck_core::placement::{KvType, PlacementOptions};
 use rigdeck_core::telemetry::gpu::NvmlSource;
 use rigdeck_core::telemetry::host::HostCollector;

@@ -7,10 +7,11 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
+use rigdeck_core::live_rig::live_devices;
 use rigdeck_core::placement::flags::parse_command;
 use rigdeck_core::placement::from_gguf::{load_remote_shape, load_shape, LoadedModel};
 use rigdeck_core::placement::report::report;
-use rigdeck_core::placement::rig::{live_devices, preset, presets, Margins};
+use rigdeck_core::placement::rig::{preset, presets, Margins};
 use rigdeck_core::placement::{DeviceSpec, PlacementOptions};
 use serde::Deserialize;
 

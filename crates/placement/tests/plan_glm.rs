@@ -2,12 +2,12 @@
 //! 256 experts with 8 active, MLA), written by our writer as sparse files, read back and placed
 //! on the 4× RTX 3090 rig of seed 002.
 
-use rigdeck_core::placement::flags::parse_command;
-use rigdeck_core::placement::from_gguf::load_shape;
-use rigdeck_core::placement::report::report;
-use rigdeck_core::placement::rig::{preset, Margins};
-use rigdeck_core::placement::{DeviceId, PlacementOptions, TensorRole};
 use rigdeck_gguf::fixtures::MoeShape;
+use rigdeck_placement::flags::parse_command;
+use rigdeck_placement::from_gguf::load_shape;
+use rigdeck_placement::report::report;
+use rigdeck_placement::rig::{preset, Margins};
+use rigdeck_placement::{DeviceId, PlacementOptions, TensorRole};
 
 fn write_glm(dir: &std::path::Path) -> std::path::PathBuf {
     let paths = MoeShape::glm_5_2()
@@ -46,8 +46,8 @@ fn automatic_placement_fits_the_4x3090_rig_and_writes_flags_that_read_back() {
     let devices = preset("4x3090").unwrap().devices(&Margins::default());
     let base = PlacementOptions {
         context: 131_072,
-        cache_type_k: rigdeck_core::placement::KvType::Q8_0,
-        cache_type_v: rigdeck_core::placement::KvType::Q8_0,
+        cache_type_k: rigdeck_placement::KvType::Q8_0,
+        cache_type_v: rigdeck_placement::KvType::Q8_0,
         threads: Some(12),
         ..Default::default()
     };

@@ -18,15 +18,15 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc::{channel, Receiver, Sender};
 use std::time::{Duration, Instant};
 
-use rigdeck_core::placement::from_gguf::shape_of;
-use rigdeck_core::placement::report::report;
-use rigdeck_core::placement::rig::{preset, Margins};
-use rigdeck_core::placement::{DeviceSpec, KvType, PlacementOptions};
 use rigdeck_gguf::fixtures::MoeShape;
 use rigdeck_gguf::mutate::{interesting, mutate};
 use rigdeck_gguf::rng::SplitMix64;
 use rigdeck_gguf::tiny::{TinyMla, TinyModel};
 use rigdeck_gguf::{GgufFile, GgufModel, GgufWriter, Metadata, ReadOptions, StringArray, Value};
+use rigdeck_placement::from_gguf::shape_of;
+use rigdeck_placement::report::report;
+use rigdeck_placement::rig::{preset, Margins};
+use rigdeck_placement::{DeviceSpec, KvType, PlacementOptions};
 
 /// Cases in a default run: every one of them runs, so the README can say how many.
 const CASES: u64 = 12_000;

@@ -205,7 +205,7 @@ fn whole_model_on_a_degraded_card(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::placement::testing::{gpus, moe_model, GIB, MIB};
+    use crate::testing::{gpus, moe_model, GIB, MIB};
 
     #[test]
     fn a_big_moe_keeps_experts_spread_over_every_card_not_piled_on_the_last() {

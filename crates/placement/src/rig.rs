@@ -1,22 +1,22 @@
 //! The devices a plan is made for: a hypothetical rig from a preset (planning a purchase, or a
-//! rig from our users' write-ups), or the live rig as telemetry sees it right now.
+//! rig from our users' write-ups), and the margins kept on every device (the live rig is built
+//! from telemetry by `rigdeck-core`'s `live_rig`).
 
 use serde::{Deserialize, Serialize};
 
 use super::options::DeviceId;
 use super::plan::DeviceSpec;
-use crate::telemetry::snapshot::RigSample;
 
 const MIB: u64 = 1 << 20;
 const GIB: u64 = 1 << 30;
 
 /// The presets shipped in `assets/rigs/`, built into the binary.
 const PRESETS: &[&str] = &[
-    include_str!("../../../../assets/rigs/4x3090.json"),
-    include_str!("../../../../assets/rigs/4xpro6000.json"),
-    include_str!("../../../../assets/rigs/2xgh200.json"),
-    include_str!("../../../../assets/rigs/2x5060ti.json"),
-    include_str!("../../../../assets/rigs/cpu-minipc.json"),
+    include_str!("../../../assets/rigs/4x3090.json"),
+    include_str!("../../../assets/rigs/4xpro6000.json"),
+    include_str!("../../../assets/rigs/2xgh200.json"),
+    include_str!("../../../assets/rigs/2x5060ti.json"),
+    include_str!("../../../assets/rigs/cpu-minipc.json"),
 ];
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -89,7 +89,7 @@ pub fn preset(id: &str) -> Option<RigPreset> {
 }
 
 /// A width of x4 or less on a card that supports more: what risers and chipset slots give.
-fn degraded(width: u32, max: u32) -> bool {
+pub fn degraded(width: u32, max: u32) -> bool {
     width <= 4 && width < max
 }
 
@@ -120,45 +120,6 @@ impl RigPreset {
         });
         devices
     }
-}
-
-/// The live rig: each GPU's free VRAM now (what a new engine can have), available host RAM.
-/// Lost GPUs are left out.
-pub fn live_devices(sample: &RigSample, margins: &Margins) -> Vec<DeviceSpec> {
-    let mut devices: Vec<DeviceSpec> = sample
-        .gpus
-        .gpus
-        .iter()
-        .filter(|g| g.lost.is_none())
-        .filter_map(|g| {
-            let memory = g.memory?;
-            let link = g.pcie;
-            Some(DeviceSpec {
-                id: DeviceId::Gpu(g.index),
-                name: format!("GPU {} · {}", g.index, g.name.as_deref().unwrap_or("unknown")),
-                capacity_bytes: memory.free_bytes,
-                reserve_bytes: margins.gpu_reserve_bytes,
-                overhead_bytes: margins.gpu_overhead_bytes,
-                bandwidth_bytes_per_s: g.peak_bandwidth_bytes_per_s,
-                link_degraded: matches!((link.width_current, link.width_max), (Some(w), Some(m)) if degraded(w, m)),
-            })
-        })
-        .collect();
-    devices.push(DeviceSpec {
-        id: DeviceId::Cpu,
-        name: format!(
-            "CPU RAM · {}",
-            sample.host.cpu.model.as_deref().unwrap_or("host")
-        ),
-        capacity_bytes: sample.host.memory.available_bytes,
-        reserve_bytes: margins
-            .ram_reserve_bytes
-            .min(sample.host.memory.available_bytes / 4),
-        overhead_bytes: 0,
-        bandwidth_bytes_per_s: margins.cpu_bandwidth_bytes_per_s,
-        link_degraded: false,
-    });
-    devices
 }
 
 #[cfg(test)]

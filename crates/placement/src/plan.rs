@@ -379,8 +379,8 @@ fn compute_estimate(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::placement::options::TensorOverride;
-    use crate::placement::testing::{gpus, moe_model, GIB, MIB};
+    use crate::options::TensorOverride;
+    use crate::testing::{gpus, moe_model, GIB, MIB};
 
     #[test]
     fn everything_adds_up_to_the_model_plus_the_kv_cache() {

@@ -244,3 +244,11 @@ fn create_dir(path: &Path, what: &'static str) -> Result<(), SuperviseError> {
         source,
     })
 }
+
+/// Milliseconds since the Unix epoch, read from the system clock (log line and state times).
+pub(crate) fn now_ms() -> i64 {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    i64::try_from(now.as_millis()).unwrap_or(i64::MAX)
+}

@@ -100,9 +100,9 @@ pub fn ceiling(model: &ModelShape, plan: &Plan) -> SpeedCeiling {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::placement::options::PlacementOptions;
-    use crate::placement::plan::plan;
-    use crate::placement::testing::{gpus, moe_model, GIB, MIB};
+    use crate::options::PlacementOptions;
+    use crate::plan::plan;
+    use crate::testing::{gpus, moe_model, GIB, MIB};
 
     #[test]
     fn moe_experts_on_the_cpu_bound_the_speed_by_dram() {

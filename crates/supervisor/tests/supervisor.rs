@@ -9,9 +9,9 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use rigdeck_core::supervisor::process::{live_group_members, proc_stat};
-use rigdeck_core::supervisor::wait_until;
-use rigdeck_core::supervisor::{
+use rigdeck_supervisor::process::{live_group_members, proc_stat};
+use rigdeck_supervisor::wait_until;
+use rigdeck_supervisor::{
     CrashCause, InstanceHandle, InstanceState, LaunchSpec, LogBuffer, LogLimits, LogStream, Phase,
     PidRecord, Probe, RestartPolicy, SuperviseError, Supervisor,
 };
@@ -699,7 +699,7 @@ async fn an_automatic_restart_waits_for_the_restart_gate_with_the_ended_pid() {
     let gated: Arc<Mutex<Vec<u32>>> = Arc::default();
     let seen = gated.clone();
     // Stands in for "NVML still lists the old pid": the gate holds the restart for 1.5 s.
-    let gate: rigdeck_core::supervisor::RestartGate = Arc::new(move |pid| {
+    let gate: rigdeck_supervisor::RestartGate = Arc::new(move |pid| {
         seen.lock().unwrap().push(pid);
         Box::pin(tokio::time::sleep(Duration::from_millis(1500)))
     });

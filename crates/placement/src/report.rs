@@ -145,8 +145,8 @@ fn piled_experts(plan: &Plan, out: &mut Vec<String>) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::placement::flags::parse_command;
-    use crate::placement::testing::{gpus, moe_model, GIB, MIB};
+    use crate::flags::parse_command;
+    use crate::testing::{gpus, moe_model, GIB, MIB};
 
     #[test]
     fn the_seed_002_mistake_is_explained() {

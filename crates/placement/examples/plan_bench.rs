@@ -2,15 +2,15 @@
 //! tensors, 78 layers, 256 experts with 8 active, MLA) and plan it for the 4× RTX 3090 rig,
 //! as `rigdeck plan --auto` does. Prints the median and spread of each step over many runs.
 //!
-//! `cargo run --release -p rigdeck-core --example plan_bench [-- DIR]` (DIR keeps the fixture).
+//! `cargo run --release -p rigdeck-placement --example plan_bench [-- DIR]` (DIR keeps the fixture).
 
 use std::time::{Duration, Instant};
 
-use rigdeck_core::placement::from_gguf::load_shape;
-use rigdeck_core::placement::report::report;
-use rigdeck_core::placement::rig::{preset, Margins};
-use rigdeck_core::placement::{KvType, PlacementOptions};
 use rigdeck_gguf::fixtures::MoeShape;
+use rigdeck_placement::from_gguf::load_shape;
+use rigdeck_placement::report::report;
+use rigdeck_placement::rig::{preset, Margins};
+use rigdeck_placement::{KvType, PlacementOptions};
 
 const RUNS: usize = 50;
 
