@@ -5,7 +5,6 @@
 pub mod auth;
 pub mod engines;
 pub mod events;
-pub mod findings;
 pub mod launch;
 pub mod library;
 pub mod live_rig;
@@ -14,9 +13,11 @@ pub mod settings;
 pub mod store;
 pub mod telemetry;
 
-/// The planner and engine processes live in their own crates; the core wires them to the rest.
+/// The planner, engine processes, collectors and findings live in their own crates; the core
+/// wires them to the rest.
 pub use rigdeck_placement as placement;
 pub use rigdeck_supervisor as supervisor;
+pub use rigdeck_telemetry::findings;
 
 /// Milliseconds since the Unix epoch, read from the system clock.
 ///

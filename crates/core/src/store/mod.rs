@@ -232,7 +232,7 @@ async fn refuse_newer_schema(pool: &SqlitePool, path: &Path) -> Result<(), Store
 mod tests {
     use super::*;
     use crate::telemetry::downsample::BucketAverager;
-    use crate::telemetry::history::tests::sample_at;
+    use rigdeck_telemetry::fixtures::sample_at;
 
     #[tokio::test]
     async fn writes_buckets_reads_them_averaged_and_prunes() {

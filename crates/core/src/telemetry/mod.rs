@@ -1,11 +1,7 @@
-//! Live telemetry of the rig: collectors (NVML, host), the collection loop, and recent history.
+//! Live telemetry of the rig: the collection loop lives here (it publishes on the event bus and
+//! writes the store); collectors, samples, history and findings are `rigdeck-telemetry`'s.
 
 pub mod collector;
-pub mod downsample;
-pub mod gpu;
-pub mod history;
-pub mod host;
-pub mod snapshot;
-pub mod sysfs;
 
 pub use collector::{spawn_collector, StartedByRigdeck, TelemetryHandle};
+pub use rigdeck_telemetry::{downsample, gpu, history, host, snapshot, sysfs};

@@ -167,7 +167,7 @@ impl BucketAverager {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::telemetry::history::tests::sample_at;
+    use crate::fixtures::sample_at;
 
     #[test]
     fn averages_each_bucket_and_emits_it_when_the_next_begins() {

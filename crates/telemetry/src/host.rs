@@ -20,10 +20,8 @@ use std::time::{Duration, Instant};
 
 use sysinfo::{CpuRefreshKind, Disk, DiskRefreshKind, Disks, MemoryRefreshKind, System};
 
-use crate::telemetry::snapshot::{
-    CoreLoad, CpuSnapshot, FolderSpace, HostMemory, HostSnapshot, LoadAverage,
-};
-use crate::telemetry::sysfs::{self, describe_io_error, CoreKindMap, NumaTopologyNode};
+use crate::snapshot::{CoreLoad, CpuSnapshot, FolderSpace, HostMemory, HostSnapshot, LoadAverage};
+use crate::sysfs::{self, describe_io_error, CoreKindMap, NumaTopologyNode};
 
 /// Mounts rarely change; re-reading `/proc/mounts` (and `statvfs` of every mount) each tick
 /// would be wasted work.
@@ -490,8 +488,8 @@ fn folder_space(folder: &Path, location: &FolderLocation, disk: Option<&Disk>) -
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::telemetry::snapshot::CoreKind;
-    use crate::telemetry::sysfs::fixtures;
+    use crate::snapshot::CoreKind;
+    use crate::sysfs::fixtures;
 
     fn real_collector(folders: Vec<PathBuf>) -> HostCollector {
         HostCollector::new(PathBuf::from("/sys"), folders)

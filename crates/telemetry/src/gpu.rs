@@ -313,7 +313,7 @@ fn instance_of(pid: u32, ours: &HashMap<u32, String>) -> Option<String> {
     if ours.is_empty() {
         return None;
     }
-    let stat = crate::supervisor::process::proc_stat(i32::try_from(pid).ok()?)?;
+    let stat = rigdeck_supervisor::process::proc_stat(i32::try_from(pid).ok()?)?;
     ours.get(&u32::try_from(stat.pgrp).ok()?).cloned()
 }
 

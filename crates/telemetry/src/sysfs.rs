@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 
 use thiserror::Error;
 
-use crate::telemetry::snapshot::{CoreKind, NumaNode};
+use crate::snapshot::{CoreKind, NumaNode};
 
 /// Largest logical CPU id accepted in a CPU list. The kernel's own limit (`NR_CPUS`) is at
 /// most 8192 today; the bound only stops a corrupt file from making us allocate gigabytes.

@@ -3,7 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::telemetry::snapshot::{GpuSnapshot, HostSnapshot, RigSample};
+use crate::snapshot::{GpuSnapshot, HostSnapshot, RigSample};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -315,7 +315,7 @@ fn host_finding(rule: Rule, severity: Severity, title: String, explanation: Stri
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::telemetry::snapshot::*;
+    use crate::snapshot::*;
 
     fn gpu(index: u32) -> GpuSnapshot {
         GpuSnapshot {

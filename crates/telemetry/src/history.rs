@@ -217,48 +217,9 @@ impl RecentHistory {
 }
 
 #[cfg(test)]
-pub(crate) mod tests {
+mod tests {
     use super::*;
-    use crate::telemetry::snapshot::*;
-
-    pub(crate) fn sample_at(t: i64, gpus: &[(u32, &str, u32)]) -> RigSample {
-        RigSample {
-            at_ms: t,
-            gpus: GpuReadout {
-                driver: DriverState::Ready {
-                    driver_version: None,
-                    cuda_driver_version: None,
-                },
-                gpus: gpus
-                    .iter()
-                    .map(|(index, uuid, util)| GpuSnapshot {
-                        name: Some("RTX".into()),
-                        uuid: Some((*uuid).into()),
-                        memory: Some(GpuMemory {
-                            total_bytes: 100,
-                            used_bytes: 40,
-                            free_bytes: 60,
-                        }),
-                        utilization_gpu_pct: Some(*util),
-                        temperature_mc: Some(50_000),
-                        power_mw: Some(100_000),
-                        ..GpuSnapshot::blank(*index)
-                    })
-                    .collect(),
-            },
-            host: HostSnapshot {
-                cpu: CpuSnapshot {
-                    usage_pct: 12.5,
-                    ..Default::default()
-                },
-                memory: HostMemory {
-                    used_bytes: 1000,
-                    ..Default::default()
-                },
-                ..Default::default()
-            },
-        }
-    }
+    use crate::fixtures::sample_at;
 
     #[test]
     fn keeps_only_the_window_and_drops_gpus_gone_for_all_of_it() {
