@@ -1,6 +1,7 @@
 // A small model of llama.cpp's placement rules, enough to know where a layer's weights and its
 // experts land for given options: `-ngl`/`-ts` layer assignment (llama-model.cpp `load_tensors`,
-// ported from crates/core/src/placement/layers.rs) and `-ot` overrides, first match winning.
+// ported from crates/placement/src/layers.rs and held to the same vectors as the Rust planner:
+// simulate.vectors.test.ts) and `-ot` overrides, first match winning.
 // The daemon's plan is the truth; this exists so a move in the editor can be turned into the
 // smallest change of flags that produces it (see moves.ts).
 
