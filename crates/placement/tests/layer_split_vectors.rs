@@ -46,9 +46,24 @@ fn cases() -> Vec<Value> {
         &[24 * GIB],
         &[24 * GIB, 24 * GIB],
         &[24 * GIB, 12 * GIB, 0, 48 * GIB],
-        &[96 * GIB, 96 * GIB, 96 * GIB, 96 * GIB, 16 * GIB, 16 * GIB, 16 * GIB, 16 * GIB],
+        &[
+            96 * GIB,
+            96 * GIB,
+            96 * GIB,
+            96 * GIB,
+            16 * GIB,
+            16 * GIB,
+            16 * GIB,
+            16 * GIB,
+        ],
     ];
-    let splits: &[&[f64]] = &[&[], &[1.0, 1.0], &[3.0, 1.0, 0.0, 2.0], &[0.0, 0.0], &[0.0, 1.0]];
+    let splits: &[&[f64]] = &[
+        &[],
+        &[1.0, 1.0],
+        &[3.0, 1.0, 0.0, 2.0],
+        &[0.0, 0.0],
+        &[0.0, 1.0],
+    ];
     let mut out = Vec::new();
     for &n_layer in &[1u32, 3, 61] {
         for free in rigs {

@@ -41,7 +41,7 @@ pub use classify::{CrashCause, ExitFacts};
 pub use error::SuperviseError;
 pub use health::Probe;
 pub use instance::InstanceHandle;
-pub use logs::{LogBuffer, LogLimits, LogLine, LogStream};
+pub use logs::{LineSplitter, LogBuffer, LogLimits, LogLine, LogStream};
 pub use pidfile::PidRecord;
 pub use spec::{name_problem, HealthCheck, LaunchSpec, RestartPolicy};
 pub use state::{InstanceState, PendingRestart, Phase};

@@ -287,16 +287,58 @@ fn rename_if_present(from: &Path, to: &Path) -> io::Result<()> {
     }
 }
 
-/// Cuts an engine's output into lines: the one line reader for everything an engine prints.
-/// Each whole line goes into `logs`; load progress (from whole lines and from the unfinished
-/// last one, where llama.cpp's dots and tqdm bars are drawn) goes into `progress`, the highest
-/// value seen, since engines never unload while loading.
+/// Cuts a child's output into lines: the one line splitter for everything Rigdeck runs (engines,
+/// builds, pip). Lossy UTF-8 (a compiler or an engine prints what it likes), the line ending and
+/// carriage-return redraws resolved as a terminal shows them, and no line longer than
+/// [`MAX_LINE_BYTES`]: a child that never prints a newline cannot grow our memory.
+#[derive(Debug, Default)]
+pub struct LineSplitter {
+    /// Bytes of a line whose end has not arrived yet.
+    pending: Vec<u8>,
+}
+
+impl LineSplitter {
+    /// Takes the next bytes of output and returns every line they complete. A line longer than
+    /// [`MAX_LINE_BYTES`] comes out in pieces of that size.
+    pub fn feed(&mut self, bytes: &[u8]) -> Vec<String> {
+        self.pending.extend_from_slice(bytes);
+        let mut lines = Vec::new();
+        while let Some(end) = self.pending.iter().position(|&b| b == b'\n') {
+            let raw: Vec<u8> = self.pending.drain(..=end).collect();
+            lines.push(visible_text(&raw));
+        }
+        while self.pending.len() >= MAX_LINE_BYTES {
+            let raw: Vec<u8> = self.pending.drain(..MAX_LINE_BYTES).collect();
+            lines.push(visible_text(&raw));
+        }
+        lines
+    }
+
+    /// The unfinished last line as a terminal shows it so far (where progress bars are drawn).
+    pub fn pending_text(&self) -> Option<String> {
+        (!self.pending.is_empty()).then(|| visible_text(&self.pending))
+    }
+
+    /// How many of the bytes fed so far belong to a line not returned yet.
+    pub fn pending_len(&self) -> usize {
+        self.pending.len()
+    }
+
+    /// The output has ended: its unfinished last line, if any.
+    pub fn finish(&mut self) -> Option<String> {
+        let raw = std::mem::take(&mut self.pending);
+        (!raw.is_empty()).then(|| visible_text(&raw))
+    }
+}
+
+/// An engine's output into its log: each whole line goes into `logs`; load progress (from whole
+/// lines and from the unfinished last one, where llama.cpp's dots and tqdm bars are drawn) goes
+/// into `progress`, the highest value seen, since engines never unload while loading.
 pub(crate) struct LineReader {
     stream: LogStream,
     logs: LogBuffer,
     progress: watch::Sender<Option<f32>>,
-    /// Bytes of a line whose end has not arrived yet.
-    pending: Vec<u8>,
+    lines: LineSplitter,
 }
 
 impl LineReader {
@@ -305,43 +347,33 @@ impl LineReader {
             stream,
             logs,
             progress,
-            pending: Vec::new(),
+            lines: LineSplitter::default(),
         }
     }
 
-    /// Takes the next bytes of output and emits every line they complete. A line longer than
-    /// [`MAX_LINE_BYTES`] is emitted in pieces of that size.
+    /// Takes the next bytes of output and logs every line they complete.
     pub fn feed(&mut self, bytes: &[u8]) {
-        self.pending.extend_from_slice(bytes);
-        while let Some(end) = self.pending.iter().position(|&b| b == b'\n') {
-            let raw: Vec<u8> = self.pending.drain(..=end).collect();
-            self.emit(&raw);
+        for line in self.lines.feed(bytes) {
+            self.emit(line);
         }
-        while self.pending.len() >= MAX_LINE_BYTES {
-            let raw: Vec<u8> = self.pending.drain(..MAX_LINE_BYTES).collect();
-            self.emit(&raw);
-        }
-        if !self.pending.is_empty() {
-            let partial = visible_text(&self.pending);
+        if let Some(partial) = self.lines.pending_text() {
             report_progress(&self.progress, classify::load_progress(&partial, false));
         }
     }
 
-    /// How many of the bytes fed so far belong to a line not emitted yet.
+    /// How many of the bytes fed so far belong to a line not logged yet.
     pub fn pending_len(&self) -> usize {
-        self.pending.len()
+        self.lines.pending_len()
     }
 
-    /// The output has ended: emits its unfinished last line, if any.
+    /// The output has ended: logs its unfinished last line, if any.
     pub fn finish(&mut self) {
-        if !self.pending.is_empty() {
-            let raw = std::mem::take(&mut self.pending);
-            self.emit(&raw);
+        if let Some(line) = self.lines.finish() {
+            self.emit(line);
         }
     }
 
-    fn emit(&self, raw: &[u8]) {
-        let text = visible_text(raw);
+    fn emit(&self, text: String) {
         report_progress(&self.progress, classify::load_progress(&text, true));
         self.logs.push(self.stream, text);
     }

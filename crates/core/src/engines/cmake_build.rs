@@ -9,25 +9,20 @@
 //!
 //! CMake and Ninja run from argv vectors; nothing is interpolated into a shell.
 
-use std::collections::{BTreeSet, HashSet, VecDeque};
+use std::collections::{BTreeSet, HashSet};
 use std::fs;
 use std::io::{self, Write as _};
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
-use tokio::io::{AsyncBufReadExt, AsyncRead, BufReader};
 use tokio::process::Command;
-use tokio::sync::mpsc;
 
 use super::source::{self, PreparedSource, SourceError, SourceSpec};
+use super::streamed_run::{run_streaming, StreamedRun};
 use super::{find_in_path, is_executable_file, Backend, EngineKind};
 use crate::events::{Event, EventBus};
 use crate::telemetry::snapshot::{ComputeCapability, GpuReadout};
-
-/// How many lines of output a failure shows (the full log stays in the build folder).
-pub const TAIL_LINES: usize = 40;
 
 /// The binaries Rigdeck wants from a llama.cpp tree; only `llama-server` is required (older trees
 /// and ik_llama.cpp have no `llama-fit-params`).
@@ -377,87 +372,6 @@ pub fn parse_target_list(text: &str) -> HashSet<String> {
         .map(|(name, _)| name.trim().to_owned())
         .filter(|name| !name.is_empty() && !name.contains(' '))
         .collect()
-}
-
-/// The output of a program run with [`run_streaming`].
-#[derive(Debug, Clone, Default)]
-pub struct StreamedRun {
-    pub code: Option<i32>,
-    success: bool,
-    /// The last [`TAIL_LINES`] lines, stdout and stderr interleaved as they came.
-    pub tail: VecDeque<String>,
-}
-
-impl StreamedRun {
-    pub fn success(&self) -> bool {
-        self.success
-    }
-
-    pub fn tail_text(&self) -> String {
-        self.tail.iter().cloned().collect::<Vec<_>>().join("\n")
-    }
-
-    fn status_text(&self) -> String {
-        match self.code {
-            Some(code) => format!("exit code {code}"),
-            None => "killed by a signal".to_owned(),
-        }
-    }
-}
-
-/// Runs `command` with stdout and stderr read line by line (both, as they come), calling
-/// `on_line` for each and keeping the last lines. The child dies with the future.
-pub(crate) async fn run_streaming(
-    mut command: Command,
-    mut on_line: impl FnMut(&str),
-) -> io::Result<StreamedRun> {
-    command
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true);
-    let mut child = command.spawn()?;
-    let (sender, mut lines) = mpsc::unbounded_channel::<String>();
-    if let Some(stdout) = child.stdout.take() {
-        tokio::spawn(forward_lines(stdout, sender.clone()));
-    }
-    if let Some(stderr) = child.stderr.take() {
-        tokio::spawn(forward_lines(stderr, sender.clone()));
-    }
-    drop(sender);
-    let mut tail = VecDeque::with_capacity(TAIL_LINES);
-    while let Some(line) = lines.recv().await {
-        on_line(&line);
-        if tail.len() == TAIL_LINES {
-            tail.pop_front();
-        }
-        tail.push_back(line);
-    }
-    let status = child.wait().await?;
-    Ok(StreamedRun {
-        code: status.code(),
-        success: status.success(),
-        tail,
-    })
-}
-
-/// Sends each line of `reader` (lossy UTF-8: compilers print what they like) until it closes.
-async fn forward_lines(reader: impl AsyncRead + Unpin, sender: mpsc::UnboundedSender<String>) {
-    let mut reader = BufReader::new(reader);
-    let mut buf = Vec::new();
-    loop {
-        buf.clear();
-        match reader.read_until(b'\n', &mut buf).await {
-            Ok(0) | Err(_) => break,
-            Ok(_) => {
-                let line = String::from_utf8_lossy(&buf);
-                let line = line.trim_end_matches(['\n', '\r']);
-                if sender.send(line.to_owned()).is_err() {
-                    break;
-                }
-            }
-        }
-    }
 }
 
 /// What the build folder was last built from; a match (and binaries present) means no rebuild.
@@ -1102,29 +1016,5 @@ mod tests {
             .expect("the second build goes on once the first is done")
             .unwrap()
             .unwrap();
-    }
-
-    #[tokio::test]
-    async fn streaming_keeps_both_streams_and_the_last_lines() {
-        // Fixed test scripts (no user input): many lines on stdout; then a few on both streams.
-        let mut command = Command::new("sh");
-        command.args([
-            "-c",
-            "i=1; while [ $i -le 50 ]; do echo line $i; i=$((i+1)); done",
-        ]);
-        let mut seen = 0;
-        let run = run_streaming(command, |_| seen += 1).await.unwrap();
-        assert_eq!(seen, 50);
-        assert!(run.success());
-        assert_eq!(run.tail.len(), TAIL_LINES);
-        assert_eq!(run.tail.front().map(String::as_str), Some("line 11"));
-        assert_eq!(run.tail.back().map(String::as_str), Some("line 50"));
-
-        let mut command = Command::new("sh");
-        command.args(["-c", "echo out; echo oops >&2; exit 3"]);
-        let run = run_streaming(command, |_| {}).await.unwrap();
-        assert_eq!(run.code, Some(3));
-        assert!(!run.success());
-        assert!(run.tail_text().contains("oops") && run.tail_text().contains("out"));
     }
 }

@@ -9,6 +9,7 @@
 //! - [`registry`]: the installed builds, in SQLite (built by Rigdeck or registered by the user).
 //! - [`capabilities`]: what a binary supports, read from its `--version` and `--help`.
 //! - [`python_env`]: vLLM and SGLang installed with pip into managed virtual environments.
+//! - [`streamed_run`]: a helper program (CMake, Ninja, pip) run with its output read line by line.
 //!
 //! Every external program runs from an argv vector, never through a shell.
 
@@ -19,6 +20,7 @@ pub mod package_index;
 pub mod python_env;
 pub mod registry;
 pub mod source;
+pub mod streamed_run;
 
 use std::ffi::OsStr;
 use std::fmt;

@@ -5,14 +5,13 @@
 //! Every program runs from an argv vector, never through a shell. A folder whose interpreter
 //! already imports the package at the wanted version is reused, not reinstalled.
 
-use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 
-use tokio::io::{AsyncBufReadExt, AsyncRead, BufReader};
 use tokio::process::Command;
 
 use super::registry::{self, EngineBuild, RegistryError};
+use super::streamed_run::{run_streaming, StreamedRun};
 use super::EngineKind;
 use crate::store::Store;
 
@@ -23,6 +22,17 @@ pub const SGLANG_VERSION: &str = "0.5.3";
 
 /// How many of pip's last output lines a failure shows.
 const LAST_LINES: usize = 15;
+
+/// pip's last non-empty lines, for the error message.
+fn last_lines(run: &StreamedRun) -> String {
+    let lines: Vec<&str> = run
+        .tail
+        .iter()
+        .map(String::as_str)
+        .filter(|l| !l.trim().is_empty())
+        .collect();
+    lines[lines.len().saturating_sub(LAST_LINES)..].join("\n")
+}
 
 /// Receives each progress line (Rigdeck's own steps and pip's output).
 pub type LineSink<'a> = &'a (dyn Fn(&str) + Send + Sync);
@@ -159,12 +169,21 @@ pub async fn install(
         command.arg("--index-url").arg(url);
     }
     command.arg(&spec).env("PIP_NO_INPUT", "1");
-    let (status, last_lines) = run_streaming(command, &interpreter, sink).await?;
-    if !status.success() {
+    let run = run_streaming(command, |line| {
+        if !line.trim().is_empty() {
+            sink(line);
+        }
+    })
+    .await
+    .map_err(|source| PythonEnvError::Io {
+        path: interpreter.clone(),
+        source,
+    })?;
+    if !run.success() {
         return Err(PythonEnvError::Pip {
             package: spec,
-            status: status.to_string(),
-            last_lines: last_lines.into_iter().collect::<Vec<_>>().join("\n"),
+            status: run.status_text(),
+            last_lines: last_lines(&run),
         });
     }
     register(false).await
@@ -237,62 +256,6 @@ async fn create_venv(
         Ok(status) if status.success() => Ok(()),
         _ => Err(failed("the new environment has no pip".to_owned())),
     }
-}
-
-/// Runs the command, sending each stdout/stderr line to `sink` as it comes; returns the exit
-/// status and the last lines.
-async fn run_streaming(
-    mut command: Command,
-    program: &Path,
-    sink: LineSink<'_>,
-) -> Result<(std::process::ExitStatus, VecDeque<String>), PythonEnvError> {
-    let mut child = command
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .map_err(|source| PythonEnvError::Io {
-            path: program.to_owned(),
-            source,
-        })?;
-    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<String>();
-    let readers = [
-        child.stdout.take().map(|s| forward(s, tx.clone())),
-        child.stderr.take().map(|s| forward(s, tx.clone())),
-    ];
-    drop(tx);
-    let mut last = VecDeque::with_capacity(LAST_LINES);
-    while let Some(line) = rx.recv().await {
-        sink(&line);
-        if last.len() == LAST_LINES {
-            last.pop_front();
-        }
-        last.push_back(line);
-    }
-    for reader in readers.into_iter().flatten() {
-        let _ = reader.await;
-    }
-    let status = child.wait().await.map_err(|source| PythonEnvError::Io {
-        path: program.to_owned(),
-        source,
-    })?;
-    Ok((status, last))
-}
-
-fn forward(
-    stream: impl AsyncRead + Unpin + Send + 'static,
-    tx: tokio::sync::mpsc::UnboundedSender<String>,
-) -> tokio::task::JoinHandle<()> {
-    tokio::spawn(async move {
-        let mut lines = BufReader::new(stream).lines();
-        while let Ok(Some(line)) = lines.next_line().await {
-            let line = line.trim_end().to_owned();
-            if !line.is_empty() && tx.send(line).is_err() {
-                break;
-            }
-        }
-    })
 }
 
 #[cfg(test)]
