@@ -19,7 +19,7 @@ use rigdeck_core::events::EventBus;
 use rigdeck_core::launch::instances::{GpuSource, LaunchError};
 use rigdeck_core::launch::{AdmissionError, Instances, LaunchProfile, PlannedGpu, RestartSetting};
 use rigdeck_core::store::Store;
-use rigdeck_core::supervisor::{CrashCause, InstanceState, Phase};
+use rigdeck_core::supervisor::{CrashCause, Phase, ProcessState};
 use rigdeck_core::telemetry::snapshot::{
     DriverState, GpuMemory, GpuProcess, GpuProcessKind, GpuReadout, GpuSnapshot,
 };
@@ -115,11 +115,11 @@ fn alive(pid: u32) -> bool {
         .unwrap_or(false)
 }
 
-async fn final_state(instances: &Instances, name: &str) -> InstanceState {
+async fn final_state(instances: &Instances, name: &str) -> ProcessState {
     instances
         .handle(name)
         .unwrap()
-        .wait_for(InstanceState::is_final, LOADING)
+        .wait_for(ProcessState::is_final, LOADING)
         .await
         .unwrap_or_else(|err| panic!("{err}"))
 }
@@ -157,7 +157,7 @@ async fn a_real_llama_server_from_a_profile() {
     assert_eq!(view.argv[0], program.display().to_string());
     let handle = instances.handle("tiny").unwrap();
     handle
-        .wait_for(InstanceState::is_ready, LOADING)
+        .wait_for(ProcessState::is_ready, LOADING)
         .await
         .unwrap_or_else(|e| panic!("{e}: {:?}", handle.logs().tail(20)));
     let answer = reqwest::Client::new()

@@ -5,7 +5,7 @@
 //! `/proc` and the health URL instead. Its output goes on as before: the engine writes to its
 //! output files in the run folder, not to pipes of the daemon that died, and the adopting daemon
 //! follows those files from the offset the last one recorded (see `output`). So the lines it
-//! printed while no daemon ran and all later ones reach the instance's logs, a crash is
+//! printed while no daemon ran and all later ones reach the process's logs, a crash is
 //! classified from its last lines, and the files go once it has ended and they are read.
 
 use std::path::{Path, PathBuf};
@@ -18,14 +18,14 @@ use tokio::time::sleep;
 use super::classify::{self, ExitFacts};
 use super::error::SuperviseError;
 use super::health::{self, HealthUrl, Probe};
-use super::instance::{
-    engine_lines, stop_requested, InstanceHandle, MonitorLink, CLASSIFY_LINES, CRASH_LINES,
-};
 use super::logs::{LogBuffer, LogStream};
 use super::output::{self, Followers, StartAt};
 use super::pidfile::{self, PidRecord};
 use super::process::terminate_group;
-use super::state::{InstanceState, Phase};
+use super::state::{Phase, ProcessState};
+use super::supervised::{
+    engine_lines, stop_requested, MonitorLink, ProcessHandle, CLASSIFY_LINES, CRASH_LINES,
+};
 
 /// How often an adopted engine is looked at: its death is noticed within this.
 const ADOPTED_POLL: Duration = Duration::from_millis(500);
@@ -126,15 +126,15 @@ pub(crate) async fn recover(run_dir: &Path) -> Result<Vec<Orphan>, SuperviseErro
     Ok(orphans)
 }
 
-/// Starts watching an orphan as an instance.
+/// Starts watching an orphan as a process.
 pub(crate) fn adopt(
     orphan: Orphan,
     logs: LogBuffer,
-    events: broadcast::Sender<InstanceState>,
-) -> (InstanceHandle, JoinHandle<()>) {
+    events: broadcast::Sender<ProcessState>,
+) -> (ProcessHandle, JoinHandle<()>) {
     let now = crate::now_ms();
     let ready = orphan.health == Probe::Ready;
-    let initial = InstanceState {
+    let initial = ProcessState {
         name: orphan.record.name.clone(),
         phase: if ready {
             Phase::Ready
@@ -164,7 +164,7 @@ pub(crate) fn adopt(
         &progress_tx,
         StartAt::Recorded,
     );
-    let (handle, link) = InstanceHandle::pair(initial, logs.clone(), events);
+    let (handle, link) = ProcessHandle::pair(initial, logs.clone(), events);
     let adopted = Adopted {
         orphan,
         link,

@@ -207,7 +207,7 @@ fn port_after(lower: &str, label: &str) -> Option<u16> {
 }
 
 impl CrashCause {
-    /// A plain-language explanation with the fix, for the instances page.
+    /// A plain-language explanation with the fix, for the Engines page.
     pub fn explanation(&self) -> String {
         match self {
             CrashCause::OutOfGpuMemory => "The engine ran out of GPU memory. Offload fewer layers to the GPU \

@@ -19,7 +19,6 @@ mod adopt;
 pub mod classify;
 mod error;
 pub mod health;
-mod instance;
 pub mod logs;
 mod output;
 pub mod pidfile;
@@ -27,6 +26,7 @@ pub mod process;
 pub mod restart;
 mod spec;
 mod state;
+mod supervised;
 mod wait;
 
 use std::collections::HashMap;
@@ -40,11 +40,11 @@ pub use adopt::Orphan;
 pub use classify::{CrashCause, ExitFacts};
 pub use error::SuperviseError;
 pub use health::Probe;
-pub use instance::InstanceHandle;
 pub use logs::{LineSplitter, LogBuffer, LogLimits, LogLine, LogStream};
 pub use pidfile::PidRecord;
 pub use spec::{name_problem, HealthCheck, LaunchSpec, RestartPolicy};
-pub use state::{InstanceState, PendingRestart, Phase};
+pub use state::{PendingRestart, Phase, ProcessState};
+pub use supervised::ProcessHandle;
 pub use wait::wait_until;
 
 /// How many state changes a slow event subscriber may fall behind.
@@ -65,12 +65,12 @@ pub struct Supervisor {
     run_dir: PathBuf,
     limits: LogLimits,
     restart_gate: Option<RestartGate>,
-    events: broadcast::Sender<InstanceState>,
-    instances: Mutex<HashMap<String, Entry>>,
+    events: broadcast::Sender<ProcessState>,
+    processes: Mutex<HashMap<String, Entry>>,
 }
 
 struct Entry {
-    handle: InstanceHandle,
+    handle: ProcessHandle,
     monitor: AbortHandle,
 }
 
@@ -85,7 +85,7 @@ impl Supervisor {
             limits: LogLimits::default(),
             restart_gate: None,
             events,
-            instances: Mutex::new(HashMap::new()),
+            processes: Mutex::new(HashMap::new()),
         }
     }
 
@@ -101,32 +101,32 @@ impl Supervisor {
         self
     }
 
-    /// Every state change of every instance, in order.
-    pub fn subscribe(&self) -> broadcast::Receiver<InstanceState> {
+    /// Every state change of every process, in order.
+    pub fn subscribe(&self) -> broadcast::Receiver<ProcessState> {
         self.events.subscribe()
     }
 
     /// Starts an engine. Returns once the process is spawned and its pid file written; follow
     /// its progress through the handle. Must be called within a tokio runtime.
-    pub async fn start(&self, spec: LaunchSpec) -> Result<InstanceHandle, SuperviseError> {
+    pub async fn start(&self, spec: LaunchSpec) -> Result<ProcessHandle, SuperviseError> {
         let health = spec.validate()?;
         // Held across the spawn (no await inside) so two starts of one name cannot race.
-        let mut instances = self.lock();
-        check_not_running(&instances, &spec.name)?;
+        let mut processes = self.lock();
+        check_not_running(&processes, &spec.name)?;
         check_no_orphan(&self.run_dir, &spec.name)?;
         create_dir(&self.log_dir, "log")?;
         create_dir(&self.run_dir, "run")?;
         let logs = self.open_logs(&spec.name)?;
         let name = spec.name.clone();
-        let launch = instance::Launch {
+        let launch = supervised::Launch {
             spec,
             health,
             logs,
             run_dir: self.run_dir.clone(),
             restart_gate: self.restart_gate.clone(),
         };
-        let (handle, task) = instance::launch(launch, self.events.clone())?;
-        instances.insert(
+        let (handle, task) = supervised::launch(launch, self.events.clone())?;
+        processes.insert(
             name,
             Entry {
                 handle: handle.clone(),
@@ -136,23 +136,23 @@ impl Supervisor {
         Ok(handle)
     }
 
-    /// The instance called `name`, running or finished.
-    pub fn get(&self, name: &str) -> Option<InstanceHandle> {
+    /// The process called `name`, running or finished.
+    pub fn get(&self, name: &str) -> Option<ProcessHandle> {
         self.lock().get(name).map(|entry| entry.handle.clone())
     }
 
-    /// All instances this supervisor started or adopted.
-    pub fn instances(&self) -> Vec<InstanceHandle> {
+    /// All processes this supervisor started or adopted.
+    pub fn processes(&self) -> Vec<ProcessHandle> {
         self.lock()
             .values()
             .map(|entry| entry.handle.clone())
             .collect()
     }
 
-    /// Stops every instance (concurrently) and returns the errors of those that did not stop.
+    /// Stops every process (concurrently) and returns the errors of those that did not stop.
     pub async fn stop_all(&self) -> Vec<SuperviseError> {
         let mut stops = tokio::task::JoinSet::new();
-        for handle in self.instances() {
+        for handle in self.processes() {
             stops.spawn(async move { handle.stop().await });
         }
         let mut errors = Vec::new();
@@ -173,14 +173,14 @@ impl Supervisor {
     /// Takes an orphan under supervision: its state is followed by polling `/proc` and its
     /// health URL, and it can be stopped through the handle. It is not restarted when it dies
     /// (its full launch spec is not in the pid file); start it again from its profile.
-    pub fn adopt(&self, orphan: Orphan) -> Result<InstanceHandle, SuperviseError> {
-        let mut instances = self.lock();
-        check_not_running(&instances, orphan.name())?;
+    pub fn adopt(&self, orphan: Orphan) -> Result<ProcessHandle, SuperviseError> {
+        let mut processes = self.lock();
+        check_not_running(&processes, orphan.name())?;
         create_dir(&self.log_dir, "log")?;
         let logs = self.open_logs(orphan.name())?;
         let name = orphan.name().to_string();
         let (handle, task) = adopt::adopt(orphan, logs, self.events.clone());
-        instances.insert(
+        processes.insert(
             name,
             Entry {
                 handle: handle.clone(),
@@ -197,7 +197,7 @@ impl Supervisor {
     }
 
     fn lock(&self) -> MutexGuard<'_, HashMap<String, Entry>> {
-        self.instances
+        self.processes
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
@@ -212,8 +212,8 @@ impl Drop for Supervisor {
     }
 }
 
-fn check_not_running(instances: &HashMap<String, Entry>, name: &str) -> Result<(), SuperviseError> {
-    match instances.get(name) {
+fn check_not_running(processes: &HashMap<String, Entry>, name: &str) -> Result<(), SuperviseError> {
+    match processes.get(name) {
         Some(entry) if !entry.handle.is_finished() => Err(SuperviseError::AlreadyRunning {
             name: name.to_string(),
             pid: entry.handle.pid().unwrap_or_default(),

@@ -2,7 +2,7 @@
 //! from the output files the engine writes; see `output`) and kept in a bounded ring buffer
 //! (searchable, streamed to subscribers) and a size-rotated log file.
 //!
-//! One `LogBuffer` lives as long as an instance, across restarts, so the lines that led up to a
+//! One `LogBuffer` lives as long as a process, across restarts, so the lines that led up to a
 //! crash stay visible after the restart. Each line gets a sequence number so the supervisor can
 //! take "the lines of this run" when it classifies a crash.
 
@@ -66,7 +66,7 @@ impl Default for LogLimits {
     }
 }
 
-/// The recent output of one instance. Cheap to clone; clones share the same buffer.
+/// The recent output of one process. Cheap to clone; clones share the same buffer.
 #[derive(Clone)]
 pub struct LogBuffer {
     inner: Arc<Inner>,

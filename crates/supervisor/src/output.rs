@@ -1,6 +1,6 @@
 //! An engine's output files: the engine writes its stdout and stderr straight into
 //! `<run_dir>/<name>.stdout` and `<run_dir>/<name>.stderr`, and the daemon follows (tails) those
-//! files into the instance's [`LogBuffer`].
+//! files into the process's [`LogBuffer`].
 //!
 //! Files rather than pipes, because an engine outlives the daemon that started it. A pipe's
 //! reading end dies with the daemon: the engine's later output was lost, and its next write could
@@ -15,7 +15,7 @@
 //! recorded is handed back to the filesystem with `fallocate(PUNCH_HOLE)`: the file keeps its size
 //! and every offset its meaning, so nothing races with the writer, but the blocks are freed. On a
 //! filesystem that cannot punch holes the file grows (noted once in the daemon's log) until the
-//! instance ends and the file is removed.
+//! process ends and the file is removed.
 
 use std::ffi::OsString;
 use std::fs::{self, File, OpenOptions};
@@ -29,8 +29,8 @@ use tokio::io::AsyncReadExt;
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio::time::{sleep, timeout, Instant};
 
-use super::instance::{spawn_task, stop_requested, Task};
 use super::logs::{LineReader, LogBuffer, LogStream};
+use super::supervised::{spawn_task, stop_requested, Task};
 
 /// How often the follower looks for new output: load progress stays smooth, lines written to
 /// both files keep roughly their order, and an idle engine costs two `read`s per look.
@@ -196,7 +196,7 @@ impl Followers {
     }
 
     /// Has the follower read what the files hold now, without waiting for its next look (at
-    /// most [`DRAIN_WAIT`]): called before an instance is published ready, so that what the
+    /// most [`DRAIN_WAIT`]): called before a process is published ready, so that what the
     /// engine printed until then is in the logs by then, as it was with pipes.
     pub async fn catch_up(&self) {
         let (done, caught_up) = oneshot::channel();

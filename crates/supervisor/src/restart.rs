@@ -12,7 +12,7 @@ use super::spec::RestartPolicy;
 /// from zero, so a server that crashes once a day is not given up on after a week.
 pub const STABLE_RUN: Duration = Duration::from_secs(60);
 
-/// Counts consecutive failures of one instance.
+/// Counts consecutive failures of one process.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 pub struct RestartTracker {
     failures: u32,

@@ -17,7 +17,7 @@ const MAX_NAME_LEN: usize = 64;
 /// Everything needed to start one engine process and judge whether it is healthy.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LaunchSpec {
-    /// Unique among running instances; names the log file and the pid file.
+    /// Unique among running processes; names the log file and the pid file.
     pub name: String,
     /// Absolute path to the engine executable (never looked up in `PATH`).
     pub program: PathBuf,
@@ -134,7 +134,7 @@ impl LaunchSpec {
     }
 }
 
-/// Why `name` cannot name an instance, if it cannot: the name ends up in file names, so it must
+/// Why `name` cannot name a process, if it cannot: the name ends up in file names, so it must
 /// not be able to walk out of the run/log folders. Launch profiles use the same rule.
 pub fn name_problem(name: &str) -> Option<&'static str> {
     if name.is_empty() {

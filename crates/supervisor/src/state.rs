@@ -1,11 +1,11 @@
-//! The observable state of an instance: its phase, run number, pid and timestamps, as published
-//! on the instance's `watch` channel and as events.
+//! The observable state of a process: its phase, run number, pid and timestamps, as published
+//! on the process's `watch` channel and as events.
 
 use serde::Serialize;
 
 use super::classify::CrashCause;
 
-/// Where an instance is in its life.
+/// Where a process is in its life.
 ///
 /// `Starting → Loading → Ready → Stopping → Stopped`; any running phase can end in `Crashed`,
 /// which, under a restart policy, is followed by `Starting` again for the next attempt.
@@ -45,9 +45,9 @@ pub struct PendingRestart {
     pub at_ms: i64,
 }
 
-/// The full state of an instance at one moment.
+/// The full state of a process at one moment.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct InstanceState {
+pub struct ProcessState {
     pub name: String,
     #[serde(flatten)]
     pub phase: Phase,
@@ -63,7 +63,7 @@ pub struct InstanceState {
     pub since_ms: i64,
 }
 
-impl InstanceState {
+impl ProcessState {
     /// The engine is up or on its way up (not stopped, not crashed).
     pub fn is_running(&self) -> bool {
         matches!(
@@ -111,7 +111,7 @@ mod tests {
 
     #[test]
     fn serializes_flat_with_a_phase_tag() {
-        let state = InstanceState {
+        let state = ProcessState {
             name: "llm".into(),
             phase: Phase::Crashed {
                 exit_code: None,

@@ -12,8 +12,8 @@ use std::time::{Duration, Instant};
 use rigdeck_supervisor::process::{live_group_members, proc_stat};
 use rigdeck_supervisor::wait_until;
 use rigdeck_supervisor::{
-    CrashCause, InstanceHandle, InstanceState, LaunchSpec, LogBuffer, LogLimits, LogStream, Phase,
-    PidRecord, Probe, RestartPolicy, SuperviseError, Supervisor,
+    CrashCause, LaunchSpec, LogBuffer, LogLimits, LogStream, Phase, PidRecord, Probe,
+    ProcessHandle, ProcessState, RestartPolicy, SuperviseError, Supervisor,
 };
 
 /// The fake engine. argv: MODE PORT LOAD_SECONDS FILLER_LINES.
@@ -107,7 +107,7 @@ struct Reaper {
 
 impl Reaper {
     fn track(&self, pid: Option<u32>) -> i32 {
-        let pid = i32::try_from(pid.expect("the instance has a pid")).expect("pid fits i32");
+        let pid = i32::try_from(pid.expect("the process has a pid")).expect("pid fits i32");
         self.groups.lock().unwrap().push(pid);
         pid
     }
@@ -179,7 +179,7 @@ fn engine(name: &str, mode: &str, port: u16, load_s: f32, filler: u32) -> Launch
     spec
 }
 
-async fn wait(handle: &InstanceHandle, what: fn(&InstanceState) -> bool) -> InstanceState {
+async fn wait(handle: &ProcessHandle, what: fn(&ProcessState) -> bool) -> ProcessState {
     match handle.wait_for(what, Duration::from_secs(20)).await {
         Ok(state) => state,
         Err(err) => panic!("{err}; last lines: {:#?}", handle.logs().tail(15)),
@@ -190,18 +190,18 @@ fn is_running(pid: i32) -> bool {
     proc_stat(pid).is_some_and(|s| s.is_running())
 }
 
-fn crashed(state: &InstanceState) -> bool {
+fn crashed(state: &ProcessState) -> bool {
     matches!(state.phase, Phase::Crashed { .. })
 }
 
-fn restart_attempt(state: &InstanceState) -> Option<u32> {
+fn restart_attempt(state: &ProcessState) -> Option<u32> {
     match &state.phase {
         Phase::Crashed { restart, .. } => restart.map(|r| r.attempt),
         _ => None,
     }
 }
 
-fn last_lines(state: &InstanceState) -> Vec<String> {
+fn last_lines(state: &ProcessState) -> Vec<String> {
     match &state.phase {
         Phase::Crashed { last_lines, .. } => last_lines.clone(),
         _ => Vec::new(),
@@ -222,7 +222,7 @@ async fn starts_loads_becomes_ready_and_stops_cleanly() {
     let pid_file = rig.run_dir().join("llm.json");
     assert!(pid_file.exists(), "pid file written before start returns");
 
-    let ready = wait(&handle, InstanceState::is_ready).await;
+    let ready = wait(&handle, ProcessState::is_ready).await;
     assert!(ready.started_at_ms.is_some() && ready.ready_at_ms >= ready.started_at_ms);
     let record: PidRecord = serde_json::from_slice(&std::fs::read(&pid_file).unwrap()).unwrap();
     assert_eq!((record.pid, record.pgid), (pid, pid));
@@ -289,7 +289,7 @@ async fn logs_go_to_ring_file_subscribers_and_search() {
         .unwrap();
     rig.reaper.track(handle.pid());
     let mut lines = handle.logs().subscribe();
-    wait(&handle, InstanceState::is_ready).await;
+    wait(&handle, ProcessState::is_ready).await;
 
     let ring = handle.logs().tail(10_000);
     assert_eq!(ring.len(), 100, "the ring keeps only its capacity");
@@ -354,7 +354,7 @@ async fn kill_9_is_a_crash_seen_at_once_and_restarted_until_the_limit() {
     let handle = supervisor.start(spec).await.unwrap();
     let mut pids = Vec::new();
     for round in 1..=3u32 {
-        let ready = wait(&handle, InstanceState::is_ready).await;
+        let ready = wait(&handle, ProcessState::is_ready).await;
         assert_eq!(ready.attempt, round);
         let pid = rig.reaper.track(ready.pid);
         assert!(!pids.contains(&pid), "each restart is a new process");
@@ -402,7 +402,7 @@ async fn kill_9_is_a_crash_seen_at_once_and_restarted_until_the_limit() {
     );
     assert!(handle.is_finished() && handle.state().is_final());
     assert!(!rig.run_dir().join("flaky.json").exists());
-    // Stopping a crashed instance is fine and keeps the crash report.
+    // Stopping a crashed process is fine and keeps the crash report.
     assert!(crashed(&handle.stop().await.unwrap()));
 }
 
@@ -414,7 +414,7 @@ async fn a_process_that_ignores_sigterm_is_killed_with_its_helper() {
     spec.stop_timeout = Duration::from_millis(800);
     let handle = supervisor.start(spec).await.unwrap();
     let pgid = rig.reaper.track(handle.pid());
-    wait(&handle, InstanceState::is_ready).await;
+    wait(&handle, ProcessState::is_ready).await;
     let helper: i32 = handle
         .logs()
         .search("helper pid")
@@ -455,7 +455,7 @@ async fn a_second_engine_on_a_taken_port_is_port_in_use() {
         .await
         .unwrap();
     rig.reaper.track(first.pid());
-    wait(&first, InstanceState::is_ready).await;
+    wait(&first, ProcessState::is_ready).await;
 
     let second = supervisor
         .start(engine("second", "serve", port, 0.0, 0))
@@ -503,7 +503,7 @@ async fn an_engine_that_exits_at_once_shows_its_last_words() {
     let supervisor = rig.supervisor();
     let handle = supervisor.start(spec).await.unwrap();
     rig.reaper.track(handle.pid());
-    let state = wait(&handle, InstanceState::is_final).await;
+    let state = wait(&handle, ProcessState::is_final).await;
     assert_eq!(state.attempt, 2);
     assert_eq!(
         state.crash_cause(),
@@ -556,7 +556,7 @@ async fn orphan_an_engine(rig: &Rig, name: &str) -> i32 {
         .await
         .unwrap();
     let pid = rig.reaper.track(handle.pid());
-    wait(&handle, InstanceState::is_ready).await;
+    wait(&handle, ProcessState::is_ready).await;
     drop(handle);
     drop(supervisor);
     tokio::time::sleep(Duration::from_millis(300)).await;
@@ -689,7 +689,7 @@ async fn names_are_unique_while_running() {
         .await
         .unwrap();
     rig.reaper.track(again.pid());
-    wait(&again, InstanceState::is_ready).await;
+    wait(&again, ProcessState::is_ready).await;
     again.stop().await.unwrap();
 }
 
@@ -711,7 +711,7 @@ async fn an_automatic_restart_waits_for_the_restart_gate_with_the_ended_pid() {
         max_backoff: Duration::from_millis(100),
     };
     let handle = supervisor.start(spec).await.unwrap();
-    let first = wait(&handle, InstanceState::is_ready).await;
+    let first = wait(&handle, ProcessState::is_ready).await;
     let pid = rig.reaper.track(first.pid);
     let killed_at = Instant::now();
     // SAFETY: kill only sends a signal, to our own engine.
@@ -726,7 +726,7 @@ async fn an_automatic_restart_waits_for_the_restart_gate_with_the_ended_pid() {
     );
     assert_eq!(*gated.lock().unwrap(), vec![pid as u32]);
     assert_eq!(handle.logs().search("release the memory of pid").len(), 1);
-    let second = wait(&handle, InstanceState::is_ready).await;
+    let second = wait(&handle, ProcessState::is_ready).await;
     rig.reaper.track(second.pid);
     handle.stop().await.unwrap();
 }
@@ -760,7 +760,7 @@ async fn wait_for_line(logs: &LogBuffer, needle: &str, limit: Duration) {
 }
 
 /// The only orphan in the run folder, adopted by a new supervisor (a restarted daemon).
-async fn adopt_the_orphan(rig: &Rig) -> (Supervisor, InstanceHandle) {
+async fn adopt_the_orphan(rig: &Rig) -> (Supervisor, ProcessHandle) {
     let mut orphans = Supervisor::recover(&rig.run_dir()).await.unwrap();
     assert_eq!(orphans.len(), 1, "{orphans:#?}");
     let supervisor = rig.supervisor();
@@ -777,7 +777,7 @@ async fn adopted_engine_output_is_still_captured() {
         .await
         .unwrap();
     let pid = rig.reaper.track(handle.pid());
-    wait(&handle, InstanceState::is_ready).await;
+    wait(&handle, ProcessState::is_ready).await;
     wait_for_line(handle.logs(), "tick 5", Duration::from_secs(10)).await;
     // The daemon dies: its tasks stop, the lines it had read stay in this buffer.
     let before = handle.logs().clone();
@@ -825,7 +825,7 @@ async fn an_engine_whose_daemon_died_keeps_writing_and_is_not_killed_by_sigpipe(
         .await
         .unwrap();
     let pid = rig.reaper.track(handle.pid());
-    wait(&handle, InstanceState::is_ready).await;
+    wait(&handle, ProcessState::is_ready).await;
     drop(handle);
     drop(supervisor);
 
@@ -882,7 +882,7 @@ async fn a_chatty_engines_output_file_stays_small_and_loses_no_line() {
         .await
         .unwrap();
     let pid = rig.reaper.track(handle.pid());
-    wait(&handle, InstanceState::is_ready).await;
+    wait(&handle, ProcessState::is_ready).await;
     // SAFETY: kill only sends a signal, to our own engine.
     assert_eq!(unsafe { libc::kill(pid, libc::SIGUSR1) }, 0);
     wait_for_line(handle.logs(), "flood done", Duration::from_secs(60)).await;

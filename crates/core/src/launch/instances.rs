@@ -23,7 +23,7 @@ use crate::engines::Backend;
 use crate::events::{Event, EventBus};
 use crate::store::Store;
 use crate::supervisor::{
-    wait_until, InstanceHandle, InstanceState, LaunchSpec, LogLine, Phase, Probe, RestartPolicy,
+    wait_until, LaunchSpec, LogLine, Phase, Probe, ProcessHandle, ProcessState, RestartPolicy,
     SuperviseError, Supervisor,
 };
 use crate::telemetry::snapshot::GpuReadout;
@@ -81,7 +81,7 @@ pub enum LaunchError {
 #[derive(Debug, Clone, Serialize)]
 pub struct InstanceView {
     #[serde(flatten)]
-    pub state: InstanceState,
+    pub state: ProcessState,
     pub host: Option<String>,
     pub port: Option<u16>,
     /// Since the current run became ready.
@@ -230,7 +230,7 @@ impl Instances {
 
     /// An adopted engine (not our child) that ended on its own: the supervisor's restart policy
     /// never covered it, so [`Self::restart_adopted`] does.
-    fn is_adopted_crash(&self, state: &InstanceState) -> bool {
+    fn is_adopted_crash(&self, state: &ProcessState) -> bool {
         matches!(state.phase, Phase::Crashed { .. })
             && lock(&self.meta).get(&state.name).is_some_and(|m| m.adopted)
     }
@@ -256,7 +256,7 @@ impl Instances {
     }
 
     /// Registers pids with the telemetry, remembers ended ones, publishes `instance.state`.
-    fn on_state(&self, state: InstanceState) {
+    fn on_state(&self, state: ProcessState) {
         if let Some(pid) = state.pid {
             if state.is_running() {
                 self.ours.insert(pid, &state.name);
@@ -269,7 +269,7 @@ impl Instances {
         self.bus.publish(Event::InstanceState(Arc::new(view)));
     }
 
-    fn view_of(&self, state: InstanceState) -> InstanceView {
+    fn view_of(&self, state: ProcessState) -> InstanceView {
         let meta = lock(&self.meta);
         let meta = meta.get(&state.name);
         let measured = match (state.pid, state.is_running(), (self.gpus)()) {
@@ -298,7 +298,7 @@ impl Instances {
     pub fn list(&self) -> Vec<InstanceView> {
         let mut views: Vec<InstanceView> = self
             .supervisor
-            .instances()
+            .processes()
             .iter()
             .map(|h| self.view_of(h.state()))
             .collect();
@@ -310,7 +310,7 @@ impl Instances {
         self.supervisor.get(name).map(|h| self.view_of(h.state()))
     }
 
-    pub fn handle(&self, name: &str) -> Result<InstanceHandle, LaunchError> {
+    pub fn handle(&self, name: &str) -> Result<ProcessHandle, LaunchError> {
         self.supervisor
             .get(name)
             .ok_or_else(|| LaunchError::NotRunning(name.to_owned()))
@@ -428,9 +428,9 @@ impl Instances {
         };
         let pending: Vec<(String, Vec<PlannedGpu>)> = self
             .supervisor
-            .instances()
+            .processes()
             .iter()
-            .map(InstanceHandle::state)
+            .map(ProcessHandle::state)
             .filter(|s| matches!(s.phase, Phase::Starting | Phase::Loading { .. }))
             .filter_map(|s| {
                 let meta = lock(&self.meta);
@@ -581,7 +581,7 @@ impl Instances {
     }
 
     /// Publishes each output line as an `instance.log` event.
-    fn forward_logs(&self, handle: &InstanceHandle) {
+    fn forward_logs(&self, handle: &ProcessHandle) {
         let mut lines = handle.logs().subscribe();
         let bus = self.bus.clone();
         let name = handle.name().to_owned();
@@ -612,7 +612,7 @@ impl Instances {
 
     /// Recorded here as well as by the event task, so a start right after a stop already
     /// waits for this pid's memory (the task may not have seen the state yet).
-    fn remember_ended(&self, state: &InstanceState) {
+    fn remember_ended(&self, state: &ProcessState) {
         if let Some(pid) = state.pid {
             let mut ended = lock(&self.ended);
             if !ended.contains(&pid) {

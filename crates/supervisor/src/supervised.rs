@@ -25,7 +25,7 @@ use super::pidfile::{self, PidRecord};
 use super::process::{self, live_group_members};
 use super::restart::RestartTracker;
 use super::spec::LaunchSpec;
-use super::state::{InstanceState, PendingRestart, Phase};
+use super::state::{PendingRestart, Phase, ProcessState};
 
 /// A single health probe never takes longer than this (loopback answers in microseconds).
 const PROBE_TIMEOUT: Duration = Duration::from_secs(2);
@@ -34,23 +34,23 @@ const PROBE_TIMEOUT: Duration = Duration::from_secs(2);
 pub(crate) const CLASSIFY_LINES: usize = 60;
 pub(crate) const CRASH_LINES: usize = 20;
 
-/// A supervised instance, as callers see it. Cheap to clone; dropping it changes nothing.
+/// A supervised process, as callers see it. Cheap to clone; dropping it changes nothing.
 #[derive(Clone)]
-pub struct InstanceHandle {
+pub struct ProcessHandle {
     shared: Arc<Shared>,
 }
 
 struct Shared {
     name: String,
     logs: LogBuffer,
-    state: watch::Receiver<InstanceState>,
+    state: watch::Receiver<ProcessState>,
     stop: watch::Sender<bool>,
     done: watch::Receiver<bool>,
 }
 
-impl std::fmt::Debug for InstanceHandle {
+impl std::fmt::Debug for ProcessHandle {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("InstanceHandle")
+        f.debug_struct("ProcessHandle")
             .field("name", &self.shared.name)
             .field("state", &*self.shared.state.borrow())
             .finish()
@@ -64,12 +64,12 @@ pub(crate) struct MonitorLink {
     pub done: watch::Sender<bool>,
 }
 
-impl InstanceHandle {
+impl ProcessHandle {
     /// A handle and the link its monitor task drives, starting in `initial`.
     pub(crate) fn pair(
-        initial: InstanceState,
+        initial: ProcessState,
         logs: LogBuffer,
-        events: broadcast::Sender<InstanceState>,
+        events: broadcast::Sender<ProcessState>,
     ) -> (Self, MonitorLink) {
         let name = initial.name.clone();
         let (state_tx, state_rx) = watch::channel(initial.clone());
@@ -101,12 +101,12 @@ impl InstanceHandle {
     }
 
     /// The current state.
-    pub fn state(&self) -> InstanceState {
+    pub fn state(&self) -> ProcessState {
         self.shared.state.borrow().clone()
     }
 
     /// A receiver that sees every later state (the latest one when several come at once).
-    pub fn subscribe_state(&self) -> watch::Receiver<InstanceState> {
+    pub fn subscribe_state(&self) -> watch::Receiver<ProcessState> {
         self.shared.state.clone()
     }
 
@@ -119,7 +119,7 @@ impl InstanceHandle {
         self.shared.state.borrow().pid
     }
 
-    /// Whether the monitor has finished: the instance is stopped, or crashed for good.
+    /// Whether the monitor has finished: the process is stopped, or crashed for good.
     pub fn is_finished(&self) -> bool {
         *self.shared.done.borrow()
     }
@@ -128,7 +128,7 @@ impl InstanceHandle {
     /// Returns the final state. Stopping an engine that already exited is fine: one that crashed
     /// for good keeps its crash report, one waiting for a restart is `Stopped` instead. Errors
     /// if any process of the group is still running afterwards.
-    pub async fn stop(&self) -> Result<InstanceState, SuperviseError> {
+    pub async fn stop(&self) -> Result<ProcessState, SuperviseError> {
         self.shared.stop.send_replace(true);
         let mut done = self.shared.done.clone();
         let finished = done.wait_for(|d| *d).await.is_ok();
@@ -154,9 +154,9 @@ impl InstanceHandle {
     /// Waits until the state satisfies `predicate`, for at most `limit`.
     pub async fn wait_for(
         &self,
-        predicate: impl Fn(&InstanceState) -> bool,
+        predicate: impl Fn(&ProcessState) -> bool,
         limit: Duration,
-    ) -> Result<InstanceState, SuperviseError> {
+    ) -> Result<ProcessState, SuperviseError> {
         let mut states = self.subscribe_state();
         let found = timeout(limit, states.wait_for(|s| predicate(s))).await;
         if let Ok(Ok(state)) = found {
@@ -176,13 +176,13 @@ impl InstanceHandle {
 
 /// Publishes state changes on the watch channel and as events.
 pub(crate) struct Publisher {
-    state: watch::Sender<InstanceState>,
-    events: broadcast::Sender<InstanceState>,
+    state: watch::Sender<ProcessState>,
+    events: broadcast::Sender<ProcessState>,
 }
 
 impl Publisher {
     /// Applies `change`; `since_ms` moves only when the phase itself changes (not on progress).
-    pub fn update(&self, change: impl FnOnce(&mut InstanceState)) {
+    pub fn update(&self, change: impl FnOnce(&mut ProcessState)) {
         self.state.send_modify(|state| {
             let before = std::mem::discriminant(&state.phase);
             change(state);
@@ -198,7 +198,7 @@ impl Publisher {
         self.update(|state| state.phase = phase);
     }
 
-    pub fn current(&self) -> InstanceState {
+    pub fn current(&self) -> ProcessState {
         self.state.borrow().clone()
     }
 }
@@ -283,10 +283,10 @@ struct Crash {
 /// Spawns the first run (so a spawn error reaches the caller) and the monitor task.
 pub(crate) fn launch(
     launch: Launch,
-    events: broadcast::Sender<InstanceState>,
-) -> Result<(InstanceHandle, JoinHandle<()>), SuperviseError> {
+    events: broadcast::Sender<ProcessState>,
+) -> Result<(ProcessHandle, JoinHandle<()>), SuperviseError> {
     let run = start_run(&launch, 1)?;
-    let initial = InstanceState {
+    let initial = ProcessState {
         name: launch.spec.name.clone(),
         phase: Phase::Starting,
         attempt: 1,
@@ -295,7 +295,7 @@ pub(crate) fn launch(
         ready_at_ms: None,
         since_ms: crate::now_ms(),
     };
-    let (handle, link) = InstanceHandle::pair(initial, launch.logs.clone(), events);
+    let (handle, link) = ProcessHandle::pair(initial, launch.logs.clone(), events);
     let task = tokio::spawn(Monitor { launch, link }.run(run));
     Ok((handle, task))
 }
