@@ -9,13 +9,11 @@ use std::process::Stdio;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
-use sqlx::sqlite::SqliteRow;
-use sqlx::Row;
 use tokio::process::Command;
 
 use super::capabilities::{self, Capabilities, Features, ProbeError, VersionInfo};
 use super::cmake_build::BuiltEngine;
-use super::{display_os, is_executable_file, Backend, EngineKind};
+use super::{is_executable_file, Backend, EngineKind};
 use crate::store::Store;
 
 /// Importing vLLM pulls in torch: give it time, but not forever.
@@ -99,106 +97,6 @@ pub enum RegistryError {
     Corrupt { id: i64, detail: String },
     #[error("database query failed: {0}")]
     Query(#[from] sqlx::Error),
-}
-
-const COLUMNS: &str =
-    "id, kind, version, backend, cuda_architectures, location, capabilities, source, created_at_ms";
-
-impl Store {
-    /// Stores a build; one already stored at the same location is updated in place (same id),
-    /// so rebuilding or re-registering never duplicates it.
-    pub async fn save_engine_build(
-        &self,
-        build: &NewEngineBuild,
-        now_ms: i64,
-    ) -> Result<EngineBuild, RegistryError> {
-        let capabilities =
-            serde_json::to_string(&build.capabilities).unwrap_or_else(|_| "{}".into());
-        let id: i64 = sqlx::query_scalar(
-            "INSERT INTO engine_builds (kind, version, backend, cuda_architectures, location, capabilities, source, created_at_ms) \
-             VALUES (?, ?, ?, ?, ?, ?, ?, ?) \
-             ON CONFLICT (location) DO UPDATE SET kind = excluded.kind, version = excluded.version, \
-             backend = excluded.backend, cuda_architectures = excluded.cuda_architectures, \
-             capabilities = excluded.capabilities, source = excluded.source, created_at_ms = excluded.created_at_ms \
-             RETURNING id",
-        )
-        .bind(build.kind.as_str())
-        .bind(&build.version)
-        .bind(build.backend.as_str())
-        .bind(&build.cuda_architectures)
-        .bind(display_os(build.location.as_os_str()))
-        .bind(capabilities)
-        .bind(build.source.as_str())
-        .bind(now_ms)
-        .fetch_one(self.pool())
-        .await?;
-        self.engine_build(id)
-            .await?
-            .ok_or(RegistryError::UnknownId(id))
-    }
-
-    /// Every build, oldest first, each with its current availability.
-    pub async fn engine_builds(&self) -> Result<Vec<EngineBuild>, RegistryError> {
-        let rows = sqlx::query(&format!("SELECT {COLUMNS} FROM engine_builds ORDER BY id"))
-            .fetch_all(self.pool())
-            .await?;
-        rows.iter().map(row_to_build).collect()
-    }
-
-    pub async fn engine_build(&self, id: i64) -> Result<Option<EngineBuild>, RegistryError> {
-        let row = sqlx::query(&format!("SELECT {COLUMNS} FROM engine_builds WHERE id = ?"))
-            .bind(id)
-            .fetch_optional(self.pool())
-            .await?;
-        row.as_ref().map(row_to_build).transpose()
-    }
-
-    /// Forgets a build (its files stay on disk); returns what was removed.
-    pub async fn remove_engine_build(&self, id: i64) -> Result<EngineBuild, RegistryError> {
-        let build = self
-            .engine_build(id)
-            .await?
-            .ok_or(RegistryError::UnknownId(id))?;
-        sqlx::query("DELETE FROM engine_builds WHERE id = ?")
-            .bind(id)
-            .execute(self.pool())
-            .await?;
-        Ok(build)
-    }
-}
-
-fn row_to_build(row: &SqliteRow) -> Result<EngineBuild, RegistryError> {
-    let id: i64 = row.try_get("id")?;
-    let corrupt = |detail: String| RegistryError::Corrupt { id, detail };
-    let kind: EngineKind = row
-        .try_get::<String, _>("kind")?
-        .parse()
-        .map_err(|e: super::UnknownKind| corrupt(e.to_string()))?;
-    let backend: Backend = row
-        .try_get::<String, _>("backend")?
-        .parse()
-        .map_err(|e: super::UnknownBackend| corrupt(e.to_string()))?;
-    let source = match row.try_get::<String, _>("source")?.as_str() {
-        "built" => BuildOrigin::Built,
-        "registered" => BuildOrigin::Registered,
-        other => return Err(corrupt(format!("unknown source '{other}'"))),
-    };
-    let capabilities: Capabilities =
-        serde_json::from_str(&row.try_get::<String, _>("capabilities")?)
-            .map_err(|e| corrupt(format!("capabilities: {e}")))?;
-    let location = PathBuf::from(row.try_get::<String, _>("location")?);
-    Ok(EngineBuild {
-        id,
-        kind,
-        version: row.try_get("version")?,
-        backend,
-        cuda_architectures: row.try_get("cuda_architectures")?,
-        status: availability(kind, &location),
-        location,
-        capabilities,
-        source,
-        created_at_ms: row.try_get("created_at_ms")?,
-    })
 }
 
 /// Ready when the binary (or the environment's interpreter) is still there and executable.

@@ -17,10 +17,10 @@ use super::admission::{
     self, admit, held_by, outstanding, AdmissionError, Claim, Held, PlannedGpu,
 };
 use super::profile::{self, LaunchProfile, ProfileError};
-use super::store::ProfileStoreError;
 use crate::engines::registry::{EngineBuild, RegistryError};
 use crate::engines::Backend;
 use crate::events::{Event, EventBus};
+use crate::store::launch_profiles::ProfileStoreError;
 use crate::store::Store;
 use crate::supervisor::{
     wait_until, LaunchSpec, LogLine, Phase, Probe, ProcessHandle, ProcessState, RestartPolicy,

@@ -4,7 +4,6 @@
 //! - [`profile`]: the profile itself, its checks, and the exact argv it launches (pure).
 //! - [`python_engines`]: the same for vLLM and SGLang environments, and their planned memory.
 //! - [`export`]: the same command as a shell script or a systemd unit (pure).
-//! - [`store`]: profiles in SQLite.
 //! - [`admission`]: planned memory per GPU against live free VRAM (pure, tested with samples).
 //! - [`instances`]: the service the daemon owns: start, stop, restart, recover after a restart.
 //! - [`client`]: the command line's client of the daemon's JSON API.
@@ -15,8 +14,9 @@ pub mod export;
 pub mod instances;
 pub mod profile;
 pub mod python_engines;
-pub mod store;
 
+/// Profiles are stored by `crate::store::launch_profiles`; its error is part of this API.
+pub use crate::store::launch_profiles::ProfileStoreError;
 pub use admission::{AdmissionError, PlannedGpu};
 pub use instances::{InstanceView, Instances, LaunchError};
 pub use profile::{LaunchProfile, ProfileError, RestartSetting};

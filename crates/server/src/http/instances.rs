@@ -14,7 +14,7 @@ use rigdeck_core::launch::export::{export_port, shell_script, systemd_unit, Expo
 use rigdeck_core::launch::instances::LaunchError;
 use rigdeck_core::launch::profile::{self, argv};
 use rigdeck_core::launch::python_engines;
-use rigdeck_core::launch::store::ProfileStoreError;
+use rigdeck_core::launch::ProfileStoreError;
 use rigdeck_core::launch::{AdmissionError, Instances, LaunchProfile, PlannedGpu};
 use rigdeck_core::live_rig::live_devices;
 use rigdeck_core::placement::from_gguf::load_shape;

@@ -1,9 +1,9 @@
-//! Launch profiles in SQLite: one row per profile, its body as JSON.
+//! The `launch_profiles` table: one row per profile, its body as JSON.
 
 use sqlx::Row;
 
-use super::profile::LaunchProfile;
-use crate::store::Store;
+use super::Store;
+use crate::launch::profile::LaunchProfile;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ProfileStoreError {
