@@ -142,7 +142,10 @@ pub async fn start(options: ServeOptions) -> anyhow::Result<RunningServer> {
     let store = open_store(paths).await;
     let (settings_tx, settings_rx) = watch::channel(settings.current());
     let bus = EventBus::new();
-    let library = rigdeck_core::library::spawn_library_watcher(settings_rx.clone(), bus.clone());
+    let library_bus = bus.clone();
+    let library = rigdeck_core::library::spawn_library_watcher(settings_rx.clone(), move |list| {
+        library_bus.publish(rigdeck_core::events::Event::LibraryChanged(list))
+    });
     let sources = Sources {
         nvml: NvmlSource::open(options.nvml_library.as_deref()),
         host: HostCollector::new(options.sysfs_root.clone(), settings.current().model_folders),

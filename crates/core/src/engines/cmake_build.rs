@@ -13,7 +13,6 @@ use std::collections::{BTreeSet, HashSet};
 use std::fs;
 use std::io::{self, Write as _};
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 use tokio::process::Command;
@@ -21,7 +20,6 @@ use tokio::process::Command;
 use super::source::{self, PreparedSource, SourceError, SourceSpec};
 use super::streamed_run::{run_streaming, StreamedRun};
 use super::{find_in_path, is_executable_file, Backend, EngineKind};
-use crate::events::{Event, EventBus};
 use crate::telemetry::snapshot::{ComputeCapability, GpuReadout};
 
 /// The binaries Rigdeck wants from a llama.cpp tree; only `llama-server` is required (older trees
@@ -77,14 +75,9 @@ pub struct BuildProgress {
     pub line: Option<String>,
 }
 
-/// A progress listener: the CLI prints, the server publishes on the event bus ([`publish_on`]).
+/// A progress listener: the CLI prints, the server publishes on the event bus
+/// (`EventBus::build_progress`): builds know nothing of events.
 pub type ProgressSink<'a> = &'a (dyn Fn(BuildProgress) + Send + Sync);
-
-/// A listener that publishes every report on `bus` as an `engine.build` event.
-pub fn publish_on(bus: &EventBus) -> impl Fn(BuildProgress) + Send + Sync {
-    let bus = bus.clone();
-    move |progress| bus.publish(Event::EngineBuild(Arc::new(progress)))
-}
 
 /// What to build and where.
 #[derive(Debug, Clone)]
@@ -954,32 +947,6 @@ mod tests {
         assert!(!targets.contains("llama-fit-params"));
     }
 
-    #[test]
-    fn progress_goes_out_on_the_bus_as_engine_build_events() {
-        let bus = EventBus::new();
-        let mut events = bus.subscribe().bulk;
-        let publish = publish_on(&bus);
-        publish(BuildProgress {
-            build_id: "build-1".into(),
-            step: BuildStep::Compile,
-            fraction: Some(0.5),
-            line: Some("[107/214] Building CXX object".into()),
-        });
-        let event = events.try_recv().unwrap();
-        assert_eq!(
-            serde_json::to_value(event.as_ref()).unwrap(),
-            serde_json::json!({
-                "type": "engine.build",
-                "data": {
-                    "build_id": "build-1",
-                    "step": "compile",
-                    "fraction": 0.5,
-                    "line": "[107/214] Building CXX object",
-                },
-            })
-        );
-    }
-
     #[tokio::test]
     async fn a_second_build_of_a_folder_waits_for_the_first() {
         let dir = tempfile::tempdir().unwrap();
@@ -991,7 +958,7 @@ mod tests {
         let first = BuildLock::acquire(dir.path(), &first_reporter)
             .await
             .unwrap();
-        let lines = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let lines = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
         let (path, seen) = (dir.path().to_owned(), lines.clone());
         let second = tokio::spawn(async move {
             let sink = move |p: BuildProgress| seen.lock().unwrap().extend(p.line);

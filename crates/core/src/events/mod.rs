@@ -102,10 +102,47 @@ impl EventBus {
             bulk: self.bulk.subscribe(),
         }
     }
+
+    /// A build-progress listener that publishes every report as an `engine.build` event.
+    pub fn build_progress(&self) -> impl Fn(BuildProgress) + Send + Sync {
+        let bus = self.clone();
+        move |progress| bus.publish(Event::EngineBuild(Arc::new(progress)))
+    }
 }
 
 impl Default for EventBus {
     fn default() -> Self {
         Self::new()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn progress_goes_out_on_the_bus_as_engine_build_events() {
+        let bus = EventBus::new();
+        let mut events = bus.subscribe().bulk;
+        let publish = bus.build_progress();
+        publish(BuildProgress {
+            build_id: "build-1".into(),
+            step: BuildStep::Compile,
+            fraction: Some(0.5),
+            line: Some("[107/214] Building CXX object".into()),
+        });
+        let event = events.try_recv().unwrap();
+        assert_eq!(
+            serde_json::to_value(event.as_ref()).unwrap(),
+            serde_json::json!({
+                "type": "engine.build",
+                "data": {
+                    "build_id": "build-1",
+                    "step": "compile",
+                    "fraction": 0.5,
+                    "line": "[107/214] Building CXX object",
+                },
+            })
+        );
     }
 }

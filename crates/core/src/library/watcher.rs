@@ -7,7 +7,6 @@ use std::time::Duration;
 use tokio::sync::{watch, Notify};
 
 use super::{Library, ModelEntry};
-use crate::events::{Event, EventBus};
 use crate::settings::Settings;
 
 const RESCAN_EVERY: Duration = Duration::from_secs(10);
@@ -33,9 +32,11 @@ impl LibraryHandle {
     }
 }
 
+/// Rescans every [`RESCAN_EVERY`], on request and on a settings change; `on_change` hears of
+/// each list that differs from the last (the daemon publishes it as `library.changed`).
 pub fn spawn_library_watcher(
     mut settings: watch::Receiver<Settings>,
-    bus: EventBus,
+    on_change: impl Fn(Arc<Vec<ModelEntry>>) + Send + 'static,
 ) -> LibraryHandle {
     let (tx, entries) = watch::channel(Arc::new(Vec::new()));
     let rescan_now = Arc::new(Notify::new());
@@ -54,7 +55,7 @@ pub fn spawn_library_watcher(
             match scanned {
                 Ok((changed, list)) => {
                     if changed {
-                        bus.publish(Event::LibraryChanged(list.clone()));
+                        on_change(list.clone());
                     }
                     // Always publish: a rescan request waits for it even when nothing changed.
                     tx.send_replace(list);

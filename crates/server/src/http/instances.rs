@@ -524,8 +524,8 @@ async fn install_in_background(
     bus: &rigdeck_core::events::EventBus,
     package: &str,
 ) {
-    use rigdeck_core::engines::cmake_build::{publish_on, BuildProgress, BuildStep};
-    let publish = publish_on(bus);
+    use rigdeck_core::engines::cmake_build::{BuildProgress, BuildStep};
+    let publish = bus.build_progress();
     let report = |step: BuildStep, fraction: Option<f64>, line: String| {
         publish(BuildProgress {
             build_id: format!("{package}-install"),
@@ -584,7 +584,7 @@ pub async fn build_engine(
     State(state): State<Arc<AppState>>,
     body: axum::body::Bytes,
 ) -> ApiResult<Response> {
-    use rigdeck_core::engines::cmake_build::{publish_on, BuildRequest};
+    use rigdeck_core::engines::cmake_build::BuildRequest;
     use rigdeck_core::engines::{install, package_index, source};
 
     let request: BuildBody = serde_json::from_slice(if body.is_empty() { b"{}" } else { &body })
@@ -624,7 +624,7 @@ pub async fn build_engine(
     let bus = state.bus.clone();
     tokio::spawn(async move {
         let _slot = slot;
-        let publish = publish_on(&bus);
+        let publish = bus.build_progress();
         match install::build_and_register(&store, &build, &publish).await {
             Ok((_, entry)) => tracing::info!(
                 "engine #{} built and registered at {}",
