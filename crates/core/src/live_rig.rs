@@ -5,7 +5,7 @@
 use rigdeck_placement::rig::{degraded, Margins};
 use rigdeck_placement::{DeviceId, DeviceSpec};
 
-use crate::telemetry::snapshot::RigSample;
+use rigdeck_telemetry::snapshot::RigSample;
 
 /// The live rig: each GPU's free VRAM now (what a new engine can have), available host RAM.
 /// Lost GPUs are left out.

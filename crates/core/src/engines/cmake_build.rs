@@ -20,7 +20,7 @@ use tokio::process::Command;
 use super::source::{self, PreparedSource, SourceError, SourceSpec};
 use super::streamed_run::{run_streaming, StreamedRun};
 use super::{find_in_path, is_executable_file, Backend, EngineKind};
-use crate::telemetry::snapshot::{ComputeCapability, GpuReadout};
+use rigdeck_telemetry::snapshot::{ComputeCapability, GpuReadout};
 
 /// The binaries Rigdeck wants from a llama.cpp tree; only `llama-server` is required (older trees
 /// and ik_llama.cpp have no `llama-fit-params`).

@@ -6,8 +6,10 @@ use serde::Serialize;
 use tokio::sync::broadcast;
 
 use crate::engines::cmake_build::{BuildProgress, BuildStep};
-use crate::findings::Finding;
-use crate::telemetry::snapshot::RigSample;
+use crate::launch::instances::{InstanceEvents, InstanceLog};
+use crate::launch::InstanceView;
+use rigdeck_telemetry::findings::Finding;
+use rigdeck_telemetry::snapshot::RigSample;
 
 /// A sample together with what the rules found in it: what the dashboard draws each tick.
 #[derive(Debug, Clone, Serialize, serde::Deserialize, PartialEq)]
@@ -30,10 +32,10 @@ pub enum Event {
     LibraryChanged(Arc<Vec<crate::library::ModelEntry>>),
     /// An engine instance changed state (starting, loading, ready, crashed …): the full view.
     #[serde(rename = "instance.state")]
-    InstanceState(Arc<crate::launch::InstanceView>),
+    InstanceState(Arc<InstanceView>),
     /// One output line of an engine instance.
     #[serde(rename = "instance.log")]
-    InstanceLog(Arc<crate::launch::instances::InstanceLog>),
+    InstanceLog(Arc<InstanceLog>),
 }
 
 impl Event {
@@ -107,6 +109,17 @@ impl EventBus {
     pub fn build_progress(&self) -> impl Fn(BuildProgress) + Send + Sync {
         let bus = self.clone();
         move |progress| bus.publish(Event::EngineBuild(Arc::new(progress)))
+    }
+}
+
+/// The daemon's instances report on the bus, as `instance.state` and `instance.log`.
+impl InstanceEvents for EventBus {
+    fn state(&self, view: InstanceView) {
+        self.publish(Event::InstanceState(Arc::new(view)));
+    }
+
+    fn log(&self, line: InstanceLog) {
+        self.publish(Event::InstanceLog(Arc::new(line)));
     }
 }
 

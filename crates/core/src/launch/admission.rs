@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use crate::telemetry::snapshot::GpuReadout;
+use rigdeck_telemetry::snapshot::GpuReadout;
 
 /// Kept free on top of the plan: allocator slack and the plan's own error.
 pub const ADMISSION_MARGIN_BYTES: u64 = 256 << 20;
@@ -205,7 +205,7 @@ pub fn held_by(gpus: &GpuReadout, pids: &[u32]) -> Vec<Held> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::telemetry::snapshot::{
+    use rigdeck_telemetry::snapshot::{
         DriverState, GpuMemory, GpuProcess, GpuProcessKind, GpuSnapshot,
     };
 

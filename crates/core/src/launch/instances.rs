@@ -19,15 +19,14 @@ use super::admission::{
 use super::profile::{self, LaunchProfile, ProfileError};
 use crate::engines::registry::{EngineBuild, RegistryError};
 use crate::engines::Backend;
-use crate::events::{Event, EventBus};
 use crate::store::launch_profiles::ProfileStoreError;
 use crate::store::Store;
 use crate::supervisor::{
     wait_until, LaunchSpec, LogLine, Phase, Probe, ProcessHandle, ProcessState, RestartPolicy,
     SuperviseError, Supervisor,
 };
-use crate::telemetry::snapshot::GpuReadout;
 use crate::telemetry::StartedByRigdeck;
+use rigdeck_telemetry::snapshot::GpuReadout;
 
 /// Big models take minutes to load from disk; this is when "loading" becomes "never healthy".
 pub const READY_TIMEOUT: Duration = Duration::from_secs(600);
@@ -145,13 +144,20 @@ struct Meta {
     log_forwarder: Option<AbortHandle>,
 }
 
+/// Where the instances service reports what happens: every state change (the full view) and
+/// every output line. The daemon's event bus implements it; the service knows no event enum.
+pub trait InstanceEvents: Send + Sync + 'static {
+    fn state(&self, view: InstanceView);
+    fn log(&self, line: InstanceLog);
+}
+
 /// Starts, tracks and stops engines from launch profiles.
 pub struct Instances {
     supervisor: Supervisor,
     store: Store,
     run_dir: PathBuf,
     ours: StartedByRigdeck,
-    bus: EventBus,
+    events: Arc<dyn InstanceEvents>,
     gpus: GpuSource,
     meta: Mutex<HashMap<String, Meta>>,
     /// Pids of engines that ended but that NVML may still list; a start waits for them.
@@ -167,14 +173,14 @@ impl Instances {
         store: Store,
         data_dir: &std::path::Path,
         ours: StartedByRigdeck,
-        bus: EventBus,
+        events: impl InstanceEvents,
         gpus: GpuSource,
     ) -> Arc<Self> {
         Self::with_timeouts(
             store,
             data_dir,
             ours,
-            bus,
+            events,
             gpus,
             READY_TIMEOUT,
             RELEASE_WAIT,
@@ -185,7 +191,7 @@ impl Instances {
         store: Store,
         data_dir: &std::path::Path,
         ours: StartedByRigdeck,
-        bus: EventBus,
+        events: impl InstanceEvents,
         gpus: GpuSource,
         ready_timeout: Duration,
         release_wait: Duration,
@@ -198,7 +204,7 @@ impl Instances {
             store,
             run_dir,
             ours,
-            bus,
+            events: Arc::new(events),
             gpus,
             meta: Mutex::new(HashMap::new()),
             ended: Mutex::new(Vec::new()),
@@ -266,7 +272,7 @@ impl Instances {
             }
         }
         let view = self.view_of(state);
-        self.bus.publish(Event::InstanceState(Arc::new(view)));
+        self.events.state(view);
     }
 
     fn view_of(&self, state: ProcessState) -> InstanceView {
@@ -580,18 +586,18 @@ impl Instances {
         Ok(self.view_of(handle.state()))
     }
 
-    /// Publishes each output line as an `instance.log` event.
+    /// Reports each output line (the daemon publishes it as an `instance.log` event).
     fn forward_logs(&self, handle: &ProcessHandle) {
         let mut lines = handle.logs().subscribe();
-        let bus = self.bus.clone();
+        let events = self.events.clone();
         let name = handle.name().to_owned();
         let task = tokio::spawn(async move {
             loop {
                 match lines.recv().await {
-                    Ok(line) => bus.publish(Event::InstanceLog(Arc::new(InstanceLog {
+                    Ok(line) => events.log(InstanceLog {
                         name: name.clone(),
                         line,
-                    }))),
+                    }),
                     Err(RecvError::Lagged(_)) => continue,
                     Err(RecvError::Closed) => break,
                 }

@@ -9,7 +9,7 @@ use super::admission::PlannedGpu;
 use super::profile::{LaunchProfile, ProfileError};
 use crate::engines::registry::EngineBuild;
 use crate::engines::EngineKind;
-use crate::telemetry::snapshot::GpuReadout;
+use rigdeck_telemetry::snapshot::GpuReadout;
 
 /// The GPU share planned when the profile sets none: vLLM's `--gpu-memory-utilization`
 /// default; SGLang picks its own `--mem-fraction-static` by GPU size, close to it.
@@ -178,7 +178,7 @@ mod tests {
 
     use super::*;
     use crate::launch::profile::tests::{build, profile};
-    use crate::telemetry::snapshot::{DriverState, GpuMemory, GpuSnapshot};
+    use rigdeck_telemetry::snapshot::{DriverState, GpuMemory, GpuSnapshot};
 
     const GIB: u64 = 1 << 30;
 

@@ -6,9 +6,9 @@ use std::collections::BTreeMap;
 use sqlx::Row;
 
 use super::{Store, StoreError};
-use crate::telemetry::downsample::Bucket;
-use crate::telemetry::history::{GpuHistory, History, HistoryRange, HistorySource, HostHistory};
-use crate::telemetry::snapshot::UnixMillis;
+use rigdeck_telemetry::downsample::Bucket;
+use rigdeck_telemetry::history::{GpuHistory, History, HistoryRange, HistorySource, HostHistory};
+use rigdeck_telemetry::snapshot::UnixMillis;
 
 impl Store {
     /// Writes one finished bucket in a single transaction.

@@ -122,9 +122,9 @@ async fn refuse_newer_schema(pool: &SqlitePool, path: &Path) -> Result<(), Store
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::telemetry::downsample::BucketAverager;
-    use crate::telemetry::history::{HistoryRange, HistorySource};
+    use rigdeck_telemetry::downsample::BucketAverager;
     use rigdeck_telemetry::fixtures::sample_at;
+    use rigdeck_telemetry::history::{HistoryRange, HistorySource};
 
     #[tokio::test]
     async fn writes_buckets_reads_them_averaged_and_prunes() {

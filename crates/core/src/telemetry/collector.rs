@@ -16,9 +16,9 @@ use super::history::{History, HistoryRange, RecentHistory};
 use super::host::HostCollector;
 use super::snapshot::{RigSample, UnixMillis};
 use crate::events::{Event, EventBus, TelemetryFrame};
-use crate::findings::{self, Thresholds};
 use crate::settings::Settings;
 use crate::store::{Store, StoreError};
+use rigdeck_telemetry::findings::{self, Thresholds};
 
 /// Stored history is averaged over this many milliseconds.
 pub const BUCKET_MS: i64 = 10_000;
