@@ -282,6 +282,21 @@ async fn fetch(
     source::prepare_pinned(pin, cache, options, &reports.sink()).await
 }
 
+/// A fetch from `server`'s index with default timeouts, its progress reports dropped.
+async fn fetch_from(
+    server: &IndexServer,
+    pin: &PinnedSource,
+    cache: &Path,
+) -> Result<PreparedSource, SourceError> {
+    fetch(
+        pin,
+        cache,
+        &options(server.index_url()),
+        &Reports::default(),
+    )
+    .await
+}
+
 /// The names in the sources folder: what a fetch left behind.
 fn sources_entries(cache: &Path) -> Vec<String> {
     let mut names: Vec<String> = std::fs::read_dir(source::sources_dir(cache))
@@ -371,14 +386,9 @@ async fn fetches_through_a_pep_503_html_index_with_a_relative_link() {
     .await;
     let cache = dir.path().join("cache");
 
-    let prepared = fetch(
-        &pin,
-        &cache,
-        &options(server.index_url()),
-        &Reports::default(),
-    )
-    .await
-    .unwrap_or_else(|e| panic!("{e}"));
+    let prepared = fetch_from(&server, &pin, &cache)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
 
     assert!(prepared.tree.join("include/llama.h").is_file());
     assert_eq!(
@@ -430,14 +440,7 @@ async fn nothing_from_the_archive_runs_before_its_hash_matches() {
     // backend that is not the pinned one: refused, and neither ran.
     let server =
         IndexServer::start(routes(html_page(None), archive_reply(tampered(&archive)))).await;
-    let err = fetch(
-        &pin,
-        &cache,
-        &options(server.index_url()),
-        &Reports::default(),
-    )
-    .await
-    .unwrap_err();
+    let err = fetch_from(&server, &pin, &cache).await.unwrap_err();
     assert!(matches!(err, SourceError::HashMismatch { .. }), "{err}");
     assert!(
         !marker.exists(),
@@ -447,14 +450,9 @@ async fn nothing_from_the_archive_runs_before_its_hash_matches() {
 
     // The pinned file is only hashed and unpacked: its code does not run then either.
     let server = IndexServer::start(routes(html_page(None), archive_reply(archive.clone()))).await;
-    let prepared = fetch(
-        &pin,
-        &cache,
-        &options(server.index_url()),
-        &Reports::default(),
-    )
-    .await
-    .unwrap_or_else(|e| panic!("{e}"));
+    let prepared = fetch_from(&server, &pin, &cache)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
     assert!(prepared.tree.join("CMakeLists.txt").is_file());
     assert!(!marker.exists(), "the archive's code ran");
 }
@@ -474,14 +472,7 @@ async fn an_index_listing_another_sha256_is_refused_before_the_download() {
     .await;
     let cache = dir.path().join("cache");
 
-    let err = fetch(
-        &pin,
-        &cache,
-        &options(server.index_url()),
-        &Reports::default(),
-    )
-    .await
-    .unwrap_err();
+    let err = fetch_from(&server, &pin, &cache).await.unwrap_err();
 
     let text = err.to_string();
     assert!(matches!(err, SourceError::IndexDisagrees { .. }), "{text}");
@@ -549,14 +540,7 @@ async fn an_answer_over_the_byte_budget_is_refused() {
     let server = IndexServer::start(routes(html_page(None), archive_reply(archive.clone()))).await;
     let cache = dir.path().join("cache");
 
-    let err = fetch(
-        &pin,
-        &cache,
-        &options(server.index_url()),
-        &Reports::default(),
-    )
-    .await
-    .unwrap_err();
+    let err = fetch_from(&server, &pin, &cache).await.unwrap_err();
 
     let text = err.to_string();
     assert!(
