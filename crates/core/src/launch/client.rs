@@ -29,12 +29,23 @@ pub struct DaemonClient {
     http: reqwest::Client,
 }
 
+/// A daemon that accepts the connection but never answers must not hang the command: the
+/// connection gets 10 s, and a reply may pause no longer than the daemon's own wait for an
+/// engine to load (`rigdeck run` waits for ready) plus a minute.
+fn client() -> reqwest::Client {
+    reqwest::Client::builder()
+        .connect_timeout(std::time::Duration::from_secs(10))
+        .read_timeout(super::instances::READY_TIMEOUT + std::time::Duration::from_secs(60))
+        .build()
+        .unwrap_or_default()
+}
+
 impl DaemonClient {
     pub fn new(base_url: impl Into<String>, token: impl Into<String>) -> Self {
         Self {
             base_url: base_url.into().trim_end_matches('/').to_owned(),
             token: token.into(),
-            http: reqwest::Client::new(),
+            http: client(),
         }
     }
 
