@@ -49,6 +49,12 @@ impl AppPaths {
     }
 
     /// Rigdeck's own models folder, the first of the default model folders.
+    /// Where Rigdeck puts the engines it builds and installs:
+    /// `<data dir>/engines/<kind>-<version>-<backend>/`.
+    pub fn engines_dir(&self) -> PathBuf {
+        self.data_dir.join("engines")
+    }
+
     pub fn models_dir(&self) -> PathBuf {
         self.data_dir.join("models")
     }

@@ -245,8 +245,9 @@ fn create_dir(path: &Path, what: &'static str) -> Result<(), SuperviseError> {
     })
 }
 
-/// Milliseconds since the Unix epoch, read from the system clock (log line and state times).
-pub(crate) fn now_ms() -> i64 {
+/// Milliseconds since the Unix epoch, read from the system clock: the time of log lines, states
+/// and every record the daemon keeps.
+pub fn now_ms() -> i64 {
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap_or_default();

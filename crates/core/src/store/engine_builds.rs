@@ -8,7 +8,7 @@ use sqlx::Row;
 use super::Store;
 use crate::engines::capabilities::Capabilities;
 use crate::engines::registry::{
-    availability, BuildOrigin, EngineBuild, NewEngineBuild, RegistryError,
+    availability, BuildOrigin, BuildStore, EngineBuild, NewEngineBuild, RegistryError,
 };
 use crate::engines::{display_os, Backend, EngineKind};
 
@@ -42,7 +42,7 @@ impl Store {
         .bind(build.source.as_str())
         .bind(now_ms)
         .fetch_one(self.pool())
-        .await?;
+        .await.map_err(query_failed)?;
         self.engine_build(id)
             .await?
             .ok_or(RegistryError::UnknownId(id))
@@ -52,7 +52,8 @@ impl Store {
     pub async fn engine_builds(&self) -> Result<Vec<EngineBuild>, RegistryError> {
         let rows = sqlx::query(&format!("SELECT {COLUMNS} FROM engine_builds ORDER BY id"))
             .fetch_all(self.pool())
-            .await?;
+            .await
+            .map_err(query_failed)?;
         rows.iter().map(row_to_build).collect()
     }
 
@@ -60,7 +61,8 @@ impl Store {
         let row = sqlx::query(&format!("SELECT {COLUMNS} FROM engine_builds WHERE id = ?"))
             .bind(id)
             .fetch_optional(self.pool())
-            .await?;
+            .await
+            .map_err(query_failed)?;
         row.as_ref().map(row_to_build).transpose()
     }
 
@@ -73,41 +75,65 @@ impl Store {
         sqlx::query("DELETE FROM engine_builds WHERE id = ?")
             .bind(id)
             .execute(self.pool())
-            .await?;
+            .await
+            .map_err(query_failed)?;
         Ok(build)
     }
 }
 
 fn row_to_build(row: &SqliteRow) -> Result<EngineBuild, RegistryError> {
-    let id: i64 = row.try_get("id")?;
+    let id: i64 = row.try_get("id").map_err(query_failed)?;
     let corrupt = |detail: String| RegistryError::Corrupt { id, detail };
     let kind: EngineKind = row
-        .try_get::<String, _>("kind")?
+        .try_get::<String, _>("kind")
+        .map_err(query_failed)?
         .parse()
         .map_err(|e: crate::engines::UnknownKind| corrupt(e.to_string()))?;
     let backend: Backend = row
-        .try_get::<String, _>("backend")?
+        .try_get::<String, _>("backend")
+        .map_err(query_failed)?
         .parse()
         .map_err(|e: crate::engines::UnknownBackend| corrupt(e.to_string()))?;
-    let source = match row.try_get::<String, _>("source")?.as_str() {
+    let source = match row
+        .try_get::<String, _>("source")
+        .map_err(query_failed)?
+        .as_str()
+    {
         "built" => BuildOrigin::Built,
         "registered" => BuildOrigin::Registered,
         other => return Err(corrupt(format!("unknown source '{other}'"))),
     };
-    let capabilities: Capabilities =
-        serde_json::from_str(&row.try_get::<String, _>("capabilities")?)
-            .map_err(|e| corrupt(format!("capabilities: {e}")))?;
-    let location = PathBuf::from(row.try_get::<String, _>("location")?);
+    let capabilities: Capabilities = serde_json::from_str(
+        &row.try_get::<String, _>("capabilities")
+            .map_err(query_failed)?,
+    )
+    .map_err(|e| corrupt(format!("capabilities: {e}")))?;
+    let location = PathBuf::from(row.try_get::<String, _>("location").map_err(query_failed)?);
     Ok(EngineBuild {
         id,
         kind,
-        version: row.try_get("version")?,
+        version: row.try_get("version").map_err(query_failed)?,
         backend,
-        cuda_architectures: row.try_get("cuda_architectures")?,
+        cuda_architectures: row.try_get("cuda_architectures").map_err(query_failed)?,
         status: availability(kind, &location),
         location,
         capabilities,
         source,
-        created_at_ms: row.try_get("created_at_ms")?,
+        created_at_ms: row.try_get("created_at_ms").map_err(query_failed)?,
     })
+}
+
+/// The engines crate keeps no database type in its errors: a failed query travels as its text.
+fn query_failed(e: sqlx::Error) -> RegistryError {
+    RegistryError::Query(e.to_string())
+}
+
+impl BuildStore for Store {
+    async fn save_engine_build(
+        &self,
+        build: &NewEngineBuild,
+        now_ms: i64,
+    ) -> Result<EngineBuild, RegistryError> {
+        Store::save_engine_build(self, build, now_ms).await
+    }
 }

@@ -12,7 +12,7 @@ use rigdeck_core::engines::install;
 use rigdeck_core::engines::python_env::{self, PythonInstallRequest};
 use rigdeck_core::engines::registry::{self, Availability, EngineBuild};
 use rigdeck_core::engines::source::{self, SourceSpec, BUNDLED_LLAMA_CPP};
-use rigdeck_core::engines::{engines_dir, Backend, EngineKind};
+use rigdeck_core::engines::{Backend, EngineKind};
 use rigdeck_core::paths::AppPaths;
 use rigdeck_core::store::Store;
 use rigdeck_core::telemetry::gpu::NvmlSource;
@@ -249,7 +249,7 @@ async fn build(paths: &AppPaths, mut args: BuildArgs) -> anyhow::Result<ExitCode
         source: source.clone(),
         backend,
         cuda_architectures,
-        engines_dir: engines_dir(paths),
+        engines_dir: paths.engines_dir(),
         build_dir: args.dir,
         cache_dir: source::cache_root()?,
         jobs: args.jobs,
@@ -328,7 +328,7 @@ async fn install_python(paths: &AppPaths, args: InstallArgs) -> anyhow::Result<E
         kind: args.kind,
         version: args.version,
         index_url: args.index_url,
-        engines_dir: engines_dir(paths),
+        engines_dir: paths.engines_dir(),
         python: None,
     };
     let store = open_store(paths).await?;

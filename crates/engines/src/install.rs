@@ -3,7 +3,7 @@
 
 use super::cmake_build::{self, BuildError, BuildRequest, BuiltEngine, ProgressSink};
 use super::registry::{self, EngineBuild, RegistryError};
-use crate::store::Store;
+use crate::registry::BuildStore;
 
 #[derive(Debug, thiserror::Error)]
 pub enum InstallError {
@@ -15,11 +15,11 @@ pub enum InstallError {
 
 /// Builds (or reuses a finished build) and registers it with the capabilities it reports.
 pub async fn build_and_register(
-    store: &Store,
+    store: &impl BuildStore,
     request: &BuildRequest,
     sink: ProgressSink<'_>,
 ) -> Result<(BuiltEngine, EngineBuild), InstallError> {
     let built = cmake_build::build(request, sink).await?;
-    let entry = registry::register_built(store, &built, crate::now_ms()).await?;
+    let entry = registry::register_built(store, &built, rigdeck_supervisor::now_ms()).await?;
     Ok((built, entry))
 }

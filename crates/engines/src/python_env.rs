@@ -13,7 +13,7 @@ use tokio::process::Command;
 use super::registry::{self, EngineBuild, RegistryError};
 use super::streamed_run::{run_streaming, StreamedRun};
 use super::EngineKind;
-use crate::store::Store;
+use crate::registry::BuildStore;
 
 /// The tested default vLLM version; `--version` installs another.
 pub const VLLM_VERSION: &str = "0.11.0";
@@ -110,7 +110,7 @@ pub enum PythonEnvError {
 
 /// Creates (or reuses) the environment, installs the package with pip, registers the result.
 pub async fn install(
-    store: &Store,
+    store: &impl BuildStore,
     request: &PythonInstallRequest,
     sink: LineSink<'_>,
 ) -> Result<PythonInstall, PythonEnvError> {
@@ -127,13 +127,19 @@ pub async fn install(
     let register = |reused: bool| {
         let venv = venv.clone();
         async move {
-            let build = registry::register_path(store, &venv, Some(kind), None, crate::now_ms())
-                .await
-                .map_err(|source| PythonEnvError::Register {
-                    package: package.to_owned(),
-                    venv: venv.clone(),
-                    source,
-                })?;
+            let build = registry::register_path(
+                store,
+                &venv,
+                Some(kind),
+                None,
+                rigdeck_supervisor::now_ms(),
+            )
+            .await
+            .map_err(|source| PythonEnvError::Register {
+                package: package.to_owned(),
+                venv: venv.clone(),
+                source,
+            })?;
             Ok(PythonInstall {
                 venv,
                 reused,
@@ -262,6 +268,21 @@ async fn create_venv(
 mod tests {
     use super::*;
 
+    /// These refusals all come before anything would be registered.
+    struct NeverReached;
+
+    impl BuildStore for NeverReached {
+        async fn save_engine_build(
+            &self,
+            _: &registry::NewEngineBuild,
+            _: i64,
+        ) -> Result<EngineBuild, RegistryError> {
+            Err(RegistryError::Query(
+                "nothing is registered in these tests".into(),
+            ))
+        }
+    }
+
     #[test]
     fn versions_and_kinds() {
         assert!(is_plain_version("0.11.0"));
@@ -277,7 +298,7 @@ mod tests {
     #[tokio::test]
     async fn refuses_llama_cpp_and_odd_versions() {
         let dir = tempfile::tempdir().unwrap();
-        let store = Store::open(&dir.path().join("rigdeck.db")).await.unwrap();
+        let store = NeverReached;
         let mut request = PythonInstallRequest {
             kind: EngineKind::LlamaCpp,
             version: None,
@@ -296,7 +317,7 @@ mod tests {
     #[tokio::test]
     async fn a_missing_interpreter_says_to_install_python() {
         let dir = tempfile::tempdir().unwrap();
-        let store = Store::open(&dir.path().join("rigdeck.db")).await.unwrap();
+        let store = NeverReached;
         let request = PythonInstallRequest {
             kind: EngineKind::Sglang,
             version: None,
@@ -314,7 +335,7 @@ mod tests {
         // An "interpreter" whose `-m venv` fails the way Debian's does without python3-venv.
         use std::os::unix::fs::PermissionsExt;
         let dir = tempfile::tempdir().unwrap();
-        let store = Store::open(&dir.path().join("rigdeck.db")).await.unwrap();
+        let store = NeverReached;
         let python = dir.path().join("python3");
         std::fs::write(
             &python,

@@ -29,8 +29,6 @@ use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
 
-use crate::paths::AppPaths;
-
 /// Which engine a build is. The string forms are what the database, the API and the CLI use.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum EngineKind {
@@ -139,13 +137,8 @@ impl FromStr for Backend {
     }
 }
 
-/// Where Rigdeck puts the engines it builds: `<data dir>/engines/<kind>-<version>-<backend>/`.
-pub fn engines_dir(paths: &AppPaths) -> PathBuf {
-    paths.data_dir.join("engines")
-}
-
 /// The first executable called `name` on `PATH`, like the shell's `command -v`, without a shell.
-pub(crate) fn find_in_path(name: &str) -> Option<PathBuf> {
+pub fn find_in_path(name: &str) -> Option<PathBuf> {
     let path = std::env::var_os("PATH")?;
     std::env::split_paths(&path)
         .map(|dir| dir.join(name))
@@ -161,7 +154,7 @@ pub(crate) fn is_executable_file(path: &Path) -> bool {
 }
 
 /// Lossy text of a path for messages and the database (paths are UTF-8 in practice).
-pub(crate) fn display_os(s: &OsStr) -> String {
+pub fn display_os(s: &OsStr) -> String {
     s.to_string_lossy().into_owned()
 }
 

@@ -7,11 +7,9 @@ use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use rigdeck_core::engines::cmake_build::BuildStep;
-use rigdeck_core::engines::package_index::{IndexError, Timeouts};
-use rigdeck_core::engines::source::{
-    self, FetchOptions, PinnedSource, PreparedSource, SourceError,
-};
+use rigdeck_engines::cmake_build::BuildStep;
+use rigdeck_engines::package_index::{IndexError, Timeouts};
+use rigdeck_engines::source::{self, FetchOptions, PinnedSource, PreparedSource, SourceError};
 use sha2::{Digest, Sha256};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
