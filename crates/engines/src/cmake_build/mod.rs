@@ -9,7 +9,6 @@
 //!
 //! CMake and Ninja run from argv vectors; nothing is interpolated into a shell.
 
-use std::collections::{BTreeSet, HashSet};
 use std::fs;
 use std::io::{self, Write as _};
 use std::path::{Path, PathBuf};
@@ -20,7 +19,16 @@ use tokio::process::Command;
 use super::source::{self, PreparedSource, SourceError, SourceSpec};
 use super::streamed_run::{run_streaming, StreamedRun};
 use super::{find_in_path, is_executable_file, Backend, EngineKind};
-use rigdeck_telemetry::snapshot::{ComputeCapability, GpuReadout};
+
+mod configure;
+mod cuda;
+mod lock;
+mod ninja;
+
+pub use configure::{configure_args, ConfigurePlan, TreeOptions};
+pub use cuda::{cuda_architectures, cuda_architectures_of, find_nvcc, parse_cuda_architectures};
+use lock::BuildLock;
+pub use ninja::{parse_ninja_progress, parse_target_list};
 
 /// The binaries Rigdeck wants from a llama.cpp tree; only `llama-server` is required (older trees
 /// and ik_llama.cpp have no `llama-fit-params`).
@@ -181,192 +189,6 @@ fn io_err<'a>(action: &'static str, path: &'a Path) -> impl FnOnce(io::Error) ->
     }
 }
 
-/// [`cuda_architectures`] of the GPUs NVML reports (the CLI's and the API's default).
-pub fn cuda_architectures_of(gpus: &GpuReadout) -> Option<String> {
-    let capabilities: Vec<ComputeCapability> = gpus
-        .gpus
-        .iter()
-        .filter_map(|gpu| gpu.compute_capability)
-        .collect();
-    cuda_architectures(&capabilities)
-}
-
-/// The `CMAKE_CUDA_ARCHITECTURES` list for these GPUs: compute capability 8.6 → `86`, sorted,
-/// each once, `;`-separated (`86;120`). `None` when no GPU reports one. llama.cpp itself turns a
-/// plain `120` into `120a` (the Blackwell FP4 instructions need the arch-specific variant).
-pub fn cuda_architectures(capabilities: &[ComputeCapability]) -> Option<String> {
-    let mut archs: Vec<i32> = capabilities
-        .iter()
-        .filter(|c| c.major > 0 && (0..10).contains(&c.minor))
-        .map(|c| c.major * 10 + c.minor)
-        .collect();
-    archs.sort_unstable();
-    archs.dedup();
-    (!archs.is_empty()).then(|| {
-        archs
-            .iter()
-            .map(i32::to_string)
-            .collect::<Vec<_>>()
-            .join(";")
-    })
-}
-
-/// Checks a user's architecture list (`86`, `86;120`, `89,90`, `120a-real`, `native`) and returns
-/// it `;`-separated, as CMake wants it.
-pub fn parse_cuda_architectures(text: &str) -> Result<String, BuildError> {
-    let bad = || BuildError::BadCudaArchitectures(text.to_owned());
-    let parts: Vec<&str> = text
-        .split([';', ',', ' '])
-        .map(str::trim)
-        .filter(|p| !p.is_empty())
-        .collect();
-    if parts.is_empty() {
-        return Err(bad());
-    }
-    for part in &parts {
-        if matches!(*part, "native" | "all" | "all-major") && parts.len() == 1 {
-            continue;
-        }
-        let base = part
-            .strip_suffix("-real")
-            .or_else(|| part.strip_suffix("-virtual"))
-            .unwrap_or(part);
-        let digits = base.trim_end_matches(['a', 'f']);
-        let ok = (2..=3).contains(&digits.len())
-            && digits.bytes().all(|b| b.is_ascii_digit())
-            && base.len() - digits.len() <= 1;
-        if !ok {
-            return Err(bad());
-        }
-    }
-    Ok(parts.join(";"))
-}
-
-/// The `option(...)` names a tree's top-level `CMakeLists.txt` declares. Flags depend on them:
-/// current llama.cpp builds `llama-server` under `tools/` (`LLAMA_BUILD_TOOLS`), older trees and
-/// ik_llama.cpp under `examples/` (`LLAMA_BUILD_EXAMPLES`).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct TreeOptions {
-    declared: BTreeSet<String>,
-}
-
-impl TreeOptions {
-    pub fn parse(cmakelists: &str) -> Self {
-        let mut declared = BTreeSet::new();
-        for line in cmakelists.lines() {
-            let line = line.trim_start();
-            if line.starts_with('#') {
-                continue;
-            }
-            let Some(rest) = line.strip_prefix("option") else {
-                continue;
-            };
-            let Some(rest) = rest.trim_start().strip_prefix('(') else {
-                continue;
-            };
-            let name: String = rest
-                .trim_start()
-                .chars()
-                .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
-                .collect();
-            if !name.is_empty() {
-                declared.insert(name);
-            }
-        }
-        Self { declared }
-    }
-
-    pub fn read(tree: &Path) -> Result<Self, BuildError> {
-        let path = tree.join("CMakeLists.txt");
-        let text = fs::read_to_string(&path).map_err(io_err("read", &path))?;
-        Ok(Self::parse(&text))
-    }
-
-    pub fn declares(&self, name: &str) -> bool {
-        self.declared.contains(name)
-    }
-}
-
-/// Everything that decides the configure command line.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ConfigurePlan {
-    pub backend: Backend,
-    pub cuda_architectures: Option<String>,
-    pub cuda_compiler: Option<PathBuf>,
-    /// Passed as `LLAMA_BUILD_COMMIT` when the tree has no git history to read it from.
-    pub commit: Option<String>,
-    pub options: TreeOptions,
-}
-
-/// The `cmake` arguments that configure `tree` into `cmake_dir`.
-pub fn configure_args(tree: &Path, cmake_dir: &Path, plan: &ConfigurePlan) -> Vec<String> {
-    let mut args: Vec<String> = vec![
-        "-S".into(),
-        tree.to_string_lossy().into_owned(),
-        "-B".into(),
-        cmake_dir.to_string_lossy().into_owned(),
-        "-G".into(),
-        "Ninja".into(),
-        "-DCMAKE_BUILD_TYPE=Release".into(),
-        // No libcurl: Rigdeck downloads models itself; one dependency fewer to install.
-        "-DLLAMA_CURL=OFF".into(),
-        // Static: the binaries keep working when the build tree is cleaned or moved.
-        "-DBUILD_SHARED_LIBS=OFF".into(),
-        "-DLLAMA_BUILD_TESTS=OFF".into(),
-    ];
-    if plan.options.declares("LLAMA_BUILD_TOOLS") {
-        args.push("-DLLAMA_BUILD_TOOLS=ON".into());
-        args.push("-DLLAMA_BUILD_EXAMPLES=OFF".into());
-    } else {
-        // Older layout (ik_llama.cpp): the server and llama-bench are examples.
-        args.push("-DLLAMA_BUILD_EXAMPLES=ON".into());
-    }
-    if plan.options.declares("LLAMA_BUILD_SERVER") {
-        args.push("-DLLAMA_BUILD_SERVER=ON".into());
-    }
-    if plan.options.declares("LLAMA_USE_PREBUILT_UI") {
-        // Otherwise the build downloads the server's web UI from Hugging Face: no network
-        // during a build, and Rigdeck has its own UI.
-        args.push("-DLLAMA_USE_PREBUILT_UI=OFF".into());
-    }
-    if let Some(commit) = &plan.commit {
-        args.push(format!("-DLLAMA_BUILD_COMMIT={commit}"));
-    }
-    match plan.backend {
-        Backend::Cpu | Backend::Rocm => {}
-        Backend::Cuda => {
-            args.push("-DGGML_CUDA=ON".into());
-            if let Some(archs) = &plan.cuda_architectures {
-                args.push(format!("-DCMAKE_CUDA_ARCHITECTURES={archs}"));
-            }
-            if let Some(nvcc) = &plan.cuda_compiler {
-                args.push(format!("-DCMAKE_CUDA_COMPILER={}", nvcc.display()));
-            }
-        }
-        Backend::Vulkan => args.push("-DGGML_VULKAN=ON".into()),
-    }
-    args
-}
-
-/// Ninja's `[N/M]` status prefix as a fraction (Rigdeck sets `NINJA_STATUS` to that form).
-pub fn parse_ninja_progress(line: &str) -> Option<(u64, u64)> {
-    let rest = line.trim_start().strip_prefix('[')?;
-    let (inside, _) = rest.split_once(']')?;
-    let (done, total) = inside.split_once('/')?;
-    let done = done.trim().parse().ok()?;
-    let total: u64 = total.trim().parse().ok()?;
-    (total > 0 && done <= total).then_some((done, total))
-}
-
-/// The target names in the output of `ninja -t targets all` (`name: rule`, one a line).
-pub fn parse_target_list(text: &str) -> HashSet<String> {
-    text.lines()
-        .filter_map(|line| line.trim().split_once(": "))
-        .map(|(name, _)| name.trim().to_owned())
-        .filter(|name| !name.is_empty() && !name.contains(' '))
-        .collect()
-}
-
 /// What the build folder was last built from; a match (and binaries present) means no rebuild.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 struct BuildStamp {
@@ -374,66 +196,6 @@ struct BuildStamp {
     source_sha256: Option<String>,
     configure_args: Vec<String>,
     binaries: Vec<String>,
-}
-
-/// An exclusive `flock` on the build folder's lock file, so two builds never share a folder: a
-/// second build (another click, another process, a parallel test) waits for the first and then
-/// usually reuses its result. The kernel drops the lock when its holder exits, so a build that
-/// died never leaves the folder locked. The file itself stays (removing a locked file would let
-/// a third build lock a fresh inode beside the second).
-struct BuildLock {
-    _file: fs::File,
-}
-
-impl BuildLock {
-    async fn acquire(dir: &Path, reporter: &Reporter<'_>) -> Result<Self, BuildError> {
-        let path = dir.join(LOCK_FILE);
-        let mut file = fs::OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .open(&path)
-            .map_err(io_err("open", &path))?;
-        if !flock(&file, libc::LOCK_EX | libc::LOCK_NB).map_err(io_err("lock", &path))? {
-            let holder = fs::read_to_string(&path).unwrap_or_default();
-            reporter.emit(
-                BuildStep::Configure,
-                None,
-                Some(&format!(
-                    "waiting for the build already running in {} (process {})",
-                    dir.display(),
-                    holder.trim()
-                )),
-            );
-            let waiting = file.try_clone().map_err(io_err("lock", &path))?;
-            tokio::task::spawn_blocking(move || flock(&waiting, libc::LOCK_EX))
-                .await
-                .map_err(|e| io_err("lock", &path)(io::Error::other(e)))?
-                .map_err(io_err("lock", &path))?;
-        }
-        // Who holds it, for the message a waiting build shows.
-        let _ = file.set_len(0);
-        let _ = write!(file, "{}", std::process::id());
-        Ok(Self { _file: file })
-    }
-}
-
-/// `flock(2)` on `file`; `Ok(false)` when `LOCK_NB` was asked and another holder has it.
-fn flock(file: &fs::File, operation: libc::c_int) -> io::Result<bool> {
-    use std::os::fd::AsRawFd as _;
-    loop {
-        // SAFETY: the descriptor belongs to `file`, which outlives the call.
-        if unsafe { libc::flock(file.as_raw_fd(), operation) } == 0 {
-            return Ok(true);
-        }
-        let err = io::Error::last_os_error();
-        match err.raw_os_error() {
-            Some(libc::EWOULDBLOCK) => return Ok(false),
-            Some(libc::EINTR) => continue,
-            _ => return Err(err),
-        }
-    }
 }
 
 /// Sends [`BuildProgress`] for one build.
@@ -529,25 +291,6 @@ pub fn check_tools(request: &BuildRequest) -> Result<Option<PathBuf>, BuildError
         }
         Backend::Cpu | Backend::Rocm => Ok(None),
     }
-}
-
-/// The CUDA compiler: `$CUDACXX`, `nvcc` on PATH, `$CUDA_HOME/bin`, `$CUDA_PATH/bin`, then the
-/// toolkit's usual place.
-pub fn find_nvcc() -> Option<PathBuf> {
-    if let Some(cudacxx) = std::env::var_os("CUDACXX").map(PathBuf::from) {
-        if is_executable_file(&cudacxx) {
-            return Some(cudacxx);
-        }
-    }
-    if let Some(nvcc) = find_in_path("nvcc") {
-        return Some(nvcc);
-    }
-    ["CUDA_HOME", "CUDA_PATH"]
-        .iter()
-        .filter_map(std::env::var_os)
-        .map(|home| PathBuf::from(home).join("bin/nvcc"))
-        .chain([PathBuf::from("/usr/local/cuda/bin/nvcc")])
-        .find(|p| is_executable_file(p))
 }
 
 /// The folder a build goes into when none is given.
@@ -795,157 +538,6 @@ fn cmake_failed(step: BuildStep, run: &StreamedRun, log: &Path) -> BuildError {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn cc(major: i32, minor: i32) -> ComputeCapability {
-        ComputeCapability { major, minor }
-    }
-
-    #[test]
-    fn cuda_architectures_come_from_the_gpus_compute_capabilities() {
-        assert_eq!(
-            cuda_architectures(&[cc(12, 0), cc(8, 6), cc(8, 6)]).as_deref(),
-            Some("86;120")
-        );
-        assert_eq!(cuda_architectures(&[cc(9, 0)]).as_deref(), Some("90"));
-        assert_eq!(
-            cuda_architectures(&[cc(8, 9), cc(7, 5), cc(8, 0)]).as_deref(),
-            Some("75;80;89")
-        );
-        assert_eq!(cuda_architectures(&[]), None);
-        assert_eq!(cuda_architectures(&[cc(0, 0)]), None);
-    }
-
-    #[test]
-    fn user_architecture_lists_are_checked_and_normalised() {
-        assert_eq!(parse_cuda_architectures("86").unwrap(), "86");
-        assert_eq!(parse_cuda_architectures("86,120").unwrap(), "86;120");
-        assert_eq!(parse_cuda_architectures(" 89 ; 90 ").unwrap(), "89;90");
-        assert_eq!(
-            parse_cuda_architectures("120a-real;90-virtual").unwrap(),
-            "120a-real;90-virtual"
-        );
-        assert_eq!(parse_cuda_architectures("native").unwrap(), "native");
-        for bad in ["", "8.6", "sm_86", "86;$(rm -rf /)", "1234", "native;86"] {
-            let err = parse_cuda_architectures(bad).unwrap_err().to_string();
-            assert!(err.contains("invalid CUDA architectures"), "{bad}: {err}");
-        }
-    }
-
-    #[test]
-    fn tree_options_are_read_from_option_declarations() {
-        let text = "option(LLAMA_BUILD_TOOLS \"llama: build tools\" ON)\n\
-                    # option(LLAMA_COMMENTED \"no\" ON)\n\
-                    option (LLAMA_BUILD_SERVER \"server\" ON)\n\
-                    set(LLAMA_NOT_AN_OPTION ON)\n";
-        let options = TreeOptions::parse(text);
-        assert!(options.declares("LLAMA_BUILD_TOOLS"));
-        assert!(options.declares("LLAMA_BUILD_SERVER"));
-        assert!(!options.declares("LLAMA_COMMENTED"));
-        assert!(!options.declares("LLAMA_NOT_AN_OPTION"));
-    }
-
-    fn plan(backend: Backend, options: &str) -> ConfigurePlan {
-        ConfigurePlan {
-            backend,
-            cuda_architectures: Some("86;120".into()),
-            cuda_compiler: Some(PathBuf::from("/usr/local/cuda/bin/nvcc")),
-            commit: None,
-            options: TreeOptions::parse(options),
-        }
-    }
-
-    const CURRENT_TREE: &str = "option(LLAMA_BUILD_TOOLS \"\" ON)\noption(LLAMA_BUILD_SERVER \"\" ON)\noption(LLAMA_USE_PREBUILT_UI \"\" ON)\n";
-
-    #[test]
-    fn configure_flags_for_a_current_tree_on_cpu() {
-        let args = configure_args(
-            Path::new("/src"),
-            Path::new("/b/cmake"),
-            &ConfigurePlan {
-                commit: Some("0c1e570".into()),
-                ..plan(Backend::Cpu, CURRENT_TREE)
-            },
-        );
-        assert_eq!(
-            args,
-            [
-                "-S",
-                "/src",
-                "-B",
-                "/b/cmake",
-                "-G",
-                "Ninja",
-                "-DCMAKE_BUILD_TYPE=Release",
-                "-DLLAMA_CURL=OFF",
-                "-DBUILD_SHARED_LIBS=OFF",
-                "-DLLAMA_BUILD_TESTS=OFF",
-                "-DLLAMA_BUILD_TOOLS=ON",
-                "-DLLAMA_BUILD_EXAMPLES=OFF",
-                "-DLLAMA_BUILD_SERVER=ON",
-                "-DLLAMA_USE_PREBUILT_UI=OFF",
-                "-DLLAMA_BUILD_COMMIT=0c1e570",
-            ]
-        );
-    }
-
-    #[test]
-    fn configure_flags_for_cuda_vulkan_and_an_older_tree() {
-        let cuda = configure_args(
-            Path::new("/s"),
-            Path::new("/b"),
-            &plan(Backend::Cuda, CURRENT_TREE),
-        );
-        assert!(cuda.ends_with(&[
-            "-DGGML_CUDA=ON".to_owned(),
-            "-DCMAKE_CUDA_ARCHITECTURES=86;120".to_owned(),
-            "-DCMAKE_CUDA_COMPILER=/usr/local/cuda/bin/nvcc".to_owned(),
-        ]));
-        let vulkan = configure_args(
-            Path::new("/s"),
-            Path::new("/b"),
-            &plan(Backend::Vulkan, CURRENT_TREE),
-        );
-        assert_eq!(vulkan.last().map(String::as_str), Some("-DGGML_VULKAN=ON"));
-        assert!(!vulkan.iter().any(|a| a.contains("CUDA")));
-        // ik_llama.cpp: no LLAMA_BUILD_TOOLS, the server is an example.
-        let older = configure_args(
-            Path::new("/s"),
-            Path::new("/b"),
-            &plan(Backend::Cpu, "option(LLAMA_BUILD_SERVER \"\" ON)\n"),
-        );
-        assert!(older.contains(&"-DLLAMA_BUILD_EXAMPLES=ON".to_owned()));
-        assert!(!older
-            .iter()
-            .any(|a| a.contains("LLAMA_BUILD_TOOLS") || a.contains("PREBUILT")));
-    }
-
-    #[test]
-    fn ninja_status_lines_become_fractions() {
-        assert_eq!(
-            parse_ninja_progress(
-                "[12/240] Building CXX object src/CMakeFiles/llama.dir/llama.cpp.o"
-            ),
-            Some((12, 240))
-        );
-        assert_eq!(
-            parse_ninja_progress("[240/240] Linking CXX executable bin/llama-server"),
-            Some((240, 240))
-        );
-        assert_eq!(parse_ninja_progress("-- Configuring done"), None);
-        assert_eq!(parse_ninja_progress("[3/0] nonsense"), None);
-        assert_eq!(parse_ninja_progress("[warning] something"), None);
-    }
-
-    #[test]
-    fn ninja_target_lists_are_parsed() {
-        let text =
-            "bin/llama-server: CXX_EXECUTABLE_LINKER__llama-server_Release\nedit_cache: phony\n\
-                    llama-server: phony\nllama-bench: phony\ntools/server/install: phony\n";
-        let targets = parse_target_list(text);
-        assert!(targets.contains("llama-server") && targets.contains("llama-bench"));
-        assert!(targets.contains("bin/llama-server"));
-        assert!(!targets.contains("llama-fit-params"));
-    }
 
     #[tokio::test]
     async fn a_second_build_of_a_folder_waits_for_the_first() {

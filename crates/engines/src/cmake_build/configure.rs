@@ -1,0 +1,208 @@
+//! The CMake configure step: the options a tree declares, and the exact `cmake` arguments for a
+//! backend, a build type and the targets Rigdeck wants.
+
+use std::collections::BTreeSet;
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use super::{io_err, BuildError};
+use crate::Backend;
+
+/// The `option(...)` names a tree's top-level `CMakeLists.txt` declares. Flags depend on them:
+/// current llama.cpp builds `llama-server` under `tools/` (`LLAMA_BUILD_TOOLS`), older trees and
+/// ik_llama.cpp under `examples/` (`LLAMA_BUILD_EXAMPLES`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TreeOptions {
+    declared: BTreeSet<String>,
+}
+
+impl TreeOptions {
+    pub fn parse(cmakelists: &str) -> Self {
+        let mut declared = BTreeSet::new();
+        for line in cmakelists.lines() {
+            let line = line.trim_start();
+            if line.starts_with('#') {
+                continue;
+            }
+            let Some(rest) = line.strip_prefix("option") else {
+                continue;
+            };
+            let Some(rest) = rest.trim_start().strip_prefix('(') else {
+                continue;
+            };
+            let name: String = rest
+                .trim_start()
+                .chars()
+                .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                .collect();
+            if !name.is_empty() {
+                declared.insert(name);
+            }
+        }
+        Self { declared }
+    }
+
+    pub fn read(tree: &Path) -> Result<Self, BuildError> {
+        let path = tree.join("CMakeLists.txt");
+        let text = fs::read_to_string(&path).map_err(io_err("read", &path))?;
+        Ok(Self::parse(&text))
+    }
+
+    pub fn declares(&self, name: &str) -> bool {
+        self.declared.contains(name)
+    }
+}
+
+/// Everything that decides the configure command line.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfigurePlan {
+    pub backend: Backend,
+    pub cuda_architectures: Option<String>,
+    pub cuda_compiler: Option<PathBuf>,
+    /// Passed as `LLAMA_BUILD_COMMIT` when the tree has no git history to read it from.
+    pub commit: Option<String>,
+    pub options: TreeOptions,
+}
+
+/// The `cmake` arguments that configure `tree` into `cmake_dir`.
+pub fn configure_args(tree: &Path, cmake_dir: &Path, plan: &ConfigurePlan) -> Vec<String> {
+    let mut args: Vec<String> = vec![
+        "-S".into(),
+        tree.to_string_lossy().into_owned(),
+        "-B".into(),
+        cmake_dir.to_string_lossy().into_owned(),
+        "-G".into(),
+        "Ninja".into(),
+        "-DCMAKE_BUILD_TYPE=Release".into(),
+        // No libcurl: Rigdeck downloads models itself; one dependency fewer to install.
+        "-DLLAMA_CURL=OFF".into(),
+        // Static: the binaries keep working when the build tree is cleaned or moved.
+        "-DBUILD_SHARED_LIBS=OFF".into(),
+        "-DLLAMA_BUILD_TESTS=OFF".into(),
+    ];
+    if plan.options.declares("LLAMA_BUILD_TOOLS") {
+        args.push("-DLLAMA_BUILD_TOOLS=ON".into());
+        args.push("-DLLAMA_BUILD_EXAMPLES=OFF".into());
+    } else {
+        // Older layout (ik_llama.cpp): the server and llama-bench are examples.
+        args.push("-DLLAMA_BUILD_EXAMPLES=ON".into());
+    }
+    if plan.options.declares("LLAMA_BUILD_SERVER") {
+        args.push("-DLLAMA_BUILD_SERVER=ON".into());
+    }
+    if plan.options.declares("LLAMA_USE_PREBUILT_UI") {
+        // Otherwise the build downloads the server's web UI from Hugging Face: no network
+        // during a build, and Rigdeck has its own UI.
+        args.push("-DLLAMA_USE_PREBUILT_UI=OFF".into());
+    }
+    if let Some(commit) = &plan.commit {
+        args.push(format!("-DLLAMA_BUILD_COMMIT={commit}"));
+    }
+    match plan.backend {
+        Backend::Cpu | Backend::Rocm => {}
+        Backend::Cuda => {
+            args.push("-DGGML_CUDA=ON".into());
+            if let Some(archs) = &plan.cuda_architectures {
+                args.push(format!("-DCMAKE_CUDA_ARCHITECTURES={archs}"));
+            }
+            if let Some(nvcc) = &plan.cuda_compiler {
+                args.push(format!("-DCMAKE_CUDA_COMPILER={}", nvcc.display()));
+            }
+        }
+        Backend::Vulkan => args.push("-DGGML_VULKAN=ON".into()),
+    }
+    args
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tree_options_are_read_from_option_declarations() {
+        let text = "option(LLAMA_BUILD_TOOLS \"llama: build tools\" ON)\n\
+                    # option(LLAMA_COMMENTED \"no\" ON)\n\
+                    option (LLAMA_BUILD_SERVER \"server\" ON)\n\
+                    set(LLAMA_NOT_AN_OPTION ON)\n";
+        let options = TreeOptions::parse(text);
+        assert!(options.declares("LLAMA_BUILD_TOOLS"));
+        assert!(options.declares("LLAMA_BUILD_SERVER"));
+        assert!(!options.declares("LLAMA_COMMENTED"));
+        assert!(!options.declares("LLAMA_NOT_AN_OPTION"));
+    }
+
+    fn plan(backend: Backend, options: &str) -> ConfigurePlan {
+        ConfigurePlan {
+            backend,
+            cuda_architectures: Some("86;120".into()),
+            cuda_compiler: Some(PathBuf::from("/usr/local/cuda/bin/nvcc")),
+            commit: None,
+            options: TreeOptions::parse(options),
+        }
+    }
+
+    const CURRENT_TREE: &str = "option(LLAMA_BUILD_TOOLS \"\" ON)\noption(LLAMA_BUILD_SERVER \"\" ON)\noption(LLAMA_USE_PREBUILT_UI \"\" ON)\n";
+
+    #[test]
+    fn configure_flags_for_a_current_tree_on_cpu() {
+        let args = configure_args(
+            Path::new("/src"),
+            Path::new("/b/cmake"),
+            &ConfigurePlan {
+                commit: Some("0c1e570".into()),
+                ..plan(Backend::Cpu, CURRENT_TREE)
+            },
+        );
+        assert_eq!(
+            args,
+            [
+                "-S",
+                "/src",
+                "-B",
+                "/b/cmake",
+                "-G",
+                "Ninja",
+                "-DCMAKE_BUILD_TYPE=Release",
+                "-DLLAMA_CURL=OFF",
+                "-DBUILD_SHARED_LIBS=OFF",
+                "-DLLAMA_BUILD_TESTS=OFF",
+                "-DLLAMA_BUILD_TOOLS=ON",
+                "-DLLAMA_BUILD_EXAMPLES=OFF",
+                "-DLLAMA_BUILD_SERVER=ON",
+                "-DLLAMA_USE_PREBUILT_UI=OFF",
+                "-DLLAMA_BUILD_COMMIT=0c1e570",
+            ]
+        );
+    }
+
+    #[test]
+    fn configure_flags_for_cuda_vulkan_and_an_older_tree() {
+        let cuda = configure_args(
+            Path::new("/s"),
+            Path::new("/b"),
+            &plan(Backend::Cuda, CURRENT_TREE),
+        );
+        assert!(cuda.ends_with(&[
+            "-DGGML_CUDA=ON".to_owned(),
+            "-DCMAKE_CUDA_ARCHITECTURES=86;120".to_owned(),
+            "-DCMAKE_CUDA_COMPILER=/usr/local/cuda/bin/nvcc".to_owned(),
+        ]));
+        let vulkan = configure_args(
+            Path::new("/s"),
+            Path::new("/b"),
+            &plan(Backend::Vulkan, CURRENT_TREE),
+        );
+        assert_eq!(vulkan.last().map(String::as_str), Some("-DGGML_VULKAN=ON"));
+        assert!(!vulkan.iter().any(|a| a.contains("CUDA")));
+        // ik_llama.cpp: no LLAMA_BUILD_TOOLS, the server is an example.
+        let older = configure_args(
+            Path::new("/s"),
+            Path::new("/b"),
+            &plan(Backend::Cpu, "option(LLAMA_BUILD_SERVER \"\" ON)\n"),
+        );
+        assert!(older.contains(&"-DLLAMA_BUILD_EXAMPLES=ON".to_owned()));
+        assert!(!older
+            .iter()
+            .any(|a| a.contains("LLAMA_BUILD_TOOLS") || a.contains("PREBUILT")));
+    }
+}
