@@ -10,6 +10,7 @@ pub mod launch;
 pub mod library;
 pub mod live_rig;
 pub mod paths;
+pub mod profiles;
 pub mod settings;
 pub mod store;
 pub mod telemetry;

@@ -7,8 +7,8 @@
 //! says so in a comment (see [`export_port`]). A profile's own port is written as is.
 
 use super::instances::{free_port, LaunchError};
-use super::profile::{check_text, no_control, LaunchProfile, ProfileError};
 use crate::placement::flags::command_line;
+use crate::profiles::profile::{check_text, no_control, LaunchProfile, ProfileError};
 
 /// Why a profile cannot be written as a script or a unit. Each message names what and the fix.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]

@@ -13,12 +13,12 @@ use serde::Serialize;
 use tokio::sync::broadcast::error::RecvError;
 use tokio::task::AbortHandle;
 
-use super::admission::{
-    self, admit, held_by, outstanding, AdmissionError, Claim, Held, PlannedGpu,
-};
-use super::profile::{self, LaunchProfile, ProfileError};
 use crate::engines::registry::{EngineBuild, RegistryError};
 use crate::engines::Backend;
+use crate::profiles::admission::{
+    self, admit, held_by, outstanding, AdmissionError, Claim, Held, PlannedGpu,
+};
+use crate::profiles::profile::{self, LaunchProfile, ProfileError};
 use crate::store::launch_profiles::ProfileStoreError;
 use crate::store::Store;
 use crate::supervisor::{

@@ -3,7 +3,7 @@
 use sqlx::Row;
 
 use super::Store;
-use crate::launch::profile::LaunchProfile;
+use crate::profiles::profile::LaunchProfile;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ProfileStoreError {

@@ -169,8 +169,8 @@ pub fn render_ps(all: &Value) -> String {
             v["pid"].as_u64().map_or("-".to_owned(), |p| p.to_string()),
             v["port"].as_u64().map_or("-".to_owned(), |p| p.to_string()),
             uptime,
-            rigdeck_core::launch::admission::gib(sum("planned_memory")),
-            rigdeck_core::launch::admission::gib(sum("measured_memory")),
+            rigdeck_core::profiles::admission::gib(sum("planned_memory")),
+            rigdeck_core::profiles::admission::gib(sum("measured_memory")),
         ));
     }
     out

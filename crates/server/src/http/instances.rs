@@ -1,6 +1,6 @@
 //! Launch profiles, running instances and engine builds over HTTP: what the Instances page and
 //! `rigdeck run/ps/stop/logs/profiles` use. Profiles are checked and planned when saved, starts
-//! are checked against free VRAM (see `rigdeck_core::launch::admission`).
+//! are checked against free VRAM (see `rigdeck_core::profiles::admission`).
 
 use std::sync::Arc;
 
@@ -12,8 +12,6 @@ use rigdeck_core::engines::registry::EngineBuild;
 use rigdeck_core::engines::{Backend, EngineKind, UnknownKind};
 use rigdeck_core::launch::export::{export_port, shell_script, systemd_unit, ExportError};
 use rigdeck_core::launch::instances::LaunchError;
-use rigdeck_core::launch::profile::{self, argv};
-use rigdeck_core::launch::python_engines;
 use rigdeck_core::launch::ProfileStoreError;
 use rigdeck_core::launch::{AdmissionError, Instances, LaunchProfile, PlannedGpu};
 use rigdeck_core::live_rig::live_devices;
@@ -21,6 +19,8 @@ use rigdeck_core::placement::from_gguf::load_shape;
 use rigdeck_core::placement::report::report;
 use rigdeck_core::placement::rig::Margins;
 use rigdeck_core::placement::DeviceId;
+use rigdeck_core::profiles::profile::{self, argv};
+use rigdeck_core::profiles::python_engines;
 use rigdeck_core::store::Store;
 use rigdeck_core::supervisor::SuperviseError;
 use serde::Deserialize;

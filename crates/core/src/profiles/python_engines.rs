@@ -177,7 +177,7 @@ mod tests {
     use std::path::PathBuf;
 
     use super::*;
-    use crate::launch::profile::tests::{build, profile};
+    use crate::profiles::profile::tests::{build, profile};
     use rigdeck_telemetry::snapshot::{DriverState, GpuMemory, GpuSnapshot};
 
     const GIB: u64 = 1 << 30;

@@ -1,0 +1,11 @@
+//! Launch profiles, pure: what a profile holds and how it is checked, the exact argv it launches
+//! (llama.cpp, vLLM, SGLang), and the planned memory per GPU that admission holds against free
+//! VRAM. The store keeps profiles; the instances service (`crate::launch`) starts them.
+//!
+//! - [`profile`]: the profile itself, its checks, and its argv.
+//! - [`python_engines`]: the same for vLLM and SGLang environments, and their planned memory.
+//! - [`admission`]: planned memory per GPU against live free VRAM (tested with samples).
+
+pub mod admission;
+pub mod profile;
+pub mod python_engines;
