@@ -9,6 +9,7 @@
 //! - [`registry`]: the installed builds, in SQLite (built by Rigdeck or registered by the user).
 //! - [`capabilities`]: what a binary supports, read from its `--version` and `--help`.
 //! - [`python_env`]: vLLM and SGLang installed with pip into managed virtual environments.
+//! - [`progress`]: the steps of a build and one progress report, heard by a listener.
 //! - [`streamed_run`]: a helper program (CMake, Ninja, pip) run with its output read line by line.
 //!
 //! Every external program runs from an argv vector, never through a shell.
@@ -17,6 +18,7 @@ pub mod capabilities;
 pub mod cmake_build;
 pub mod install;
 pub mod package_index;
+pub mod progress;
 pub mod python_env;
 pub mod registry;
 pub mod source;

@@ -337,7 +337,7 @@ pub async fn download(
     }
     file.sync_all().await.map_err(write_err)?;
     Ok(Downloaded {
-        sha256: super::source::hex(&hasher.finalize()),
+        sha256: hex(&hasher.finalize()),
         bytes: body.received,
     })
 }
@@ -517,6 +517,15 @@ fn error_chain(err: &dyn std::error::Error) -> String {
         source = cause.source();
     }
     text
+}
+
+/// Lower-case hex of a digest, as package indexes and pins write sha256.
+pub(crate) fn hex(bytes: &[u8]) -> String {
+    use std::fmt::Write as _;
+    bytes.iter().fold(String::new(), |mut s, b| {
+        let _ = write!(s, "{b:02x}");
+        s
+    })
 }
 
 #[cfg(test)]

@@ -18,8 +18,8 @@ use std::path::{Component, Path, PathBuf};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use super::cmake_build::BuildStep;
 use super::package_index::{self, IndexError, Timeouts};
+use super::progress::BuildStep;
 
 /// Moves the cache (sources, and the test builds) elsewhere; default `~/.cache/rigdeck`.
 pub const CACHE_DIR_ENV: &str = "RIGDECK_CACHE_DIR";
@@ -285,7 +285,7 @@ pub async fn prepare(
                 BuildStep::Extract,
                 &format!("building from the folder {}", tree.display()),
             );
-            let path_hash = hex(&Sha256::digest(tree.to_string_lossy().as_bytes()));
+            let path_hash = package_index::hex(&Sha256::digest(tree.to_string_lossy().as_bytes()));
             Ok(PreparedSource {
                 tree,
                 label: format!("local-{}", &path_hash[..8]),
@@ -473,7 +473,7 @@ pub fn sha256_file(path: &Path) -> io::Result<String> {
         }
         hasher.update(&buf[..n]);
     }
-    Ok(hex(&hasher.finalize()))
+    Ok(package_index::hex(&hasher.finalize()))
 }
 
 /// Checks that `path` has the sha256 `expected`; the error names the file, both hashes and the fix.
@@ -509,14 +509,6 @@ async fn sha256_file_async(path: &Path) -> Result<String, SourceError> {
         .await
         .map_err(|_| SourceError::Interrupted("sha256"))?
         .map_err(io_err("read", path))
-}
-
-pub(crate) fn hex(bytes: &[u8]) -> String {
-    use std::fmt::Write as _;
-    bytes.iter().fold(String::new(), |mut s, b| {
-        let _ = write!(s, "{b:02x}");
-        s
-    })
 }
 
 /// Written next to an unpacked tree once it is complete: which archive it came from.

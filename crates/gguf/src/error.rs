@@ -90,6 +90,8 @@ pub enum ErrorKind {
     ArrayTooDeep {
         /// The metadata key.
         key: String,
+        /// The deepest nesting the reader accepts.
+        limit: u32,
     },
     /// A string that must be UTF-8 is not.
     NotUtf8 {
@@ -184,7 +186,7 @@ pub enum ErrorKind {
         /// The folder searched.
         dir: String,
         /// The missing parts, as ranges.
-        missing: crate::split::MissingParts,
+        missing: crate::parts::MissingParts,
     },
     /// Shards disagree with each other or with their file names.
     SplitMismatch {
@@ -338,9 +340,8 @@ fn describe(kind: &ErrorKind, offset: Option<u64>) -> String {
             "declares {count} array elements for key '{key}'{at}, but at most {limit} are \
                  possible there: {CORRUPT}"
         ),
-        ErrorKind::ArrayTooDeep { key } => format!(
-            "nests arrays too deeply in key '{key}'{at} (more than {} levels): {CORRUPT}",
-            crate::read::MAX_ARRAY_DEPTH
+        ErrorKind::ArrayTooDeep { key, limit } => format!(
+            "nests arrays too deeply in key '{key}'{at} (more than {limit} levels): {CORRUPT}"
         ),
         ErrorKind::NotUtf8 { what } => format!(
             "has {what}{at} that is not valid UTF-8: the file is corrupt or was written by a \

@@ -45,6 +45,7 @@
 pub mod error;
 pub mod fixtures;
 pub mod mutate;
+pub mod parts;
 pub mod read;
 pub mod remote;
 pub mod rng;

@@ -456,6 +456,7 @@ impl<R: Read> Parser<R> {
             return Err(GgufError::at(
                 ErrorKind::ArrayTooDeep {
                     key: key.to_owned(),
+                    limit: MAX_ARRAY_DEPTH,
                 },
                 self.pos,
             ));

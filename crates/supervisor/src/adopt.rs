@@ -23,9 +23,8 @@ use super::output::{self, Followers, StartAt};
 use super::pidfile::{self, PidRecord};
 use super::process::terminate_group;
 use super::state::{Phase, ProcessState};
-use super::supervised::{
-    engine_lines, stop_requested, MonitorLink, ProcessHandle, CLASSIFY_LINES, CRASH_LINES,
-};
+use super::supervised::{engine_lines, MonitorLink, ProcessHandle, CLASSIFY_LINES, CRASH_LINES};
+use super::task::stop_requested;
 
 /// How often an adopted engine is looked at: its death is noticed within this.
 const ADOPTED_POLL: Duration = Duration::from_millis(500);

@@ -27,6 +27,7 @@ pub mod restart;
 mod spec;
 mod state;
 mod supervised;
+mod task;
 mod wait;
 
 use std::collections::HashMap;

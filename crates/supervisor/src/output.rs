@@ -30,7 +30,7 @@ use tokio::sync::{mpsc, oneshot, watch};
 use tokio::time::{sleep, timeout, Instant};
 
 use super::logs::{LineReader, LogBuffer, LogStream};
-use super::supervised::{spawn_task, stop_requested, Task};
+use super::task::{spawn_task, stop_requested, Task};
 
 /// How often the follower looks for new output: load progress stays smooth, lines written to
 /// both files keep roughly their order, and an idle engine costs two `read`s per look.

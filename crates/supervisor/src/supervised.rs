@@ -14,7 +14,7 @@ use std::time::Duration;
 use tokio::process::Child;
 use tokio::sync::{broadcast, watch};
 use tokio::task::JoinHandle;
-use tokio::time::{sleep, sleep_until, timeout, timeout_at, Instant};
+use tokio::time::{sleep, sleep_until, timeout, Instant};
 
 use super::classify::{self, CrashCause, ExitFacts};
 use super::error::SuperviseError;
@@ -26,6 +26,7 @@ use super::process::{self, live_group_members};
 use super::restart::RestartTracker;
 use super::spec::LaunchSpec;
 use super::state::{PendingRestart, Phase, ProcessState};
+use super::task::{spawn_task, stop_requested};
 
 /// A single health probe never takes longer than this (loopback answers in microseconds).
 const PROBE_TIMEOUT: Duration = Duration::from_secs(2);
@@ -200,35 +201,6 @@ impl Publisher {
 
     pub fn current(&self) -> ProcessState {
         self.state.borrow().clone()
-    }
-}
-
-/// Resolves when a stop was requested; never, if the requesting side is gone.
-pub(crate) async fn stop_requested(stop: &mut watch::Receiver<bool>) {
-    if stop.wait_for(|requested| *requested).await.is_err() {
-        std::future::pending::<()>().await;
-    }
-}
-
-/// A spawned task that is cancelled when this is dropped, so nothing the monitor started
-/// outlives it.
-pub(crate) struct Task(JoinHandle<()>);
-
-pub(crate) fn spawn_task(future: impl std::future::Future<Output = ()> + Send + 'static) -> Task {
-    Task(tokio::spawn(future))
-}
-
-impl Task {
-    /// Waits for the task to end, until `deadline` at most; true when it ran to its end (was not
-    /// cancelled and did not panic).
-    pub(crate) async fn join_by(&mut self, deadline: Instant) -> bool {
-        matches!(timeout_at(deadline, &mut self.0).await, Ok(Ok(())))
-    }
-}
-
-impl Drop for Task {
-    fn drop(&mut self) {
-        self.0.abort();
     }
 }
 
