@@ -76,7 +76,9 @@ pub fn command_line(program: &str, args: &[String]) -> String {
         .join(" ")
 }
 
-fn shell_quote(word: &str) -> String {
+/// One word as a POSIX shell reads it back: bare when it holds only safe characters, else in
+/// single quotes (a `'` written as `'\''`).
+pub fn shell_quote(word: &str) -> String {
     let plain = !word.is_empty()
         && word
             .chars()

@@ -7,7 +7,7 @@
 //! says so in a comment (see [`export_port`]). A profile's own port is written as is.
 
 use super::instances::{free_port, LaunchError};
-use crate::placement::flags::command_line;
+use crate::placement::flags::{command_line, shell_quote};
 use crate::profiles::profile::{check_text, no_control, LaunchProfile, ProfileError};
 
 /// Why a profile cannot be written as a script or a unit. Each message names what and the fix.
@@ -62,7 +62,7 @@ pub fn shell_script(
         // `export 'K=v w'` is one word to the shell: valid, and safe for any value.
         out.push_str(&format!(
             "export {}\n",
-            command_line(&format!("{key}={value}"), &[])
+            shell_quote(&format!("{key}={value}"))
         ));
     }
     out.push_str(&format!("exec {}\n", command_line(program, args)));

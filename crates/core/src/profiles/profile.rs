@@ -14,7 +14,7 @@ use serde::{Deserialize, Serialize};
 use super::admission::PlannedGpu;
 use super::python_engines;
 use crate::engines::registry::{Availability, EngineBuild};
-use crate::placement::flags::{command_line, to_args, FlagError};
+use crate::placement::flags::{shell_quote, to_args, FlagError};
 use crate::placement::PlacementOptions;
 use crate::supervisor::RestartPolicy;
 
@@ -396,7 +396,7 @@ pub fn display_command_line(argv: &[String]) -> String {
             if placeholder {
                 word.clone()
             } else {
-                command_line(word, &[])
+                shell_quote(word)
             }
         })
         .collect::<Vec<_>>()
