@@ -11,7 +11,7 @@ use std::process::Stdio;
 use tokio::process::Command;
 
 use super::registry::{self, EngineBuild, RegistryError};
-use super::streamed_run::{run_streaming, StreamedRun};
+use super::streamed_run::{last_line, run_streaming, StreamedRun};
 use super::EngineKind;
 use crate::registry::BuildStore;
 
@@ -242,13 +242,7 @@ async fn create_venv(
     };
     if !output.status.success() {
         let stderr = String::from_utf8_lossy(&output.stderr);
-        let last = stderr
-            .lines()
-            .rev()
-            .map(str::trim)
-            .find(|l| !l.is_empty())
-            .unwrap_or("no output")
-            .to_owned();
+        let last = last_line(&stderr).unwrap_or("no output");
         return Err(failed(format!("{}: {last}", output.status)));
     }
     let pip = Command::new(venv.join("bin/python"))

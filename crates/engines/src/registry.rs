@@ -13,6 +13,7 @@ use tokio::process::Command;
 
 use super::capabilities::{self, Capabilities, Features, ProbeError, VersionInfo};
 use super::cmake_build::BuiltEngine;
+use super::streamed_run::last_line;
 use super::{is_executable_file, Backend, EngineKind};
 
 /// Importing vLLM pulls in torch: give it time, but not forever.
@@ -319,16 +320,11 @@ pub(crate) async fn python_package_version(
         .map_err(|e| format!("cannot run {}: {e}", python.display()))?;
     if output.status.success() {
         let stdout = String::from_utf8_lossy(&output.stdout);
-        if let Some(version) = stdout.lines().rev().map(str::trim).find(|l| !l.is_empty()) {
+        if let Some(version) = last_line(&stdout) {
             return Ok(version.to_owned());
         }
     }
     let stderr = String::from_utf8_lossy(&output.stderr);
-    let last = stderr
-        .lines()
-        .rev()
-        .map(str::trim)
-        .find(|l| !l.is_empty())
-        .unwrap_or("no output");
+    let last = last_line(&stderr).unwrap_or("no output");
     Err(format!("import {module}: {last}"))
 }

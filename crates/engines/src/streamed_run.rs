@@ -98,6 +98,11 @@ async fn forward_lines(mut reader: impl AsyncRead + Unpin, sender: mpsc::Unbound
     }
 }
 
+/// The last non-empty line of a program's output: what a one-line error shows of it.
+pub(crate) fn last_line(output: &str) -> Option<&str> {
+    output.lines().rev().map(str::trim).find(|l| !l.is_empty())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
