@@ -104,7 +104,8 @@ pub async fn read_header<S: RangeSource + Sync>(source: &S) -> Result<GgufFile, 
 /// largest published models have a few dozen (GLM-5.2 UD-IQ2_M: 6; 1 TB in 5 GB parts: 200).
 pub const MAX_REMOTE_PARTS: u32 = 512;
 
-/// A split model's URL taken apart: `{dir}/{prefix}-0000n-of-0000N.gguf{query}`.
+/// A split model's URL taken apart: `{dir}/{prefix}-0000n-of-0000N.gguf{query}`; a query string
+/// (`?download=true`) is kept on every part.
 struct SplitUrl<'a> {
     dir: &'a str,
     query: &'a str,
@@ -127,13 +128,6 @@ impl SplitUrl<'_> {
             self.query
         )
     }
-}
-
-/// The URLs of all parts of a split model, given the URL of any part; `None` if the file name
-/// does not follow the split pattern. A query string (`?download=true`) is kept on each.
-pub fn shard_urls(url: &str) -> Option<Vec<String>> {
-    let split = SplitUrl::parse(url)?;
-    Some((1..=split.split.count).map(|n| split.part(n)).collect())
 }
 
 /// Reads a model's headers: all parts if `url` names a part of a split model, else the one
@@ -487,13 +481,14 @@ mod tests {
 
     #[test]
     fn expands_split_urls_and_keeps_queries() {
-        let urls = shard_urls("http://h/org/repo/resolve/main/M-Q2-00003-of-00004.gguf?download=1")
-            .unwrap();
-        assert_eq!(urls.len(), 4);
+        let split =
+            SplitUrl::parse("http://h/org/repo/resolve/main/M-Q2-00003-of-00004.gguf?download=1")
+                .unwrap();
+        assert_eq!(split.split.count, 4);
         assert_eq!(
-            urls[0],
+            split.part(1),
             "http://h/org/repo/resolve/main/M-Q2-00001-of-00004.gguf?download=1"
         );
-        assert_eq!(shard_urls("http://h/m.gguf"), None);
+        assert!(SplitUrl::parse("http://h/m.gguf").is_none());
     }
 }

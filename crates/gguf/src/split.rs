@@ -51,11 +51,6 @@ impl SplitName {
         split_file_name(&self.prefix, number, self.count)
     }
 
-    /// The file names of all parts, in order (at most [`MAX_SPLIT_PARTS`]).
-    pub fn all_file_names(&self) -> Vec<String> {
-        (1..=self.count).map(|n| self.file_name(n)).collect()
-    }
-
     /// The parts for which `is_present` says no, as ranges.
     pub fn missing_parts(&self, is_present: impl FnMut(u32) -> bool) -> MissingParts {
         MissingParts::find(&self.prefix, self.count, is_present)
@@ -313,7 +308,6 @@ mod tests {
         assert_eq!(s.prefix, "GLM-5.2-IQ2_XXS");
         assert_eq!((s.number, s.count), (2, 6));
         assert_eq!(s.file_name(6), "GLM-5.2-IQ2_XXS-00006-of-00006.gguf");
-        assert_eq!(s.all_file_names().len(), 6);
         assert_eq!(split_file_name("m", 1, 123456), "m-00001-of-123456.gguf");
         // Wider numbers parse; more parts than llama.cpp's u16 split.count can say do not.
         assert!(SplitName::parse("m-000001-of-065535.gguf").is_some());
