@@ -27,6 +27,15 @@ fn ws_request(
     request
 }
 
+/// A WebSocket signed in with the token, from the daemon's own origin.
+async fn signed_in_socket(
+    t: &TestServer,
+) -> tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>> {
+    let origin = t.server.base_url();
+    let request = ws_request(t, Some(t.server.token()), Some(&origin));
+    tokio_tungstenite::connect_async(request).await.unwrap().0
+}
+
 async fn next_json(
     socket: &mut (impl StreamExt<Item = Result<Message, tokio_tungstenite::tungstenite::Error>> + Unpin),
 ) -> serde_json::Value {
@@ -43,11 +52,7 @@ async fn next_json(
 #[tokio::test]
 async fn an_authenticated_client_gets_hello_then_live_frames_and_is_counted() {
     let t = TestServer::start("4x3090.json").await;
-    let origin = t.server.base_url();
-    let (mut socket, _) =
-        tokio_tungstenite::connect_async(ws_request(&t, Some(t.server.token()), Some(&origin)))
-            .await
-            .unwrap();
+    let mut socket = signed_in_socket(&t).await;
     let hello = next_json(&mut socket).await;
     assert_eq!(hello["type"], "hello");
     let first = next_json(&mut socket).await;
@@ -96,11 +101,7 @@ async fn the_upgrade_needs_the_token_and_our_origin() {
 #[tokio::test]
 async fn shutdown_closes_open_sockets_and_still_saves_history() {
     let t = TestServer::start("2x5060ti.json").await;
-    let origin = t.server.base_url();
-    let (mut socket, _) =
-        tokio_tungstenite::connect_async(ws_request(&t, Some(t.server.token()), Some(&origin)))
-            .await
-            .unwrap();
+    let mut socket = signed_in_socket(&t).await;
     assert_eq!(next_json(&mut socket).await["type"], "hello");
     let db = t.dir.path().join("data/rigdeck.db");
     let TestServer { server, dir, .. } = t;
@@ -142,11 +143,7 @@ async fn a_client_that_falls_behind_is_told_to_resync_and_loses_no_state_change(
     use std::sync::Arc;
 
     let t = TestServer::start("4x3090.json").await;
-    let origin = t.server.base_url();
-    let (mut socket, _) =
-        tokio_tungstenite::connect_async(ws_request(&t, Some(t.server.token()), Some(&origin)))
-            .await
-            .unwrap();
+    let mut socket = signed_in_socket(&t).await;
     assert_eq!(next_json(&mut socket).await["type"], "hello");
     // The client reads nothing while an engine floods its log: 40 MB of lines fill the socket
     // buffers, and the daemon's queue for this client overflows.

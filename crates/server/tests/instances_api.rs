@@ -7,9 +7,10 @@
 
 mod support;
 
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use rigdeck_core::engines::registry;
+use rigdeck_core::engines::registry::{self, EngineBuild};
 use rigdeck_core::store::Store;
 use serde_json::{json, Value};
 use support::{llama_server, TestServer};
@@ -57,9 +58,9 @@ impl TestServer {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn profiles_admission_release_wait_logs_and_stop_through_the_api() {
-    let t = TestServer::start("2x5060ti.json").await;
+/// The cached llama-server registered in the test daemon's database, and a stand-in model file
+/// (profiles only need the path to exist).
+async fn build_and_model(t: &TestServer) -> (EngineBuild, PathBuf) {
     let program = llama_server().await;
     let store = Store::open(&t.dir.path().join("data/rigdeck.db"))
         .await
@@ -69,6 +70,14 @@ async fn profiles_admission_release_wait_logs_and_stop_through_the_api() {
         .unwrap();
     let model = t.dir.path().join("not-really.gguf");
     std::fs::write(&model, b"not a gguf").unwrap();
+    (build, model)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn profiles_admission_release_wait_logs_and_stop_through_the_api() {
+    let t = TestServer::start("2x5060ti.json").await;
+    let program = llama_server().await;
+    let (build, model) = build_and_model(&t).await;
 
     let (status, engines) = t.send("GET", "/api/v1/engines", None).await;
     assert_eq!(status, 200);
@@ -327,15 +336,7 @@ async fn an_engine_build_request_names_a_bad_backend() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn control_characters_in_a_profile_are_refused_with_the_field_named() {
     let t = TestServer::start("2x5060ti.json").await;
-    let program = llama_server().await;
-    let store = Store::open(&t.dir.path().join("data/rigdeck.db"))
-        .await
-        .unwrap();
-    let build = registry::register_path(&store, &program, None, None, 0)
-        .await
-        .unwrap();
-    let model = t.dir.path().join("not-really.gguf");
-    std::fs::write(&model, b"not a gguf").unwrap();
+    let (build, model) = build_and_model(&t).await;
     let base = json!({"name": "ok", "engine_build_id": build.id, "model": model,
         "env": {"CUDA_VISIBLE_DEVICES": "0"}, "restart": {"policy": "never"}});
     let with = |patch: Value| {
@@ -426,15 +427,7 @@ async fn control_characters_in_a_profile_are_refused_with_the_field_named() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_port_0_profile_shows_no_fixed_port_and_its_instance_the_real_one() {
     let t = TestServer::start("2x5060ti.json").await;
-    let program = llama_server().await;
-    let store = Store::open(&t.dir.path().join("data/rigdeck.db"))
-        .await
-        .unwrap();
-    let build = registry::register_path(&store, &program, None, None, 0)
-        .await
-        .unwrap();
-    let model = t.dir.path().join("not-really.gguf");
-    std::fs::write(&model, b"not a gguf").unwrap();
+    let (build, model) = build_and_model(&t).await;
     let body = json!({"name": "free", "engine_build_id": build.id, "model": model,
         "restart": {"policy": "never"}});
     let (status, saved) = t.send("POST", "/api/v1/profiles", Some(body)).await;

@@ -759,6 +759,24 @@ async fn wait_for_line(logs: &LogBuffer, needle: &str, limit: Duration) {
     assert!(seen.await, "no '{needle}' in {:#?}", logs.tail(10));
 }
 
+/// Starts a fake engine in `mode` (printing `lines` when asked) under `supervisor` and waits
+/// until it is ready; returns its handle and pid (reaped at the end of the test).
+async fn start_ready(
+    rig: &Rig,
+    supervisor: &Supervisor,
+    name: &str,
+    mode: &str,
+    lines: u32,
+) -> (ProcessHandle, i32) {
+    let handle = supervisor
+        .start(engine(name, mode, free_port(), 0.0, lines))
+        .await
+        .unwrap();
+    let pid = rig.reaper.track(handle.pid());
+    wait(&handle, ProcessState::is_ready).await;
+    (handle, pid)
+}
+
 /// The only orphan in the run folder, adopted by a new supervisor (a restarted daemon).
 async fn adopt_the_orphan(rig: &Rig) -> (Supervisor, ProcessHandle) {
     let mut orphans = Supervisor::recover(&rig.run_dir()).await.unwrap();
@@ -772,12 +790,7 @@ async fn adopt_the_orphan(rig: &Rig) -> (Supervisor, ProcessHandle) {
 async fn adopted_engine_output_is_still_captured() {
     let rig = Rig::new();
     let supervisor = rig.supervisor();
-    let handle = supervisor
-        .start(engine("ticker", "tick", free_port(), 0.0, 0))
-        .await
-        .unwrap();
-    let pid = rig.reaper.track(handle.pid());
-    wait(&handle, ProcessState::is_ready).await;
+    let (handle, pid) = start_ready(&rig, &supervisor, "ticker", "tick", 0).await;
     wait_for_line(handle.logs(), "tick 5", Duration::from_secs(10)).await;
     // The daemon dies: its tasks stop, the lines it had read stay in this buffer.
     let before = handle.logs().clone();
@@ -820,12 +833,7 @@ async fn adopted_engine_output_is_still_captured() {
 async fn an_engine_whose_daemon_died_keeps_writing_and_is_not_killed_by_sigpipe() {
     let rig = Rig::new();
     let supervisor = rig.supervisor();
-    let handle = supervisor
-        .start(engine("loud", "flood", free_port(), 0.0, 50_000))
-        .await
-        .unwrap();
-    let pid = rig.reaper.track(handle.pid());
-    wait(&handle, ProcessState::is_ready).await;
+    let (handle, pid) = start_ready(&rig, &supervisor, "loud", "flood", 50_000).await;
     drop(handle);
     drop(supervisor);
 
@@ -877,12 +885,7 @@ async fn a_chatty_engines_output_file_stays_small_and_loses_no_line() {
         file_keep: 1,
     };
     let supervisor = rig.supervisor().with_log_limits(limits);
-    let handle = supervisor
-        .start(engine("chatty", "flood", free_port(), 0.0, LINES as u32))
-        .await
-        .unwrap();
-    let pid = rig.reaper.track(handle.pid());
-    wait(&handle, ProcessState::is_ready).await;
+    let (handle, pid) = start_ready(&rig, &supervisor, "chatty", "flood", LINES as u32).await;
     // SAFETY: kill only sends a signal, to our own engine.
     assert_eq!(unsafe { libc::kill(pid, libc::SIGUSR1) }, 0);
     wait_for_line(handle.logs(), "flood done", Duration::from_secs(60)).await;
