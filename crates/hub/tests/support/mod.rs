@@ -1,0 +1,2 @@
+//! Test doubles for the hub crate's integration tests.
+pub mod fake_hub;
