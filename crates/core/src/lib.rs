@@ -1,5 +1,5 @@
 //! Rigdeck's GUI-free application layer: the store, settings, the token, the event bus, the model
-//! library, launch profiles and the instances service, wiring the domain crates (engines,
+//! library, launch profiles and the instances service, wiring the domain crates (engines, hub,
 //! placement, telemetry, supervisor) together.
 //!
 //! Nothing in here knows about HTTP or windows; the server and the desktop shell wrap it.
@@ -18,6 +18,7 @@ pub mod telemetry;
 /// Engines, the planner, engine processes, collectors and findings live in their own crates;
 /// the core wires them to the rest.
 pub use rigdeck_engines as engines;
+pub use rigdeck_hub as hub;
 pub use rigdeck_placement as placement;
 pub use rigdeck_supervisor as supervisor;
 pub use rigdeck_telemetry::findings;

@@ -48,13 +48,18 @@ impl AppPaths {
         self.data_dir.join("rigdeck.db")
     }
 
-    /// Rigdeck's own models folder, the first of the default model folders.
     /// Where Rigdeck puts the engines it builds and installs:
     /// `<data dir>/engines/<kind>-<version>-<backend>/`.
     pub fn engines_dir(&self) -> PathBuf {
         self.data_dir.join("engines")
     }
 
+    /// The Hugging Face token the user gave Rigdeck (0600; `HF_TOKEN` wins over it).
+    pub fn hub_token_file(&self) -> PathBuf {
+        self.config_dir.join("hf_token")
+    }
+
+    /// Rigdeck's own models folder, the first of the default model folders.
     pub fn models_dir(&self) -> PathBuf {
         self.data_dir.join("models")
     }

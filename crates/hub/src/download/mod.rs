@@ -14,11 +14,12 @@ use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
-use tokio_util::sync::CancellationToken;
 
 pub use error::DownloadError;
 pub use fetch::FetchOptions;
 pub use progress::{DownloadProgress, ProgressView, RateMeter};
+/// How a download is paused or cancelled (re-exported so callers need no other crate).
+pub use tokio_util::sync::CancellationToken;
 
 use crate::api::HubClient;
 use crate::cache::{Destination, DownloadLock, FilePaths};

@@ -3,6 +3,7 @@
 pub mod desktop;
 pub mod engines;
 pub mod gpus;
+pub mod hub;
 pub mod models;
 pub mod plan;
 pub mod profiles;
@@ -39,6 +40,13 @@ pub enum Command {
     Engines(engines::EnginesArgs),
     /// List the models in the model folders (GGUF, split or not, and safetensors folders).
     Models(models::ModelsArgs),
+    /// Search the Hugging Face hub (or HF_ENDPOINT's mirror) for models.
+    Search(hub::SearchArgs),
+    /// Download a model (REPO or REPO:QUANT) into the shared Hugging Face cache: several
+    /// connections, verified against the hub's SHA-256, resumable (Ctrl-C pauses).
+    Pull(hub::PullArgs),
+    /// A hub repository's quantizations and sizes; the Hugging Face token for gated models.
+    Hub(hub::HubArgs),
     /// Plan a GGUF model on this rig or a preset: memory per device, llama-server flags, speed ceiling.
     Plan(plan::PlanArgs),
     /// Launch profiles (through the running daemon): list, show, export as a shell script or

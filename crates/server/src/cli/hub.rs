@@ -1,0 +1,432 @@
+//! `rigdeck search`, `rigdeck pull` and `rigdeck hub`: find models on the Hugging Face hub (or
+//! the mirror in `HF_ENDPOINT`), see a repository's quantizations with their sizes, and
+//! download one into the shared cache with a live progress bar. Downloads run in this process
+//! (like `hf download`): Ctrl-C pauses, the same command resumes.
+
+use std::io::{IsTerminal, Write};
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use rigdeck_core::hub::api::{HubClient, SearchQuery, SortBy, WeightFormat};
+use rigdeck_core::hub::cache::Destination;
+use rigdeck_core::hub::config::{HubConfig, HubToken};
+use rigdeck_core::hub::download::{
+    CancellationToken, DownloadError, DownloadPlan, DownloadProgress, Downloader, FetchOptions,
+    ProgressView, RateMeter,
+};
+use rigdeck_core::hub::quants::{self, FileGroup, GroupKind};
+use rigdeck_core::hub::repo::{RepoId, Revision};
+use rigdeck_core::paths::AppPaths;
+
+use super::table;
+
+#[derive(Debug, clap::Args)]
+pub struct SearchArgs {
+    /// Words to look for in model names (e.g. "GLM-5.2 GGUF").
+    pub text: Vec<String>,
+    /// Only GGUF repositories (llama.cpp's format).
+    #[arg(long, conflicts_with = "safetensors")]
+    pub gguf: bool,
+    /// Only safetensors repositories (vLLM and SGLang's format).
+    #[arg(long)]
+    pub safetensors: bool,
+    /// Order of the hits.
+    #[arg(long, value_enum, default_value = "downloads")]
+    pub sort: SortArg,
+    /// How many hits (1–100).
+    #[arg(long, default_value_t = 20)]
+    pub limit: u32,
+    /// Print the hits as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+pub enum SortArg {
+    Downloads,
+    Likes,
+    Updated,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct PullArgs {
+    /// The repository, and the quantization to fetch: `unsloth/GLM-5.2-GGUF:UD-IQ2_M`. Without
+    /// a quantization, a GGUF repository with one quantization fetches it, one with several lists
+    /// them; any other repository is fetched whole.
+    pub model: String,
+    /// Branch, tag or commit.
+    #[arg(long, default_value = "main")]
+    pub revision: String,
+    /// Put the files in this folder as they are named in the repository, instead of the shared
+    /// Hugging Face cache ($HF_HUB_CACHE).
+    #[arg(long)]
+    pub to: Option<std::path::PathBuf>,
+    /// Parallel connections per file.
+    #[arg(long, default_value_t = 4)]
+    pub connections: usize,
+    /// Print the result as JSON (no progress bar).
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct HubArgs {
+    #[command(subcommand)]
+    pub command: HubCommand,
+}
+
+#[derive(Debug, clap::Subcommand)]
+pub enum HubCommand {
+    /// A repository's files grouped by quantization, with sizes (what `rigdeck pull REPO:QUANT`
+    /// takes).
+    Show {
+        repo: String,
+        #[arg(long, default_value = "main")]
+        revision: String,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Save a Hugging Face access token for gated repositories (read from standard input; kept
+    /// readable by you only, never logged; HF_TOKEN overrides it).
+    Login,
+    /// Forget the saved token.
+    Logout,
+}
+
+fn hub_config() -> anyhow::Result<(HubConfig, AppPaths)> {
+    let paths = AppPaths::from_env()?;
+    let config = HubConfig::from_env(Some(&paths.hub_token_file()))?;
+    Ok((config, paths))
+}
+
+fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+    Ok(tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?)
+}
+
+pub fn search(args: SearchArgs) -> anyhow::Result<ExitCode> {
+    let (config, _) = hub_config()?;
+    let client = HubClient::new(&config)?;
+    let query = SearchQuery {
+        text: args.text.join(" "),
+        format: match (args.gguf, args.safetensors) {
+            (true, _) => Some(WeightFormat::Gguf),
+            (_, true) => Some(WeightFormat::Safetensors),
+            _ => None,
+        },
+        sort: match args.sort {
+            SortArg::Downloads => SortBy::Downloads,
+            SortArg::Likes => SortBy::Likes,
+            SortArg::Updated => SortBy::Updated,
+        },
+        limit: Some(args.limit),
+    };
+    let hits = runtime()?.block_on(client.search(&query))?;
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&hits)?);
+        return Ok(ExitCode::SUCCESS);
+    }
+    if hits.is_empty() {
+        println!("no models match '{}' on {}", query.text, config.endpoint);
+        return Ok(ExitCode::SUCCESS);
+    }
+    let rows: Vec<Vec<String>> = hits
+        .iter()
+        .map(|h| {
+            vec![
+                h.id.to_string(),
+                h.downloads.to_string(),
+                h.likes.to_string(),
+                h.last_modified
+                    .as_deref()
+                    .map(|d| d.chars().take(10).collect())
+                    .unwrap_or_default(),
+                if h.gated {
+                    "gated".into()
+                } else {
+                    String::new()
+                },
+            ]
+        })
+        .collect();
+    print!(
+        "{}",
+        table::render(&["MODEL", "DOWNLOADS", "LIKES", "UPDATED", ""], &rows)
+    );
+    println!("see its quantizations: rigdeck hub show MODEL");
+    Ok(ExitCode::SUCCESS)
+}
+
+pub fn hub(args: HubArgs) -> anyhow::Result<ExitCode> {
+    match args.command {
+        HubCommand::Show {
+            repo,
+            revision,
+            json,
+        } => show(&repo, &revision, json),
+        HubCommand::Login => login(),
+        HubCommand::Logout => {
+            let (_, paths) = hub_config()?;
+            match std::fs::remove_file(paths.hub_token_file()) {
+                Ok(()) => println!("token removed"),
+                Err(_) => println!("no saved token"),
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+    }
+}
+
+fn login() -> anyhow::Result<ExitCode> {
+    let (_, paths) = hub_config()?;
+    if std::io::stdin().is_terminal() {
+        eprint!("paste a Hugging Face access token (https://huggingface.co/settings/tokens), then Enter: ");
+    }
+    let mut line = String::new();
+    std::io::stdin().read_line(&mut line)?;
+    let token =
+        HubToken::parse(&line).map_err(|why| anyhow::anyhow!("the token was not saved: {why}"))?;
+    token.save(&paths.hub_token_file())?;
+    println!(
+        "token saved to {} (readable by you only)",
+        paths.hub_token_file().display()
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The repository at a revision: its commit and its files grouped.
+async fn groups_of(
+    client: &HubClient,
+    repo: &RepoId,
+    revision: &Revision,
+) -> anyhow::Result<(rigdeck_core::hub::api::ModelInfo, Vec<FileGroup>)> {
+    let info = client.model_info(repo, revision).await?;
+    let listing = client.list_files(repo, &info.commit).await?;
+    for refused in &listing.refused {
+        eprintln!("rigdeck: {refused}");
+    }
+    Ok((info, quants::group(&listing.files)))
+}
+
+fn show(repo: &str, revision: &str, json: bool) -> anyhow::Result<ExitCode> {
+    let (config, _) = hub_config()?;
+    let client = HubClient::new(&config)?;
+    let (repo, revision) = (RepoId::parse(repo)?, Revision::parse(revision)?);
+    let (info, groups) = runtime()?.block_on(groups_of(&client, &repo, &revision))?;
+    if json {
+        let out = serde_json::json!({"model": info, "groups": groups});
+        println!("{}", serde_json::to_string_pretty(&out)?);
+        return Ok(ExitCode::SUCCESS);
+    }
+    println!("{} at {} ({})", repo, info.commit, info.page_url);
+    let rows: Vec<Vec<String>> = groups
+        .iter()
+        .filter(|g| g.kind != GroupKind::Other)
+        .map(|g| {
+            vec![
+                g.label.clone(),
+                kind_name(g.kind).into(),
+                human(g.total_bytes),
+                g.files.len().to_string(),
+                g.missing
+                    .as_ref()
+                    .map(|m| format!("incomplete upload: {m}"))
+                    .unwrap_or_default(),
+            ]
+        })
+        .collect();
+    print!(
+        "{}",
+        table::render(&["QUANT", "KIND", "SIZE", "FILES", ""], &rows)
+    );
+    println!("download one: rigdeck pull {repo}:QUANT");
+    Ok(ExitCode::SUCCESS)
+}
+
+fn kind_name(kind: GroupKind) -> &'static str {
+    match kind {
+        GroupKind::Gguf => "gguf",
+        GroupKind::Projector => "vision projector",
+        GroupKind::Safetensors => "safetensors",
+        GroupKind::Other => "other",
+    }
+}
+
+fn human(bytes: u64) -> String {
+    rigdeck_core::hub::download::error::human_bytes(bytes)
+}
+
+pub fn pull(args: PullArgs) -> anyhow::Result<ExitCode> {
+    let (config, _) = hub_config()?;
+    let client = HubClient::new(&config)?;
+    let (repo_text, quant) = match args.model.split_once(':') {
+        Some((repo, quant)) => (repo, Some(quant)),
+        None => (args.model.as_str(), None),
+    };
+    let repo = RepoId::parse(repo_text)?;
+    let revision = Revision::parse(&args.revision)?;
+    let runtime = runtime()?;
+    let (info, groups) = runtime.block_on(groups_of(&client, &repo, &revision))?;
+    let files = match choose_files(&groups, quant) {
+        Ok(files) => files,
+        Err(message) => {
+            eprintln!("rigdeck: {message}");
+            return Ok(ExitCode::from(2));
+        }
+    };
+    let destination = match &args.to {
+        Some(dir) => Destination::Folder(dir.clone()),
+        None => Destination::HubCache(config.cache_dir.clone()),
+    };
+    let plan = DownloadPlan {
+        repo,
+        revision,
+        commit: info.commit,
+        files,
+    };
+    let options = FetchOptions {
+        connections: args.connections.clamp(1, 32),
+        ..FetchOptions::default()
+    };
+    let downloader = Downloader::new(client, destination, options);
+    runtime.block_on(run_download(&downloader, &plan, args.json))
+}
+
+/// The files a `REPO[:QUANT]` names.
+fn choose_files(
+    groups: &[FileGroup],
+    quant: Option<&str>,
+) -> Result<Vec<rigdeck_core::hub::repo::RepoFile>, String> {
+    let ggufs: Vec<&FileGroup> = groups
+        .iter()
+        .filter(|g| g.kind == GroupKind::Gguf)
+        .collect();
+    let group = match (quant, ggufs.as_slice()) {
+        (Some(quant), _) => quants::find(groups, quant)?,
+        (None, [only]) => only,
+        (None, []) => return Ok(groups.iter().flat_map(|g| g.files.clone()).collect()),
+        (None, several) => {
+            let labels: Vec<String> = several
+                .iter()
+                .map(|g| format!("  {} ({})", g.label, human(g.total_bytes)))
+                .collect();
+            return Err(format!(
+                "this repository has {} quantizations; name one as REPO:QUANT:\n{}",
+                several.len(),
+                labels.join("\n")
+            ));
+        }
+    };
+    if let Some(missing) = &group.missing {
+        return Err(format!(
+            "{} is an incomplete upload ({missing}); it could not be loaded, so it is not downloaded",
+            group.label
+        ));
+    }
+    Ok(group.files.clone())
+}
+
+async fn run_download(
+    downloader: &Downloader,
+    plan: &DownloadPlan,
+    json: bool,
+) -> anyhow::Result<ExitCode> {
+    let progress = Arc::new(DownloadProgress::default());
+    let cancel = CancellationToken::new();
+    let on_ctrl_c = {
+        let cancel = cancel.clone();
+        tokio::spawn(async move {
+            if tokio::signal::ctrl_c().await.is_ok() {
+                cancel.cancel();
+            }
+        })
+    };
+    let bar = (!json).then(|| tokio::spawn(draw_progress(progress.clone(), cancel.clone())));
+    let result = downloader.download(plan, &progress, &cancel).await;
+    on_ctrl_c.abort();
+    if let Some(bar) = bar {
+        bar.abort();
+        let _ = bar.await;
+        eprintln!();
+    }
+    match result {
+        Ok(done) if json => {
+            println!("{}", serde_json::to_string_pretty(&done)?);
+            Ok(ExitCode::SUCCESS)
+        }
+        Ok(done) => {
+            println!(
+                "{} file(s) verified ({} already there):",
+                done.paths.len(),
+                done.reused
+            );
+            for path in &done.paths {
+                println!("  {}", path.display());
+            }
+            if let Some(first) = done
+                .paths
+                .iter()
+                .find(|p| p.extension().is_some_and(|e| e == "gguf"))
+            {
+                println!("plan it: rigdeck plan {}", first.display());
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Err(DownloadError::Cancelled) => {
+            eprintln!("paused; run the same command again to resume where it stopped");
+            Ok(ExitCode::from(130))
+        }
+        Err(error) => Err(error).context(format!("downloading {}", plan.repo)),
+    }
+}
+
+/// Redraws one status line on a terminal (every 200 ms), or prints a line every 5 s otherwise.
+async fn draw_progress(progress: Arc<DownloadProgress>, cancel: CancellationToken) {
+    let terminal = std::io::stderr().is_terminal();
+    let period = if terminal {
+        Duration::from_millis(200)
+    } else {
+        Duration::from_secs(5)
+    };
+    let mut meter = RateMeter::new(Duration::from_secs(5));
+    loop {
+        tokio::select! {
+            _ = tokio::time::sleep(period) => {}
+            _ = cancel.cancelled() => return,
+        }
+        let line = status_line(&meter.view(&progress));
+        let mut err = std::io::stderr();
+        let _ = if terminal {
+            write!(err, "\r\x1b[2K{line}")
+        } else {
+            writeln!(err, "{line}")
+        };
+        let _ = err.flush();
+    }
+}
+
+fn status_line(view: &ProgressView) -> String {
+    let fraction = if view.total_bytes == 0 {
+        1.0
+    } else {
+        view.done_bytes as f64 / view.total_bytes as f64
+    };
+    let filled = (fraction * 24.0).round() as usize;
+    let eta = view
+        .eta_s
+        .map_or("--:--".into(), |s| format!("{}:{:02}", s / 60, s % 60));
+    let name = view.current.rsplit('/').next().unwrap_or_default();
+    format!(
+        "[{}{}] {:5.1}%  {} / {}  {}/s  ETA {eta}  file {}/{} {name}",
+        "#".repeat(filled.min(24)),
+        " ".repeat(24 - filled.min(24)),
+        fraction * 100.0,
+        human(view.done_bytes),
+        human(view.total_bytes),
+        human(view.rate_bps),
+        (view.files_done + 1).min(view.files_total),
+        view.files_total,
+    )
+}
