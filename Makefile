@@ -7,7 +7,7 @@ DEBUG := $(CARGO_TARGET_DIR)/debug
 RELEASE := $(CARGO_TARGET_DIR)/release
 ARTIFACTS ?= $(CURDIR)/tests/artifacts
 
-.PHONY: run setup ui build test test-rust test-ui test-e2e test-desktop bench lint
+.PHONY: run setup ui build test test-rust test-ui test-e2e test-desktop test-hub bench bench-download lint
 
 ## run: install what is missing, build, prepare the bundled llama.cpp engine (CUDA when NVIDIA GPUs
 ## and nvcc are there, else CPU; reused afterwards), open the desktop app (or `rigdeck serve`
@@ -29,8 +29,8 @@ build: ui
 	cargo build --release -p rigdeck-server -p rigdeck-desktop
 
 ## test: formatting and lints (rustfmt, clippy -D warnings), then every suite — Rust (core, server,
-## NVML double), UI unit, browser end-to-end, desktop smoke
-test: lint test-rust test-ui test-e2e test-desktop
+## NVML double), UI unit, browser end-to-end, desktop smoke, the cache shared with huggingface_hub
+test: lint test-rust test-ui test-e2e test-desktop test-hub
 	@echo "make test: all suites passed"
 
 # The engine build test goes first: it builds the bundled llama.cpp through Rigdeck's own build
@@ -62,6 +62,16 @@ test-desktop: test-rust
 	mkdir -p $(ARTIFACTS)
 	RIGDECK_NVML_LIBRARY=$(DEBUG)/libnvml_double.so RIGDECK_NVML_DOUBLE_RIG=$(CURDIR)/tests/fixtures/rigs/4x3090.json \
 		bash tests/desktop/smoke.sh $(DEBUG)/rigdeck-desktop $(ARTIFACTS)
+
+# `rigdeck pull` and huggingface_hub (from the Python package index) read each other's downloads.
+test-hub: test-rust
+	cargo build -p rigdeck-hub --example fake_hub
+	bash tests/hub/interop.sh $(DEBUG)
+
+## bench-download: Rigdeck's downloader against `hf download` on one local fake hub (4 × 1 GiB,
+## cold and with a kill -9 at 50 %): throughput and CPU per GB, as ratios
+bench-download:
+	bash tests/bench/download_vs_hf.sh
 
 ## bench: telemetry cost of `rigdeck serve` (8 GPUs + host at 1 Hz, 60 s idle and 60 s with a browser),
 ## then reading + planning a GLM-5.2-shaped split model, and its headers over HTTP
