@@ -45,6 +45,11 @@ if ! python3 -m pip --version >/dev/null 2>&1; then
   if [ "$(id -u)" -eq 0 ]; then sudo=(); else sudo=(sudo); fi
   DEBIAN_FRONTEND=noninteractive "${sudo[@]}" apt-get install -y -qq --no-install-recommends python3-pip
 fi
+if ! python3 -c 'import ensurepip, venv' >/dev/null 2>&1; then
+  echo "setup: installing python3-venv (managed vLLM/SGLang environments, and huggingface_hub for the cache tests)"
+  if [ "$(id -u)" -eq 0 ]; then sudo=(); else sudo=(sudo); fi
+  DEBIAN_FRONTEND=noninteractive "${sudo[@]}" apt-get install -y -qq --no-install-recommends python3-venv
+fi
 if ! cargo nextest --version >/dev/null 2>&1; then
   echo "setup: installing cargo-nextest (runs each test in its own process)"
   cargo install --locked cargo-nextest

@@ -5,6 +5,7 @@
 //! Nothing in here knows about HTTP or windows; the server and the desktop shell wrap it.
 
 pub mod auth;
+pub mod downloads;
 pub mod events;
 pub mod launch;
 pub mod library;

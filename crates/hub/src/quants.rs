@@ -1,5 +1,6 @@
 //! A repository's file listing grouped the way users choose downloads: by quantization.
 
+use crate::download::error::human_bytes;
 use crate::repo::RepoFile;
 use rigdeck_gguf::split::{MissingParts, SplitName};
 use serde::Serialize;
@@ -136,6 +137,46 @@ pub fn find<'a>(groups: &'a [FileGroup], quant: &str) -> Result<&'a FileGroup, S
 }
 
 /// The looser levels of [`find`], the first with any match deciding.
+/// What a `REPO[:QUANT]` request downloads, as a label and its files: the named group; the only
+/// GGUF quantization when none is named; the whole repository when it has none (safetensors);
+/// otherwise an error listing the choices. A split quantization missing parts is refused (it
+/// could not be loaded).
+pub fn select(
+    groups: &[FileGroup],
+    quant: Option<&str>,
+) -> Result<(String, Vec<RepoFile>), String> {
+    let ggufs: Vec<&FileGroup> = groups
+        .iter()
+        .filter(|g| g.kind == GroupKind::Gguf)
+        .collect();
+    let group = match (quant, ggufs.as_slice()) {
+        (Some(quant), _) => find(groups, quant)?,
+        (None, [only]) => only,
+        (None, []) => {
+            let files = groups.iter().flat_map(|g| g.files.clone()).collect();
+            return Ok(("all files".to_owned(), files));
+        }
+        (None, several) => {
+            let labels: Vec<String> = several
+                .iter()
+                .map(|g| format!("  {} ({})", g.label, human_bytes(g.total_bytes)))
+                .collect();
+            return Err(format!(
+                "this repository has {} quantizations; name one as REPO:QUANT:\n{}",
+                several.len(),
+                labels.join("\n")
+            ));
+        }
+    };
+    if let Some(missing) = &group.missing {
+        return Err(format!(
+            "{} is an incomplete upload ({missing}); it could not be loaded, so it is not downloaded",
+            group.label
+        ));
+    }
+    Ok((group.label.clone(), group.files.clone()))
+}
+
 fn match_by_tiers<'a>(choices: &[&'a FileGroup], wanted: &str) -> Result<&'a FileGroup, String> {
     let query = wanted.to_lowercase();
     let same = |label: &str| label == query;

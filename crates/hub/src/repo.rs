@@ -256,8 +256,10 @@ impl From<Revision> for String {
     }
 }
 
-/// A file of a repository at one commit, as the tree listing gives it.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+/// A file of a repository at one commit, as the tree listing gives it. Read back (from the
+/// download queue's table) only with hashes that are hex digests, since they name files.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(try_from = "StoredRepoFile")]
 pub struct RepoFile {
     pub path: RepoPath,
     pub size_bytes: u64,
@@ -267,6 +269,37 @@ pub struct RepoFile {
     /// SHA-256 of the content for files stored in LFS (every weight file): their etag, and the
     /// name of their blob in the cache.
     pub lfs_sha256: Option<String>,
+}
+
+/// `RepoFile` as stored, before its hashes are checked.
+#[derive(Deserialize)]
+struct StoredRepoFile {
+    path: RepoPath,
+    size_bytes: u64,
+    git_oid: String,
+    lfs_sha256: Option<String>,
+}
+
+impl TryFrom<StoredRepoFile> for RepoFile {
+    type Error = String;
+    fn try_from(stored: StoredRepoFile) -> Result<Self, Self::Error> {
+        let lfs_ok = stored
+            .lfs_sha256
+            .as_deref()
+            .is_none_or(|h| is_hex_digest(h, 64));
+        if !is_hex_digest(&stored.git_oid, 40) || !lfs_ok {
+            return Err(format!(
+                "'{}' has a hash that is not a hex digest",
+                stored.path
+            ));
+        }
+        Ok(RepoFile {
+            path: stored.path,
+            size_bytes: stored.size_bytes,
+            git_oid: stored.git_oid,
+            lfs_sha256: stored.lfs_sha256,
+        })
+    }
 }
 
 impl RepoFile {
@@ -364,5 +397,19 @@ mod tests {
         assert!(Revision::parse("refs/pr/3").is_ok());
         assert!(Revision::parse("../../etc").is_err());
         assert!(is_hex_digest(&"a".repeat(64), 64) && !is_hex_digest(&"A".repeat(64), 64));
+    }
+
+    #[test]
+    fn a_stored_file_is_read_back_only_with_hashes_that_cannot_name_another_file() {
+        let good = RepoFile {
+            path: RepoPath::parse("a.gguf").expect("path"),
+            size_bytes: 1,
+            git_oid: "1".repeat(40),
+            lfs_sha256: Some("2".repeat(64)),
+        };
+        let json = serde_json::to_string(&good).expect("json");
+        assert_eq!(serde_json::from_str::<RepoFile>(&json).expect("back"), good);
+        let hostile = json.replace(&"2".repeat(64), "../../../../etc/passwd");
+        assert!(serde_json::from_str::<RepoFile>(&hostile).is_err());
     }
 }

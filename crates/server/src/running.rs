@@ -185,6 +185,10 @@ pub async fn start(options: ServeOptions) -> anyhow::Result<RunningServer> {
         }
         None => (None, StartReport::default()),
     };
+    let downloads = match &store {
+        Some(store) => start_downloads(store.clone(), bus.clone(), library.clone(), paths).await,
+        None => None,
+    };
     let (stop, stop_rx) = watch::channel(false);
     let state = Arc::new(AppState {
         stopping: stop_rx.clone(),
@@ -203,6 +207,8 @@ pub async fn start(options: ServeOptions) -> anyhow::Result<RunningServer> {
         store,
         instances,
         engines_at_start,
+        downloads,
+        hub_token_file: paths.hub_token_file(),
     });
     let serving = tokio::spawn(http::serve(listener, state.clone(), stop_rx));
     Ok(RunningServer {
@@ -213,6 +219,39 @@ pub async fn start(options: ServeOptions) -> anyhow::Result<RunningServer> {
         serving,
         telemetry,
     })
+}
+
+/// The download queue: the hub as the environment names it (`HF_ENDPOINT`, `HF_HUB_CACHE` …)
+/// with the token Rigdeck keeps; a finished download makes the library rescan at once.
+async fn start_downloads(
+    store: Store,
+    bus: EventBus,
+    library: rigdeck_core::library::LibraryHandle,
+    paths: &AppPaths,
+) -> Option<rigdeck_core::downloads::Downloads> {
+    use rigdeck_core::hub::config::HubConfig;
+    let token_file = paths.hub_token_file();
+    let hub: rigdeck_core::downloads::HubSource =
+        Arc::new(move || HubConfig::from_env(Some(&token_file)));
+    let rescan = move || {
+        let library = library.clone();
+        tokio::spawn(async move { library.rescan().await });
+    };
+    let started = rigdeck_core::downloads::Downloads::start(
+        store,
+        Arc::new(bus),
+        hub,
+        rigdeck_core::hub::download::FetchOptions::default(),
+        rescan,
+    )
+    .await;
+    match started {
+        Ok(downloads) => Some(downloads),
+        Err(e) => {
+            tracing::warn!("model downloads are unavailable: {e}");
+            None
+        }
+    }
 }
 
 fn log_autostart(report: &Autostart) {

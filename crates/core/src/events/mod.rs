@@ -36,6 +36,12 @@ pub enum Event {
     /// One output line of an engine instance.
     #[serde(rename = "instance.log")]
     InstanceLog(Arc<InstanceLog>),
+    /// A model download was queued, started, paused, failed, finished …: its full view.
+    #[serde(rename = "download.state")]
+    DownloadState(Arc<crate::downloads::DownloadView>),
+    /// A running download's bytes, rate and time left (twice a second).
+    #[serde(rename = "download.progress")]
+    DownloadProgress(Arc<crate::downloads::DownloadView>),
 }
 
 impl Event {
@@ -44,12 +50,12 @@ impl Event {
     /// lines cannot push an `instance.state` out of a slow client's queue.
     pub fn is_bulk(&self) -> bool {
         match self {
-            Event::TelemetryFrame(_) | Event::InstanceLog(_) => true,
+            Event::TelemetryFrame(_) | Event::InstanceLog(_) | Event::DownloadProgress(_) => true,
             // A build's progress is bulk (the next report says where it is); its end is state.
             Event::EngineBuild(progress) => {
                 !matches!(progress.step, BuildStep::Done | BuildStep::Failed)
             }
-            Event::LibraryChanged(_) | Event::InstanceState(_) => false,
+            Event::LibraryChanged(_) | Event::InstanceState(_) | Event::DownloadState(_) => false,
         }
     }
 }
@@ -120,6 +126,17 @@ impl InstanceEvents for EventBus {
 
     fn log(&self, line: InstanceLog) {
         self.publish(Event::InstanceLog(Arc::new(line)));
+    }
+}
+
+/// The download queue reports on the bus, as `download.state` and `download.progress`.
+impl crate::downloads::DownloadEvents for EventBus {
+    fn state(&self, view: crate::downloads::DownloadView) {
+        self.publish(Event::DownloadState(Arc::new(view)));
+    }
+
+    fn progress(&self, view: crate::downloads::DownloadView) {
+        self.publish(Event::DownloadProgress(Arc::new(view)));
     }
 }
 

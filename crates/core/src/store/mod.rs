@@ -4,6 +4,7 @@
 //! - [`engine_builds`]: the installed engine builds;
 //! - [`launch_profiles`]: the launch profiles.
 
+pub mod downloads;
 pub mod engine_builds;
 pub mod history;
 pub mod launch_profiles;

@@ -46,6 +46,8 @@ pub enum DownloadError {
         #[source]
         source: std::io::Error,
     },
+    #[error(transparent)]
+    Config(#[from] crate::config::ConfigError),
     #[error("the download was stopped")]
     Cancelled,
 }

@@ -269,8 +269,8 @@ pub fn pull(args: PullArgs) -> anyhow::Result<ExitCode> {
     let revision = Revision::parse(&args.revision)?;
     let runtime = runtime()?;
     let (info, groups) = runtime.block_on(groups_of(&client, &repo, &revision))?;
-    let files = match choose_files(&groups, quant) {
-        Ok(files) => files,
+    let files = match quants::select(&groups, quant) {
+        Ok((_, files)) => files,
         Err(message) => {
             eprintln!("rigdeck: {message}");
             return Ok(ExitCode::from(2));
@@ -292,40 +292,6 @@ pub fn pull(args: PullArgs) -> anyhow::Result<ExitCode> {
     };
     let downloader = Downloader::new(client, destination, options);
     runtime.block_on(run_download(&downloader, &plan, args.json))
-}
-
-/// The files a `REPO[:QUANT]` names.
-fn choose_files(
-    groups: &[FileGroup],
-    quant: Option<&str>,
-) -> Result<Vec<rigdeck_core::hub::repo::RepoFile>, String> {
-    let ggufs: Vec<&FileGroup> = groups
-        .iter()
-        .filter(|g| g.kind == GroupKind::Gguf)
-        .collect();
-    let group = match (quant, ggufs.as_slice()) {
-        (Some(quant), _) => quants::find(groups, quant)?,
-        (None, [only]) => only,
-        (None, []) => return Ok(groups.iter().flat_map(|g| g.files.clone()).collect()),
-        (None, several) => {
-            let labels: Vec<String> = several
-                .iter()
-                .map(|g| format!("  {} ({})", g.label, human(g.total_bytes)))
-                .collect();
-            return Err(format!(
-                "this repository has {} quantizations; name one as REPO:QUANT:\n{}",
-                several.len(),
-                labels.join("\n")
-            ));
-        }
-    };
-    if let Some(missing) = &group.missing {
-        return Err(format!(
-            "{} is an incomplete upload ({missing}); it could not be loaded, so it is not downloaded",
-            group.label
-        ));
-    }
-    Ok(group.files.clone())
 }
 
 async fn run_download(

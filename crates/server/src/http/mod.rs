@@ -3,6 +3,7 @@
 mod api;
 mod error;
 mod guard;
+mod hub;
 mod instances;
 mod placement;
 mod ui_assets;
@@ -52,6 +53,10 @@ pub struct AppState {
     pub instances: Option<Arc<Instances>>,
     /// What happened to engines as the daemon started (recovered, autostarted, refused).
     pub engines_at_start: StartReport,
+    /// The model download queue (`None` without a database).
+    pub downloads: Option<rigdeck_core::downloads::Downloads>,
+    /// Where Rigdeck keeps the user's Hugging Face token.
+    pub hub_token_file: PathBuf,
 }
 
 impl AppState {
@@ -142,6 +147,28 @@ fn api_endpoints() -> Vec<Endpoint> {
             Method::GET,
             "/instances/{name}/logs",
             get(instances::instance_logs),
+        ),
+        at(Method::GET, "/hub/search", get(hub::search)),
+        at(Method::GET, "/hub/models/{owner}/{name}", get(hub::model)),
+        at(
+            Method::GET,
+            "/hub/models/{owner}/{name}/card",
+            get(hub::card),
+        ),
+        at(Method::GET, "/hub/token", get(hub::token_status)),
+        at(Method::PUT, "/hub/token", put(hub::set_token)),
+        at(Method::DELETE, "/hub/token", delete(hub::delete_token)),
+        at(Method::GET, "/downloads", get(hub::list_downloads)),
+        at(Method::POST, "/downloads", post(hub::create_download)),
+        at(
+            Method::DELETE,
+            "/downloads/{id}",
+            delete(hub::delete_download),
+        ),
+        at(
+            Method::POST,
+            "/downloads/{id}/{action}",
+            post(hub::download_action),
         ),
         at(Method::GET, "/events", get(ws::events)),
     ]

@@ -120,7 +120,7 @@ pub async fn parse(State(state): State<Arc<AppState>>, body: axum::body::Bytes) 
     }
 }
 
-fn parse_body<T: serde::de::DeserializeOwned>(body: &[u8]) -> Result<T, ApiError> {
+pub(super) fn parse_body<T: serde::de::DeserializeOwned>(body: &[u8]) -> Result<T, ApiError> {
     serde_json::from_slice(body).map_err(|e| {
         ApiError::new(
             StatusCode::BAD_REQUEST,

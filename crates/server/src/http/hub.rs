@@ -1,0 +1,299 @@
+//! The model hub and the download queue over HTTP: search, a model's page (its quantizations
+//! grouped, its card), the Hugging Face token, and downloads with pause, resume, cancel and
+//! retry. Each a thin wrapper over the hub crate and `core::downloads`.
+
+use std::sync::Arc;
+
+use axum::extract::{Path, Query, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use rigdeck_core::downloads::{DownloadRequest, Downloads, QueueError};
+use rigdeck_core::hub::api::{HubClient, HubError, SearchQuery, SortBy, WeightFormat};
+use rigdeck_core::hub::config::{HubConfig, HubToken};
+use rigdeck_core::hub::quants;
+use rigdeck_core::hub::repo::{RepoId, Revision};
+use serde::Deserialize;
+
+use super::error::ApiError;
+use super::placement::parse_body;
+use super::AppState;
+
+fn hub_client(state: &AppState) -> Result<(HubClient, HubConfig), ApiError> {
+    let config = HubConfig::from_env(Some(&state.hub_token_file))
+        .map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, "hub_config", e.to_string()))?;
+    let client = HubClient::new(&config).map_err(hub_error)?;
+    Ok((client, config))
+}
+
+/// The hub's errors with the status that says whose side they are on.
+fn hub_error(error: HubError) -> ApiError {
+    let (status, code) = match &error {
+        HubError::NotFound { .. } => (StatusCode::NOT_FOUND, "hub_not_found"),
+        HubError::Gated { .. } | HubError::Unauthorized { .. } => {
+            (StatusCode::FORBIDDEN, "hub_gated")
+        }
+        HubError::RateLimited { .. } => (StatusCode::TOO_MANY_REQUESTS, "hub_rate_limited"),
+        _ => (StatusCode::BAD_GATEWAY, "hub_unavailable"),
+    };
+    ApiError::new(status, code, error.to_string())
+}
+
+fn bad_request(message: impl Into<String>) -> ApiError {
+    ApiError::new(StatusCode::BAD_REQUEST, "bad_request", message)
+}
+
+fn repo_of(owner: &str, name: &str) -> Result<RepoId, ApiError> {
+    RepoId::parse(&format!("{owner}/{name}")).map_err(|e| bad_request(e.to_string()))
+}
+
+fn revision_of(revision: Option<&str>) -> Result<Revision, ApiError> {
+    revision
+        .map_or(Ok(Revision::main()), Revision::parse)
+        .map_err(|e| bad_request(e.to_string()))
+}
+
+fn respond(result: Result<serde_json::Value, ApiError>) -> Response {
+    match result {
+        Ok(json) => Json(json).into_response(),
+        Err(error) => error.into_response(),
+    }
+}
+
+#[derive(Debug, Deserialize)]
+pub struct SearchParams {
+    #[serde(default)]
+    text: String,
+    format: Option<WeightFormat>,
+    #[serde(default)]
+    sort: SortBy,
+    limit: Option<u32>,
+}
+
+pub async fn search(
+    State(state): State<Arc<AppState>>,
+    Query(params): Query<SearchParams>,
+) -> Response {
+    let query = SearchQuery {
+        text: params.text,
+        format: params.format,
+        sort: params.sort,
+        limit: params.limit,
+    };
+    respond(
+        async {
+            let (client, _) = hub_client(&state)?;
+            let hits = client.search(&query).await.map_err(hub_error)?;
+            Ok(serde_json::json!(hits))
+        }
+        .await,
+    )
+}
+
+#[derive(Debug, Deserialize)]
+pub struct RevisionParam {
+    revision: Option<String>,
+}
+
+/// The model at a revision: summary, commit, files grouped by quantization, refused entries.
+pub async fn model(
+    State(state): State<Arc<AppState>>,
+    Path((owner, name)): Path<(String, String)>,
+    Query(params): Query<RevisionParam>,
+) -> Response {
+    respond(
+        async {
+            let repo = repo_of(&owner, &name)?;
+            let revision = revision_of(params.revision.as_deref())?;
+            let (client, _) = hub_client(&state)?;
+            let info = client
+                .model_info(&repo, &revision)
+                .await
+                .map_err(hub_error)?;
+            let listing = client
+                .list_files(&repo, &info.commit)
+                .await
+                .map_err(hub_error)?;
+            Ok(serde_json::json!({
+                "model": info,
+                "revision": revision,
+                "groups": quants::group(&listing.files),
+                "refused": listing.refused,
+            }))
+        }
+        .await,
+    )
+}
+
+pub async fn card(
+    State(state): State<Arc<AppState>>,
+    Path((owner, name)): Path<(String, String)>,
+    Query(params): Query<RevisionParam>,
+) -> Response {
+    respond(
+        async {
+            let repo = repo_of(&owner, &name)?;
+            let revision = revision_of(params.revision.as_deref())?;
+            let (client, _) = hub_client(&state)?;
+            let info = client
+                .model_info(&repo, &revision)
+                .await
+                .map_err(hub_error)?;
+            let markdown = client
+                .model_card(&repo, &info.commit)
+                .await
+                .map_err(hub_error)?;
+            Ok(serde_json::json!({ "commit": info.commit, "markdown": markdown }))
+        }
+        .await,
+    )
+}
+
+/// Whether a token is set, and where from (never the token itself).
+pub async fn token_status(State(state): State<Arc<AppState>>) -> Response {
+    let source = if std::env::var("HF_TOKEN").is_ok_and(|t| !t.trim().is_empty()) {
+        Some("HF_TOKEN")
+    } else if state.hub_token_file.exists() {
+        Some("rigdeck")
+    } else {
+        HubConfig::from_env(None)
+            .ok()
+            .and_then(|c| c.token)
+            .map(|_| "HF_HOME/token")
+    };
+    Json(serde_json::json!({ "present": source.is_some(), "source": source })).into_response()
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TokenBody {
+    token: String,
+}
+
+pub async fn set_token(State(state): State<Arc<AppState>>, body: axum::body::Bytes) -> Response {
+    let body: TokenBody = match parse_body(&body) {
+        Ok(body) => body,
+        Err(e) => return e.into_response(),
+    };
+    let token = match HubToken::parse(&body.token) {
+        Ok(token) => token,
+        Err(why) => return bad_request(format!("the token was not saved: {why}")).into_response(),
+    };
+    match token.save(&state.hub_token_file) {
+        Ok(()) => token_status(State(state)).await,
+        Err(e) => ApiError::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "token_not_saved",
+            e.to_string(),
+        )
+        .into_response(),
+    }
+}
+
+pub async fn delete_token(State(state): State<Arc<AppState>>) -> Response {
+    let _ = std::fs::remove_file(&state.hub_token_file);
+    token_status(State(state)).await
+}
+
+fn queue(state: &AppState) -> Result<&Downloads, ApiError> {
+    state.downloads.as_ref().ok_or_else(|| {
+        ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "no_database",
+            "downloads need the database, which could not be opened (see the daemon's log)",
+        )
+    })
+}
+
+fn queue_error(error: QueueError) -> ApiError {
+    let status = match error {
+        QueueError::NotFound(_) => StatusCode::NOT_FOUND,
+        QueueError::WrongState { .. } => StatusCode::CONFLICT,
+        _ => StatusCode::INTERNAL_SERVER_ERROR,
+    };
+    ApiError::new(status, "download", error.to_string())
+}
+
+pub async fn list_downloads(State(state): State<Arc<AppState>>) -> Response {
+    respond(queue(&state).map(|q| serde_json::json!(q.list())))
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NewDownload {
+    repo: String,
+    quant: Option<String>,
+    revision: Option<String>,
+}
+
+/// Resolves the revision to a commit and the quantization to its files, then queues them.
+pub async fn create_download(
+    State(state): State<Arc<AppState>>,
+    body: axum::body::Bytes,
+) -> Response {
+    let result: Result<serde_json::Value, ApiError> = async {
+        let body: NewDownload = parse_body(&body)?;
+        let queue = queue(&state)?;
+        let repo = RepoId::parse(&body.repo).map_err(|e| bad_request(e.to_string()))?;
+        let revision = revision_of(body.revision.as_deref())?;
+        let (client, _) = hub_client(&state)?;
+        let info = client
+            .model_info(&repo, &revision)
+            .await
+            .map_err(hub_error)?;
+        let listing = client
+            .list_files(&repo, &info.commit)
+            .await
+            .map_err(hub_error)?;
+        let groups = quants::group(&listing.files);
+        let (label, files) = quants::select(&groups, body.quant.as_deref()).map_err(bad_request)?;
+        let request = DownloadRequest {
+            repo,
+            revision,
+            commit: info.commit,
+            label,
+            files,
+        };
+        let view = queue.enqueue(request).await.map_err(queue_error)?;
+        Ok(serde_json::json!(view))
+    }
+    .await;
+    match result {
+        Ok(json) => (StatusCode::CREATED, Json(json)).into_response(),
+        Err(error) => error.into_response(),
+    }
+}
+
+pub async fn download_action(
+    State(state): State<Arc<AppState>>,
+    Path((id, action)): Path<(i64, String)>,
+) -> Response {
+    let result = async {
+        let queue = queue(&state)?;
+        let view = match action.as_str() {
+            "pause" => queue.pause(id).await,
+            "resume" => queue.resume(id).await,
+            "cancel" => queue.cancel(id).await,
+            "retry" => queue.retry(id).await,
+            other => {
+                return Err(ApiError::new(
+                    StatusCode::NOT_FOUND,
+                    "not_found",
+                    format!("no action '{other}': use pause, resume, cancel or retry"),
+                ))
+            }
+        };
+        view.map(|v| serde_json::json!(v)).map_err(queue_error)
+    }
+    .await;
+    respond(result)
+}
+
+pub async fn delete_download(State(state): State<Arc<AppState>>, Path(id): Path<i64>) -> Response {
+    let result = async {
+        queue(&state)?.forget(id).await.map_err(queue_error)?;
+        Ok(serde_json::json!({ "removed": id }))
+    }
+    .await;
+    respond(result)
+}

@@ -1,0 +1,251 @@
+//! The daemon's hub and download queue over the API, against the hub crate's fake hub: a model
+//! page grouped by quantization, a download that pauses, resumes and survives a daemon restart,
+//! a cancel that leaves nothing behind, and bad requests answered with what to do.
+
+mod support;
+
+#[path = "../../hub/tests/support/fake_hub.rs"]
+mod fake_hub;
+
+use fake_hub::{FakeFile, FakeRepo, RunningHub};
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+use support::TestServer;
+
+const MIB: u64 = 1 << 20;
+
+fn repo() -> FakeRepo {
+    FakeRepo::new(
+        "org/Api-GGUF",
+        0x3c,
+        vec![
+            FakeFile::new("README.md", 700, 1, false),
+            FakeFile::new("Api-Q4_K_M.gguf", 3 * MIB, 2, true),
+            FakeFile::new("Q8_0/Api-Q8_0-00001-of-00002.gguf", 4 * MIB, 3, true),
+            FakeFile::new("Q8_0/Api-Q8_0-00002-of-00002.gguf", 2 * MIB + 9, 4, true),
+        ],
+    )
+}
+
+/// The fake hub, and the daemon's environment pointed at it (each test is its own process).
+async fn hub_for(dir: &std::path::Path) -> RunningHub {
+    let hub = RunningHub::start(vec![repo()]).await;
+    std::env::set_var("HF_ENDPOINT", &hub.url);
+    std::env::set_var("HF_HUB_CACHE", dir.join("hf-cache"));
+    std::env::set_var("HF_HOME", dir.join("hf-home"));
+    std::env::remove_var("HF_TOKEN");
+    hub
+}
+
+async fn wait_for_state(server: &TestServer, id: i64, state: &str) -> serde_json::Value {
+    let mut last = serde_json::Value::Null;
+    for _ in 0..600 {
+        let list = server.get_json("/api/v1/downloads").await;
+        let view = list
+            .as_array()
+            .and_then(|l| l.iter().find(|d| d["id"] == id))
+            .cloned()
+            .unwrap_or_default();
+        if view["state"] == state {
+            return view;
+        }
+        last = view.clone();
+        if view["state"] == "failed" && state != "failed" {
+            panic!("download failed: {view}");
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("download #{id} never became {state}: {last}");
+}
+
+#[tokio::test]
+async fn a_model_page_groups_quantizations_and_its_download_lands_in_the_library() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let hub = hub_for(dir.path()).await;
+    let server = TestServer::start("4x3090.json").await;
+    let hits = server
+        .get_json("/api/v1/hub/search?text=api&format=gguf")
+        .await;
+    assert_eq!(hits[0]["id"], "org/Api-GGUF", "{hits}");
+    let page = server.get_json("/api/v1/hub/models/org/Api-GGUF").await;
+    let labels: Vec<&str> = page["groups"]
+        .as_array()
+        .expect("groups")
+        .iter()
+        .filter(|g| g["kind"] == "gguf")
+        .map(|g| g["label"].as_str().unwrap_or_default())
+        .collect();
+    assert_eq!(labels, ["Q4_K_M", "Q8_0"], "{page}");
+    let card = server
+        .get_json("/api/v1/hub/models/org/Api-GGUF/card")
+        .await;
+    assert!(
+        card["markdown"].as_str().is_some_and(|m| !m.is_empty()),
+        "{card}"
+    );
+
+    let (status, view) = server
+        .post_json(
+            "/api/v1/downloads",
+            &serde_json::json!({"repo": "org/Api-GGUF", "quant": "Q8_0"}),
+        )
+        .await;
+    assert_eq!(status, 201, "{view}");
+    let id = view["id"].as_i64().expect("id");
+    let done = wait_for_state(&server, id, "done").await;
+    assert_eq!(done["progress"]["done_bytes"], 6 * MIB + 9);
+    let first = done["paths"][0].as_str().expect("path").to_owned();
+    for (path, file) in done["paths"]
+        .as_array()
+        .expect("paths")
+        .iter()
+        .zip(&repo().files[2..])
+    {
+        let content = std::fs::read(path.as_str().expect("path")).expect("downloaded file");
+        assert!(content == file.all_bytes());
+    }
+    // The library rescans at once and lists the split model by its first shard.
+    let mut listed = false;
+    for _ in 0..100 {
+        let models = server.get_json("/api/v1/models").await;
+        listed = models
+            .as_array()
+            .is_some_and(|m| m.iter().any(|e| e["path"].as_str() == Some(first.as_str())));
+        if listed {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(listed, "{first} is not in the library");
+    drop(hub);
+}
+
+#[tokio::test]
+async fn pause_resume_and_a_daemon_restart_continue_the_same_download() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let hub = hub_for(dir.path()).await;
+    hub.state.faults.throttle_bps.store(MIB, Ordering::SeqCst);
+    let server = TestServer::start("4x3090.json").await;
+    let (_, view) = server
+        .post_json(
+            "/api/v1/downloads",
+            &serde_json::json!({"repo": "org/Api-GGUF", "quant": "q8_0"}),
+        )
+        .await;
+    let id = view["id"].as_i64().expect("id");
+    wait_for_state(&server, id, "running").await;
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    let (status, paused) = server
+        .post_json(
+            &format!("/api/v1/downloads/{id}/pause"),
+            &serde_json::json!({}),
+        )
+        .await;
+    assert_eq!(status, 200, "{paused}");
+    let paused = wait_for_state(&server, id, "paused").await;
+    assert!(
+        paused["progress"]["done_bytes"].as_u64() > Some(0),
+        "{paused}"
+    );
+    let (status, wrong) = server
+        .post_json(
+            &format!("/api/v1/downloads/{id}/pause"),
+            &serde_json::json!({}),
+        )
+        .await;
+    assert_eq!(status, 409, "{wrong}");
+    assert!(
+        wrong["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("cannot be paused"),
+        "{wrong}"
+    );
+
+    server
+        .post_json(
+            &format!("/api/v1/downloads/{id}/resume"),
+            &serde_json::json!({}),
+        )
+        .await;
+    wait_for_state(&server, id, "running").await;
+    // The daemon stops mid-download; the next one picks the download up by itself.
+    let TestServer {
+        server: running,
+        dir: server_dir,
+        rig,
+        ..
+    } = server;
+    running.shutdown().await;
+    hub.state.faults.throttle_bps.store(0, Ordering::SeqCst);
+    let server = TestServer::start_with_rig(server_dir, rig).await;
+    let done = wait_for_state(&server, id, "done").await;
+    for (path, file) in done["paths"]
+        .as_array()
+        .expect("paths")
+        .iter()
+        .zip(&repo().files[2..])
+    {
+        let content = std::fs::read(path.as_str().expect("path")).expect("downloaded file");
+        assert!(content == file.all_bytes());
+    }
+}
+
+#[tokio::test]
+async fn a_cancelled_download_leaves_no_partial_file_and_bad_requests_say_why() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let hub = hub_for(dir.path()).await;
+    hub.state.faults.throttle_bps.store(MIB / 8, Ordering::SeqCst);
+    let server = TestServer::start("4x3090.json").await;
+    let (_, view) = server
+        .post_json(
+            "/api/v1/downloads",
+            &serde_json::json!({"repo": "org/Api-GGUF", "quant": "Q4_K_M"}),
+        )
+        .await;
+    let id = view["id"].as_i64().expect("id");
+    wait_for_state(&server, id, "running").await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    server
+        .post_json(
+            &format!("/api/v1/downloads/{id}/cancel"),
+            &serde_json::json!({}),
+        )
+        .await;
+    wait_for_state(&server, id, "cancelled").await;
+    let blobs = dir.path().join("hf-cache/models--org--Api-GGUF/blobs");
+    let left: Vec<_> = std::fs::read_dir(&blobs)
+        .map(|d| d.filter_map(|e| e.ok()).map(|e| e.file_name()).collect())
+        .unwrap_or_default();
+    assert!(left.is_empty(), "left behind: {left:?}");
+
+    for (body, expected) in [
+        (
+            serde_json::json!({"repo": "org/Api-GGUF"}),
+            "name one as REPO:QUANT",
+        ),
+        (
+            serde_json::json!({"repo": "org/Api-GGUF", "quant": "IQ1_S"}),
+            "Q4_K_M",
+        ),
+        (
+            serde_json::json!({"repo": "../../etc"}),
+            "is not a repository id",
+        ),
+        (serde_json::json!({"repo": "org/None-GGUF"}), "not found"),
+        (
+            serde_json::json!({"model": "x"}),
+            "request body is not valid",
+        ),
+    ] {
+        let (status, answer) = server.post_json("/api/v1/downloads", &body).await;
+        assert!(status.is_client_error(), "{body}: {status} {answer}");
+        assert!(
+            answer["message"]
+                .as_str()
+                .unwrap_or_default()
+                .contains(expected),
+            "{body}: {answer}"
+        );
+    }
+}
