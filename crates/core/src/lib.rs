@@ -7,6 +7,7 @@
 pub mod auth;
 pub mod downloads;
 pub mod events;
+pub mod hub_fit;
 pub mod launch;
 pub mod library;
 pub mod live_rig;

@@ -51,10 +51,17 @@ pub fn load_shape(path: &Path) -> Result<LoadedModel, ShapeError> {
 /// fetched, with HTTP Range requests, so a 400 GB model is planned before it is downloaded.
 /// Returns the model and the number of HTTP requests it took.
 pub async fn load_remote_shape(url: &str) -> Result<(LoadedModel, u64), ShapeError> {
+    load_remote_shape_with(&rigdeck_gguf::remote::HttpReader::new(), url).await
+}
+
+/// The same through a configured reader (a hub token, other limits).
+pub async fn load_remote_shape_with(
+    reader: &rigdeck_gguf::remote::HttpReader,
+    url: &str,
+) -> Result<(LoadedModel, u64), ShapeError> {
     if !(url.starts_with("http://") || url.starts_with("https://")) || !url.contains(".gguf") {
         return Err(ShapeError::NotGguf(url.to_owned()));
     }
-    let reader = rigdeck_gguf::remote::HttpReader::new();
     let model = reader.read_model(url).await?;
     let label = url.rsplit('/').next().unwrap_or("model");
     Ok((loaded(&model, label)?, reader.requests()))

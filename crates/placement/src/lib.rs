@@ -14,6 +14,7 @@ pub mod rig;
 pub mod solver;
 #[cfg(test)]
 pub(crate) mod testing;
+pub mod verdict;
 
 pub use model::{AttentionLayout, ExpertShape, ModelShape, ModelTensor, TensorRole};
 pub use options::{DeviceId, KvType, PlacementOptions, SplitMode, TensorOverride};

@@ -209,6 +209,7 @@ pub async fn start(options: ServeOptions) -> anyhow::Result<RunningServer> {
         engines_at_start,
         downloads,
         hub_token_file: paths.hub_token_file(),
+        hub_headers: Default::default(),
     });
     let serving = tokio::spawn(http::serve(listener, state.clone(), stop_rx));
     Ok(RunningServer {

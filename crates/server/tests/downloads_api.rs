@@ -195,7 +195,10 @@ async fn pause_resume_and_a_daemon_restart_continue_the_same_download() {
 async fn a_cancelled_download_leaves_no_partial_file_and_bad_requests_say_why() {
     let dir = tempfile::tempdir().expect("tempdir");
     let hub = hub_for(dir.path()).await;
-    hub.state.faults.throttle_bps.store(MIB / 8, Ordering::SeqCst);
+    hub.state
+        .faults
+        .throttle_bps
+        .store(MIB / 8, Ordering::SeqCst);
     let server = TestServer::start("4x3090.json").await;
     let (_, view) = server
         .post_json(
@@ -247,5 +250,103 @@ async fn a_cancelled_download_leaves_no_partial_file_and_bad_requests_say_why() 
                 .contains(expected),
             "{body}: {answer}"
         );
+    }
+}
+
+#[tokio::test]
+async fn every_quantization_is_planned_on_the_rig_before_downloading() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let models = dir.path().join("written");
+    std::fs::create_dir_all(&models).expect("mkdir");
+    let small = rigdeck_gguf::fixtures::MoeShape::small()
+        .writer()
+        .write_split(&models, "small", 1)
+        .expect("small model");
+    let glm = rigdeck_gguf::fixtures::MoeShape::glm_5_2()
+        .writer()
+        .write_split(&models, "GLM-5.2-UD-IQ2_M", 6)
+        .expect("GLM-5.2-shaped model");
+    let mut files = vec![FakeFile::from_disk("Model-Q4_K_M.gguf", &small[0])];
+    for (i, shard) in glm.iter().enumerate() {
+        let name = format!("UD-IQ2_M/GLM-5.2-UD-IQ2_M-{:05}-of-00006.gguf", i + 1);
+        files.push(FakeFile::from_disk(&name, shard));
+    }
+    let hub = RunningHub::start(vec![FakeRepo::new("org/Fit-GGUF", 0x77, files)]).await;
+    std::env::set_var("HF_ENDPOINT", &hub.url);
+    std::env::set_var("HF_HUB_CACHE", dir.path().join("hf-cache"));
+    let server = TestServer::start("4x3090.json").await;
+    let body = serde_json::json!({"repo": "org/Fit-GGUF", "rig": "4x3090", "context": 65536});
+    let (status, fit) = server.post_json("/api/v1/hub/fit", &body).await;
+    assert_eq!(status, 200, "{fit}");
+    let quants = fit["quants"].as_array().expect("quants");
+    let by_label = |label: &str| {
+        quants
+            .iter()
+            .find(|q| q["label"] == label)
+            .cloned()
+            .unwrap_or_default()
+    };
+    let small_fit = by_label("Q4_K_M");
+    assert_eq!(small_fit["verdict"]["kind"], "on_gpus", "{fit}");
+    assert_eq!(small_fit["recommended"], true, "{fit}");
+    let glm_fit = by_label("UD-IQ2_M");
+    assert_eq!(glm_fit["verdict"]["kind"], "experts_in_ram", "{glm_fit}");
+    assert!(
+        glm_fit["summary"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("layer(s) in CPU RAM"),
+        "{glm_fit}"
+    );
+    assert!(
+        glm_fit["total_bytes"].as_u64() > small_fit["total_bytes"].as_u64(),
+        "{fit}"
+    );
+    assert_eq!(
+        glm_fit["devices"].as_array().map(Vec::len),
+        Some(5),
+        "4 GPUs and the CPU"
+    );
+    assert!(
+        hub.state.seen.body_bytes.load(Ordering::SeqCst) < 64 << 20,
+        "headers only"
+    );
+
+    let (status, bad) = server
+        .post_json(
+            "/api/v1/hub/fit",
+            &serde_json::json!({"repo": "org/Fit-GGUF", "context": 0}),
+        )
+        .await;
+    assert_eq!(status, 400);
+    assert!(
+        bad["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("out of range"),
+        "{bad}"
+    );
+}
+
+#[tokio::test]
+async fn the_starter_catalog_names_valid_repositories_and_their_quantizations() {
+    let server = TestServer::start("4x3090.json").await;
+    let catalog = server.get_json("/api/v1/hub/starter").await;
+    let models = catalog["models"].as_array().expect("models");
+    assert!(models.len() >= 6, "{catalog}");
+    for model in models {
+        let repo = model["repo"].as_str().expect("repo");
+        assert!(
+            rigdeck_core::hub::repo::RepoId::parse(repo).is_ok(),
+            "{repo}"
+        );
+        let quant = model["quant"].as_str().expect("quant");
+        assert!(
+            rigdeck_core::hub::quants::quant_label(&format!("x-{quant}.gguf")).is_some(),
+            "{quant}"
+        );
+    }
+    for kind in ["dense", "moe"] {
+        assert!(models.iter().any(|m| m["kind"] == kind), "a {kind} model");
     }
 }

@@ -34,9 +34,38 @@ pub struct FakeFile {
     pub lfs: bool,
     pub sha256: String,
     pub git_oid: String,
+    /// Served from this file instead of the generated pattern (a real GGUF for the planner).
+    pub source: Option<std::path::PathBuf>,
 }
 
+/// Files served from disk are hashed only up to this size (a sparse 200 GB model written for
+/// planning tests is read by its header only, never downloaded).
+const HASHED_SOURCE_BYTES: u64 = 256 << 20;
+
 impl FakeFile {
+    /// A file served from disk under `path` in the repository.
+    pub fn from_disk(path: &str, source: &std::path::Path) -> FakeFile {
+        let size = std::fs::metadata(source).expect("source file").len();
+        let mut file = FakeFile {
+            path: path.to_owned(),
+            size,
+            seed: 0,
+            lfs: true,
+            sha256: hex(&sha2::Sha256::digest(path.as_bytes())),
+            git_oid: hex(&sha1::Sha1::digest(path.as_bytes())),
+            source: Some(source.to_owned()),
+        };
+        if size <= HASHED_SOURCE_BYTES {
+            let content = std::fs::read(source).expect("read source");
+            file.sha256 = hex(&sha2::Sha256::digest(&content));
+            let mut git = sha1::Sha1::new();
+            git.update(format!("blob {size}\0").as_bytes());
+            git.update(&content);
+            file.git_oid = hex(&git.finalize());
+        }
+        file
+    }
+
     pub fn new(path: &str, size: u64, seed: u64, lfs: bool) -> FakeFile {
         let (sha256, git_oid) = hashes(size, seed);
         FakeFile {
@@ -46,11 +75,20 @@ impl FakeFile {
             lfs,
             sha256,
             git_oid,
+            source: None,
         }
     }
 
     /// The file's bytes `start..end`.
     pub fn bytes(&self, start: u64, end: u64) -> Vec<u8> {
+        if let Some(source) = &self.source {
+            use std::io::{Read, Seek};
+            let mut file = std::fs::File::open(source).expect("source file");
+            file.seek(std::io::SeekFrom::Start(start)).expect("seek");
+            let mut out = vec![0u8; (end - start) as usize];
+            file.read_exact(&mut out).expect("read source");
+            return out;
+        }
         let pattern = pattern(self.seed);
         let mut out = Vec::with_capacity((end - start) as usize);
         let mut at = start;
@@ -111,6 +149,7 @@ fn hashes(size: u64, seed: u64) -> (String, String) {
         lfs: false,
         sha256: String::new(),
         git_oid: String::new(),
+        source: None,
     };
     let mut sha256 = sha2::Sha256::new();
     let mut sha1 = sha1::Sha1::new();

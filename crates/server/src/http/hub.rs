@@ -16,8 +16,9 @@ use rigdeck_core::hub::repo::{RepoId, Revision};
 use serde::Deserialize;
 
 use super::error::ApiError;
-use super::placement::parse_body;
+use super::placement::{devices_for, parse_body};
 use super::AppState;
+use rigdeck_core::placement::rig::Margins;
 
 fn hub_client(state: &AppState) -> Result<(HubClient, HubConfig), ApiError> {
     let config = HubConfig::from_env(Some(&state.hub_token_file))
@@ -90,6 +91,16 @@ pub async fn search(
     )
 }
 
+/// The curated starter list (`assets/hub/starter-catalog.json`), built into the binary.
+pub async fn starter() -> Response {
+    const CATALOG: &str = include_str!("../../../../assets/hub/starter-catalog.json");
+    match serde_json::from_str::<serde_json::Value>(CATALOG) {
+        Ok(json) => Json(json).into_response(),
+        Err(e) => ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "catalog", e.to_string())
+            .into_response(),
+    }
+}
+
 #[derive(Debug, Deserialize)]
 pub struct RevisionParam {
     revision: Option<String>,
@@ -144,6 +155,73 @@ pub async fn card(
                 .await
                 .map_err(hub_error)?;
             Ok(serde_json::json!({ "commit": info.commit, "markdown": markdown }))
+        }
+        .await,
+    )
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FitBody {
+    repo: String,
+    revision: Option<String>,
+    /// `live` (this machine now) or a preset id.
+    #[serde(default = "live")]
+    rig: String,
+    /// Context length to plan for (tokens).
+    #[serde(default = "default_context")]
+    context: u32,
+}
+
+fn live() -> String {
+    "live".to_owned()
+}
+
+fn default_context() -> u32 {
+    32_768
+}
+
+/// Every GGUF quantization of a repository planned on the rig from its headers (no download).
+pub async fn fit(State(state): State<Arc<AppState>>, body: axum::body::Bytes) -> Response {
+    respond(
+        async {
+            let body: FitBody = parse_body(&body)?;
+            let repo = RepoId::parse(&body.repo).map_err(|e| bad_request(e.to_string()))?;
+            let revision = revision_of(body.revision.as_deref())?;
+            if body.context == 0 || body.context > 1 << 24 {
+                return Err(bad_request(format!(
+                    "context {} is out of range: choose 1 to 16777216 tokens",
+                    body.context
+                )));
+            }
+            let devices = devices_for(&state, &body.rig, &Margins::default())?;
+            let (client, config) = hub_client(&state)?;
+            let info = client
+                .model_info(&repo, &revision)
+                .await
+                .map_err(hub_error)?;
+            let listing = client
+                .list_files(&repo, &info.commit)
+                .await
+                .map_err(hub_error)?;
+            let groups = quants::group(&listing.files);
+            let quants = state
+                .hub_headers
+                .fit_quants(
+                    &config,
+                    &repo,
+                    &info.commit,
+                    &groups,
+                    &devices,
+                    body.context,
+                )
+                .await;
+            Ok(serde_json::json!({
+                "commit": info.commit,
+                "rig": body.rig,
+                "context": body.context,
+                "quants": quants,
+            }))
         }
         .await,
     )

@@ -57,6 +57,8 @@ pub struct AppState {
     pub downloads: Option<rigdeck_core::downloads::Downloads>,
     /// Where Rigdeck keeps the user's Hugging Face token.
     pub hub_token_file: PathBuf,
+    /// Hub models' headers already read (for "will it fit").
+    pub hub_headers: rigdeck_core::hub_fit::HeaderCache,
 }
 
 impl AppState {
@@ -149,12 +151,14 @@ fn api_endpoints() -> Vec<Endpoint> {
             get(instances::instance_logs),
         ),
         at(Method::GET, "/hub/search", get(hub::search)),
+        at(Method::GET, "/hub/starter", get(hub::starter)),
         at(Method::GET, "/hub/models/{owner}/{name}", get(hub::model)),
         at(
             Method::GET,
             "/hub/models/{owner}/{name}/card",
             get(hub::card),
         ),
+        at(Method::POST, "/hub/fit", post(hub::fit)),
         at(Method::GET, "/hub/token", get(hub::token_status)),
         at(Method::PUT, "/hub/token", put(hub::set_token)),
         at(Method::DELETE, "/hub/token", delete(hub::delete_token)),

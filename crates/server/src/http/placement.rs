@@ -177,7 +177,7 @@ async fn load(model: &str) -> Result<(LoadedModel, Option<u64>), ApiError> {
     Ok((loaded, None))
 }
 
-fn devices_for(
+pub(super) fn devices_for(
     state: &AppState,
     rig: &str,
     margins: &Margins,
