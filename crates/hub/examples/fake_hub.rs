@@ -54,8 +54,9 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
                 .files
                 .iter()
                 .enumerate()
-                .map(|(f, file)| {
-                    FakeFile::new(&file.path, file.size, (r * 1000 + f) as u64, file.lfs)
+                .map(|(f, file)| match &file.source {
+                    Some(source) => FakeFile::from_disk(&file.path, source),
+                    None => FakeFile::new(&file.path, file.size, (r * 1000 + f) as u64, file.lfs),
                 })
                 .collect();
             FakeRepo::new(&repo.id, r as u8 + 1, files)
