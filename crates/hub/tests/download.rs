@@ -620,3 +620,107 @@ async fn a_full_disk_is_refused_up_front_or_kept_for_resume_when_it_fills_midway
         .expect("resumed after space was freed");
     assert_same_content(&done.paths[0], sharded_repo().file("Tiny-MoE-Q8_0.gguf"));
 }
+
+#[tokio::test]
+async fn the_cache_lists_disk_use_removes_unshared_blobs_and_verifies_against_the_hub() {
+    use rigdeck_hub::cache::inventory;
+    use rigdeck_hub::download::verify::verify;
+    let s = setup(vec![sharded_repo()], None).await;
+    let all = s.plan("unsloth/Tiny-MoE-GGUF", "").await;
+    s.run(&all, quick_options()).await.expect("download");
+    let repo = all.repo.clone();
+    // A second snapshot sharing one blob with the first (the hub moved main on).
+    let other = rigdeck_hub::repo::CommitId::parse(&"e".repeat(40)).expect("commit");
+    let shared = DownloadPlan {
+        commit: other.clone(),
+        revision: Revision::parse(&"e".repeat(40)).expect("rev"),
+        files: all
+            .files
+            .iter()
+            .filter(|f| f.path.as_str() == "Tiny-MoE-Q8_0.gguf")
+            .cloned()
+            .collect(),
+        ..all.clone()
+    };
+    s.run(&shared, quick_options()).await.expect("linked only");
+
+    let listed = inventory::list(s.cache.path());
+    assert_eq!(listed.len(), 1);
+    let total: u64 = sharded_repo().files.iter().map(|f| f.size).sum();
+    assert_eq!(listed[0].size_on_disk, total, "a shared blob counts once");
+    assert_eq!(listed[0].snapshots.len(), 2);
+    let main = listed[0]
+        .snapshots
+        .iter()
+        .find(|s| s.refs == ["main"])
+        .expect("main");
+    assert_eq!(main.files.len(), 5);
+
+    let verified = verify(&s.client, s.cache.path(), &repo, &Revision::main())
+        .await
+        .expect("verify");
+    assert!(verified.files.iter().all(|f| f.ok), "{verified:?}");
+    assert_eq!(verified.files.len(), 5);
+    assert!(verified.upstream_commit.is_none());
+    // A byte changed on disk is found.
+    let q8 = s
+        .cache
+        .path()
+        .join("models--unsloth--Tiny-MoE-GGUF/blobs")
+        .join(&sharded_repo().file("Tiny-MoE-Q8_0.gguf").sha256);
+    let mut content = std::fs::read(&q8).expect("blob");
+    content[4096] ^= 0xff;
+    std::fs::write(&q8, &content).expect("tamper");
+    let verified = verify(&s.client, s.cache.path(), &repo, &Revision::main())
+        .await
+        .expect("verify");
+    let bad: Vec<&str> = verified
+        .files
+        .iter()
+        .filter(|f| !f.ok)
+        .map(|f| f.path.as_str())
+        .collect();
+    assert_eq!(bad, ["Tiny-MoE-Q8_0.gguf"]);
+
+    // Removing main frees every blob but the one the other snapshot still links.
+    let removed = inventory::remove(s.cache.path(), &repo, Some(&main.commit)).expect("remove");
+    assert_eq!((removed.blobs_removed, removed.blobs_kept), (4, 1));
+    assert_eq!(
+        removed.freed_bytes,
+        total - sharded_repo().file("Tiny-MoE-Q8_0.gguf").size
+    );
+    assert!(q8.exists());
+    let removed = inventory::remove(s.cache.path(), &repo, None).expect("remove the rest");
+    assert_eq!(removed.blobs_removed, 1);
+    assert!(inventory::list(s.cache.path()).is_empty());
+}
+
+#[tokio::test]
+async fn a_branch_that_moved_on_upstream_is_flagged() {
+    let s = setup(vec![sharded_repo()], None).await;
+    let plan = s.plan("unsloth/Tiny-MoE-GGUF", "README").await;
+    s.run(&plan, quick_options()).await.expect("download");
+    {
+        // The hub's main moves to a new commit; the old one is still served.
+        let mut repos = s.hub.state.repos.lock().expect("repos");
+        let old = std::mem::replace(&mut repos[0].commit, "f".repeat(40));
+        repos[0].old_commits.push(old);
+    }
+    let checked = rigdeck_hub::download::verify::verify(
+        &s.client,
+        s.cache.path(),
+        &plan.repo,
+        &Revision::main(),
+    )
+    .await
+    .expect("verify");
+    assert_eq!(
+        checked.commit, plan.commit,
+        "the local files are checked at their own commit"
+    );
+    assert_eq!(
+        checked.upstream_commit.map(|c| c.to_string()),
+        Some("f".repeat(40))
+    );
+    assert!(checked.files.iter().all(|f| f.ok));
+}

@@ -20,6 +20,7 @@ fn main() -> ExitCode {
         Command::Search(args) => cli::hub::search(args),
         Command::Pull(args) => cli::hub::pull(args),
         Command::Hub(args) => cli::hub::hub(args),
+        Command::Verify(args) => cli::hub::verify(args),
         Command::Desktop(args) => cli::desktop::run(args),
         Command::Profiles(args) => cli::profiles::run(args),
         Command::Run(args) => cli::run::run(args),

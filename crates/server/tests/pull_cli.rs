@@ -237,3 +237,48 @@ async fn a_gated_model_asks_for_a_token_and_login_keeps_it_private() {
         .expect("seen")
         .is_empty());
 }
+
+#[tokio::test]
+async fn list_verify_and_remove_what_was_pulled() {
+    let hub = RunningHub::start(vec![repo()]).await;
+    let env = Env::new(&hub);
+    let pulled = env.run(&["pull", "org/Model-GGUF:Q8_0"]).await;
+    assert!(pulled.status.success(), "{}", text(&pulled));
+
+    let listed = env.run(&["hub", "list"]).await;
+    let listed = text(&listed);
+    let row = listed
+        .lines()
+        .find(|l| l.starts_with("org/Model-GGUF"))
+        .expect(&listed);
+    assert!(row.contains("16.0 MiB") && row.contains("(main)"), "{row}");
+
+    let verified = env.run(&["verify", "org/Model-GGUF"]).await;
+    assert!(verified.status.success(), "{}", text(&verified));
+    assert_eq!(
+        text(&verified).matches("ok ").count(),
+        2,
+        "{}",
+        text(&verified)
+    );
+    let shard = blob(&env.cache(), &repo().files[3]);
+    let mut content = std::fs::read(&shard).expect("blob");
+    content[10] ^= 1;
+    std::fs::write(&shard, content).expect("tamper");
+    let tampered = env.run(&["verify", "org/Model-GGUF"]).await;
+    assert_eq!(tampered.status.code(), Some(1));
+    assert!(
+        text(&tampered).contains("BAD     Q8_0/Model-Q8_0-00002-of-00002.gguf"),
+        "{}",
+        text(&tampered)
+    );
+
+    let removed = env.run(&["hub", "rm", "org/Model-GGUF"]).await;
+    assert!(removed.status.success(), "{}", text(&removed));
+    assert!(
+        text(&removed).contains("16.0 MiB freed"),
+        "{}",
+        text(&removed)
+    );
+    assert!(!env.cache().join("models--org--Model-GGUF").exists());
+}

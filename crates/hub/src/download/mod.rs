@@ -8,6 +8,7 @@ pub mod fetch;
 pub mod progress;
 pub mod resume;
 pub mod sha;
+pub mod verify;
 
 use std::ffi::CString;
 use std::os::unix::ffi::OsStrExt;

@@ -180,6 +180,8 @@ pub struct FakeRepo {
     pub downloads: u64,
     pub likes: u64,
     pub tags: Vec<String>,
+    /// Earlier commits still served with the same files (main has moved on from them).
+    pub old_commits: Vec<String>,
 }
 
 impl FakeRepo {
@@ -192,7 +194,15 @@ impl FakeRepo {
             downloads: 0,
             likes: 0,
             tags: vec!["gguf".into()],
+            old_commits: Vec::new(),
         }
+    }
+
+    /// `main`, the current commit or one of the old ones.
+    pub fn serves(&self, revision: &str) -> bool {
+        revision == "main"
+            || revision == self.commit
+            || self.old_commits.iter().any(|c| c == revision)
     }
 
     pub fn file(&self, path: &str) -> &FakeFile {
@@ -410,7 +420,10 @@ async fn model_info(
     Path((owner, name, rev)): Path<(String, String, String)>,
 ) -> Response {
     match find_repo(&state, &owner, &name) {
-        Some(repo) if rev == "main" || rev == repo.commit => {
+        Some(mut repo) if repo.serves(&rev) => {
+            if rev != "main" {
+                repo.commit = rev; // an old commit describes itself
+            }
             axum::Json(model_json(&state, &repo)).into_response()
         }
         Some(_) => not_found("RevisionNotFound"),
@@ -452,7 +465,7 @@ async fn tree(
     let Some(repo) = find_repo(&state, &owner, &name) else {
         return not_found("RepoNotFound");
     };
-    if rev != "main" && rev != repo.commit {
+    if !repo.serves(&rev) {
         return not_found("RevisionNotFound");
     }
     if let Some(raw) = state.raw_trees.lock().expect("raw").get(&repo.id) {
@@ -516,7 +529,7 @@ async fn resolve(
     let Some(repo) = find_repo(&state, &owner, &name) else {
         return not_found("RepoNotFound");
     };
-    if rev != "main" && rev != repo.commit {
+    if !repo.serves(&rev) {
         return not_found("RevisionNotFound");
     }
     if !authorized(&repo, &headers) {

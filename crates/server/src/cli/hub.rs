@@ -10,14 +10,15 @@ use std::time::Duration;
 
 use anyhow::Context;
 use rigdeck_core::hub::api::{HubClient, SearchQuery, SortBy, WeightFormat};
-use rigdeck_core::hub::cache::Destination;
+use rigdeck_core::hub::cache::{inventory, Destination};
 use rigdeck_core::hub::config::{HubConfig, HubToken};
+use rigdeck_core::hub::download::verify;
 use rigdeck_core::hub::download::{
     CancellationToken, DownloadError, DownloadPlan, DownloadProgress, Downloader, FetchOptions,
     ProgressView, RateMeter,
 };
 use rigdeck_core::hub::quants::{self, FileGroup, GroupKind};
-use rigdeck_core::hub::repo::{RepoId, Revision};
+use rigdeck_core::hub::repo::{CommitId, RepoId, Revision};
 use rigdeck_core::paths::AppPaths;
 
 use super::table;
@@ -88,6 +89,15 @@ pub enum HubCommand {
         #[arg(long)]
         json: bool,
     },
+    /// The models in the shared cache with their disk use (a blob shared by two snapshots
+    /// counts once), snapshots and refs.
+    List {
+        #[arg(long)]
+        json: bool,
+    },
+    /// Remove a model from the cache: `REPO` (every snapshot) or `REPO@COMMIT`; a file another
+    /// snapshot still uses stays.
+    Rm { model: String },
     /// Save a Hugging Face access token for gated repositories (read from standard input; kept
     /// readable by you only, never logged; HF_TOKEN overrides it).
     Login,
@@ -168,6 +178,8 @@ pub fn hub(args: HubArgs) -> anyhow::Result<ExitCode> {
             json,
         } => show(&repo, &revision, json),
         HubCommand::Login => login(),
+        HubCommand::List { json } => list_cache(json),
+        HubCommand::Rm { model } => remove_cached(&model),
         HubCommand::Logout => {
             let (_, paths) = hub_config()?;
             match std::fs::remove_file(paths.hub_token_file()) {
@@ -177,6 +189,110 @@ pub fn hub(args: HubArgs) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
     }
+}
+
+fn list_cache(json: bool) -> anyhow::Result<ExitCode> {
+    let (config, _) = hub_config()?;
+    let repos = inventory::list(&config.cache_dir);
+    if json {
+        println!("{}", serde_json::to_string_pretty(&repos)?);
+        return Ok(ExitCode::SUCCESS);
+    }
+    if repos.is_empty() {
+        println!("no models in {}", config.cache_dir.display());
+        return Ok(ExitCode::SUCCESS);
+    }
+    let rows: Vec<Vec<String>> = repos
+        .iter()
+        .map(|r| {
+            let refs: Vec<String> = r
+                .snapshots
+                .iter()
+                .map(|s| {
+                    let short: String = s.commit.as_str().chars().take(10).collect();
+                    match s.refs.as_slice() {
+                        [] => short,
+                        refs => format!("{short} ({})", refs.join(", ")),
+                    }
+                })
+                .collect();
+            vec![
+                r.repo.to_string(),
+                human(r.size_on_disk),
+                r.snapshots
+                    .iter()
+                    .map(|s| s.files.len())
+                    .sum::<usize>()
+                    .to_string(),
+                refs.join("; "),
+            ]
+        })
+        .collect();
+    print!(
+        "{}",
+        table::render(&["MODEL", "ON DISK", "FILES", "SNAPSHOTS"], &rows)
+    );
+    println!("in {}", config.cache_dir.display());
+    Ok(ExitCode::SUCCESS)
+}
+
+fn remove_cached(model: &str) -> anyhow::Result<ExitCode> {
+    let (config, _) = hub_config()?;
+    let (repo, commit) = match model.split_once('@') {
+        Some((repo, commit)) => (RepoId::parse(repo)?, Some(CommitId::parse(commit)?)),
+        None => (RepoId::parse(model)?, None),
+    };
+    let removed = inventory::remove(&config.cache_dir, &repo, commit.as_ref())
+        .with_context(|| format!("removing {model}"))?;
+    println!(
+        "removed {model}: {} freed ({} file(s)); {} file(s) kept, still used by another snapshot",
+        human(removed.freed_bytes),
+        removed.blobs_removed,
+        removed.blobs_kept
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `rigdeck verify REPO[@REVISION]`: re-hash the downloaded files against the hub.
+pub fn verify(args: VerifyArgs) -> anyhow::Result<ExitCode> {
+    let (config, _) = hub_config()?;
+    let client = HubClient::new(&config)?;
+    let (repo, revision) = match args.model.split_once('@') {
+        Some((repo, revision)) => (RepoId::parse(repo)?, Revision::parse(revision)?),
+        None => (RepoId::parse(&args.model)?, Revision::main()),
+    };
+    let checked =
+        runtime()?.block_on(verify::verify(&client, &config.cache_dir, &repo, &revision))?;
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&checked)?);
+    } else {
+        for file in &checked.files {
+            match &file.problem {
+                None => println!("ok      {}", file.path),
+                Some(problem) => println!("BAD     {}: {problem}", file.path),
+            }
+        }
+        if let Some(upstream) = &checked.upstream_commit {
+            println!(
+                "{revision} has moved on upstream: the local files are at {}, the hub is at {upstream}; `rigdeck pull` fetches the new version",
+                checked.commit
+            );
+        }
+    }
+    let bad = checked.files.iter().filter(|f| !f.ok).count();
+    Ok(if bad == 0 {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
+}
+
+#[derive(Debug, clap::Args)]
+pub struct VerifyArgs {
+    /// `REPO` or `REPO@REVISION` (default main), as downloaded into the cache.
+    pub model: String,
+    #[arg(long)]
+    pub json: bool,
 }
 
 fn login() -> anyhow::Result<ExitCode> {

@@ -45,8 +45,12 @@ pub enum Command {
     /// Download a model (REPO or REPO:QUANT) into the shared Hugging Face cache: several
     /// connections, verified against the hub's SHA-256, resumable (Ctrl-C pauses).
     Pull(hub::PullArgs),
-    /// A hub repository's quantizations and sizes; the Hugging Face token for gated models.
+    /// A hub repository's quantizations and sizes; the models in the cache (list, rm); the
+    /// Hugging Face token for gated models.
     Hub(hub::HubArgs),
+    /// Re-hash a downloaded model's files against the hub's hashes, and say whether the hub
+    /// has a newer version (exit code 1 when a file is wrong).
+    Verify(hub::VerifyArgs),
     /// Plan a GGUF model on this rig or a preset: memory per device, llama-server flags, speed ceiling.
     Plan(plan::PlanArgs),
     /// Launch profiles (through the running daemon): list, show, export as a shell script or
