@@ -37,6 +37,29 @@ async fn hub_for(dir: &std::path::Path) -> RunningHub {
     hub
 }
 
+/// A finished Q8_0 download's files hold exactly the hub's bytes.
+fn assert_q8_files(done: &serde_json::Value) {
+    let paths = done["paths"].as_array().expect("paths");
+    assert_eq!(paths.len(), 2, "{done}");
+    for (path, file) in paths.iter().zip(&repo().files[2..]) {
+        let content = std::fs::read(path.as_str().expect("path")).expect("downloaded file");
+        assert!(
+            content == file.all_bytes(),
+            "{path} differs from the hub's file"
+        );
+    }
+}
+
+/// Queues `quant` of the test repository and waits until it runs; its id.
+async fn start_download(server: &TestServer, quant: &str) -> i64 {
+    let body = serde_json::json!({"repo": "org/Api-GGUF", "quant": quant});
+    let (status, view) = server.post_json("/api/v1/downloads", &body).await;
+    assert_eq!(status, 201, "{view}");
+    let id = view["id"].as_i64().expect("id");
+    wait_for_state(server, id, "running").await;
+    id
+}
+
 async fn wait_for_state(server: &TestServer, id: i64, state: &str) -> serde_json::Value {
     let mut last = serde_json::Value::Null;
     for _ in 0..600 {
@@ -95,15 +118,7 @@ async fn a_model_page_groups_quantizations_and_its_download_lands_in_the_library
     let done = wait_for_state(&server, id, "done").await;
     assert_eq!(done["progress"]["done_bytes"], 6 * MIB + 9);
     let first = done["paths"][0].as_str().expect("path").to_owned();
-    for (path, file) in done["paths"]
-        .as_array()
-        .expect("paths")
-        .iter()
-        .zip(&repo().files[2..])
-    {
-        let content = std::fs::read(path.as_str().expect("path")).expect("downloaded file");
-        assert!(content == file.all_bytes());
-    }
+    assert_q8_files(&done);
     // The library rescans at once and lists the split model by its first shard.
     let mut listed = false;
     for _ in 0..100 {
@@ -126,14 +141,7 @@ async fn pause_resume_and_a_daemon_restart_continue_the_same_download() {
     let hub = hub_for(dir.path()).await;
     hub.state.faults.throttle_bps.store(MIB, Ordering::SeqCst);
     let server = TestServer::start("4x3090.json").await;
-    let (_, view) = server
-        .post_json(
-            "/api/v1/downloads",
-            &serde_json::json!({"repo": "org/Api-GGUF", "quant": "q8_0"}),
-        )
-        .await;
-    let id = view["id"].as_i64().expect("id");
-    wait_for_state(&server, id, "running").await;
+    let id = start_download(&server, "q8_0").await;
     tokio::time::sleep(Duration::from_millis(600)).await;
     let (status, paused) = server
         .post_json(
@@ -180,15 +188,7 @@ async fn pause_resume_and_a_daemon_restart_continue_the_same_download() {
     hub.state.faults.throttle_bps.store(0, Ordering::SeqCst);
     let server = TestServer::start_with_rig(server_dir, rig).await;
     let done = wait_for_state(&server, id, "done").await;
-    for (path, file) in done["paths"]
-        .as_array()
-        .expect("paths")
-        .iter()
-        .zip(&repo().files[2..])
-    {
-        let content = std::fs::read(path.as_str().expect("path")).expect("downloaded file");
-        assert!(content == file.all_bytes());
-    }
+    assert_q8_files(&done);
 }
 
 #[tokio::test]
@@ -200,14 +200,7 @@ async fn a_cancelled_download_leaves_no_partial_file_and_bad_requests_say_why() 
         .throttle_bps
         .store(MIB / 8, Ordering::SeqCst);
     let server = TestServer::start("4x3090.json").await;
-    let (_, view) = server
-        .post_json(
-            "/api/v1/downloads",
-            &serde_json::json!({"repo": "org/Api-GGUF", "quant": "Q4_K_M"}),
-        )
-        .await;
-    let id = view["id"].as_i64().expect("id");
-    wait_for_state(&server, id, "running").await;
+    let id = start_download(&server, "Q4_K_M").await;
     tokio::time::sleep(Duration::from_millis(500)).await;
     server
         .post_json(

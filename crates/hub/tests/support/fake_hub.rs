@@ -510,6 +510,13 @@ async fn tree(
     response
 }
 
+/// Keeps the `Authorization` header a request carried, for the token assertions.
+fn record_authorization(seen: &Mutex<Vec<String>>, headers: &HeaderMap) {
+    if let Some(value) = headers.get("authorization").and_then(|v| v.to_str().ok()) {
+        seen.lock().expect("seen").push(value.to_owned());
+    }
+}
+
 /// The hub's `resolve`: git files are served here, LFS files redirect to the CDN with the
 /// hub's metadata headers (what `huggingface_hub` reads from its HEAD request).
 async fn resolve(
@@ -518,14 +525,7 @@ async fn resolve(
     method: Method,
     headers: HeaderMap,
 ) -> Response {
-    if let Some(value) = headers.get("authorization").and_then(|v| v.to_str().ok()) {
-        state
-            .seen
-            .hub_authorizations
-            .lock()
-            .expect("seen")
-            .push(value.to_owned());
-    }
+    record_authorization(&state.seen.hub_authorizations, &headers);
     let Some(repo) = find_repo(&state, &owner, &name) else {
         return not_found("RepoNotFound");
     };
@@ -581,14 +581,7 @@ async fn cdn_get(
     method: Method,
     headers: HeaderMap,
 ) -> Response {
-    if let Some(value) = headers.get("authorization").and_then(|v| v.to_str().ok()) {
-        state
-            .seen
-            .cdn_authorizations
-            .lock()
-            .expect("seen")
-            .push(value.to_owned());
-    }
+    record_authorization(&state.seen.cdn_authorizations, &headers);
     let Some(repo) = find_repo(&state, &owner, &name) else {
         return not_found("RepoNotFound");
     };

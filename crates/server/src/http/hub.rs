@@ -9,7 +9,7 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use rigdeck_core::downloads::{DownloadRequest, Downloads, QueueError};
-use rigdeck_core::hub::api::{HubClient, HubError, SearchQuery, SortBy, WeightFormat};
+use rigdeck_core::hub::api::{HubClient, HubError, ModelInfo, SearchQuery, SortBy, WeightFormat};
 use rigdeck_core::hub::config::{HubConfig, HubToken};
 use rigdeck_core::hub::quants;
 use rigdeck_core::hub::repo::{RepoId, Revision};
@@ -106,30 +106,57 @@ pub struct RevisionParam {
     revision: Option<String>,
 }
 
+/// The client, and the model at a revision (its commit): where every model route starts.
+async fn model_at(
+    state: &AppState,
+    repo: &RepoId,
+    revision: &Revision,
+) -> Result<(HubClient, HubConfig, ModelInfo), ApiError> {
+    let (client, config) = hub_client(state)?;
+    let info = client.model_info(repo, revision).await.map_err(hub_error)?;
+    Ok((client, config, info))
+}
+
+/// The model's files at its commit, grouped by quantization, and the entries refused.
+async fn groups_at(
+    client: &HubClient,
+    repo: &RepoId,
+    info: &ModelInfo,
+) -> Result<(Vec<quants::FileGroup>, Vec<String>), ApiError> {
+    let listing = client
+        .list_files(repo, &info.commit)
+        .await
+        .map_err(hub_error)?;
+    Ok((quants::group(&listing.files), listing.refused))
+}
+
+/// The model a route's path and `?revision=` name, with the client that found it.
+async fn model_of_path(
+    state: &AppState,
+    (owner, name): (String, String),
+    params: RevisionParam,
+) -> Result<(RepoId, Revision, HubClient, ModelInfo), ApiError> {
+    let repo = repo_of(&owner, &name)?;
+    let revision = revision_of(params.revision.as_deref())?;
+    let (client, _, info) = model_at(state, &repo, &revision).await?;
+    Ok((repo, revision, client, info))
+}
+
 /// The model at a revision: summary, commit, files grouped by quantization, refused entries.
 pub async fn model(
     State(state): State<Arc<AppState>>,
-    Path((owner, name)): Path<(String, String)>,
+    Path(path): Path<(String, String)>,
     Query(params): Query<RevisionParam>,
 ) -> Response {
     respond(
         async {
-            let repo = repo_of(&owner, &name)?;
-            let revision = revision_of(params.revision.as_deref())?;
-            let (client, _) = hub_client(&state)?;
-            let info = client
-                .model_info(&repo, &revision)
-                .await
-                .map_err(hub_error)?;
-            let listing = client
-                .list_files(&repo, &info.commit)
-                .await
-                .map_err(hub_error)?;
+            let (repo, revision, client, info) = model_of_path(&state, path, params).await?;
+            let (groups, refused) = groups_at(&client, &repo, &info).await?;
             Ok(serde_json::json!({
                 "model": info,
                 "revision": revision,
-                "groups": quants::group(&listing.files),
-                "refused": listing.refused,
+                "groups": groups,
+                "refused": refused,
             }))
         }
         .await,
@@ -138,18 +165,12 @@ pub async fn model(
 
 pub async fn card(
     State(state): State<Arc<AppState>>,
-    Path((owner, name)): Path<(String, String)>,
+    Path(path): Path<(String, String)>,
     Query(params): Query<RevisionParam>,
 ) -> Response {
     respond(
         async {
-            let repo = repo_of(&owner, &name)?;
-            let revision = revision_of(params.revision.as_deref())?;
-            let (client, _) = hub_client(&state)?;
-            let info = client
-                .model_info(&repo, &revision)
-                .await
-                .map_err(hub_error)?;
+            let (repo, _, client, info) = model_of_path(&state, path, params).await?;
             let markdown = client
                 .model_card(&repo, &info.commit)
                 .await
@@ -195,16 +216,8 @@ pub async fn fit(State(state): State<Arc<AppState>>, body: axum::body::Bytes) ->
                 )));
             }
             let devices = devices_for(&state, &body.rig, &Margins::default())?;
-            let (client, config) = hub_client(&state)?;
-            let info = client
-                .model_info(&repo, &revision)
-                .await
-                .map_err(hub_error)?;
-            let listing = client
-                .list_files(&repo, &info.commit)
-                .await
-                .map_err(hub_error)?;
-            let groups = quants::group(&listing.files);
+            let (client, config, info) = model_at(&state, &repo, &revision).await?;
+            let (groups, _) = groups_at(&client, &repo, &info).await?;
             let quants = state
                 .hub_headers
                 .fit_quants(
@@ -314,16 +327,8 @@ pub async fn create_download(
         let queue = queue(&state)?;
         let repo = RepoId::parse(&body.repo).map_err(|e| bad_request(e.to_string()))?;
         let revision = revision_of(body.revision.as_deref())?;
-        let (client, _) = hub_client(&state)?;
-        let info = client
-            .model_info(&repo, &revision)
-            .await
-            .map_err(hub_error)?;
-        let listing = client
-            .list_files(&repo, &info.commit)
-            .await
-            .map_err(hub_error)?;
-        let groups = quants::group(&listing.files);
+        let (client, _, info) = model_at(&state, &repo, &revision).await?;
+        let (groups, _) = groups_at(&client, &repo, &info).await?;
         let (label, files) = quants::select(&groups, body.quant.as_deref()).map_err(bad_request)?;
         let request = DownloadRequest {
             repo,
