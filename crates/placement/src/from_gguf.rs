@@ -314,8 +314,11 @@ fn swa_layers(
         .collect()
 }
 
-/// GLM-5.x (DeepSeek sparse attention) keeps an extra K-only indexer cache on the layers marked in
-/// `{arch}.attention.indexer.types`; without that key, on every layer below a 1M context.
+/// GLM-5.x (DeepSeek sparse attention) keeps an extra K-only indexer cache on its "full"
+/// indexer layers, read as llama.cpp's loader reads them (`llama_model_glm_dsa`):
+/// `{arch}.attention.indexer.types` as an array (bool or integer flags, non-zero = full) or one
+/// scalar for every layer; without it, every layer for models trained below a 1M context (GLM 5
+/// and 5.1) and GLM-5.2's own pattern above.
 fn indexer(model: &GgufModel, arch: &str, n_layer: u32, context: Option<u64>) -> Vec<u32> {
     let n = n_layer as usize;
     let Some(width) = model
@@ -324,22 +327,37 @@ fn indexer(model: &GgufModel, arch: &str, n_layer: u32, context: Option<u64>) ->
     else {
         return vec![0; n];
     };
-    match model
+    let full: Vec<bool> = match model
         .metadata
-        .get_u64_array(&format!("{arch}.attention.indexer.types"))
+        .get(&format!("{arch}.attention.indexer.types"))
     {
-        Some(types) => (0..n)
-            .map(|il| {
-                if types.get(il).copied().unwrap_or(0) != 0 {
-                    width
-                } else {
-                    0
-                }
-            })
-            .collect(),
-        None if context.unwrap_or(0) < 1_048_576 => vec![width; n],
-        None => vec![0; n],
-    }
+        Some(rigdeck_gguf::Value::Array(flags)) => flags
+            .to_u64_vec()
+            .map(|v| v.into_iter().map(|x| x != 0).collect())
+            .or_else(|| flags.to_bool_vec())
+            .unwrap_or_default(),
+        Some(one) => {
+            let on = one.as_u64().map(|x| x != 0).or_else(|| one.as_bool());
+            vec![on.unwrap_or(false); n]
+        }
+        None if context.unwrap_or(0) < 1_048_576 => vec![true; n],
+        None => (0..n).map(glm_5_2_full_indexer).collect(),
+    };
+    (0..n)
+        .map(|il| {
+            if full.get(il) == Some(&true) {
+                width
+            } else {
+                0
+            }
+        })
+        .collect()
+}
+
+/// GLM-5.2's indexer layout (its config.json, llama.cpp's `GLM_5_2_DEFAULT_INDEXER_TYPES`):
+/// layers 0 and 1, then every fourth layer from 2.
+fn glm_5_2_full_indexer(il: usize) -> bool {
+    il < 2 || (il - 2) % 4 == 0
 }
 
 #[cfg(test)]
@@ -347,6 +365,59 @@ mod tests {
     use super::*;
     use rigdeck_gguf::fixtures::MoeShape;
     use rigdeck_gguf::Value;
+
+    /// The indexer widths of the small DSA fixture with `types` set (or not) and a trained context.
+    fn indexer_widths(types: Option<Value>, context: u32) -> Vec<u32> {
+        let shape = MoeShape::small();
+        let mut writer = shape.writer();
+        let arch = &shape.architecture;
+        writer.set(&format!("{arch}.context_length"), Value::U32(context));
+        if let Some(types) = types {
+            writer.set(&format!("{arch}.attention.indexer.types"), types);
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("dsa.gguf");
+        writer.write_to_path(&path).unwrap();
+        load_shape(&path)
+            .unwrap()
+            .shape
+            .attention
+            .indexer_key_length
+    }
+
+    #[test]
+    fn dsa_indexer_layers_are_read_as_llama_cpp_reads_them() {
+        use rigdeck_gguf::value::Array;
+        let width = indexer_widths(None, 4096)[0];
+        assert!(width > 0, "the fixture has an indexer");
+        let n = indexer_widths(None, 4096).len();
+        let expect = |full: &[usize]| -> Vec<u32> {
+            (0..n)
+                .map(|il| if full.contains(&il) { width } else { 0 })
+                .collect()
+        };
+        let all: Vec<usize> = (0..n).collect();
+        // gguf-py writes Python bools as a bool array; llama.cpp's own saver writes u32 flags.
+        let mut flags = vec![false; n];
+        flags[0] = true;
+        assert_eq!(
+            indexer_widths(Some(Value::Array(Array::Bool(flags))), 4096),
+            expect(&[0])
+        );
+        let mut ints = vec![0i32; n];
+        ints[n - 1] = 1;
+        assert_eq!(
+            indexer_widths(Some(Value::Array(Array::I32(ints))), 4096),
+            expect(&[n - 1])
+        );
+        // One scalar for every layer.
+        assert_eq!(indexer_widths(Some(Value::U32(0)), 4096), expect(&[]));
+        assert_eq!(indexer_widths(Some(Value::Bool(true)), 4096), expect(&all));
+        // Without the key: all layers below a 1M trained context, GLM-5.2's pattern above.
+        assert_eq!(indexer_widths(None, 131_072), expect(&all));
+        let pattern: Vec<usize> = (0..n).filter(|&il| il < 2 || (il - 2) % 4 == 0).collect();
+        assert_eq!(indexer_widths(None, 1_048_576), expect(&pattern));
+    }
 
     fn tiny_with(key: &str, value: Value) -> Result<ModelShape, ShapeError> {
         let shape = MoeShape::small();
