@@ -357,7 +357,7 @@ fn indexer(model: &GgufModel, arch: &str, n_layer: u32, context: Option<u64>) ->
 /// GLM-5.2's indexer layout (its config.json, llama.cpp's `GLM_5_2_DEFAULT_INDEXER_TYPES`):
 /// layers 0 and 1, then every fourth layer from 2.
 fn glm_5_2_full_indexer(il: usize) -> bool {
-    il < 2 || (il - 2) % 4 == 0
+    il < 2 || (il - 2).is_multiple_of(4)
 }
 
 #[cfg(test)]
@@ -415,7 +415,9 @@ mod tests {
         assert_eq!(indexer_widths(Some(Value::Bool(true)), 4096), expect(&all));
         // Without the key: all layers below a 1M trained context, GLM-5.2's pattern above.
         assert_eq!(indexer_widths(None, 131_072), expect(&all));
-        let pattern: Vec<usize> = (0..n).filter(|&il| il < 2 || (il - 2) % 4 == 0).collect();
+        let pattern: Vec<usize> = (0..n)
+            .filter(|&il| il < 2 || (il - 2).is_multiple_of(4))
+            .collect();
         assert_eq!(indexer_widths(None, 1_048_576), expect(&pattern));
     }
 
