@@ -107,3 +107,71 @@ fn serve_warns_when_bound_beyond_loopback() {
         "{stderr}"
     );
 }
+
+#[test]
+fn plan_draws_a_pasted_llama_server_command_with_its_problems() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = rigdeck_gguf::fixtures::MoeShape::small()
+        .writer()
+        .write_split(dir.path(), "tiny-moe", 1)
+        .unwrap()[0]
+        .clone();
+    let output = rigdeck("4x3090.json")
+        .args([
+            "plan",
+            "--rig",
+            "4x3090",
+            "--json",
+            "--",
+            "llama-server",
+            "-m",
+        ])
+        .arg(&model)
+        .args([
+            "-c",
+            "8192",
+            "-ngl",
+            "99",
+            "-ot",
+            "exps=CPU",
+            "-ot",
+            r"blk\.1\.ffn_.*_exps=CUDA0",
+        ])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let json: serde_json::Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(json["parsed"]["options"]["context"], 8192);
+    assert_eq!(
+        json["report"]["options"]["overrides"]
+            .as_array()
+            .map(Vec::len),
+        Some(2)
+    );
+    let problems = json["report"]["problems"].to_string();
+    assert!(
+        problems.contains("-ot #2") && problems.contains("takes no tensor"),
+        "{problems}"
+    );
+    assert!(json["report"]["notes"].is_array(), "{json}");
+
+    // The table form, and a command without -m.
+    let table = rigdeck("4x3090.json")
+        .args(["plan", "--rig", "4x3090", "--", "llama-server", "-m"])
+        .arg(&model)
+        .args(["-ot", "exps=CPU"])
+        .output()
+        .unwrap();
+    assert!(String::from_utf8_lossy(&table.stdout).contains("DEVICE"));
+    let no_model = rigdeck("4x3090.json")
+        .args(["plan", "--", "llama-server", "-c", "4096"])
+        .output()
+        .unwrap();
+    assert!(!no_model.status.success());
+    assert!(String::from_utf8_lossy(&no_model.stderr).contains("no -m MODEL"));
+}

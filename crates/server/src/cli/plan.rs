@@ -7,6 +7,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use rigdeck_core::live_rig::live_devices;
+use rigdeck_core::placement::flags::parse_args;
 use rigdeck_core::placement::from_gguf::{load_remote_shape, load_shape};
 use rigdeck_core::placement::report::{report, PlanReport};
 use rigdeck_core::placement::rig::{preset, presets, Margins};
@@ -16,10 +17,18 @@ use rigdeck_core::telemetry::host::HostCollector;
 use rigdeck_core::telemetry::snapshot::RigSample;
 
 #[derive(Debug, clap::Args)]
+#[command(
+    after_help = "Draw a command line you already use: rigdeck plan --rig 4x3090 -- llama-server -m model.gguf -c 65536 -ngl 99 -ot 'blk\\.(1[0-9])\\.ffn_.*_exps=CPU'"
+)]
 pub struct PlanArgs {
     /// A GGUF model file (any shard of a split model), or an http(s) URL of one (for example a
     /// Hugging Face `resolve` link): only its headers are read, with HTTP Range requests.
-    pub model: String,
+    #[arg(required_unless_present = "command")]
+    pub model: Option<String>,
+    /// After `--`: a llama-server command line (its -m, -c, -ngl, -ts, -sm, -ot, -ctk/-ctv, -np,
+    /// -kvu, -fa, -b/-ub …), drawn as llama.cpp would place it, with its problems.
+    #[arg(last = true, conflicts_with_all = ["model", "ctx", "kv", "np", "auto"])]
+    pub command: Vec<String>,
     /// `live` (this machine's GPUs and free memory now) or a preset: 4x3090, 4xpro6000, 2xgh200, 2x5060ti, cpu-minipc.
     #[arg(long, default_value = "live")]
     pub rig: String,
@@ -66,29 +75,35 @@ pub fn run(args: PlanArgs) -> anyhow::Result<ExitCode> {
             })?
             .devices(&Margins::default())
     };
-    let loaded = if args.model.starts_with("http://") || args.model.starts_with("https://") {
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()?;
-        let (loaded, requests) = runtime.block_on(load_remote_shape(&args.model))?;
-        eprintln!("read the remote headers with {requests} HTTP request(s)");
-        loaded
+    let (model, options, parsed) = if args.command.is_empty() {
+        let options = PlacementOptions {
+            context: args.ctx,
+            cache_type_k: kv,
+            cache_type_v: kv,
+            parallel: args.np.max(1),
+            ..Default::default()
+        };
+        (args.model.clone().unwrap_or_default(), options, None)
     } else {
-        load_shape(std::path::Path::new(&args.model))?
+        let parsed = parse_args(&args.command)?;
+        let model = parsed.model.clone().ok_or_else(|| {
+            anyhow::anyhow!(
+                "the command has no -m MODEL: add the model path so its tensors can be placed"
+            )
+        })?;
+        (model, parsed.options.clone(), Some(parsed))
     };
-    let options = PlacementOptions {
-        context: args.ctx,
-        cache_type_k: kv,
-        cache_type_v: kv,
-        parallel: args.np.max(1),
-        ..Default::default()
-    };
-    let report = report(&loaded.shape, &args.model, &devices, &options, args.auto)?;
+    let loaded = load(&model)?;
+    let mut report = report(&loaded.shape, &model, &devices, &options, args.auto)?;
+    if let Some(parsed) = &parsed {
+        // What the reader assumed (defaults llama-server would apply) is part of the answer.
+        report.notes.extend(parsed.notes.iter().cloned());
+    }
     if args.json {
         println!(
             "{}",
             serde_json::to_string_pretty(
-                &serde_json::json!({ "model": loaded.summary, "report": report })
+                &serde_json::json!({ "model": loaded.summary, "report": report, "parsed": parsed })
             )?
         );
     } else {
@@ -99,6 +114,19 @@ pub fn run(args: PlanArgs) -> anyhow::Result<ExitCode> {
     } else {
         ExitCode::from(2)
     })
+}
+
+/// A local file, or an http(s) URL whose headers are read with Range requests.
+fn load(model: &str) -> anyhow::Result<rigdeck_core::placement::from_gguf::LoadedModel> {
+    if model.starts_with("http://") || model.starts_with("https://") {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()?;
+        let (loaded, requests) = runtime.block_on(load_remote_shape(model))?;
+        eprintln!("read the remote headers with {requests} HTTP request(s)");
+        return Ok(loaded);
+    }
+    Ok(load_shape(std::path::Path::new(model))?)
 }
 
 fn gib(bytes: u64) -> String {
