@@ -262,3 +262,27 @@ fn a_latent_attention_model_caches_k_only_as_llama_cpp_does() {
         },
     );
 }
+
+#[test]
+fn many_heads_without_flash_attention_size_the_compute_buffer_by_the_scores() {
+    // 64 heads and no flash attention: the attention scores (heads × n_kv × ubatch floats)
+    // are the largest phase of the graph, larger than the logits; the buffer is that phase,
+    // not the sum of all phases.
+    let model = TinyModel {
+        name: "heads".into(),
+        n_layer: 4,
+        n_head: 64,
+        n_head_kv: 64,
+        ..big_dense()
+    };
+    compare(
+        "heads",
+        model,
+        PlacementOptions {
+            context: 8192,
+            parallel: 1,
+            flash_attention: false,
+            ..Default::default()
+        },
+    );
+}

@@ -335,10 +335,19 @@ impl RowSplit {
     }
 }
 
-/// A rough compute-buffer size: llama.cpp reserves the worst-case graph for one micro-batch, so
-/// there is no closed form. Activations scale with ubatch × (embedding + feed-forward width);
-/// without flash attention the attention scores add n_kv × ubatch × heads floats; the output
-/// device holds the logits. Calibrate against `llama-fit-params -fitp on`.
+/// Live activations a graph phase holds besides its own big tensor, in rows of the embedding
+/// width (measured: 7 × ubatch × n_embd floats covers every shape we tried).
+const ACTIVATION_ROWS: u64 = 7;
+
+/// The compute buffer: llama.cpp's allocator reserves the worst-case graph for one micro-batch
+/// and reuses memory between phases, so the buffer is the largest phase, not their sum
+/// (summing them overestimated by 12 % to 37 %). The phases, calibrated against
+/// `llama-fit-params -fitp on` on the CPU backend over dense, GQA, MoE, sliding-window and MLA
+/// shapes (`crates/core/tests/fit_params_oracle.rs`):
+/// - attention: without flash attention the scores (heads × n_kv × ubatch f32) and the mask
+///   (n_kv × ubatch f32); with it only an f16 mask;
+/// - feed-forward: gate, up and their product (3 × n_ff × ubatch);
+/// - on the output device, the logits (n_vocab × ubatch f32).
 fn compute_estimate(
     model: &ModelShape,
     device: DeviceId,
@@ -352,28 +361,34 @@ fn compute_estimate(
         return 0;
     }
     let ub = u64::from(options.ubatch.min(options.batch).max(1));
-    let width = u64::from(model.n_embd)
-        .saturating_mul(6)
-        .saturating_add(u64::from(model.n_ff).saturating_mul(2));
-    let mut bytes = ub.saturating_mul(4).saturating_mul(width);
-    if !options.flash_attention {
-        let heads = u64::from(
-            model
-                .attention
-                .head_count
-                .iter()
-                .copied()
-                .max()
-                .unwrap_or(0),
-        );
-        let scores = g.n_ctx_seq.saturating_mul(ub).saturating_mul(heads);
-        bytes = bytes.saturating_add(scores.saturating_mul(4));
-    }
-    if holds_output {
-        let logits = u64::from(model.n_vocab).saturating_mul(ub);
-        bytes = bytes.saturating_add(logits.saturating_mul(4));
-    }
-    bytes
+    let floats = |n: u64| n.saturating_mul(ub).saturating_mul(4);
+    let activations = floats(u64::from(model.n_embd)).saturating_mul(ACTIVATION_ROWS);
+    let heads = u64::from(
+        model
+            .attention
+            .head_count
+            .iter()
+            .copied()
+            .max()
+            .unwrap_or(0),
+    );
+    let attention = if options.flash_attention {
+        g.n_ctx_seq.saturating_mul(ub).saturating_mul(2)
+    } else {
+        floats(g.n_ctx_seq.saturating_mul(heads.saturating_add(1)))
+    };
+    let feed_forward = floats(u64::from(model.n_ff).saturating_mul(3));
+    let logits = if holds_output {
+        floats(u64::from(model.n_vocab))
+    } else {
+        0
+    };
+    let layer_phase = if holds_layers {
+        attention.max(feed_forward)
+    } else {
+        0
+    };
+    activations.saturating_add(layer_phase.max(logits))
 }
 
 #[cfg(test)]
