@@ -189,6 +189,16 @@ async fn pause_resume_and_a_daemon_restart_continue_the_same_download() {
     let server = TestServer::start_with_rig(server_dir, rig).await;
     let done = wait_for_state(&server, id, "done").await;
     assert_q8_files(&done);
+    // After one more restart the finished download still names its files (for "Plan").
+    let TestServer {
+        server: running,
+        dir: server_dir,
+        rig,
+        ..
+    } = server;
+    running.shutdown().await;
+    let server = TestServer::start_with_rig(server_dir, rig).await;
+    assert_q8_files(&wait_for_state(&server, id, "done").await);
 }
 
 #[tokio::test]

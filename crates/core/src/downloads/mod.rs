@@ -217,6 +217,22 @@ impl Downloads {
                 ),
             }
         }
+        // A finished download's files, so the UI can open them again after a restart.
+        if let Ok(config) = hub() {
+            let destination = Destination::HubCache(config.cache_dir);
+            for job in jobs.values_mut().filter(|j| j.state == DownloadState::Done) {
+                job.paths = job
+                    .request
+                    .files
+                    .iter()
+                    .map(|f| {
+                        destination
+                            .paths(&job.request.repo, &job.request.commit, f)
+                            .visible
+                    })
+                    .collect();
+            }
+        }
         let downloads = Downloads {
             inner: Arc::new(Inner {
                 store,
