@@ -46,15 +46,18 @@ test-ui: setup
 
 # plan_bench writes the GLM-5.2-shaped split model (sparse files) the placement test plans; the
 # instances test runs the cached llama-server (built by test-rust) on a tiny model with a real
-# tokenizer from the llama.cpp source tree.
+# tokenizer from the llama.cpp source tree; the hub test downloads that tiny model from the fake
+# hub (a local stand-in for Hugging Face).
 RIGDECK_CACHE := $(or $(RIGDECK_CACHE_DIR),$(or $(XDG_CACHE_HOME),$(HOME)/.cache)/rigdeck)
 test-e2e: test-rust
 	mkdir -p $(ARTIFACTS)
 	cargo build -p rigdeck-placement --example plan_bench
+	cargo build -p rigdeck-hub --example fake_hub
 	cargo run -q -p rigdeck-gguf --example tiny_model -- \
 		"$$(ls $(RIGDECK_CACHE)/sources/*/llama.cpp/models/ggml-vocab-llama-bpe.gguf | head -n 1)" $(ARTIFACTS)/tiny.gguf
 	cd tests/e2e && RIGDECK_BIN=$(DEBUG)/rigdeck RIGDECK_NVML_LIBRARY=$(DEBUG)/libnvml_double.so \
 		RIGDECK_PLAN_BENCH=$(DEBUG)/examples/plan_bench RIGDECK_TINY_MODEL=$(ARTIFACTS)/tiny.gguf \
+		RIGDECK_FAKE_HUB=$(DEBUG)/examples/fake_hub \
 		RIGDECK_LLAMA_SERVER="$$(ls $(RIGDECK_CACHE)/engines/llama.cpp-*-cpu/bin/llama-server | head -n 1)" \
 		RIGDECK_ARTIFACTS=$(ARTIFACTS) node --test --test-concurrency=1
 

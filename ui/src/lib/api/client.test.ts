@@ -1,7 +1,7 @@
 // Fetch client: request shape, error bodies shown verbatim, 401 detection.
 
 import { afterEach, describe, expect, it, vi } from 'vitest';
-import { api, ApiError, errorFromBody, probeSession } from './client';
+import { api, ApiError, errorFromBody, hubSearchQuery, probeSession } from './client';
 
 afterEach(() => {
   vi.unstubAllGlobals();
@@ -63,6 +63,35 @@ describe('api', () => {
     const f = respond(200, '{}');
     await api.history('24h');
     expect(f.mock.calls[0]![0]).toBe('/api/v1/telemetry/history?range=24h');
+  });
+
+  it('addresses hub models by owner and name, each escaped, with the revision', async () => {
+    const f = respond(200, '{}');
+    await api.hubModel('unsloth/Qwen3-8B-GGUF');
+    await api.hubCard('org/a b', 'refs/pr/1');
+    expect(f.mock.calls.map((c) => c[0])).toEqual([
+      '/api/v1/hub/models/unsloth/Qwen3-8B-GGUF',
+      '/api/v1/hub/models/org/a%20b/card?revision=refs%2Fpr%2F1',
+    ]);
+  });
+
+  it('searches with the text trimmed and only the filters set', async () => {
+    expect(hubSearchQuery({ text: ' qwen 3 ' })).toBe('text=qwen+3');
+    expect(hubSearchQuery({ text: '', format: 'gguf', sort: 'likes', limit: 40 })).toBe('text=&format=gguf&sort=likes&limit=40');
+    expect(hubSearchQuery({ text: 'x', format: null })).toBe('text=x');
+  });
+
+  it('posts download actions and the fit', async () => {
+    const f = respond(200, '{}');
+    await api.downloadAction(7, 'pause');
+    await api.hubFit({ repo: 'org/m', rig: 'live', context: 8192 });
+    await api.forgetDownload(7);
+    expect(f.mock.calls.map((c) => [c[0], (c[1] as RequestInit).method])).toEqual([
+      ['/api/v1/downloads/7/pause', 'POST'],
+      ['/api/v1/hub/fit', 'POST'],
+      ['/api/v1/downloads/7', 'DELETE'],
+    ]);
+    expect(JSON.parse((f.mock.calls[1]![1] as RequestInit).body as string)).toEqual({ repo: 'org/m', rig: 'live', context: 8192 });
   });
 });
 

@@ -5,7 +5,18 @@
 import type {
   ApiErrorBody,
   BuildBackend,
+  DownloadAction,
+  DownloadView,
   EngineBuild,
+  FitRequest,
+  FitResponse,
+  HubCard,
+  HubModelPage,
+  HubModelSummary,
+  HubSearchQuery,
+  HubTokenStatus,
+  NewDownload,
+  StarterCatalog,
   InstanceView,
   LaunchProfile,
   LogLine,
@@ -85,6 +96,24 @@ async function request<T>(method: string, path: string, body?: unknown, signal?:
   return (await res.json()) as T;
 }
 
+/** `org/name` as two path segments, each escaped (names may hold dots, dashes, underscores). */
+function repoPath(repo: string): string {
+  return repo.split('/').map(encodeURIComponent).join('/');
+}
+
+function revisionQuery(revision?: string | null): string {
+  return revision ? `?revision=${encodeURIComponent(revision)}` : '';
+}
+
+/** The search's query string; empty text lists the most popular models. */
+export function hubSearchQuery(q: HubSearchQuery): string {
+  const p = new URLSearchParams({ text: q.text.trim() });
+  if (q.format) p.set('format', q.format);
+  if (q.sort) p.set('sort', q.sort);
+  if (q.limit != null) p.set('limit', String(q.limit));
+  return p.toString();
+}
+
 export const api = {
   status: () => request<ServerStatus>('GET', '/api/v1/status'),
   signIn: (token: string) => request<void>('POST', '/api/v1/session', { token }),
@@ -135,6 +164,27 @@ export const api = {
     const qs = p.toString();
     return request<LogLine[]>('GET', `/api/v1/instances/${encodeURIComponent(name)}/logs${qs ? '?' + qs : ''}`);
   },
+  // The model hub (Hugging Face, or HF_ENDPOINT) through the daemon, and its download queue.
+  hubStarter: () => request<StarterCatalog>('GET', '/api/v1/hub/starter'),
+  hubSearch: (q: HubSearchQuery, signal?: AbortSignal) =>
+    request<HubModelSummary[]>('GET', `/api/v1/hub/search?${hubSearchQuery(q)}`, undefined, signal),
+  hubModel: (repo: string, revision?: string | null) =>
+    request<HubModelPage>('GET', `/api/v1/hub/models/${repoPath(repo)}${revisionQuery(revision)}`),
+  hubCard: (repo: string, revision?: string | null) =>
+    request<HubCard>('GET', `/api/v1/hub/models/${repoPath(repo)}/card${revisionQuery(revision)}`),
+  /** Plans every GGUF quantization on the rig from its headers (a few seconds on the real hub). */
+  hubFit: (body: FitRequest, signal?: AbortSignal) => request<FitResponse>('POST', '/api/v1/hub/fit', body, signal),
+  hubToken: () => request<HubTokenStatus>('GET', '/api/v1/hub/token'),
+  setHubToken: (token: string) => request<HubTokenStatus>('PUT', '/api/v1/hub/token', { token }),
+  deleteHubToken: () => request<HubTokenStatus>('DELETE', '/api/v1/hub/token'),
+  downloads: () => request<DownloadView[]>('GET', '/api/v1/downloads'),
+  /** Queues a download (201); a 400 names the quantizations when the choice is ambiguous. */
+  createDownload: (body: NewDownload) => request<DownloadView>('POST', '/api/v1/downloads', body),
+  /** 409 when the download's state does not allow it. */
+  downloadAction: (id: number, action: DownloadAction) =>
+    request<DownloadView>('POST', `/api/v1/downloads/${id}/${action}`),
+  /** Forgets a finished, failed or cancelled download; its files stay. */
+  forgetDownload: (id: number) => request<{ removed: number }>('DELETE', `/api/v1/downloads/${id}`),
 };
 
 /** Used by the event socket after a close: is the session still good, gone, or the daemon down? */

@@ -52,6 +52,22 @@ describe('parseServerMessage', () => {
     expect(parseServerMessage('{"type":"library.changed","data":[{"name":"x"}]}').ok).toBe(false);
   });
 
+  it('reads download state and progress, and rejects a download without its numbers', () => {
+    const v = {
+      id: 7, repo: 'org/m', revision: 'main', label: 'Q4_K_M', files: 1, state: 'running', error: null,
+      progress: { total_bytes: 10, done_bytes: 4, files_total: 1, files_done: 0, current: 'm.gguf', rate_bps: 2, eta_s: 3 },
+      paths: [], created_ms: 1,
+    };
+    expect(parseServerMessage(JSON.stringify({ type: 'download.state', data: v }))).toEqual({ ok: true, event: { type: 'download.state', data: v } });
+    expect(parseServerMessage(JSON.stringify({ type: 'download.progress', data: v }))).toEqual({ ok: true, event: { type: 'download.progress', data: v } });
+    expect(parseServerMessage('{"type":"download.state","data":{"id":"7"}}')).toEqual({ ok: false, error: 'download.state needs id, repo and state' });
+    expect(parseServerMessage(JSON.stringify({ type: 'download.progress', data: { ...v, progress: null } }))).toEqual({
+      ok: false,
+      error: 'download.progress needs progress with total_bytes and done_bytes',
+    });
+    expect(parseServerMessage(JSON.stringify({ type: 'download.state', data: { ...v, paths: null } })).ok).toBe(false);
+  });
+
   it('reads a resync (events were dropped) and rejects a malformed one', () => {
     expect(parseServerMessage('{"type":"resync","data":{"missed":12,"channel":"bulk"}}')).toEqual({
       ok: true,

@@ -2,7 +2,7 @@
 // exponential backoff, notices a silent connection, and tells the app when the session is gone.
 // It is framework-free and takes its socket factory and timers as options so tests can drive it.
 
-import type { BuildProgress, Hello, InstanceView, LogLine, ModelEntry, ServerEvent, TelemetryFrame } from './types';
+import type { BuildProgress, DownloadView, Hello, InstanceView, LogLine, ModelEntry, ServerEvent, TelemetryFrame } from './types';
 
 // ---- Message parsing ----
 
@@ -35,6 +35,19 @@ function libraryShapeError(d: unknown): string | null {
       return 'library.changed has an entry without path, name or files';
     }
   }
+  return null;
+}
+
+/** A download's view: the panel indexes its id, state and progress numbers. */
+function downloadShapeError(type: string, d: unknown): string | null {
+  if (!isObject(d) || typeof d.id !== 'number' || typeof d.state !== 'string' || typeof d.repo !== 'string') {
+    return `${type} needs id, repo and state`;
+  }
+  const p = d.progress;
+  if (!isObject(p) || typeof p.total_bytes !== 'number' || typeof p.done_bytes !== 'number') {
+    return `${type} needs progress with total_bytes and done_bytes`;
+  }
+  if (!Array.isArray(d.paths)) return `${type} needs paths`;
   return null;
 }
 
@@ -84,6 +97,12 @@ export function parseServerMessage(text: string): ParseResult {
       const d = msg.data;
       if (!isObject(d) || typeof d.step !== 'string') return { ok: false, error: 'engine.build needs step' };
       return { ok: true, event: { type: 'engine.build', data: d as unknown as BuildProgress } };
+    }
+    case 'download.state':
+    case 'download.progress': {
+      const err = downloadShapeError(msg.type, msg.data);
+      if (err) return { ok: false, error: err };
+      return { ok: true, event: { type: msg.type, data: msg.data as unknown as DownloadView } };
     }
     case 'resync': {
       const d = msg.data;

@@ -269,6 +269,10 @@ export type ServerEvent =
   | { type: 'instance.log'; data: LogLine }
   /** Progress of a bundled llama.cpp build. */
   | { type: 'engine.build'; data: BuildProgress }
+  /** A download was queued, started, paused, failed, finished…: its full view. */
+  | { type: 'download.state'; data: DownloadView }
+  /** A running download's bytes, rate and time left (twice a second; may be skipped). */
+  | { type: 'download.progress'; data: DownloadView }
   /** Events were dropped for this client (it fell behind): refetch what the page shows. */
   | { type: 'resync'; data: { missed: number; channel: string } }
   /** A type this UI does not know yet (a newer daemon); ignored, never an error. */
@@ -647,3 +651,197 @@ export interface LogLine {
 /** The backends Rigdeck builds llama.cpp for from the UI. */
 export type BuildBackend = 'cpu' | 'cuda' | 'vulkan';
 
+
+// ---- Model hub and downloads (docs/api.md "Model hub and downloads") ----
+
+/** One entry of the curated list for an empty library (assets/hub/starter-catalog.json). */
+export interface StarterModel {
+  repo: string;
+  quant: string;
+  kind: 'dense' | 'moe' | (string & {});
+  /** As people say it: "8B", "30B, 3B active". */
+  params: string;
+  approx_gb: number;
+  why: string;
+}
+
+export interface StarterCatalog {
+  about: string;
+  models: StarterModel[];
+}
+
+export type HubFormat = 'gguf' | 'safetensors';
+export type HubSort = 'downloads' | 'likes' | 'updated';
+
+/** GET /hub/search's parameters; no format means any. */
+export interface HubSearchQuery {
+  text: string;
+  format?: HubFormat | null;
+  sort?: HubSort;
+  limit?: number;
+}
+
+/** A search hit, and the summary on a model's page (crates/hub/src/api/models.rs). */
+export interface HubModelSummary {
+  /** `org/name`. */
+  id: string;
+  downloads: number;
+  likes: number;
+  /** ISO 8601, as the hub writes it. */
+  last_modified: string | null;
+  pipeline_tag: string | null;
+  tags: string[];
+  /** Terms must be accepted on the hub before the files can be read. */
+  gated: boolean;
+}
+
+/** The hub's own reading of a GGUF repository. */
+export interface HubGgufInfo {
+  total: number | null;
+  architecture: string | null;
+  context_length: number | null;
+}
+
+export interface HubModelInfo {
+  summary: HubModelSummary;
+  /** The commit the revision resolved to (40 hex digits). */
+  commit: string;
+  private: boolean;
+  gguf: HubGgufInfo | null;
+  page_url: string;
+}
+
+export interface HubFile {
+  path: string;
+  size_bytes: number;
+  git_oid: string;
+  lfs_sha256: string | null;
+}
+
+/** Parts of a split GGUF the listing lacks; ranges of 1-based part numbers, inclusive. */
+export interface MissingParts {
+  prefix: string;
+  count: number;
+  ranges: [number, number][];
+}
+
+export type FileGroupKind = 'gguf' | 'projector' | 'safetensors' | 'other';
+
+/** Files a user downloads together: one quantization (all shards of a split one), a vision
+ *  projector, the safetensors weights, or one other file. */
+export interface FileGroup {
+  kind: FileGroupKind | (string & {});
+  /** "Q4_K_M", "UD-IQ2_M", "mmproj-F16", "safetensors", or the file name. Unique in a listing. */
+  label: string;
+  files: HubFile[];
+  total_bytes: number;
+  /** Set for an incomplete split upload: it cannot be loaded, so it is not offered. */
+  missing: MissingParts | null;
+}
+
+/** GET /hub/models/{owner}/{name}. */
+export interface HubModelPage {
+  model: HubModelInfo;
+  revision: string;
+  /** GGUF quantizations first, ascending by size. */
+  groups: FileGroup[];
+  /** Listing entries refused (unsafe paths and the like), each with why. */
+  refused: string[];
+}
+
+export interface HubCard {
+  commit: string;
+  /** The README as the hub serves it: untrusted, rendered through lib/hub/markdown. */
+  markdown: string;
+}
+
+/** crates/placement/src/verdict.rs `FitVerdict` (`#[serde(tag = "kind")]`). */
+export type FitVerdict =
+  | { kind: 'on_gpus'; gpus: number }
+  | { kind: 'experts_in_ram'; layers: number }
+  | { kind: 'layers_in_ram'; layers: number }
+  | { kind: 'cpu_only' }
+  | { kind: 'does_not_fit'; short_bytes: number };
+
+export interface DeviceFit {
+  name: string;
+  used_bytes: number;
+  capacity_bytes: number;
+}
+
+/** One quantization planned on the rig from its headers (crates/core/src/hub_fit.rs). */
+export interface QuantFit {
+  label: string;
+  total_bytes: number;
+  /** null when the header could not be read (`error` says why). */
+  verdict: FitVerdict | null;
+  summary: string;
+  devices: DeviceFit[];
+  tokens_per_s: number | null;
+  command_line: string | null;
+  error: string | null;
+  recommended: boolean;
+}
+
+/** Body of POST /hub/fit. */
+export interface FitRequest {
+  repo: string;
+  revision?: string;
+  /** `live` or a preset id from GET /rigs. */
+  rig: string;
+  context: number;
+}
+
+export interface FitResponse {
+  commit: string;
+  rig: string;
+  context: number;
+  quants: QuantFit[];
+}
+
+/** Whether a Hugging Face token is set and where from; never the token. */
+export interface HubTokenStatus {
+  present: boolean;
+  source: 'HF_TOKEN' | 'rigdeck' | 'HF_HOME/token' | (string & {}) | null;
+}
+
+export type DownloadState = 'queued' | 'running' | 'paused' | 'failed' | 'done' | 'cancelled';
+
+export interface DownloadProgress {
+  total_bytes: number;
+  done_bytes: number;
+  files_total: number;
+  files_done: number;
+  /** The file being transferred. */
+  current: string;
+  /** Bytes per second over the last few seconds. */
+  rate_bps: number;
+  /** Seconds left at that rate; null before a rate is known. */
+  eta_s: number | null;
+}
+
+/** crates/core/src/downloads `DownloadView`. */
+export interface DownloadView {
+  id: number;
+  repo: string;
+  revision: string;
+  /** The quantization, or "all files". */
+  label: string;
+  files: number;
+  state: DownloadState | (string & {});
+  error: string | null;
+  progress: DownloadProgress;
+  /** Absolute path of each file once done (empty for one finished before the daemon restarted). */
+  paths: string[];
+  created_ms: UnixMillis;
+}
+
+/** Body of POST /downloads; no quant: the only GGUF quantization, or every file of a repository
+ *  without GGUF. */
+export interface NewDownload {
+  repo: string;
+  quant?: string;
+  revision?: string;
+}
+
+export type DownloadAction = 'pause' | 'resume' | 'cancel' | 'retry';

@@ -1,7 +1,7 @@
 // Hash routes.
 
 import { describe, expect, it } from 'vitest';
-import { hashParams, navRoute, parseHash, planHash } from './hash';
+import { hashParams, hubModelHash, hubRepo, navRoute, parseHash, planHash } from './hash';
 
 describe('parseHash', () => {
   it('maps the routes', () => {
@@ -34,5 +34,29 @@ describe('planHash and hashParams', () => {
   it('leaves the live rig out of the address', () => {
     expect(hashParams(planHash('/m.gguf', 'live')).get('rig')).toBeNull();
     expect(hashParams('#/models').get('model')).toBeNull();
+  });
+});
+
+describe('hub addresses', () => {
+  it('route the search and a model page, both under Models', () => {
+    expect(parseHash('#/hub')).toBe('hub');
+    expect(parseHash('#/hub/')).toBe('hub');
+    expect(parseHash('#/hub/unsloth/Qwen3-8B-GGUF')).toBe('hub-model');
+    expect(parseHash('#/hub/only-one-part')).toBe('hub');
+    expect(navRoute('hub')).toBe('models');
+    expect(navRoute('hub-model')).toBe('models');
+  });
+  it('round-trip a repository id and the suggested quantization', () => {
+    const h = hubModelHash('bartowski/Llama-3.2-1B-Instruct-GGUF', 'Q4_K_M');
+    expect(h).toBe('#/hub/bartowski/Llama-3.2-1B-Instruct-GGUF?quant=Q4_K_M');
+    expect(hubRepo(h)).toBe('bartowski/Llama-3.2-1B-Instruct-GGUF');
+    expect(hashParams(h).get('quant')).toBe('Q4_K_M');
+    expect(hubRepo(hubModelHash('a b/c?d'))).toBe('a b/c?d');
+  });
+  it('names no repository for other addresses', () => {
+    expect(hubRepo('#/hub')).toBeNull();
+    expect(hubRepo('#/hub/a/b/c')).toBeNull();
+    expect(hubRepo('#/hub/a%zz/b')).toBeNull();
+    expect(hubRepo('#/models')).toBeNull();
   });
 });

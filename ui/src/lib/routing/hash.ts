@@ -1,9 +1,9 @@
-// Hash routes (#/, #/history, #/models, #/plan?model=…, #/instances, #/settings): the daemon serves one
-// index.html, so routing stays on the client and a reload keeps the page.
+// Hash routes (#/, #/history, #/models, #/hub, #/hub/org/name, #/plan?model=…, #/instances, #/settings):
+// the daemon serves one index.html, so routing stays on the client and a reload keeps the page.
 
-export type Route = 'dashboard' | 'history' | 'models' | 'plan' | 'instances' | 'settings';
+export type Route = 'dashboard' | 'history' | 'models' | 'hub' | 'hub-model' | 'plan' | 'instances' | 'settings';
 
-/** The navigation items; `plan` is reached from a model and shows under Models. */
+/** The navigation items; `plan` and the hub are reached from Models and show under it. */
 export const ROUTES: { route: Route; hash: string; label: string }[] = [
   { route: 'dashboard', hash: '#/', label: 'Dashboard' },
   { route: 'history', hash: '#/history', label: 'History' },
@@ -14,7 +14,10 @@ export const ROUTES: { route: Route; hash: string; label: string }[] = [
 
 export function parseHash(hash: string): Route {
   const path = hash.replace(/^#/, '').replace(/[?].*$/, '').replace(/\/+$/, '');
+  if (path.startsWith('/hub/')) return hubRepo(hash) ? 'hub-model' : 'hub';
   switch (path) {
+    case '/hub':
+      return 'hub';
     case '/history':
       return 'history';
     case '/models':
@@ -32,7 +35,7 @@ export function parseHash(hash: string): Route {
 
 /** The nav item to highlight for a route. */
 export function navRoute(route: Route): Route {
-  return route === 'plan' ? 'models' : route;
+  return route === 'plan' || route === 'hub' || route === 'hub-model' ? 'models' : route;
 }
 
 /** The query part of a hash route: `#/plan?model=%2Fm%2Fx.gguf&rig=4x3090`. */
@@ -46,4 +49,24 @@ export function planHash(model: string, rig?: string | null): string {
   const p = new URLSearchParams({ model });
   if (rig && rig !== 'live') p.set('rig', rig);
   return `#/plan?${p.toString()}`;
+}
+
+/** A hub model page's address: `#/hub/org/name`, each part escaped; `quant` marks the
+ *  quantization a link suggested (the starter list's). */
+export function hubModelHash(repo: string, quant?: string | null): string {
+  const path = repo.split('/').map(encodeURIComponent).join('/');
+  return quant ? `#/hub/${path}?${new URLSearchParams({ quant }).toString()}` : `#/hub/${path}`;
+}
+
+/** The `org/name` of a hub model page's address, or null when it names none. */
+export function hubRepo(hash: string): string | null {
+  const path = hash.replace(/^#/, '').replace(/[?].*$/, '').replace(/\/+$/, '');
+  const m = /^\/hub\/([^/]+)\/([^/]+)$/.exec(path);
+  if (!m) return null;
+  try {
+    return `${decodeURIComponent(m[1]!)}/${decodeURIComponent(m[2]!)}`;
+  } catch {
+    // A hand-typed address with a stray `%`.
+    return null;
+  }
 }

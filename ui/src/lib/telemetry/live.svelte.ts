@@ -7,6 +7,7 @@ import type { Hello, TelemetryFrame } from '../api/types';
 import { appendFrame, emptyBuffer, type SeriesBuffer } from './series';
 import { library } from '../library/library.svelte';
 import { engines } from '../engines/engines.svelte';
+import { downloads } from '../hub/downloads.svelte';
 
 /** A pause longer than three periods is a gap in the charts, not a straight line. */
 export function gapThresholdMs(periodMs: number): number {
@@ -46,6 +47,8 @@ class LiveTelemetry {
         else if (ev.type === 'instance.state') engines.upsert(ev.data);
         else if (ev.type === 'instance.log') engines.ingestLog(ev.data);
         else if (ev.type === 'engine.build') engines.ingestBuild(ev.data);
+        else if (ev.type === 'download.state') downloads.ingest('state', ev.data);
+        else if (ev.type === 'download.progress') downloads.ingest('progress', ev.data);
         else if (ev.type === 'resync') this.resync();
       },
       onParseError: (err) => {
@@ -66,6 +69,7 @@ class LiveTelemetry {
   resync(): void {
     this.resyncs += 1;
     void engines.resync();
+    void downloads.resync();
     if (library.entries) void library.load();
   }
 

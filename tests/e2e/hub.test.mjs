@@ -1,0 +1,295 @@
+// The model hub in a real browser: a real daemon (the 4× RTX 3090 rig) against the fake hub
+// (crates/hub/examples/fake_hub) serving one repository whose Q4_K_M is the tiny real GGUF, beside
+// a quantization that is not a GGUF, an incomplete split upload, a projector and a hostile card.
+// Search, the model page with its fit, a download with live progress (the hub is throttled),
+// pause and resume, the model in the library, and the placement editor on it.
+import { test, before, after } from "node:test";
+import assert from "node:assert/strict";
+import { spawn } from "node:child_process";
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { startDaemon, launchChromium } from "./daemon.mjs";
+
+const artifacts = process.env.RIGDECK_ARTIFACTS ?? "/tmp/rigdeck-artifacts";
+const REPO = "rigdeck-test/Tiny-Llama-GGUF";
+const OTHER = "someone-else/Big-Model-GGUF";
+/** The fake hub's commit for its first repository. */
+const COMMIT = "01".repeat(20);
+/** Per request; the downloader opens four. Slow enough to watch, fast enough for a test. */
+const THROTTLE_BPS = 5_000_000;
+const TOKEN = "hf_" + "e2eTestTokenNeverShown".padEnd(34, "x");
+
+let dir;
+let hub;
+let daemon;
+let browser;
+let page;
+let modelPath;
+
+function required(name) {
+  const value = process.env[name];
+  if (!value) throw new Error(`${name} is not set: run the browser tests through \`make test-e2e\``);
+  return value;
+}
+
+/** Starts the fake hub on a spec and resolves with its base address (its first output line). */
+async function startFakeHub(specPath) {
+  const child = spawn(required("RIGDECK_FAKE_HUB"), [specPath], { stdio: ["ignore", "pipe", "pipe"] });
+  let log = "";
+  child.stderr.on("data", (chunk) => (log += chunk));
+  const url = await new Promise((resolveUrl, reject) => {
+    let out = "";
+    // It hashes the served files first (the tiny model is about 140 MB).
+    const timer = setTimeout(() => reject(new Error(`fake_hub did not start in 60 s:\n${log}`)), 60_000);
+    child.stdout.on("data", (chunk) => {
+      out += chunk;
+      const line = out.split("\n")[0];
+      if (out.includes("\n") && /^https?:\/\//.test(line)) {
+        clearTimeout(timer);
+        resolveUrl(line.trim());
+      }
+    });
+    child.on("exit", (code) => reject(new Error(`fake_hub exited with ${code}:\n${log}`)));
+  });
+  return { child, url };
+}
+
+/** Waits until `fn` (run in the page) is true; `what` names it in the failure. */
+async function until(what, fn, arg, timeout = 15_000) {
+  try {
+    await page.waitForFunction(fn, arg, { timeout });
+  } catch (e) {
+    throw new Error(`timed out waiting for ${what}: ${e.message.split("\n")[0]}`);
+  }
+}
+
+const row = (label) => page.locator(`[data-testid="quant-row"][data-label="${label}"]`);
+const download = () => page.locator(`[data-testid="download"][data-repo="${REPO}"][data-label="Q4_K_M"]`);
+
+before(async () => {
+  dir = mkdtempSync(join(tmpdir(), "rigdeck-e2e-hub-"));
+  const card = [
+    "---",
+    "license: apache-2.0",
+    "base_model: rigdeck/tiny",
+    "---",
+    "# Tiny Llama",
+    "",
+    "A **tiny** model for the browser tests. <script>window.__cardRan = true</script>",
+    "",
+    '<img src="x" onerror="window.__cardRan = true">',
+    "",
+    "[a trap](javascript:window.__cardRan=true) and [the docs](https://example.com/docs)",
+    "",
+    "| Quant | Use |",
+    "|---|---|",
+    "| Q4_K_M | the tests |",
+  ].join("\n");
+  writeFileSync(join(dir, "README.md"), card);
+  const spec = {
+    repos: [
+      {
+        id: REPO,
+        files: [
+          { path: "README.md", source: join(dir, "README.md") },
+          { path: "Tiny-Llama-Q4_K_M.gguf", source: required("RIGDECK_TINY_MODEL") },
+          // Not a GGUF inside: its header cannot be read, so its fit is unknown.
+          { path: "Tiny-Llama-Q8_0.gguf", size: 1048576 },
+          // Part 2 of 2 was never uploaded.
+          { path: "Tiny-Llama-Q2_K-00001-of-00002.gguf", size: 4096 },
+          { path: "mmproj-F16.gguf", size: 2048 },
+        ],
+      },
+      { id: OTHER, files: [{ path: "Big-Q4_K_M.gguf", size: 4096 }] },
+    ],
+    throttle_bps: THROTTLE_BPS,
+  };
+  writeFileSync(join(dir, "spec.json"), JSON.stringify(spec));
+  hub = await startFakeHub(join(dir, "spec.json"));
+
+  const hfHome = join(dir, "hf");
+  const hubCache = join(hfHome, "hub");
+  modelPath = join(hubCache, `models--rigdeck-test--Tiny-Llama-GGUF/snapshots/${COMMIT}/Tiny-Llama-Q4_K_M.gguf`);
+  daemon = await startDaemon("4x3090.json", {
+    env: {
+      HF_ENDPOINT: hub.url,
+      HF_HUB_CACHE: hubCache,
+      HF_HOME: hfHome,
+      // Nothing from this machine: no token, no llama.cpp cache in the model folders.
+      HF_TOKEN: "",
+      LLAMA_CACHE: join(dir, "llama.cpp"),
+    },
+  });
+  browser = await launchChromium();
+  page = await browser.newPage({ viewport: { width: 1400, height: 1000 } });
+  page.on("pageerror", (e) => console.error("page error:", e.message));
+  await page.goto(daemon.loginUrl);
+  await page.locator('[data-testid="gpu-card"]').first().waitFor({ timeout: 15_000 });
+});
+
+after(async () => {
+  await browser?.close();
+  await daemon?.stop();
+  if (hub) {
+    hub.child.kill("SIGTERM");
+    await new Promise((done) => (hub.child.exitCode !== null || hub.child.signalCode !== null ? done() : hub.child.on("exit", done)));
+  }
+  if (dir) rmSync(dir, { recursive: true, force: true });
+});
+
+test("an empty library offers the starter list and the way to the hub", async () => {
+  await page.locator('[data-testid="nav-models"]').click();
+  const empty = page.locator('[data-testid="models-empty"]');
+  await empty.waitFor({ timeout: 15_000 });
+  await empty.locator('[data-testid="starter-model"]').first().waitFor();
+  assert.ok((await empty.locator('[data-testid="starter-model"]').count()) >= 4);
+  const open = empty.locator('[data-testid="starter-model"][data-repo="unsloth/Qwen3-8B-GGUF"] [data-testid="starter-open"]');
+  assert.equal(await open.getAttribute("href"), "#/hub/unsloth/Qwen3-8B-GGUF?quant=Q4_K_M");
+  await page.locator('[data-testid="tab-hub"]').click();
+  await page.locator('[data-testid="hub-page"]').waitFor();
+  assert.match(page.url(), /#\/hub$/);
+  // The library is empty, so the starter list leads here too.
+  await page.locator('[data-testid="hub-start"] [data-testid="starter-model"]').first().waitFor();
+  assert.equal(await page.locator('[data-testid="nav-models"]').getAttribute("aria-current"), "page");
+});
+
+test("search lists the hub's models, narrows as one types, and filters by format", async () => {
+  // The first visit lists the most downloaded models: both repositories.
+  await until("both repositories", () => document.querySelectorAll('[data-testid="hub-result"]').length === 2);
+  await page.locator('[data-testid="hub-search"]').fill("tiny");
+  await until("only the tiny model", (repo) => {
+    const rows = [...document.querySelectorAll('[data-testid="hub-result"]')];
+    return rows.length === 1 && rows[0].dataset.repo === repo && document.querySelector('[data-testid="hub-busy"]').textContent === "";
+  }, REPO);
+  assert.equal(await page.locator('[data-testid="hub-gated"]').count(), 0);
+  // The fake hub tags its repositories gguf only.
+  await page.locator('[data-testid="hub-format"] [data-value="safetensors"]').click();
+  await page.locator('[data-testid="hub-no-results"]').waitFor();
+  assert.match(await page.locator('[data-testid="hub-no-results"]').textContent(), /tiny.*safetensors/);
+  await page.locator('[data-testid="hub-format"] [data-value="gguf"]').click();
+  await page.locator(`[data-testid="hub-result"][data-repo="${REPO}"]`).waitFor();
+  mkdirSync(artifacts, { recursive: true });
+  await page.screenshot({ path: join(artifacts, "hub-search.png"), fullPage: true });
+});
+
+test("the model page lists the quantizations at once and fills in the fit", async () => {
+  await page.locator(`[data-testid="hub-result"][data-repo="${REPO}"] [data-testid="hub-result-link"]`).click();
+  await page.locator('[data-testid="hub-model-page"]').waitFor();
+  assert.match(page.url(), /#\/hub\/rigdeck-test\/Tiny-Llama-GGUF$/);
+  assert.equal((await page.locator('[data-testid="hub-model-id"]').textContent()).trim(), REPO);
+  await row("Q4_K_M").waitFor();
+  const labels = await page.locator('[data-testid="quant-label"]').allTextContents();
+  assert.deepEqual(labels, ["Q2_K", "Q8_0", "Q4_K_M"], "smallest first");
+  assert.equal((await row("Q4_K_M").locator('[data-testid="quant-files"]').textContent()).trim(), "1 file");
+  assert.match(await row("Q4_K_M").locator('[data-testid="quant-size"]').textContent(), /137\.2 MiB/);
+
+  // The incomplete upload says why and offers no download.
+  assert.match(await row("Q2_K").locator('[data-testid="quant-missing"]').textContent(), /part 2 of 2 is missing/);
+  assert.equal(await row("Q2_K").locator('[data-testid="quant-download"]').count(), 0);
+
+  // The fit arrives after the files: the real GGUF fits on the GPUs and is recommended.
+  const verdict = row("Q4_K_M").locator('[data-testid="fit-verdict"]');
+  await verdict.waitFor({ timeout: 30_000 });
+  assert.equal(await verdict.getAttribute("data-kind"), "on_gpus");
+  assert.match(await verdict.textContent(), /on \d GPUs?/);
+  assert.match(await verdict.getAttribute("title"), /^fits on the/);
+  assert.equal(await row("Q4_K_M").locator('[data-testid="recommended"]').count(), 1);
+  assert.equal(await page.locator('[data-testid="recommended"]').count(), 1);
+  assert.match(await row("Q4_K_M").locator('[data-testid="quant-speed"]').textContent(), /^≤ \d+(\.\d)? tok\/s$/);
+  const color = await verdict.evaluate((el) => getComputedStyle(el).color);
+  assert.equal(color, "rgb(63, 185, 80)", "green: on the GPUs");
+  // The quantization that is not a GGUF: unknown, with the reader's reason.
+  assert.equal(await row("Q8_0").locator('[data-testid="fit-verdict"]').getAttribute("data-kind"), "unknown");
+  assert.match(await row("Q8_0").locator('[data-testid="fit-error"]').textContent(), /not a GGUF file/);
+
+  // Another context asks again.
+  await page.locator('[data-testid="fit-context"] [data-value="131072"]').click();
+  await until("the fit at 128K", () => document.querySelector('[data-testid="fit-context-shown"]')?.textContent === "at 128K", undefined, 30_000);
+  await row("Q4_K_M").locator('[data-testid="recommended"]').waitFor();
+
+  // Projectors and other files are apart; the card is rendered, its HTML inert.
+  assert.equal(await page.locator('[data-testid="hub-projectors"]').count(), 1);
+  const card = page.locator('[data-testid="model-card"]');
+  await card.locator("h1").waitFor();
+  assert.equal((await card.locator("h1").textContent()).trim(), "Tiny Llama");
+  assert.equal(await card.locator("table td").first().textContent(), "Q4_K_M");
+  assert.equal(await card.locator("script, img[onerror]").count(), 0);
+  assert.match(await card.textContent(), /<script>window\.__cardRan = true<\/script>/, "shown as text");
+  assert.doesNotMatch(await card.textContent(), /license: apache/, "front matter dropped");
+  assert.equal(await card.locator('a[href^="javascript"]').count(), 0);
+  assert.equal(await card.locator('a[href="https://example.com/docs"]').getAttribute("rel"), "noopener noreferrer");
+  assert.equal(await page.evaluate(() => window.__cardRan ?? false), false);
+});
+
+test("Download shows live progress, pauses and resumes, and finishes", async () => {
+  await row("Q4_K_M").locator('[data-testid="quant-download"]').click();
+  await download().waitFor();
+  await until("the download running", (sel) => document.querySelector(sel)?.dataset.state === "running", `[data-testid="download"][data-label="Q4_K_M"]`);
+  // Live progress: the bytes move while we watch, with a rate.
+  const seen = new Set();
+  const started = Date.now();
+  while (seen.size < 3 && Date.now() - started < 20_000) {
+    const text = await download().locator('[data-testid="download-bytes"]').textContent();
+    if (/^\d/.test(text)) seen.add(text);
+    await page.waitForTimeout(150);
+  }
+  assert.ok(seen.size >= 3, `progress moved: ${[...seen].join(" | ")}`);
+  await download().locator('[data-testid="download-rate"]').filter({ hasText: /B\/s/ }).waitFor();
+  assert.match(await row("Q4_K_M").locator('[data-testid="quant-download-state"]').textContent(), /downloading \d+ %/);
+  await page.screenshot({ path: join(artifacts, "hub-downloading.png"), fullPage: true });
+
+  await download().locator('[data-testid="download-pause"]').click();
+  await until("paused", () => document.querySelector('[data-testid="download"][data-label="Q4_K_M"]')?.dataset.state === "paused");
+  assert.equal(await download().locator('[data-testid="download-resume"]').count(), 1);
+  await download().locator('[data-testid="download-resume"]').click();
+  await until(
+    "done",
+    () => document.querySelector('[data-testid="download"][data-label="Q4_K_M"]')?.dataset.state === "done",
+    undefined,
+    90_000,
+  );
+  assert.equal((await download().locator('[data-testid="download-state"]').textContent()).trim(), "done");
+  assert.match(await download().locator('[data-testid="download-bytes"]').textContent(), /137\.2 MiB/);
+  await row("Q4_K_M").locator('[data-testid="quant-download-state"]').filter({ hasText: "downloaded" }).waitFor();
+  await page.evaluate(() => window.scrollTo(0, 0));
+  await page.screenshot({ path: join(artifacts, "hub.png"), fullPage: true });
+});
+
+test("the model lands in the library and Plan opens the placement editor on it", async () => {
+  await page.locator('[data-testid="nav-models"]').click();
+  const entry = page.locator(`[data-testid="model-row"][data-path="${modelPath}"]`);
+  // The daemon rescans when a download finishes and sends library.changed.
+  await entry.waitFor({ timeout: 20_000 });
+  assert.equal(await entry.locator('[data-testid="model-problem"]').count(), 0);
+
+  await page.locator('[data-testid="tab-hub"]').click();
+  const plan = download().locator('[data-testid="download-plan"]');
+  await plan.waitFor();
+  await plan.click();
+  await page.locator('[data-testid="plan-page"]').waitFor();
+  assert.equal(new URL(page.url().replace("#/plan?", "x:/?")).searchParams.get("model"), modelPath);
+  await page.locator('[data-testid="device-column"]').first().waitFor({ timeout: 20_000 });
+  await page.locator('[data-testid="plan-verdict"]').waitFor();
+  assert.equal((await page.locator('[data-testid="plan-verdict"]').textContent()).trim(), "fits");
+  assert.match(await page.locator('[data-testid="plan-model-facts"]').textContent(), /4 layers/);
+  const shot = join(artifacts, "hub-plan.png");
+  await page.screenshot({ path: shot, fullPage: true });
+  console.log(`hub screenshots saved to ${shot}, hub-search.png, hub-downloading.png and hub.png`);
+});
+
+test("the token box sets and removes a token without ever showing it", async () => {
+  await page.locator('[data-testid="nav-models"]').click();
+  await page.locator('[data-testid="tab-hub"]').click();
+  const box = page.locator('[data-testid="hub-token"]');
+  await box.locator('[data-testid="hub-token-state"]').filter({ hasText: "not set" }).waitFor();
+  await box.locator('[data-testid="hub-token-set"]').click();
+  await box.locator('[data-testid="hub-token-input"]').fill(TOKEN);
+  assert.equal(await box.locator('[data-testid="hub-token-input"]').getAttribute("type"), "password");
+  await box.locator('[data-testid="hub-token-save"]').click();
+  await box.locator('[data-testid="hub-token-state"]').filter({ hasText: /^set$/ }).waitFor();
+  assert.match(await box.textContent(), /saved in Rigdeck/);
+  assert.ok(!(await page.content()).includes(TOKEN), "the token is nowhere in the page");
+  await box.locator('[data-testid="hub-token-remove"]').click();
+  await box.locator('[data-testid="hub-token-state"]').filter({ hasText: "not set" }).waitFor();
+});

@@ -1,0 +1,69 @@
+// The fit column of the model page: verdict colours and words, device shares, speed, context.
+
+import { describe, expect, it } from 'vitest';
+import type { QuantFit } from '../api/types';
+import { contextLabel, deviceShares, fitFor, parseContext, shortDeviceName, speedText, verdictLabel, verdictTone } from './fit';
+
+const GIB = 1024 ** 3;
+
+describe('verdicts', () => {
+  it('colours each kind', () => {
+    expect(verdictTone({ kind: 'on_gpus', gpus: 2 })).toBe('ok');
+    expect(verdictTone({ kind: 'experts_in_ram', layers: 30 })).toBe('info');
+    expect(verdictTone({ kind: 'layers_in_ram', layers: 3 })).toBe('warn');
+    expect(verdictTone({ kind: 'cpu_only' })).toBe('warn');
+    expect(verdictTone({ kind: 'does_not_fit', short_bytes: GIB })).toBe('bad');
+    expect(verdictTone(null)).toBe('muted');
+  });
+  it('names each kind in a few words', () => {
+    expect(verdictLabel({ kind: 'on_gpus', gpus: 1 })).toBe('on the GPU');
+    expect(verdictLabel({ kind: 'on_gpus', gpus: 4 })).toBe('on 4 GPUs');
+    expect(verdictLabel({ kind: 'experts_in_ram', layers: 1 })).toBe('experts of 1 layer in RAM');
+    expect(verdictLabel({ kind: 'experts_in_ram', layers: 58 })).toBe('experts of 58 layers in RAM');
+    expect(verdictLabel({ kind: 'layers_in_ram', layers: 12 })).toBe('12 layers in RAM');
+    expect(verdictLabel({ kind: 'cpu_only' })).toBe('CPU only');
+    expect(verdictLabel({ kind: 'does_not_fit', short_bytes: 30.14 * GIB })).toBe('30.1 GiB short');
+    expect(verdictLabel(null)).toBe('unknown');
+  });
+});
+
+describe('device shares', () => {
+  it('lists the devices the plan uses, short names, over capacity marked', () => {
+    const shares = deviceShares([
+      { name: 'GPU 0 · NVIDIA GeForce RTX 3090', used_bytes: 12 * GIB, capacity_bytes: 24 * GIB },
+      { name: 'GPU 1 · NVIDIA GeForce RTX 3090', used_bytes: 0, capacity_bytes: 24 * GIB },
+      { name: 'CPU RAM · AMD Ryzen 9', used_bytes: 70 * GIB, capacity_bytes: 64 * GIB },
+    ]);
+    expect(shares).toEqual([
+      { name: 'GPU 0', title: 'GPU 0 · NVIDIA GeForce RTX 3090: 12.0 of 24.0 GiB', text: '12.0/24.0', pct: 50, over: false },
+      { name: 'CPU RAM', title: 'CPU RAM · AMD Ryzen 9: 70.0 of 64.0 GiB', text: '70.0/64.0', pct: 100, over: true },
+    ]);
+    expect(shortDeviceName('RTX 5090')).toBe('RTX 5090');
+  });
+});
+
+describe('speed and context', () => {
+  it('writes the ceiling', () => {
+    expect(speedText(41.26)).toBe('≤ 41.3 tok/s');
+    expect(speedText(140.2)).toBe('≤ 140 tok/s');
+    expect(speedText(null)).toBe('—');
+    expect(speedText(0)).toBe('—');
+  });
+  it('labels and reads context lengths', () => {
+    expect(contextLabel(32768)).toBe('32K');
+    expect(contextLabel(131072)).toBe('128K');
+    expect(contextLabel(40000)).toBe('40000');
+    expect(parseContext('40000')).toBe(40000);
+    expect(parseContext('48k')).toBe(49152);
+    expect(parseContext(' 1.5 K ')).toBe(1536);
+    expect(parseContext('0')).toBeNull();
+    expect(parseContext('99999999')).toBeNull();
+    expect(parseContext('lots')).toBeNull();
+  });
+  it('finds a fit by label', () => {
+    const fits = [{ label: 'Q4_K_M' }, { label: 'Q8_0' }] as QuantFit[];
+    expect(fitFor(fits, 'Q8_0')?.label).toBe('Q8_0');
+    expect(fitFor(fits, 'F16')).toBeNull();
+    expect(fitFor(null, 'F16')).toBeNull();
+  });
+});
