@@ -148,13 +148,16 @@ pub async fn start(options: ServeOptions) -> anyhow::Result<RunningServer> {
     });
     let sources = Sources {
         nvml: NvmlSource::open(options.nvml_library.as_deref()),
-        host: HostCollector::new(options.sysfs_root.clone(), settings.current().model_folders),
+        host: HostCollector::new(
+            options.sysfs_root.clone(),
+            settings.current().library_folders(),
+        ),
     };
     // Shared with the instances service, which registers the engines' pids: their VRAM is ours.
     let ours = StartedByRigdeck::default();
     let telemetry = Arc::new(spawn_collector(
         sources,
-        settings_rx,
+        settings_rx.clone(),
         bus.clone(),
         store.clone(),
         ours.clone(),
@@ -186,7 +189,10 @@ pub async fn start(options: ServeOptions) -> anyhow::Result<RunningServer> {
         None => (None, StartReport::default()),
     };
     let downloads = match &store {
-        Some(store) => start_downloads(store.clone(), bus.clone(), library.clone(), paths).await,
+        Some(store) => {
+            let settings = settings_rx.clone();
+            start_downloads(store.clone(), bus.clone(), library.clone(), settings, paths).await
+        }
         None => None,
     };
     let (stop, stop_rx) = watch::channel(false);
@@ -223,17 +229,26 @@ pub async fn start(options: ServeOptions) -> anyhow::Result<RunningServer> {
 }
 
 /// The download queue: the hub as the environment names it (`HF_ENDPOINT`, `HF_HUB_CACHE` …)
-/// with the token Rigdeck keeps; a finished download makes the library rescan at once.
+/// with the token Rigdeck keeps, into the download folder of the settings (the Hugging Face
+/// cache unless the user chose a folder); a finished download makes the library rescan.
 async fn start_downloads(
     store: Store,
     bus: EventBus,
     library: rigdeck_core::library::LibraryHandle,
+    settings: watch::Receiver<rigdeck_core::settings::Settings>,
     paths: &AppPaths,
 ) -> Option<rigdeck_core::downloads::Downloads> {
+    use rigdeck_core::hub::cache::Destination;
     use rigdeck_core::hub::config::HubConfig;
     let token_file = paths.hub_token_file();
-    let hub: rigdeck_core::downloads::HubSource =
-        Arc::new(move || HubConfig::from_env(Some(&token_file)));
+    let hub: rigdeck_core::downloads::HubSource = Arc::new(move || {
+        let config = HubConfig::from_env(Some(&token_file))?;
+        let destination = match settings.borrow().download_folder.clone() {
+            Some(folder) => Destination::Folder(folder),
+            None => Destination::HubCache(config.cache_dir.clone()),
+        };
+        Ok((config, destination))
+    });
     let rescan = move || {
         let library = library.clone();
         tokio::spawn(async move { library.rescan().await });

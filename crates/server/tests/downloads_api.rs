@@ -353,3 +353,85 @@ async fn the_starter_catalog_names_valid_repositories_and_their_quantizations() 
         assert!(models.iter().any(|m| m["kind"] == kind), "a {kind} model");
     }
 }
+
+#[tokio::test]
+async fn the_cache_is_listed_verified_and_cleaned_over_the_api() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let _hub = hub_for(dir.path()).await;
+    let server = TestServer::start("4x3090.json").await;
+    let body = serde_json::json!({"repo": "org/Api-GGUF", "quant": "Q8_0"});
+    let (_, view) = server.post_json("/api/v1/downloads", &body).await;
+    let id = view["id"].as_i64().expect("id");
+    wait_for_state(&server, id, "done").await;
+
+    let cache = server.get_json("/api/v1/hub/cache").await;
+    assert_eq!(cache["models"][0]["repo"], "org/Api-GGUF", "{cache}");
+    assert_eq!(cache["models"][0]["size_on_disk"], 6 * MIB + 9);
+
+    let (status, checked) = server
+        .post_json(
+            "/api/v1/hub/cache/org/Api-GGUF/verify",
+            &serde_json::json!({}),
+        )
+        .await;
+    assert_eq!(status, 200, "{checked}");
+    let files = checked["files"].as_array().expect("files");
+    assert_eq!(files.len(), 2);
+    assert!(files.iter().all(|f| f["ok"] == true), "{checked}");
+    assert!(checked["upstream_commit"].is_null());
+
+    let response = server
+        .client
+        .delete(server.url("/api/v1/hub/cache/org/Api-GGUF"))
+        .bearer_auth(server.server.token())
+        .send()
+        .await
+        .expect("delete");
+    assert_eq!(response.status(), 200);
+    let removed: serde_json::Value = response.json().await.expect("json");
+    assert_eq!(removed["freed_bytes"], 6 * MIB + 9);
+    assert!(!dir.path().join("hf-cache/models--org--Api-GGUF").exists());
+    let again = server
+        .client
+        .delete(server.url("/api/v1/hub/cache/org/Api-GGUF"))
+        .bearer_auth(server.server.token())
+        .send()
+        .await
+        .expect("delete");
+    assert_eq!(again.status(), 404);
+}
+
+#[tokio::test]
+async fn a_download_folder_from_the_settings_gets_plain_files_that_the_library_lists() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let _hub = hub_for(dir.path()).await;
+    let server = TestServer::start("4x3090.json").await;
+    let folder = dir.path().join("plain-models");
+    let response = server
+        .client
+        .put(server.url("/api/v1/settings"))
+        .bearer_auth(server.server.token())
+        .json(&serde_json::json!({ "download_folder": folder }))
+        .send()
+        .await
+        .expect("settings");
+    assert_eq!(response.status(), 200);
+    let body = serde_json::json!({"repo": "org/Api-GGUF", "quant": "Q4_K_M"});
+    let (_, view) = server.post_json("/api/v1/downloads", &body).await;
+    let id = view["id"].as_i64().expect("id");
+    let done = wait_for_state(&server, id, "done").await;
+    let file = folder.join("Api-Q4_K_M.gguf");
+    assert_eq!(done["paths"][0].as_str(), file.to_str(), "{done}");
+    assert!(std::fs::read(&file).expect("plain file") == repo().files[1].all_bytes());
+    assert!(!dir.path().join("hf-cache/models--org--Api-GGUF").exists());
+    let mut listed = false;
+    for _ in 0..100 {
+        let models = server.get_json("/api/v1/models").await;
+        listed = models.to_string().contains("Api-Q4_K_M.gguf");
+        if listed {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(listed, "the download folder is scanned by the library");
+}

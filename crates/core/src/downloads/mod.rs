@@ -168,9 +168,9 @@ impl Job {
     }
 }
 
-/// How the queue reaches the hub: the configuration is read again for each download, so a
-/// token saved meanwhile is used.
-pub type HubSource = Arc<dyn Fn() -> Result<HubConfig, ConfigError> + Send + Sync>;
+/// How the queue reaches the hub and where files go: read again for each download, so a token
+/// or a download folder set meanwhile is used.
+pub type HubSource = Arc<dyn Fn() -> Result<(HubConfig, Destination), ConfigError> + Send + Sync>;
 
 struct Inner {
     store: Store,
@@ -218,8 +218,7 @@ impl Downloads {
             }
         }
         // A finished download's files, so the UI can open them again after a restart.
-        if let Ok(config) = hub() {
-            let destination = Destination::HubCache(config.cache_dir);
+        if let Ok((_, destination)) = hub() {
             for job in jobs.values_mut().filter(|j| j.state == DownloadState::Done) {
                 job.paths = job
                     .request
@@ -492,16 +491,12 @@ impl Downloads {
         progress: &DownloadProgress,
         cancel: &CancellationToken,
     ) -> Result<Vec<PathBuf>, DownloadError> {
-        let config = (self.inner.hub)()?;
+        let (config, destination) = (self.inner.hub)()?;
         let client = HubClient::new(&config).map_err(|source| DownloadError::Hub {
             file: request.repo.to_string(),
             source,
         })?;
-        let downloader = Downloader::new(
-            client,
-            Destination::HubCache(config.cache_dir.clone()),
-            self.inner.options.clone(),
-        );
+        let downloader = Downloader::new(client, destination, self.inner.options.clone());
         let plan = DownloadPlan {
             repo: request.repo.clone(),
             revision: request.revision.clone(),
@@ -533,10 +528,9 @@ impl Downloads {
             Some(job) => job.request.clone(),
             None => return,
         };
-        let Ok(config) = (self.inner.hub)() else {
+        let Ok((_, destination)) = (self.inner.hub)() else {
             return;
         };
-        let destination = Destination::HubCache(config.cache_dir);
         for file in &request.files {
             let paths = destination.paths(&request.repo, &request.commit, file);
             let _ = std::fs::remove_file(&paths.partial);

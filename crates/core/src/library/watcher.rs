@@ -44,7 +44,7 @@ pub fn spawn_library_watcher(
     let library = Arc::new(Mutex::new(Library::default()));
     tokio::spawn(async move {
         loop {
-            let folders = settings.borrow().model_folders.clone();
+            let folders = settings.borrow().library_folders();
             let lib = library.clone();
             let scanned = tokio::task::spawn_blocking(move || {
                 let mut library = lib.lock().unwrap_or_else(PoisonError::into_inner);

@@ -19,6 +19,23 @@ pub struct Settings {
     /// The host's DRAM bandwidth in GB/s (channels × MT/s × 8 B), for the speed ceiling of
     /// CPU-resident weights; nothing on the machine reports it.
     pub cpu_bandwidth_gb_s: Option<f64>,
+    /// Where model downloads go: `None` is the shared Hugging Face cache (`$HF_HUB_CACHE`);
+    /// a folder gets the files as the repository names them.
+    pub download_folder: Option<PathBuf>,
+}
+
+impl Settings {
+    /// The folders the library scans: the model folders, and the download folder when it is
+    /// not inside one of them (so a finished download always appears).
+    pub fn library_folders(&self) -> Vec<PathBuf> {
+        let mut folders = self.model_folders.clone();
+        if let Some(downloads) = &self.download_folder {
+            if !folders.iter().any(|f| downloads.starts_with(f)) {
+                folders.push(downloads.clone());
+            }
+        }
+        folders
+    }
 }
 
 /// What the user changed; every field absent means "use the default".
@@ -34,6 +51,9 @@ pub struct SettingsChanges {
     pub keep_running_in_background: Option<bool>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cpu_bandwidth_gb_s: Option<f64>,
+    /// A folder for downloads; the empty path goes back to the Hugging Face cache.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub download_folder: Option<PathBuf>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -42,9 +62,7 @@ pub enum SettingsError {
     PeriodOutOfRange(u64),
     #[error("cpu_bandwidth_gb_s {0} is not a plausible DRAM bandwidth: give GB/s between 1 and 10000 (e.g. 89.6 for dual-channel DDR5-5600)")]
     BandwidthOutOfRange(f64),
-    #[error(
-        "model folder '{0}' is not an absolute path: give the full path, e.g. /home/you/models"
-    )]
+    #[error("folder '{0}' is not an absolute path: give the full path, e.g. /home/you/models")]
     RelativeFolder(PathBuf),
     #[error("settings file '{path}' is not valid: {reason}; fix or delete it (the defaults are used meanwhile)")]
     BadFile { path: PathBuf, reason: String },
@@ -67,10 +85,15 @@ impl SettingsChanges {
                 return Err(SettingsError::BandwidthOutOfRange(bandwidth));
             }
         }
+        let download = self
+            .download_folder
+            .iter()
+            .filter(|f| !f.as_os_str().is_empty());
         if let Some(folder) = self
             .model_folders
             .iter()
             .flatten()
+            .chain(download)
             .find(|f| !f.is_absolute())
         {
             return Err(SettingsError::RelativeFolder(folder.clone()));
@@ -90,6 +113,10 @@ impl SettingsChanges {
                 .keep_running_in_background
                 .or(self.keep_running_in_background),
             cpu_bandwidth_gb_s: newer.cpu_bandwidth_gb_s.or(self.cpu_bandwidth_gb_s),
+            download_folder: newer
+                .download_folder
+                .clone()
+                .or_else(|| self.download_folder.clone()),
         }
     }
 }
@@ -136,6 +163,11 @@ impl SettingsStore {
                 .keep_running_in_background
                 .unwrap_or(self.defaults.keep_running_in_background),
             cpu_bandwidth_gb_s: c.cpu_bandwidth_gb_s.or(self.defaults.cpu_bandwidth_gb_s),
+            download_folder: c
+                .download_folder
+                .clone()
+                .filter(|f| !f.as_os_str().is_empty())
+                .or_else(|| self.defaults.download_folder.clone()),
         }
     }
 
@@ -194,6 +226,7 @@ fn default_settings(paths: &AppPaths) -> Settings {
         model_folders: default_model_folders(paths),
         keep_running_in_background: false,
         cpu_bandwidth_gb_s: None,
+        download_folder: None,
     }
 }
 
@@ -287,6 +320,48 @@ mod tests {
             ..Default::default()
         };
         assert_eq!(store.update(&good).unwrap().cpu_bandwidth_gb_s, Some(89.6));
+    }
+
+    #[test]
+    fn a_download_folder_is_scanned_by_the_library_and_the_empty_path_goes_back_to_the_cache() {
+        let dir = tempfile::tempdir().unwrap();
+        let (mut store, _) = SettingsStore::load(&paths(dir.path()));
+        assert_eq!(
+            store.current().download_folder,
+            None,
+            "the Hugging Face cache"
+        );
+        let relative = SettingsChanges {
+            download_folder: Some("models".into()),
+            ..Default::default()
+        };
+        assert!(store
+            .update(&relative)
+            .unwrap_err()
+            .to_string()
+            .contains("absolute"));
+        let elsewhere = dir.path().join("downloads");
+        let set = SettingsChanges {
+            download_folder: Some(elsewhere.clone()),
+            ..Default::default()
+        };
+        let current = store.update(&set).unwrap();
+        assert_eq!(current.download_folder.as_ref(), Some(&elsewhere));
+        assert_eq!(current.library_folders().last(), Some(&elsewhere));
+        // Inside a model folder it is scanned already.
+        let inside = dir.path().join("data/models/downloads");
+        let current = store
+            .update(&SettingsChanges {
+                download_folder: Some(inside),
+                ..Default::default()
+            })
+            .unwrap();
+        assert_eq!(current.library_folders(), current.model_folders);
+        let back = SettingsChanges {
+            download_folder: Some(PathBuf::new()),
+            ..Default::default()
+        };
+        assert_eq!(store.update(&back).unwrap().download_folder, None);
     }
 
     #[test]

@@ -214,7 +214,7 @@ impl Collector {
     }
 
     fn apply_settings(&self) {
-        let folders: Vec<PathBuf> = self.settings.borrow().model_folders.clone();
+        let folders: Vec<PathBuf> = self.settings.borrow().library_folders();
         self.sources
             .lock()
             .unwrap_or_else(PoisonError::into_inner)

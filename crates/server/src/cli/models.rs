@@ -18,7 +18,7 @@ pub fn run(args: ModelsArgs) -> anyhow::Result<ExitCode> {
     if let Some(problem) = problem {
         eprintln!("rigdeck: {problem}");
     }
-    let folders = settings.current().model_folders;
+    let folders = settings.current().library_folders();
     let mut library = Library::default();
     library.rescan(&folders);
     if args.json {

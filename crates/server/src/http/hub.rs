@@ -10,9 +10,11 @@ use axum::response::{IntoResponse, Response};
 use axum::Json;
 use rigdeck_core::downloads::{DownloadRequest, Downloads, QueueError};
 use rigdeck_core::hub::api::{HubClient, HubError, ModelInfo, SearchQuery, SortBy, WeightFormat};
+use rigdeck_core::hub::cache::inventory;
 use rigdeck_core::hub::config::{HubConfig, HubToken};
+use rigdeck_core::hub::download::verify;
 use rigdeck_core::hub::quants;
-use rigdeck_core::hub::repo::{RepoId, Revision};
+use rigdeck_core::hub::repo::{CommitId, RepoId, Revision};
 use serde::Deserialize;
 
 use super::error::ApiError;
@@ -284,6 +286,87 @@ pub async fn set_token(State(state): State<Arc<AppState>>, body: axum::body::Byt
 pub async fn delete_token(State(state): State<Arc<AppState>>) -> Response {
     let _ = std::fs::remove_file(&state.hub_token_file);
     token_status(State(state)).await
+}
+
+/// The models in the shared cache, with disk use (a blob shared by snapshots counted once).
+pub async fn cached(State(state): State<Arc<AppState>>) -> Response {
+    respond(
+        async {
+            let (_, config) = hub_client(&state)?;
+            let dir = config.cache_dir.clone();
+            let repos = tokio::task::spawn_blocking(move || inventory::list(&dir))
+                .await
+                .map_err(|e| {
+                    ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "cache", e.to_string())
+                })?;
+            Ok(serde_json::json!({ "cache_dir": config.cache_dir, "models": repos }))
+        }
+        .await,
+    )
+}
+
+#[derive(Debug, Deserialize)]
+pub struct CommitParam {
+    commit: Option<String>,
+}
+
+/// Removes a model from the cache (one snapshot with `?commit=`, else all); a blob another
+/// snapshot uses stays. The library rescans at once.
+pub async fn remove_cached(
+    State(state): State<Arc<AppState>>,
+    Path((owner, name)): Path<(String, String)>,
+    Query(params): Query<CommitParam>,
+) -> Response {
+    respond(
+        async {
+            let repo = repo_of(&owner, &name)?;
+            let commit = params
+                .commit
+                .as_deref()
+                .map(CommitId::parse)
+                .transpose()
+                .map_err(|e| bad_request(e.to_string()))?;
+            let (_, config) = hub_client(&state)?;
+            let dir = config.cache_dir.clone();
+            let removed = tokio::task::spawn_blocking(move || {
+                inventory::remove(&dir, &repo, commit.as_ref())
+            })
+            .await
+            .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "cache", e.to_string()))?
+            .map_err(|e| {
+                let status = if e.kind() == std::io::ErrorKind::NotFound {
+                    StatusCode::NOT_FOUND
+                } else {
+                    StatusCode::INTERNAL_SERVER_ERROR
+                };
+                ApiError::new(status, "cache", e.to_string())
+            })?;
+            let library = state.library.clone();
+            tokio::spawn(async move { library.rescan().await });
+            Ok(serde_json::json!(removed))
+        }
+        .await,
+    )
+}
+
+/// Re-hashes a cached model's files against the hub and says whether the hub moved on.
+pub async fn verify_cached(
+    State(state): State<Arc<AppState>>,
+    Path((owner, name)): Path<(String, String)>,
+    Query(params): Query<RevisionParam>,
+) -> Response {
+    respond(
+        async {
+            let repo = repo_of(&owner, &name)?;
+            let revision = revision_of(params.revision.as_deref())?;
+            let (client, config) = hub_client(&state)?;
+            let checked = verify::verify(&client, &config.cache_dir, &repo, &revision)
+                .await
+                .map_err(hub_error)?;
+            Ok(serde_json::json!(checked))
+        }
+        .await,
+    )
 }
 
 fn queue(state: &AppState) -> Result<&Downloads, ApiError> {

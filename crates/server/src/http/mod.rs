@@ -159,6 +159,17 @@ fn api_endpoints() -> Vec<Endpoint> {
             get(hub::card),
         ),
         at(Method::POST, "/hub/fit", post(hub::fit)),
+        at(Method::GET, "/hub/cache", get(hub::cached)),
+        at(
+            Method::DELETE,
+            "/hub/cache/{owner}/{name}",
+            delete(hub::remove_cached),
+        ),
+        at(
+            Method::POST,
+            "/hub/cache/{owner}/{name}/verify",
+            post(hub::verify_cached),
+        ),
         at(Method::GET, "/hub/token", get(hub::token_status)),
         at(Method::PUT, "/hub/token", put(hub::set_token)),
         at(Method::DELETE, "/hub/token", delete(hub::delete_token)),
