@@ -6,6 +6,7 @@
 
 pub mod auth;
 pub mod downloads;
+pub mod dry_run;
 pub mod events;
 pub mod hub_fit;
 pub mod launch;

@@ -16,6 +16,7 @@
 
 pub mod capabilities;
 pub mod cmake_build;
+pub mod fit_params;
 pub mod install;
 pub mod package_index;
 pub mod progress;

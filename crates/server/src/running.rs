@@ -216,6 +216,7 @@ pub async fn start(options: ServeOptions) -> anyhow::Result<RunningServer> {
         downloads,
         hub_token_file: paths.hub_token_file(),
         hub_headers: Default::default(),
+        dry_runs: Default::default(),
     });
     let serving = tokio::spawn(http::serve(listener, state.clone(), stop_rx));
     Ok(RunningServer {

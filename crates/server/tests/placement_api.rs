@@ -188,3 +188,109 @@ async fn the_library_lists_models_in_the_configured_folders() {
     assert_eq!(entries[0]["files"].as_array().unwrap().len(), 2);
     assert!(entries[0]["gguf"]["experts"]["count"].as_u64().unwrap() > 0);
 }
+
+/// A tiny dense llama with the real tokenizer from the cached llama.cpp source tree.
+fn tiny_dense(dir: &std::path::Path) -> std::path::PathBuf {
+    let sources = rigdeck_core::engines::source::cache_root()
+        .expect("a cache folder")
+        .join("sources");
+    let vocab = std::fs::read_dir(&sources)
+        .expect("the llama.cpp source cache (make test builds it)")
+        .flatten()
+        .map(|e| e.path().join("llama.cpp/models/ggml-vocab-llama-bpe.gguf"))
+        .find(|p| p.exists())
+        .expect("ggml-vocab-llama-bpe.gguf in the llama.cpp source cache");
+    let model = rigdeck_gguf::tiny::TinyModel {
+        name: "dense".into(),
+        n_layer: 16,
+        n_embd: 1024,
+        n_head: 8,
+        n_head_kv: 8,
+        n_ff: 2816,
+        context_length: 32_768,
+        experts: None,
+        sliding_window: None,
+        mla: None,
+        random_weights: false,
+    };
+    let path = dir.join("dense.gguf");
+    model.write(&vocab, &path).expect("tiny model");
+    path
+}
+
+#[tokio::test]
+async fn llama_cpps_dry_run_is_set_beside_the_estimate() {
+    let t = TestServer::start("4x3090.json").await;
+    let store = rigdeck_core::store::Store::open(&t.dir.path().join("data/rigdeck.db"))
+        .await
+        .unwrap();
+    rigdeck_core::engines::registry::register_path(
+        &store,
+        &support::llama_server().await,
+        None,
+        None,
+        0,
+    )
+    .await
+    .unwrap();
+    let model = tiny_dense(t.dir.path());
+    let body = serde_json::json!({"model": model, "rig": "cpu-minipc",
+        "options": {"context": 4096, "parallel": 1, "kv_unified": false}});
+    let (status, outcome) = post(&t, "/api/v1/plan/dry-run", body.clone()).await;
+    assert_eq!(status, StatusCode::OK, "{outcome}");
+    assert!(outcome["error"].is_null(), "{outcome}");
+    let host = &outcome["devices"][0];
+    assert_eq!(host["llama_device"], "Host", "{outcome}");
+    let mib = |v: &serde_json::Value| v.as_u64().unwrap() as f64 / (1u64 << 20) as f64;
+    assert_eq!(mib(&host["llama_cpp"]["context_bytes"]), 256.0, "{outcome}");
+    assert!(
+        (mib(&host["ours"]["context_bytes"]) - 256.0).abs() < 1.0,
+        "{outcome}"
+    );
+    let (ours, theirs) = (
+        mib(&host["ours"]["model_bytes"]),
+        mib(&host["llama_cpp"]["model_bytes"]),
+    );
+    assert!(
+        ours >= theirs && ours <= theirs * 1.01 + 1.0,
+        "{ours} vs {theirs}"
+    );
+    assert!(
+        outcome["dry_run"]["args"].to_string().contains("-fitp"),
+        "{outcome}"
+    );
+
+    // The same request again comes from the cache, at once and identical.
+    let (_, again) = post(&t, "/api/v1/plan/dry-run", body).await;
+    assert_eq!(again, outcome);
+
+    // The live rig has GPUs and only a CPU build is registered: said, not guessed.
+    let live = serde_json::json!({"model": model, "rig": "live", "options": {"context": 4096}});
+    let (status, refused) = post(&t, "/api/v1/plan/dry-run", live).await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(
+        refused["error"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("no llama.cpp build"),
+        "{refused}"
+    );
+
+    // A broken model file: llama.cpp's own words.
+    let broken = t.dir.path().join("broken.gguf");
+    let mut bytes = std::fs::read(&model).unwrap();
+    bytes.truncate(bytes.len() / 2);
+    std::fs::write(&broken, bytes).unwrap();
+    let body =
+        serde_json::json!({"model": broken, "rig": "cpu-minipc", "options": {"context": 4096}});
+    let (status, answer) = post(&t, "/api/v1/plan/dry-run", body).await;
+    // Our own reader refuses a truncated file before llama.cpp is asked.
+    assert!(status.is_client_error(), "{answer}");
+    let remote = serde_json::json!({"model": "https://huggingface.co/o/n/resolve/main/x.gguf", "rig": "cpu-minipc"});
+    let (status, answer) = post(&t, "/api/v1/plan/dry-run", remote).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert!(answer["message"]
+        .as_str()
+        .unwrap_or_default()
+        .contains("download the model first"));
+}

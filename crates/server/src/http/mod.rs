@@ -59,6 +59,8 @@ pub struct AppState {
     pub hub_token_file: PathBuf,
     /// Hub models' headers already read (for "will it fit").
     pub hub_headers: rigdeck_core::hub_fit::HeaderCache,
+    /// llama.cpp's dry runs of plans, cached.
+    pub dry_runs: rigdeck_core::dry_run::DryRuns,
 }
 
 impl AppState {
@@ -100,6 +102,7 @@ fn api_endpoints() -> Vec<Endpoint> {
         at(Method::GET, "/rigs", get(placement::rig_presets)),
         at(Method::POST, "/plan", post(placement::plan)),
         at(Method::POST, "/plan/parse", post(placement::parse)),
+        at(Method::POST, "/plan/dry-run", post(placement::dry_run)),
         at(Method::GET, "/engines", get(instances::engines)),
         at(
             Method::POST,
