@@ -145,8 +145,7 @@ fn last_words(stderr: &str) -> String {
         stderr
             .lines()
             .map(str::trim)
-            .filter(|l| !l.is_empty())
-            .last()
+            .rfind(|l| !l.is_empty())
             .map(|l| vec![l])
             .unwrap_or_default()
     } else {
