@@ -70,12 +70,13 @@ impl Default for DryRuns {
 }
 
 impl DryRuns {
-    /// llama.cpp's figures for a plan of the local model `model` made with `args` on the
-    /// devices `plan`, from the best registered build for them.
+    /// llama.cpp's figures for a plan of `model` (a local file, or an http(s) address whose
+    /// headers are mirrored into a sparse local copy for the run and deleted after) made with
+    /// `args` on the devices `plan`, from the best registered build for them.
     pub async fn run(
         &self,
         builds: &[EngineBuild],
-        model: &Path,
+        model: &str,
         args: &[String],
         plan: &[DevicePlan],
     ) -> Arc<DryRunOutcome> {
@@ -96,7 +97,7 @@ impl DryRuns {
             version: build.version.clone(),
             backend: build.backend,
         };
-        let outcome = match fit_params::run(&bin, args, DRY_RUN_TIMEOUT).await {
+        let outcome = match run_on_disk(&bin, model, args).await {
             Ok(dry_run) => DryRunOutcome {
                 devices: compare(plan, &dry_run.devices),
                 build: Some(build_ref),
@@ -128,6 +129,40 @@ fn failed(build: Option<BuildRef>, error: String) -> DryRunOutcome {
     }
 }
 
+/// Runs the dry run on the model as given, or on a sparse mirror of a remote one.
+async fn run_on_disk(bin: &Path, model: &str, args: &[String]) -> Result<DryRun, String> {
+    if !(model.starts_with("http://") || model.starts_with("https://")) {
+        return fit_params::run(bin, args, DRY_RUN_TIMEOUT)
+            .await
+            .map_err(|e| e.to_string());
+    }
+    let headers = rigdeck_gguf::remote::HttpReader::new()
+        .read_model(model)
+        .await
+        .map_err(|e| format!("reading the headers for the dry run: {e}"))?;
+    let dir =
+        tempfile::tempdir().map_err(|e| format!("no temporary folder for the dry run: {e}"))?;
+    let mirror = {
+        let dir = dir.path().to_owned();
+        tokio::task::spawn_blocking(move || {
+            rigdeck_gguf::mirror::write_sparse_mirror(&headers, &dir, "model")
+        })
+        .await
+        .map_err(|e| e.to_string())?
+        .map_err(|e| format!("writing the sparse copy for the dry run: {e}"))?
+    };
+    let local = mirror.display().to_string();
+    let args: Vec<String> = args
+        .iter()
+        .map(|a| if a == model { local.clone() } else { a.clone() })
+        .collect();
+    let result = fit_params::run(bin, &args, DRY_RUN_TIMEOUT)
+        .await
+        .map_err(|e| e.to_string());
+    drop(dir); // the sparse copy goes with its folder
+    result
+}
+
 /// A ready llama.cpp build that has `llama-fit-params`: for a plan with GPUs a GPU build
 /// (CUDA first), else a CPU build first (a CPU build cannot place anything on a GPU).
 fn choose_build(
@@ -148,8 +183,9 @@ fn choose_build(
         .min_by_key(|(b, _)| (rank(b.backend), -b.created_at_ms))
 }
 
-/// The model file's version (path, size, modification time), the flags and the build.
-fn cache_key(model: &Path, args: &[String], build: i64) -> String {
+/// The model's version (a file's path, size and modification time; an address as given: a
+/// hub address holds its commit), the flags and the build.
+fn cache_key(model: &str, args: &[String], build: i64) -> String {
     let stamp = std::fs::metadata(model)
         .map(|m| {
             let modified = m
@@ -160,11 +196,7 @@ fn cache_key(model: &Path, args: &[String], build: i64) -> String {
             format!("{}:{modified}", m.len())
         })
         .unwrap_or_default();
-    format!(
-        "{}|{stamp}|{build}|{}",
-        model.display(),
-        args.join("\u{1f}")
-    )
+    format!("{model}|{stamp}|{build}|{}", args.join("\u{1f}"))
 }
 
 /// Pairs our devices with llama.cpp's names for them: `CUDA<n>`/`Vulkan<n>`/`ROCm<n>` is GPU

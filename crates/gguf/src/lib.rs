@@ -44,6 +44,7 @@
 
 pub mod error;
 pub mod fixtures;
+pub mod mirror;
 pub mod mutate;
 pub mod parts;
 pub mod read;

@@ -286,11 +286,21 @@ async fn llama_cpps_dry_run_is_set_beside_the_estimate() {
     let (status, answer) = post(&t, "/api/v1/plan/dry-run", body).await;
     // Our own reader refuses a truncated file before llama.cpp is asked.
     assert!(status.is_client_error(), "{answer}");
-    let remote = serde_json::json!({"model": "https://huggingface.co/o/n/resolve/main/x.gguf", "rig": "cpu-minipc"});
+
+    // A model on a web server: its headers over a sparse local copy, the same figures.
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let app =
+        axum::Router::new().fallback_service(tower_http::services::ServeDir::new(t.dir.path()));
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    let url = format!("http://127.0.0.1:{port}/dense.gguf");
+    let remote = serde_json::json!({"model": url, "rig": "cpu-minipc",
+        "options": {"context": 4096, "parallel": 1, "kv_unified": false}});
     let (status, answer) = post(&t, "/api/v1/plan/dry-run", remote).await;
-    assert_eq!(status, StatusCode::BAD_REQUEST);
-    assert!(answer["message"]
-        .as_str()
-        .unwrap_or_default()
-        .contains("download the model first"));
+    assert_eq!(status, StatusCode::OK, "{answer}");
+    assert!(answer["error"].is_null(), "{answer}");
+    assert_eq!(
+        answer["devices"][0]["llama_cpp"], outcome["devices"][0]["llama_cpp"],
+        "{answer}"
+    );
 }

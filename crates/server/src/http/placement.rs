@@ -123,26 +123,25 @@ pub async fn parse(State(state): State<Arc<AppState>>, body: axum::body::Bytes) 
 /// llama.cpp's own figures for the plan (`llama-fit-params` of a registered build), beside
 /// ours; a plan the dry run cannot check says why.
 pub async fn dry_run(State(state): State<Arc<AppState>>, body: axum::body::Bytes) -> Response {
-    let result = async {
+    let result: Result<serde_json::Value, ApiError> = async {
         let request: PlanRequest = parse_body(&body)?;
-        if request.model.starts_with("http://") || request.model.starts_with("https://") {
-            return Err(ApiError::new(
-                StatusCode::BAD_REQUEST,
-                "dry_run_remote",
-                "llama.cpp's dry run reads the model file on this machine: download the model first (the estimate needs only its headers)",
-            ));
-        }
         let devices = devices_for(&state, &request.rig, &request.margins)?;
         let (loaded, _) = load(&request.model).await?;
-        let report = report(&loaded.shape, &request.model, &devices, &request.options, request.auto)
-            .map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, "bad_placement", e.to_string()))?;
+        let report = report(
+            &loaded.shape,
+            &request.model,
+            &devices,
+            &request.options,
+            request.auto,
+        )
+        .map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, "bad_placement", e.to_string()))?;
         let builds = match &state.store {
             Some(store) => store.engine_builds().await.unwrap_or_default(),
             None => Vec::new(),
         };
         let outcome = state
             .dry_runs
-            .run(&builds, std::path::Path::new(&request.model), &report.args, &report.plan.devices)
+            .run(&builds, &request.model, &report.args, &report.plan.devices)
             .await;
         Ok(serde_json::json!(*outcome))
     }
