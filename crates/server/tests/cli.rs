@@ -175,3 +175,46 @@ fn plan_draws_a_pasted_llama_server_command_with_its_problems() {
     assert!(!no_model.status.success());
     assert!(String::from_utf8_lossy(&no_model.stderr).contains("no -m MODEL"));
 }
+
+#[tokio::test]
+async fn plan_asks_llama_cpp_for_its_own_figures_with_dry_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = support::tiny_dense(dir.path());
+    let server = support::llama_server().await;
+    let registered = support::rigdeck_in(dir.path())
+        .args(["engines", "register"])
+        .arg(&server)
+        .output()
+        .unwrap();
+    assert!(
+        registered.status.success(),
+        "{:?}",
+        support::output_text(&registered)
+    );
+    let output = support::rigdeck_in(dir.path())
+        .args(["plan", "--rig", "cpu-minipc", "--ctx", "4096", "--dry-run"])
+        .arg(&model)
+        .output()
+        .unwrap();
+    let (stdout, stderr) = support::output_text(&output);
+    assert!(output.status.success(), "{stdout}{stderr}");
+    assert!(stdout.contains("llama.cpp dry run (llama.cpp"), "{stdout}");
+    let row = stdout
+        .lines()
+        .find(|l| l.contains("(Host)"))
+        .expect(&stdout);
+    assert!(row.contains("256/256"), "context ours/llama.cpp: {row}");
+
+    // Without a registered build the dry run says what to do.
+    let empty = tempfile::tempdir().unwrap();
+    let output = support::rigdeck_in(empty.path())
+        .args(["plan", "--rig", "cpu-minipc", "--dry-run"])
+        .arg(&model)
+        .output()
+        .unwrap();
+    let (stdout, _) = support::output_text(&output);
+    assert!(
+        stdout.contains("no llama.cpp build with llama-fit-params"),
+        "{stdout}"
+    );
+}

@@ -189,35 +189,6 @@ async fn the_library_lists_models_in_the_configured_folders() {
     assert!(entries[0]["gguf"]["experts"]["count"].as_u64().unwrap() > 0);
 }
 
-/// A tiny dense llama with the real tokenizer from the cached llama.cpp source tree.
-fn tiny_dense(dir: &std::path::Path) -> std::path::PathBuf {
-    let sources = rigdeck_core::engines::source::cache_root()
-        .expect("a cache folder")
-        .join("sources");
-    let vocab = std::fs::read_dir(&sources)
-        .expect("the llama.cpp source cache (make test builds it)")
-        .flatten()
-        .map(|e| e.path().join("llama.cpp/models/ggml-vocab-llama-bpe.gguf"))
-        .find(|p| p.exists())
-        .expect("ggml-vocab-llama-bpe.gguf in the llama.cpp source cache");
-    let model = rigdeck_gguf::tiny::TinyModel {
-        name: "dense".into(),
-        n_layer: 16,
-        n_embd: 1024,
-        n_head: 8,
-        n_head_kv: 8,
-        n_ff: 2816,
-        context_length: 32_768,
-        experts: None,
-        sliding_window: None,
-        mla: None,
-        random_weights: false,
-    };
-    let path = dir.join("dense.gguf");
-    model.write(&vocab, &path).expect("tiny model");
-    path
-}
-
 #[tokio::test]
 async fn llama_cpps_dry_run_is_set_beside_the_estimate() {
     let t = TestServer::start("4x3090.json").await;
@@ -233,7 +204,7 @@ async fn llama_cpps_dry_run_is_set_beside_the_estimate() {
     )
     .await
     .unwrap();
-    let model = tiny_dense(t.dir.path());
+    let model = support::tiny_dense(t.dir.path());
     let body = serde_json::json!({"model": model, "rig": "cpu-minipc",
         "options": {"context": 4096, "parallel": 1, "kv_unified": false}});
     let (status, outcome) = post(&t, "/api/v1/plan/dry-run", body.clone()).await;

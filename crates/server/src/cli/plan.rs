@@ -6,12 +6,15 @@ use std::fmt::Write as _;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+use rigdeck_core::dry_run::{DryRunOutcome, DryRuns};
 use rigdeck_core::live_rig::live_devices;
+use rigdeck_core::paths::AppPaths;
 use rigdeck_core::placement::flags::parse_args;
 use rigdeck_core::placement::from_gguf::{load_remote_shape, load_shape};
 use rigdeck_core::placement::report::{report, PlanReport};
 use rigdeck_core::placement::rig::{preset, presets, Margins};
 use rigdeck_core::placement::{KvType, PlacementOptions};
+use rigdeck_core::store::Store;
 use rigdeck_core::telemetry::gpu::NvmlSource;
 use rigdeck_core::telemetry::host::HostCollector;
 use rigdeck_core::telemetry::snapshot::RigSample;
@@ -44,6 +47,10 @@ pub struct PlanArgs {
     /// Let the automatic placement choose -ngl, -ts and -ot.
     #[arg(long)]
     pub auto: bool,
+    /// Also ask llama.cpp itself: run `llama-fit-params` of a registered build (`rigdeck
+    /// engines list`) with the plan's flags and print its figures beside ours.
+    #[arg(long)]
+    pub dry_run: bool,
     /// Print the report as JSON.
     #[arg(long)]
     pub json: bool,
@@ -99,21 +106,85 @@ pub fn run(args: PlanArgs) -> anyhow::Result<ExitCode> {
         // What the reader assumed (defaults llama-server would apply) is part of the answer.
         report.notes.extend(parsed.notes.iter().cloned());
     }
+    let dry_run = match args.dry_run {
+        true => Some(dry_run(&model, &report)?),
+        false => None,
+    };
     if args.json {
         println!(
             "{}",
-            serde_json::to_string_pretty(
-                &serde_json::json!({ "model": loaded.summary, "report": report, "parsed": parsed })
-            )?
+            serde_json::to_string_pretty(&serde_json::json!({
+                "model": loaded.summary, "report": report, "parsed": parsed, "dry_run": dry_run
+            }))?
         );
     } else {
         print!("{}", render(&report));
+        if let Some(outcome) = &dry_run {
+            print!("{}", render_dry_run(outcome));
+        }
     }
     Ok(if report.fits {
         ExitCode::SUCCESS
     } else {
         ExitCode::from(2)
     })
+}
+
+/// llama.cpp's own figures for the plan, from the builds registered in Rigdeck's database.
+fn dry_run(model: &str, report: &PlanReport) -> anyhow::Result<DryRunOutcome> {
+    let paths = AppPaths::from_env()?;
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    runtime.block_on(async {
+        let builds = match Store::open(&paths.database_file()).await {
+            Ok(store) => store.engine_builds().await.unwrap_or_default(),
+            Err(_) => Vec::new(),
+        };
+        let outcome = DryRuns::default()
+            .run(&builds, model, &report.args, &report.plan.devices)
+            .await;
+        Ok((*outcome).clone())
+    })
+}
+
+/// Ours beside llama.cpp's, per device, in MiB (llama.cpp prints whole MiB).
+fn render_dry_run(outcome: &DryRunOutcome) -> String {
+    let mut out = String::from("\nllama.cpp dry run");
+    if let Some(build) = &outcome.build {
+        let _ = write!(
+            out,
+            " (llama.cpp {} {})",
+            build.version,
+            build.backend.as_str()
+        );
+    }
+    out.push('\n');
+    if let Some(error) = &outcome.error {
+        let _ = writeln!(out, "  {error}");
+        return out;
+    }
+    let mib = |b: u64| format!("{:.0}", b as f64 / (1u64 << 20) as f64);
+    let _ = writeln!(
+        out,
+        "{:<44} {:>17} {:>17} {:>17}",
+        "DEVICE", "MODEL ours/llama", "CONTEXT", "COMPUTE"
+    );
+    for d in &outcome.devices {
+        let pair = |ours: u64, theirs: u64| format!("{}/{}", mib(ours), mib(theirs));
+        let _ = writeln!(
+            out,
+            "{:<44} {:>17} {:>17} {:>17}",
+            format!("{} ({})", d.device, d.llama_device),
+            pair(d.ours.model_bytes, d.llama_cpp.model_bytes),
+            pair(d.ours.context_bytes, d.llama_cpp.context_bytes),
+            pair(d.ours.compute_bytes, d.llama_cpp.compute_bytes),
+        );
+    }
+    for note in outcome.dry_run.iter().flat_map(|d| &d.notes) {
+        let _ = writeln!(out, "note: {note}");
+    }
+    out
 }
 
 /// A local file, or an http(s) URL whose headers are read with Range requests.

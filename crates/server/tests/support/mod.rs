@@ -194,3 +194,33 @@ pub fn output_text(output: &std::process::Output) -> (String, String) {
         String::from_utf8_lossy(&output.stderr).into_owned(),
     )
 }
+
+/// A tiny dense llama with the real tokenizer from the cached llama.cpp source tree.
+#[allow(dead_code)] // not every test binary plans a real model
+pub fn tiny_dense(dir: &std::path::Path) -> std::path::PathBuf {
+    let sources = rigdeck_core::engines::source::cache_root()
+        .expect("a cache folder")
+        .join("sources");
+    let vocab = std::fs::read_dir(&sources)
+        .expect("the llama.cpp source cache (make test builds it)")
+        .flatten()
+        .map(|e| e.path().join("llama.cpp/models/ggml-vocab-llama-bpe.gguf"))
+        .find(|p| p.exists())
+        .expect("ggml-vocab-llama-bpe.gguf in the llama.cpp source cache");
+    let model = rigdeck_gguf::tiny::TinyModel {
+        name: "dense".into(),
+        n_layer: 16,
+        n_embd: 1024,
+        n_head: 8,
+        n_head_kv: 8,
+        n_ff: 2816,
+        context_length: 32_768,
+        experts: None,
+        sliding_window: None,
+        mla: None,
+        random_weights: false,
+    };
+    let path = dir.join("dense.gguf");
+    model.write(&vocab, &path).expect("tiny model");
+    path
+}
