@@ -2,11 +2,12 @@
 // (crates/hub/examples/fake_hub) serving one repository whose Q4_K_M is the tiny real GGUF, beside
 // a quantization that is not a GGUF, an incomplete split upload, a projector and a hostile card.
 // Search, the model page with its fit, a download with live progress (the hub is throttled),
-// pause and resume, the model in the library, and the placement editor on it.
+// pause and resume, the model in the library, and the placement editor on it; then the
+// downloaded model verified against the hub and deleted, and the download folder setting.
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { startDaemon, launchChromium } from "./daemon.mjs";
@@ -26,6 +27,7 @@ let daemon;
 let browser;
 let page;
 let modelPath;
+let hubCache;
 
 function required(name) {
   const value = process.env[name];
@@ -66,6 +68,13 @@ async function until(what, fn, arg, timeout = 15_000) {
 
 const row = (label) => page.locator(`[data-testid="quant-row"][data-label="${label}"]`);
 const download = () => page.locator(`[data-testid="download"][data-repo="${REPO}"][data-label="Q4_K_M"]`);
+const cached = () => page.locator(`[data-testid="cached-model"][data-repo="${REPO}"]`);
+
+async function openHub() {
+  await page.locator('[data-testid="nav-models"]').click();
+  await page.locator('[data-testid="tab-hub"]').click();
+  await page.locator('[data-testid="hub-page"]').waitFor();
+}
 
 before(async () => {
   dir = mkdtempSync(join(tmpdir(), "rigdeck-e2e-hub-"));
@@ -109,7 +118,7 @@ before(async () => {
   hub = await startFakeHub(join(dir, "spec.json"));
 
   const hfHome = join(dir, "hf");
-  const hubCache = join(hfHome, "hub");
+  hubCache = join(hfHome, "hub");
   modelPath = join(hubCache, `models--rigdeck-test--Tiny-Llama-GGUF/snapshots/${COMMIT}/Tiny-Llama-Q4_K_M.gguf`);
   daemon = await startDaemon("4x3090.json", {
     env: {
@@ -276,6 +285,121 @@ test("the model lands in the library and Plan opens the placement editor on it",
   const shot = join(artifacts, "hub-plan.png");
   await page.screenshot({ path: shot, fullPage: true });
   console.log(`hub screenshots saved to ${shot}, hub-search.png, hub-downloading.png and hub.png`);
+});
+
+test("Downloaded models lists the model with its size, and Verify finds its files match the hub", async () => {
+  await openHub();
+  const item = cached();
+  await item.waitFor({ timeout: 15_000 });
+  assert.match(await item.locator('[data-testid="cached-model-size"]').textContent(), /^137\.2 MiB$/);
+  assert.equal(await item.locator('[data-testid="cached-model-link"]').getAttribute("href"), "#/hub/rigdeck-test/Tiny-Llama-GGUF");
+  const snapshot = item.locator('[data-testid="cached-snapshot"]');
+  assert.equal(await snapshot.count(), 1);
+  assert.equal(await snapshot.getAttribute("data-commit"), COMMIT);
+  assert.match(await snapshot.textContent(), /main · 1 file/);
+  // Downloads go to the Hugging Face cache unless the settings say otherwise.
+  const where = page.locator('[data-testid="downloads-destination"]');
+  assert.equal(await where.getAttribute("data-cache"), "true");
+  assert.equal(await where.locator('[data-testid="downloads-destination-path"]').textContent(), hubCache);
+
+  await item.locator('[data-testid="cache-verify"]').click();
+  const result = item.locator('[data-testid="cache-verify-result"]');
+  await result.waitFor({ timeout: 60_000 });
+  assert.equal(await result.getAttribute("data-ok"), "true");
+  assert.equal((await result.locator('[data-testid="cache-verify-summary"]').textContent()).trim(), "the 1 file matches the hub");
+  assert.equal(await result.locator('[data-testid="cache-verify-newer"]').count(), 0, "the hub's main is where it was");
+  assert.equal(await item.locator('[data-testid="cache-verify"]').isEnabled(), true);
+  await page.screenshot({ path: join(artifacts, "hub-cache.png"), fullPage: true });
+
+  // The model's page says it is downloaded, with the same size.
+  await item.locator('[data-testid="cached-model-link"]').click();
+  const line = page.locator('[data-testid="hub-model-cached"]');
+  await line.waitFor();
+  assert.match(await line.textContent(), /downloaded\s*·\s*137\.2 MiB/);
+  assert.equal(await line.locator('[data-testid="cache-delete"]').count(), 1);
+  await page.evaluate(() => window.scrollTo(0, 0));
+  await page.screenshot({ path: join(artifacts, "hub-model-cached.png") });
+});
+
+test("Delete asks first, frees the model's space, and the model leaves the library", async () => {
+  await openHub();
+  const item = cached();
+  await item.waitFor();
+  await item.locator('[data-testid="cache-delete"]').click();
+  const confirm = item.locator('[data-testid="cache-confirm"]');
+  assert.match(await confirm.textContent(), /This frees 137\.2 MiB/);
+  await page.screenshot({ path: join(artifacts, "hub-cache-delete.png") });
+  // Keep leaves it alone.
+  await confirm.locator("button", { hasText: "Keep" }).click();
+  assert.equal(await item.locator('[data-testid="cache-confirm"]').count(), 0);
+  assert.ok(existsSync(modelPath));
+
+  await item.locator('[data-testid="cache-delete"]').click();
+  await item.locator('[data-testid="cache-delete-confirm"]').click();
+  const freed = page.locator('[data-testid="cache-panel"] [data-testid="cache-freed"]');
+  await freed.waitFor({ timeout: 15_000 });
+  assert.equal((await freed.textContent()).trim(), `Deleted ${REPO}: freed 137.2 MiB`);
+  await until("the model gone from the panel", (repo) => !document.querySelector(`[data-testid="cached-model"][data-repo="${repo}"]`), REPO);
+  await page.locator('[data-testid="cache-empty"]').waitFor();
+  assert.ok(!existsSync(modelPath), "the file is gone from the cache");
+  // Its finished download went with it: nothing offers Plan on a file that is gone.
+  await until("the finished download forgotten", (repo) => !document.querySelector(`[data-testid="download"][data-repo="${repo}"]`), REPO);
+
+  // The daemon rescans and the library loses it.
+  await page.locator('[data-testid="nav-models"]').click();
+  await until("the model gone from the library", (path) => !document.querySelector(`[data-testid="model-row"][data-path="${path}"]`), modelPath, 20_000);
+  assert.equal(await page.locator(`[data-testid="model-row"][data-path="${modelPath}"]`).count(), 0);
+
+  // Its page offers the download again and says nothing about a copy on disk.
+  await page.goto(`${daemon.base}/#/hub/${REPO}`);
+  await row("Q4_K_M").locator('[data-testid="quant-download"]').waitFor({ timeout: 15_000 });
+  assert.equal(await page.locator('[data-testid="hub-model-cached"]').count(), 0);
+});
+
+test("the download folder is set in the settings, shown where downloads are, and set back", async () => {
+  const folder = join(dir, "downloads");
+  mkdirSync(folder, { recursive: true });
+  await page.locator('[data-testid="nav-settings"]').click();
+  const section = page.locator('[data-testid="download-folder"]');
+  const current = section.locator('[data-testid="download-folder-current"]');
+  await current.waitFor();
+  assert.equal(await current.getAttribute("data-cache"), "true");
+  assert.match(await section.textContent(), /Hugging Face cache \(shared with hf, llama\.cpp -hf\) or a plain folder/);
+  await until("the cache's path", (path) => document.querySelector('[data-testid="download-folder-current"]')?.textContent.includes(path), hubCache);
+
+  // A relative path: the daemon's message, shown as is.
+  await section.locator('[data-testid="download-folder-custom"]').check();
+  await section.locator('[data-testid="download-folder-input"]').fill("models");
+  await section.locator('[data-testid="download-folder-save"]').click();
+  const error = section.locator('[data-testid="download-folder-error"]');
+  await error.waitFor();
+  assert.match(await error.textContent(), /folder 'models' is not an absolute path/);
+
+  await section.locator('[data-testid="download-folder-input"]').fill(folder);
+  await section.locator('[data-testid="download-folder-save"]').click();
+  await section.locator('[data-testid="download-folder-saved"]').waitFor();
+  assert.equal(await current.getAttribute("data-cache"), "false");
+  assert.match(await current.textContent(), new RegExp(`Now: ${folder}`));
+  assert.equal(await section.locator('[data-testid="download-folder-error"]').count(), 0);
+  await section.screenshot({ path: join(artifacts, "settings-download-folder.png") });
+
+  await openHub();
+  const where = page.locator('[data-testid="downloads-destination"]');
+  await until("the folder shown where downloads are", () => document.querySelector('[data-testid="downloads-destination"]')?.dataset.cache === "false");
+  assert.equal(await where.locator('[data-testid="downloads-destination-path"]').textContent(), folder);
+  // The cache's models are still listed, with where they are.
+  assert.match(await page.locator('[data-testid="cache-where"]').textContent(), /downloads now go to the folder/);
+
+  // Back to the Hugging Face cache; a reload reads it from the daemon.
+  await page.locator('[data-testid="nav-settings"]').click();
+  await section.locator('[data-testid="download-folder-cache"]').check();
+  await section.locator('[data-testid="download-folder-save"]').click();
+  await until("the cache again", () => document.querySelector('[data-testid="download-folder-current"]')?.dataset.cache === "true");
+  await page.reload();
+  await page.locator('[data-testid="download-folder-current"]').waitFor({ timeout: 15_000 });
+  assert.equal(await page.locator('[data-testid="download-folder-current"]').getAttribute("data-cache"), "true");
+  await openHub();
+  await until("downloads going to the cache again", () => document.querySelector('[data-testid="downloads-destination"]')?.dataset.cache === "true");
 });
 
 test("the token box sets and removes a token without ever showing it", async () => {

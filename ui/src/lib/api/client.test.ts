@@ -93,6 +93,30 @@ describe('api', () => {
     ]);
     expect(JSON.parse((f.mock.calls[1]![1] as RequestInit).body as string)).toEqual({ repo: 'org/m', rig: 'live', context: 8192 });
   });
+
+  it('lists, verifies and deletes cached models, one snapshot by its commit', async () => {
+    const f = respond(200, '{}');
+    await api.hubCache();
+    await api.verifyCached('org/a b');
+    await api.verifyCached('org/m', 'refs/pr/1');
+    await api.removeCached('org/m');
+    await api.removeCached('org/m', 'c'.repeat(40));
+    expect(f.mock.calls.map((c) => [c[0], (c[1] as RequestInit).method])).toEqual([
+      ['/api/v1/hub/cache', 'GET'],
+      ['/api/v1/hub/cache/org/a%20b/verify', 'POST'],
+      ['/api/v1/hub/cache/org/m/verify?revision=refs%2Fpr%2F1', 'POST'],
+      ['/api/v1/hub/cache/org/m', 'DELETE'],
+      [`/api/v1/hub/cache/org/m?commit=${'c'.repeat(40)}`, 'DELETE'],
+    ]);
+    expect((f.mock.calls[1]![1] as RequestInit).body).toBe('{}');
+  });
+
+  it('sends the download folder, "" for the Hugging Face cache', async () => {
+    const f = respond(200, '{"telemetry_period_ms":1000,"model_folders":[],"keep_running_in_background":false,"download_folder":null}');
+    const s = await api.updateSettings({ download_folder: '' });
+    expect(s.download_folder).toBeNull();
+    expect((f.mock.calls[0]![1] as RequestInit).body).toBe('{"download_folder":""}');
+  });
 });
 
 describe('probeSession', () => {

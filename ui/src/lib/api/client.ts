@@ -5,11 +5,14 @@
 import type {
   ApiErrorBody,
   BuildBackend,
+  CacheRemoved,
+  CacheVerification,
   DownloadAction,
   DownloadView,
   EngineBuild,
   FitRequest,
   FitResponse,
+  HubCacheListing,
   HubCard,
   HubModelPage,
   HubModelSummary,
@@ -177,6 +180,15 @@ export const api = {
   hubToken: () => request<HubTokenStatus>('GET', '/api/v1/hub/token'),
   setHubToken: (token: string) => request<HubTokenStatus>('PUT', '/api/v1/hub/token', { token }),
   deleteHubToken: () => request<HubTokenStatus>('DELETE', '/api/v1/hub/token'),
+  /** The models in the shared Hugging Face cache, with their disk use. */
+  hubCache: () => request<HubCacheListing>('GET', '/api/v1/hub/cache'),
+  /** Deletes a model from the cache, or one snapshot of it with `commit`; 404 when it is not
+   *  there. The library rescans by itself (`library.changed` follows). */
+  removeCached: (repo: string, commit?: string | null) =>
+    request<CacheRemoved>('DELETE', `/api/v1/hub/cache/${repoPath(repo)}${commit ? `?commit=${encodeURIComponent(commit)}` : ''}`),
+  /** Re-hashes the model's local files against the hub (slow for a big model). */
+  verifyCached: (repo: string, revision?: string | null) =>
+    request<CacheVerification>('POST', `/api/v1/hub/cache/${repoPath(repo)}/verify${revisionQuery(revision)}`, {}),
   downloads: () => request<DownloadView[]>('GET', '/api/v1/downloads'),
   /** Queues a download (201); a 400 names the quantizations when the choice is ambiguous. */
   createDownload: (body: NewDownload) => request<DownloadView>('POST', '/api/v1/downloads', body),

@@ -243,6 +243,9 @@ export interface Settings {
   telemetry_period_ms: number;
   model_folders: string[];
   keep_running_in_background: boolean;
+  /** Where model downloads go: null is the shared Hugging Face cache (the default). PUT an
+   *  absolute path to choose a plain folder, or "" to go back to the cache. */
+  download_folder: string | null;
 }
 
 /** Every error body: the message names the thing and the fix. */
@@ -845,3 +848,62 @@ export interface NewDownload {
 }
 
 export type DownloadAction = 'pause' | 'resume' | 'cancel' | 'retry';
+
+// ---- The Hugging Face cache: housekeeping (crates/hub/src/cache/inventory.rs, download/verify.rs) ----
+
+export interface CachedFile {
+  /** The path in the repository. */
+  path: string;
+  /** The blob the snapshot's link points to: shared by snapshots that have the same file. */
+  blob: string;
+  size_bytes: number;
+}
+
+/** One snapshot (a commit) of a cached model. */
+export interface CachedSnapshot {
+  /** 40 hex digits. */
+  commit: string;
+  /** Branches or tags that name this commit ("main"). */
+  refs: string[];
+  files: CachedFile[];
+}
+
+export interface CachedModel {
+  /** `org/name`. */
+  repo: string;
+  /** The model's folder in the cache (`models--org--name`). */
+  dir: string;
+  snapshots: CachedSnapshot[];
+  /** Bytes of its blobs, each counted once however many snapshots share it. */
+  size_on_disk: number;
+}
+
+/** GET /hub/cache. */
+export interface HubCacheListing {
+  cache_dir: string;
+  models: CachedModel[];
+}
+
+/** DELETE /hub/cache/{owner}/{name}: what removing a model (or one snapshot) freed. */
+export interface CacheRemoved {
+  freed_bytes: number;
+  blobs_removed: number;
+  /** Blobs kept because another snapshot still links to them. */
+  blobs_kept: number;
+}
+
+export interface CheckedFile {
+  path: string;
+  ok: boolean;
+  /** What is wrong: a different hash, a file that cannot be read. */
+  problem: string | null;
+}
+
+/** POST /hub/cache/{owner}/{name}/verify. */
+export interface CacheVerification {
+  /** The snapshot checked. */
+  commit: string;
+  files: CheckedFile[];
+  /** Set when the hub's branch points to another commit now: a newer version exists. */
+  upstream_commit: string | null;
+}

@@ -2,7 +2,7 @@
 
 import { describe, expect, it } from 'vitest';
 import { rigLoginUrl } from './rigUrl';
-import { normalizeFolders, periodError } from './validate';
+import { downloadFolderPatch, normalizeFolders, periodError } from './validate';
 
 describe('rigLoginUrl', () => {
   it('builds <url>/login?token=<token>', () => {
@@ -35,5 +35,13 @@ describe('settings validation', () => {
   });
   it('trims, drops blanks and duplicates in the folder list', () => {
     expect(normalizeFolders([' /a ', '', '/b', '/a', '  '])).toEqual(['/a', '/b']);
+  });
+  it('sends the download folder trimmed, or "" for the Hugging Face cache', () => {
+    expect(downloadFolderPatch('cache', '/data/downloads')).toEqual({ download_folder: '' });
+    expect(downloadFolderPatch('folder', ' /data/downloads ')).toEqual({ download_folder: '/data/downloads' });
+    // Nothing to save while the box is empty.
+    expect(downloadFolderPatch('folder', '  ')).toBeNull();
+    // A relative path goes to the daemon, whose message says what to write instead.
+    expect(downloadFolderPatch('folder', 'models')).toEqual({ download_folder: 'models' });
   });
 });

@@ -22,3 +22,14 @@ export function normalizeFolders(folders: readonly string[]): string[] {
   }
   return out;
 }
+
+export type DownloadChoice = 'cache' | 'folder';
+
+/** The PUT body for the download folder: "" goes back to the Hugging Face cache; a folder is sent
+ *  trimmed (the daemon refuses a relative path with its own message); null while the folder
+ *  box is empty (nothing to save yet). */
+export function downloadFolderPatch(choice: DownloadChoice, text: string): { download_folder: string } | null {
+  if (choice === 'cache') return { download_folder: '' };
+  const folder = text.trim();
+  return folder ? { download_folder: folder } : null;
+}

@@ -3,11 +3,12 @@
 
 import { EventClient, eventsUrl, type ConnectionState } from '../api/events';
 import { probeSession } from '../api/client';
-import type { Hello, TelemetryFrame } from '../api/types';
+import type { DownloadView, Hello, ModelEntry, TelemetryFrame } from '../api/types';
 import { appendFrame, emptyBuffer, type SeriesBuffer } from './series';
 import { library } from '../library/library.svelte';
 import { engines } from '../engines/engines.svelte';
 import { downloads } from '../hub/downloads.svelte';
+import { hubCache } from '../hub/cache.svelte';
 
 /** A pause longer than three periods is a gap in the charts, not a straight line. */
 export function gapThresholdMs(periodMs: number): number {
@@ -43,11 +44,11 @@ class LiveTelemetry {
       onEvent: (ev) => {
         if (ev.type === 'hello') this.hello = ev.data;
         else if (ev.type === 'telemetry.frame') this.ingest(ev.data);
-        else if (ev.type === 'library.changed') library.ingest(ev.data);
+        else if (ev.type === 'library.changed') this.libraryChanged(ev.data);
         else if (ev.type === 'instance.state') engines.upsert(ev.data);
         else if (ev.type === 'instance.log') engines.ingestLog(ev.data);
         else if (ev.type === 'engine.build') engines.ingestBuild(ev.data);
-        else if (ev.type === 'download.state') downloads.ingest('state', ev.data);
+        else if (ev.type === 'download.state') this.downloadState(ev.data);
         else if (ev.type === 'download.progress') downloads.ingest('progress', ev.data);
         else if (ev.type === 'resync') this.resync();
       },
@@ -65,11 +66,24 @@ class LiveTelemetry {
     this.frame = frame;
   }
 
+  /** The library changed on disk: a deletion, a finished download or hf writing into the cache. */
+  private libraryChanged(entries: ModelEntry[]): void {
+    library.ingest(entries);
+    void hubCache.refresh();
+  }
+
+  /** A download changed state; a finished one is in the cache now. */
+  private downloadState(view: DownloadView): void {
+    downloads.ingest('state', view);
+    hubCache.ingestDownload(view);
+  }
+
   /** Events were dropped for us: everything shown that events keep current is fetched again. */
   resync(): void {
     this.resyncs += 1;
     void engines.resync();
     void downloads.resync();
+    void hubCache.refresh();
     if (library.entries) void library.load();
   }
 
