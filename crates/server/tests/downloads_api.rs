@@ -380,25 +380,19 @@ async fn the_cache_is_listed_verified_and_cleaned_over_the_api() {
     assert!(files.iter().all(|f| f["ok"] == true), "{checked}");
     assert!(checked["upstream_commit"].is_null());
 
-    let response = server
-        .client
-        .delete(server.url("/api/v1/hub/cache/org/Api-GGUF"))
-        .bearer_auth(server.server.token())
-        .send()
-        .await
-        .expect("delete");
+    let delete = || {
+        server
+            .client
+            .delete(server.url("/api/v1/hub/cache/org/Api-GGUF"))
+            .bearer_auth(server.server.token())
+            .send()
+    };
+    let response = delete().await.expect("delete");
     assert_eq!(response.status(), 200);
     let removed: serde_json::Value = response.json().await.expect("json");
     assert_eq!(removed["freed_bytes"], 6 * MIB + 9);
     assert!(!dir.path().join("hf-cache/models--org--Api-GGUF").exists());
-    let again = server
-        .client
-        .delete(server.url("/api/v1/hub/cache/org/Api-GGUF"))
-        .bearer_auth(server.server.token())
-        .send()
-        .await
-        .expect("delete");
-    assert_eq!(again.status(), 404);
+    assert_eq!(delete().await.expect("delete again").status(), 404);
 }
 
 #[tokio::test]
