@@ -231,6 +231,24 @@ test("the model page lists the quantizations at once and fills in the fit", asyn
   assert.equal(await page.evaluate(() => window.__cardRan ?? false), false);
 });
 
+test("check with llama.cpp asks the dry run of one quantization, read from the hub, and answers in its row", async () => {
+  // The daemon reads the file's headers at its resolve address first: a wrong address would be
+  // refused as a bad model. The rig has GPUs and no build is registered: said in plain words.
+  await row("Q4_K_M").locator('[data-testid="quant-dry-run"]').click();
+  const result = page.locator('[data-testid="quant-dry-run-result"][data-label="Q4_K_M"]');
+  await result.waitFor({ timeout: 30_000 });
+  assert.match(await result.textContent(), /no llama\.cpp build with llama-fit-params is registered for this rig/);
+  assert.equal(await result.locator('[data-testid="quant-dry-run-engines"]').getAttribute("href"), "#/instances");
+  // A file that is not a GGUF: the daemon's refusal, in that row only.
+  await row("Q8_0").locator('[data-testid="quant-dry-run"]').click();
+  const bad = page.locator('[data-testid="quant-dry-run-result"][data-label="Q8_0"]');
+  await bad.waitFor({ timeout: 30_000 });
+  assert.match(await bad.textContent(), /not a GGUF file/);
+  assert.equal(await page.locator('[data-testid="quant-dry-run-result"]').count(), 2);
+  assert.equal(await row("Q2_K").locator('[data-testid="quant-dry-run"]').count(), 0, "nothing to check in an incomplete upload");
+  await page.screenshot({ path: join(artifacts, "hub-dry-run.png"), fullPage: true });
+});
+
 test("Download shows live progress, pauses and resumes, and finishes", async () => {
   await row("Q4_K_M").locator('[data-testid="quant-download"]').click();
   await download().waitFor();

@@ -1,14 +1,27 @@
 // The model library and the placement editor in a real browser against a real daemon playing the
 // 4× RTX 3090 rig, with a GLM-5.2-shaped split model (78 layers, 256 experts, MLA; sparse files)
-// written by the `plan_bench` example into the daemon's models folder.
+// written by the `plan_bench` example into the daemon's models folder. Then llama.cpp's dry run
+// beside the plan: refused in plain words on the GPU rig (only a CPU build is registered, the
+// cached llama-server of RIGDECK_LLAMA_SERVER), and measured on the CPU-only preset for the tiny
+// real GGUF of RIGDECK_TINY_MODEL.
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
 import { execFileSync } from "node:child_process";
-import { mkdirSync, writeFileSync } from "node:fs";
-import { join } from "node:path";
+import { existsSync, mkdirSync, writeFileSync } from "node:fs";
+import { dirname, join } from "node:path";
 import { startDaemon, launchChromium } from "./daemon.mjs";
 
 const artifacts = process.env.RIGDECK_ARTIFACTS ?? "/tmp/rigdeck-artifacts";
+
+function requiredFile(name, what) {
+  const value = process.env[name];
+  if (!value) throw new Error(`${name} is not set: it must name ${what} (\`make test-e2e\` prepares it)`);
+  if (!existsSync(value)) throw new Error(`${name}=${value} does not exist: it must name ${what}`);
+  return value;
+}
+
+const llamaServer = requiredFile("RIGDECK_LLAMA_SERVER", "a built llama-server binary (with llama-fit-params beside it)");
+const tinyModel = requiredFile("RIGDECK_TINY_MODEL", "a tiny GGUF model");
 const SHARD = "GLM-5.2-IQ2-00001-of-00006.gguf";
 
 let daemon;
@@ -182,4 +195,61 @@ test("the seed's -ncmoe command is drawn with experts piled on one card", async 
   const shot = join(artifacts, "placement.png");
   await page.screenshot({ path: shot, fullPage: true });
   console.log(`placement screenshots saved to ${shot} and placement-edited.png`);
+});
+
+const dryRunPanel = () => page.locator('[data-testid="dry-run-panel"]');
+
+test("on the GPU rig the llama.cpp dry run says no build is registered for it, with the way to Engines", async () => {
+  await page.locator('[data-testid="rig-select"]').selectOption("live");
+  await dryRunPanel().waitFor();
+  // Our plan is on show at once; llama.cpp's answer fills in by itself.
+  await until("the dry run's answer", () => document.querySelector('[data-testid="dry-run-panel"]')?.dataset.state === "unavailable", undefined, 15_000);
+  const message = dryRunPanel().locator('[data-testid="dry-run-error"]');
+  assert.match(await message.textContent(), /no llama\.cpp build with llama-fit-params is registered for this rig/);
+  assert.equal(await message.getAttribute("data-no-build"), "true");
+  assert.equal(await dryRunPanel().locator('[data-testid="dry-run-engines"]').getAttribute("href"), "#/instances");
+  assert.equal(await dryRunPanel().locator('[data-testid="dry-run-table"]').count(), 0);
+});
+
+test("with a CPU build registered, the dry run of the tiny model on the CPU-only preset sets llama.cpp's figures beside ours", async () => {
+  execFileSync(process.env.RIGDECK_BIN, ["engines", "register", llamaServer], {
+    env: {
+      ...process.env,
+      RIGDECK_CONFIG_DIR: join(dirname(daemon.dataDir), "config"),
+      RIGDECK_DATA_DIR: daemon.dataDir,
+      RUST_LOG: "warn",
+    },
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  await page.goto(`${daemon.base}/#/plan?model=${encodeURIComponent(tinyModel)}`);
+  await page.locator('[data-testid="plan-page"]').waitFor();
+  await page.locator('[data-testid="ctx-input"]').fill("4096");
+  // The live rig has GPUs: a CPU build cannot measure a plan on them, and says so.
+  await until("the GPU rig's refusal", () => /no llama\.cpp build/.test(document.querySelector('[data-testid="dry-run-error"]')?.textContent ?? ""), undefined, 20_000);
+
+  await page.locator('[data-testid="rig-select"]').selectOption("cpu-minipc");
+  await until("the CPU-only preset's columns", () =>
+    [...document.querySelectorAll('[data-testid="device-column"]')].map((c) => c.dataset.device).join(",") === "cpu",
+  );
+  // Never blocked on llama.cpp: our plan is up while the dry run runs.
+  await until("llama.cpp's table", () => document.querySelector('[data-testid="dry-run-row"][data-device="Host"]') != null, undefined, 60_000);
+  const host = dryRunPanel().locator('[data-testid="dry-run-row"][data-device="Host"]');
+  assert.match(await dryRunPanel().locator('[data-testid="dry-run-build"]').textContent(), /^llama\.cpp .+ cpu$/);
+  for (const part of ["model", "context", "compute"]) {
+    assert.match(await host.locator(`[data-part="${part}"] [data-testid="dry-run-mib"]`).textContent(), /^\d+ \/ \d+$/, part);
+    assert.match(await host.locator(`[data-part="${part}"] [data-testid="dry-run-diff"]`).textContent(), /^(0|[+−]\d+(\.\d)?) %$|^new$/, part);
+  }
+  // The weights are the same bytes on both sides.
+  assert.equal(await host.locator('[data-part="model"] [data-testid="dry-run-diff"]').getAttribute("data-tone"), "same");
+  assert.match(await dryRunPanel().locator('[data-testid="dry-run-note"]').textContent(), /compute/i);
+  assert.match(await dryRunPanel().locator('[data-testid="dry-run-notes"]').textContent(), /-kvu/);
+  const args = dryRunPanel().locator('[data-testid="dry-run-args"]');
+  assert.equal(await args.getAttribute("open"), null, "the flags start collapsed");
+  await args.locator("summary").click();
+  assert.match(await args.locator("pre").textContent(), /-fitp on/);
+  assert.equal(await dryRunPanel().locator('[data-testid="dry-run-error"]').count(), 0);
+  await page.evaluate(() => window.scrollTo(0, 0));
+  const shot = join(artifacts, "placement-dry-run.png");
+  await page.screenshot({ path: shot, fullPage: true });
+  console.log(`dry run screenshot saved to ${shot}`);
 });

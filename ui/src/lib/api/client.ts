@@ -9,6 +9,8 @@ import type {
   CacheVerification,
   DownloadAction,
   DownloadView,
+  DryRunRequest,
+  DryRunResponse,
   EngineBuild,
   FitRequest,
   FitResponse,
@@ -134,6 +136,10 @@ export const api = {
   /** Reads a pasted llama-server command line into a drawn plan (`parsed` set). */
   parsePlan: (body: ParseRequest, signal?: AbortSignal) =>
     request<PlanResponse>('POST', '/api/v1/plan/parse', body, signal),
+  /** llama.cpp's own figures for a plan (`llama-fit-params` of a registered build): seconds, so
+   *  never awaited before the plan is shown. `error` set says why there are none. */
+  dryRun: (body: DryRunRequest, signal?: AbortSignal) =>
+    request<DryRunResponse>('POST', '/api/v1/plan/dry-run', body, signal),
   engines: () => request<EngineBuild[]>('GET', '/api/v1/engines'),
   /** Starts building the bundled llama.cpp; progress comes as `engine.build` events. A CUDA
    *  build is for the GPUs the daemon sees. */

@@ -527,6 +527,39 @@ export interface PlanRequest {
   auto?: boolean;
 }
 
+/** Body of POST /api/v1/plan/dry-run: a plan's body; options left out are llama-server's defaults. */
+export type DryRunRequest = Omit<PlanRequest, 'options'> & { options?: Partial<PlacementOptions> };
+
+/** Memory in the three parts llama.cpp's dry run prints. */
+export interface MemoryFigures {
+  model_bytes: number;
+  context_bytes: number;
+  compute_bytes: number;
+}
+
+/** One line of `llama-fit-params -fitp on`'s table (whole MiB, rounded down, as bytes). */
+export interface LlamaDeviceMemory extends MemoryFigures {
+  /** As llama.cpp names it: `CUDA0`, `Vulkan1`, `Host` … */
+  device: string;
+}
+
+/** Ours against llama.cpp's, for one device (crates/core/src/dry_run.rs `DeviceComparison`). */
+export interface DryRunDevice {
+  /** Our device's name. */
+  device: string;
+  llama_device: string;
+  ours: MemoryFigures;
+  llama_cpp: MemoryFigures;
+}
+
+/** POST /api/v1/plan/dry-run's answer: llama.cpp's table beside ours, or why there is none. */
+export interface DryRunResponse {
+  build: { id: number; version: string; backend: EngineBackend | (string & {}) } | null;
+  dry_run: { devices: LlamaDeviceMemory[]; args: string[]; notes: string[] } | null;
+  devices: DryRunDevice[];
+  error: string | null;
+}
+
 /** Body of POST /api/v1/plan/parse. */
 export interface ParseRequest {
   command: string;

@@ -2,7 +2,7 @@
 
 import { describe, expect, it } from 'vitest';
 import type { QuantFit } from '../api/types';
-import { contextLabel, deviceShares, fitFor, parseContext, shortDeviceName, speedText, verdictLabel, verdictTone } from './fit';
+import { contextLabel, deviceShares, fitFor, parseContext, quantDryRunRequest, resolveUrl, shortDeviceName, speedText, verdictLabel, verdictTone } from './fit';
 
 const GIB = 1024 ** 3;
 
@@ -65,5 +65,37 @@ describe('speed and context', () => {
     expect(fitFor(fits, 'Q8_0')?.label).toBe('Q8_0');
     expect(fitFor(fits, 'F16')).toBeNull();
     expect(fitFor(null, 'F16')).toBeNull();
+  });
+});
+
+describe('the dry run of a quantization', () => {
+  const commit = '01'.repeat(20);
+
+  it('reads the file at its commit on the hub, each path segment escaped', () => {
+    expect(resolveUrl('https://huggingface.co/org/Tiny-GGUF', commit, 'Q4 K/m#1?.gguf')).toBe(
+      `https://huggingface.co/org/Tiny-GGUF/resolve/${commit}/Q4%20K/m%231%3F.gguf`,
+    );
+    expect(resolveUrl('http://127.0.0.1:9000/hf/org/name/', commit, 'x.gguf')).toBe(`http://127.0.0.1:9000/hf/org/name/resolve/${commit}/x.gguf`);
+    expect(resolveUrl('javascript:alert(1)', commit, 'x.gguf')).toBeNull();
+  });
+
+  it('asks about the first file with the fit’s rig and context and the automatic placement', () => {
+    const quant = {
+      kind: 'gguf',
+      label: 'Q2_K',
+      files: [
+        { path: 'Q2_K/M-00001-of-00002.gguf', size_bytes: 1, git_oid: 'a', lfs_sha256: null },
+        { path: 'Q2_K/M-00002-of-00002.gguf', size_bytes: 1, git_oid: 'b', lfs_sha256: null },
+      ],
+      total_bytes: 2,
+      missing: null,
+    };
+    expect(quantDryRunRequest('https://hf.co/o/n', commit, quant, 'cpu-minipc', 8192)).toEqual({
+      model: `https://hf.co/o/n/resolve/${commit}/Q2_K/M-00001-of-00002.gguf`,
+      rig: 'cpu-minipc',
+      options: { context: 8192 },
+      auto: true,
+    });
+    expect(quantDryRunRequest('https://hf.co/o/n', commit, { ...quant, files: [] }, 'live', 8192)).toBeNull();
   });
 });

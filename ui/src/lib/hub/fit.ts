@@ -1,7 +1,7 @@
 // "Will it fit" as the model page shows it: a verdict's colour and short name, each device's share
 // in a compact form, the speed ceiling, and the context lengths to plan for.
 
-import type { DeviceFit, FitVerdict, QuantFit } from '../api/types';
+import type { DeviceFit, DryRunRequest, FileGroup, FitVerdict, QuantFit } from '../api/types';
 import type { Tone } from '../engines/instances';
 import { fraction, MISSING } from '../format/units';
 import { gib } from '../placement/bars';
@@ -100,4 +100,21 @@ export function parseContext(text: string): number | null {
 /** The fit of one quantization, by its label. */
 export function fitFor(fits: QuantFit[] | null, label: string): QuantFit | null {
   return fits?.find((f) => f.label === label) ?? null;
+}
+
+/** A file's address at one commit: the model's hub page (`${endpoint}/${repo}`) + `/resolve/` +
+ *  the commit + the path, each path segment percent-encoded; null for a page address that is not
+ *  http(s). */
+export function resolveUrl(pageUrl: string, commit: string, path: string): string | null {
+  if (!/^https?:\/\//i.test(pageUrl)) return null;
+  const segments = path.split('/').map(encodeURIComponent).join('/');
+  return `${pageUrl.replace(/\/+$/, '')}/resolve/${encodeURIComponent(commit)}/${segments}`;
+}
+
+/** llama.cpp's dry run of one quantization as the fit planned it: its first file read from the
+ *  hub (the daemon mirrors its headers), the automatic placement at the fit's rig and context. */
+export function quantDryRunRequest(pageUrl: string, commit: string, quant: FileGroup, rig: string, context: number): DryRunRequest | null {
+  const first = quant.files[0];
+  const model = first ? resolveUrl(pageUrl, commit, first.path) : null;
+  return model ? { model, rig, options: { context }, auto: true } : null;
 }
