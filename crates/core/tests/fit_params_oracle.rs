@@ -104,23 +104,31 @@ fn host_only() -> Vec<DeviceSpec> {
     }]
 }
 
-/// llama-fit-params has no -kvu flag and keeps one KV stream per slot, so the plan must too.
-fn compare(name: &str, model: TinyModel, options: PlacementOptions) {
-    let options = PlacementOptions {
-        kv_unified: false,
-        ..options
-    };
-    let dir = tempfile::tempdir().unwrap();
-    let vocab = locate(
+/// A real tokenizer from llama.cpp's source tree (llama.cpp will not load a model without one).
+fn vocab() -> PathBuf {
+    locate(
         "RIGDECK_LLAMA_SOURCE_DIR",
         &cache().join("sources"),
         "llama.cpp",
     )
-    .join("models/ggml-vocab-llama-bpe.gguf");
+    .join("models/ggml-vocab-llama-bpe.gguf")
+}
+
+/// llama-fit-params has no -kvu flag and keeps one KV stream per slot, so the plan must too.
+fn compare(name: &str, model: TinyModel, options: PlacementOptions) {
+    let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join(format!("{name}.gguf"));
-    model.write(&vocab, &path).unwrap();
-    let (their_model, their_context, their_compute) = fit_params(&path, &options);
-    let shape = load_shape(&path).unwrap().shape;
+    model.write(&vocab(), &path).unwrap();
+    compare_file(name, &path, options);
+}
+
+fn compare_file(name: &str, path: &Path, options: PlacementOptions) {
+    let options = PlacementOptions {
+        kv_unified: false,
+        ..options
+    };
+    let (their_model, their_context, their_compute) = fit_params(path, &options);
+    let shape = load_shape(path).unwrap().shape;
     let ours = plan(&shape, &host_only(), &options).unwrap();
     let host = &ours.devices[0].usage;
     let (our_model, our_context) = (host.weights_bytes as f64 / MIB, host.kv_bytes as f64 / MIB);
@@ -282,6 +290,40 @@ fn many_heads_without_flash_attention_size_the_compute_buffer_by_the_scores() {
             context: 8192,
             parallel: 1,
             flash_attention: false,
+            ..Default::default()
+        },
+    );
+}
+
+#[test]
+fn a_dsa_model_with_some_full_indexer_layers_matches_llama_cpp() {
+    // GLM-5.x's sparse attention: MLA plus a K-only indexer cache on the layers its
+    // `indexer.types` marks, written as gguf-py writes it (a bool array); the indexer's scores
+    // grow the compute buffer with the context.
+    let vocab = rigdeck_gguf::GgufFile::open(vocab()).unwrap();
+    let shape = rigdeck_gguf::fixtures::MoeShape {
+        embedding: 1024,
+        expert_ff: 1024,
+        dense_ff: 2048,
+        heads: 8,
+        ..rigdeck_gguf::fixtures::MoeShape::small()
+    };
+    let mut writer = shape.writer_with_tokenizer(&vocab.metadata);
+    let flags = rigdeck_gguf::Array::Bool(vec![true, false, false, false]);
+    writer.set(
+        &format!("{}.attention.indexer.types", shape.architecture),
+        rigdeck_gguf::Value::Array(flags),
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("dsa.gguf");
+    writer.write_to_path(&path).unwrap();
+    compare_file(
+        "dsa",
+        &path,
+        PlacementOptions {
+            context: 65_536,
+            parallel: 1,
+            flash_attention: true,
             ..Default::default()
         },
     );

@@ -127,6 +127,29 @@ impl MoeShape {
         }
     }
 
+    /// The model with a real tokenizer (every `tokenizer.*` key of `vocab`, e.g. one of
+    /// llama.cpp's `models/ggml-vocab-*.gguf`) and a vocabulary of its size, so that llama.cpp
+    /// itself loads it (the synthetic tokenizer is for header sizes only).
+    pub fn writer_with_tokenizer(&self, vocab: &crate::value::Metadata) -> GgufWriter {
+        let tokens = vocab
+            .get("tokenizer.ggml.tokens")
+            .and_then(|v| match v {
+                Value::Array(tokens) => u32::try_from(tokens.len()).ok(),
+                _ => None,
+            })
+            .unwrap_or(self.vocab);
+        let shape = MoeShape {
+            vocab: tokens,
+            tokenizer: false,
+            ..self.clone()
+        };
+        let mut w = shape.writer();
+        for (key, value) in vocab.iter().filter(|(k, _)| k.starts_with("tokenizer.")) {
+            w.set(key, value.clone());
+        }
+        w
+    }
+
     /// Builds the model: metadata, tokenizer and all tensor infos, data all zero.
     pub fn writer(&self) -> GgufWriter {
         let mut w = GgufWriter::new();
@@ -140,35 +163,37 @@ impl MoeShape {
 
     fn set_metadata(&self, w: &mut GgufWriter) {
         let a = |k: &str| format!("{}.{k}", self.architecture);
+        // Hyper-parameters as the converters write them (u32), which llama.cpp requires.
+        let key = |v: u64| u32::try_from(v).unwrap_or(u32::MAX);
         w.set("general.architecture", self.architecture.as_str())
             .set("general.name", self.name.as_str())
             .set("general.file_type", self.file_type)
             .set("general.quantization_version", 2u32)
             .set(&a("block_count"), self.layers)
-            .set(&a("context_length"), self.context)
-            .set(&a("embedding_length"), self.embedding)
-            .set(&a("feed_forward_length"), self.dense_ff)
+            .set(&a("context_length"), key(self.context))
+            .set(&a("embedding_length"), key(self.embedding))
+            .set(&a("feed_forward_length"), key(self.dense_ff))
             .set(&a("attention.head_count"), self.heads)
             .set(&a("attention.head_count_kv"), 1u32)
             .set(
                 &a("attention.key_length"),
-                self.kv_lora_rank.saturating_add(self.rope_dim),
+                key(self.kv_lora_rank.saturating_add(self.rope_dim)),
             )
-            .set(&a("attention.value_length"), self.kv_lora_rank)
+            .set(&a("attention.value_length"), key(self.kv_lora_rank))
             .set(
                 &a("attention.key_length_mla"),
-                self.qk_nope_dim.saturating_add(self.rope_dim),
+                key(self.qk_nope_dim.saturating_add(self.rope_dim)),
             )
-            .set(&a("attention.value_length_mla"), self.v_head_dim)
-            .set(&a("attention.q_lora_rank"), self.q_lora_rank)
-            .set(&a("attention.kv_lora_rank"), self.kv_lora_rank)
+            .set(&a("attention.value_length_mla"), key(self.v_head_dim))
+            .set(&a("attention.q_lora_rank"), key(self.q_lora_rank))
+            .set(&a("attention.kv_lora_rank"), key(self.kv_lora_rank))
             .set(&a("attention.layer_norm_rms_epsilon"), 1e-5f32)
-            .set(&a("rope.dimension_count"), self.rope_dim)
+            .set(&a("rope.dimension_count"), key(self.rope_dim))
             .set(&a("rope.freq_base"), 1_000_000f32)
             .set(&a("expert_count"), self.experts)
             .set(&a("expert_used_count"), self.experts_used)
             .set(&a("expert_shared_count"), self.experts_shared)
-            .set(&a("expert_feed_forward_length"), self.expert_ff)
+            .set(&a("expert_feed_forward_length"), key(self.expert_ff))
             .set(&a("leading_dense_block_count"), self.dense_layers)
             .set(&a("expert_weights_scale"), 2.5f32)
             .set(&a("expert_weights_norm"), true)
@@ -176,7 +201,10 @@ impl MoeShape {
             .set(&a("vocab_size"), self.vocab);
         if self.indexer_heads > 0 {
             w.set(&a("attention.indexer.head_count"), self.indexer_heads)
-                .set(&a("attention.indexer.key_length"), self.indexer_head_dim)
+                .set(
+                    &a("attention.indexer.key_length"),
+                    key(self.indexer_head_dim),
+                )
                 .set(&a("attention.indexer.top_k"), 2048u32);
         }
     }

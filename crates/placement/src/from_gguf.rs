@@ -230,6 +230,14 @@ pub fn shape_of(model: &GgufModel, label: &str) -> Result<ModelShape, ShapeError
                 n_layer,
             ),
             indexer_key_length: indexer(model, &arch, n_layer, summary.context_length),
+            indexer_heads: model
+                .metadata
+                .get_u32(&format!("{arch}.attention.indexer.head_count"))
+                .unwrap_or(0),
+            indexer_top_k: model
+                .metadata
+                .get_u32(&format!("{arch}.attention.indexer.top_k"))
+                .unwrap_or(0),
         },
         experts: summary
             .experts

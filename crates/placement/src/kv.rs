@@ -156,6 +156,8 @@ mod tests {
             sliding_window: None,
             swa_layers: vec![false; n_layer],
             indexer_key_length: vec![0; n_layer],
+            indexer_heads: 0,
+            indexer_top_k: 0,
         }
     }
 

@@ -47,6 +47,12 @@ pub struct AttentionLayout {
     pub swa_layers: Vec<bool>,
     /// Extra K-only cache per layer (the DSA indexer of GLM-5.x), in elements per token; 0 = none.
     pub indexer_key_length: Vec<u32>,
+    /// The DSA indexer's heads and the keys it selects per query (its scores are a compute
+    /// buffer term that grows with the context).
+    #[serde(default)]
+    pub indexer_heads: u32,
+    #[serde(default)]
+    pub indexer_top_k: u32,
 }
 
 /// Mixture-of-experts shape.

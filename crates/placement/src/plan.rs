@@ -339,6 +339,40 @@ impl RowSplit {
 /// width (measured: 7 × ubatch × n_embd floats covers every shape we tried).
 const ACTIVATION_ROWS: u64 = 7;
 
+/// The DSA indexer's share of the attention phase (GLM-5.x), measured against
+/// `llama-fit-params`: its scores over the whole context (indexer heads × n_kv × ubatch
+/// floats) and the selected keys ((heads + 2) × top-k × ubatch floats); without flash
+/// attention also n_kv × (2 × ubatch + 640) bytes of temporaries. 0 for models without an
+/// indexer.
+fn sparse_attention(model: &ModelShape, heads: u64, n_ctx: u64, ub: u64, flash: bool) -> u64 {
+    let attention = &model.attention;
+    if attention.indexer_heads == 0 || attention.indexer_key_length.iter().all(|&w| w == 0) {
+        return 0;
+    }
+    let floats = |n: u64| n.saturating_mul(ub).saturating_mul(4);
+    let scores = floats(u64::from(attention.indexer_heads).saturating_mul(n_ctx));
+    let selected = floats(
+        heads
+            .saturating_add(2)
+            .saturating_mul(u64::from(attention.indexer_top_k)),
+    );
+    let temporaries = if flash {
+        0
+    } else {
+        n_ctx.saturating_mul(ub.saturating_mul(2).saturating_add(640))
+    };
+    // Each full indexer layer adds about 11 ubatch rows of its key width (measured).
+    let indexer_rows: u64 = attention
+        .indexer_key_length
+        .iter()
+        .map(|&w| u64::from(w).saturating_mul(11))
+        .fold(0, u64::saturating_add);
+    scores
+        .saturating_add(selected)
+        .saturating_add(temporaries)
+        .saturating_add(floats(indexer_rows))
+}
+
 /// The compute buffer: llama.cpp's allocator reserves the worst-case graph for one micro-batch
 /// and reuses memory between phases, so the buffer is the largest phase, not their sum
 /// (summing them overestimated by 12 % to 37 %). The phases, calibrated against
@@ -372,10 +406,14 @@ fn compute_estimate(
             .max()
             .unwrap_or(0),
     );
-    let attention = if options.flash_attention {
-        g.n_ctx_seq.saturating_mul(ub).saturating_mul(2)
-    } else {
-        floats(g.n_ctx_seq.saturating_mul(heads.saturating_add(1)))
+    let sparse = sparse_attention(model, heads, g.n_ctx_seq, ub, options.flash_attention);
+    let attention = match (options.flash_attention, sparse) {
+        // With flash attention a sparse (DSA) graph keeps no full mask.
+        (true, 0) => g.n_ctx_seq.saturating_mul(ub).saturating_mul(2),
+        (true, _) => sparse,
+        (false, _) => {
+            floats(g.n_ctx_seq.saturating_mul(heads.saturating_add(1))).saturating_add(sparse)
+        }
     };
     let feed_forward = floats(u64::from(model.n_ff).saturating_mul(3));
     let logits = if holds_output {
