@@ -328,3 +328,38 @@ fn a_dsa_model_with_some_full_indexer_layers_matches_llama_cpp() {
         },
     );
 }
+
+#[test]
+fn an_mtp_block_at_the_end_is_neither_loaded_nor_cached_as_in_llama_cpp() {
+    // GLM-5.x files carry their multi-token-prediction block as the last `blk.N`
+    // (`nextn_predict_layers = 1`); llama.cpp skips its weights and its cache unless
+    // speculative MTP is on.
+    let vocab = rigdeck_gguf::GgufFile::open(vocab()).unwrap();
+    let shape = rigdeck_gguf::fixtures::MoeShape {
+        layers: 5,
+        embedding: 1024,
+        expert_ff: 1024,
+        dense_ff: 2048,
+        heads: 8,
+        ..rigdeck_gguf::fixtures::MoeShape::small()
+    };
+    let mut writer = shape.writer_with_tokenizer(&vocab.metadata);
+    writer.set(
+        &format!("{}.nextn_predict_layers", shape.architecture),
+        rigdeck_gguf::Value::U32(1),
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("mtp.gguf");
+    writer.write_to_path(&path).unwrap();
+    assert_eq!(load_shape(&path).unwrap().shape.n_layer, 4, "the trunk");
+    compare_file(
+        "mtp",
+        &path,
+        PlacementOptions {
+            context: 65_536,
+            parallel: 1,
+            flash_attention: true,
+            ..Default::default()
+        },
+    );
+}

@@ -173,6 +173,29 @@ fn check_bounds(
     Ok(())
 }
 
+/// The layers llama.cpp runs: `block_count` minus the multi-token-prediction blocks at the end
+/// (`{arch}.nextn_predict_layers`), which it neither loads nor caches unless speculative MTP
+/// is switched on (`llama_hparams::n_layer()`, the `TENSOR_SKIP` of MTP tensors, the cache's
+/// layer filter). A file made of MTP blocks only keeps them all, as llama.cpp does.
+fn trunk_layers(model: &GgufModel, arch: &str, blocks: u32) -> u32 {
+    let nextn = model
+        .metadata
+        .get_u32(&format!("{arch}.nextn_predict_layers"))
+        .unwrap_or(0);
+    match blocks.checked_sub(nextn) {
+        Some(trunk) if trunk > 0 => trunk,
+        _ => blocks,
+    }
+}
+
+/// `blk.N.…` with N among the MTP blocks (`trunk..blocks`).
+fn is_mtp_block(name: &str, trunk: u32, blocks: u32) -> bool {
+    name.strip_prefix("blk.")
+        .and_then(|rest| rest.split('.').next())
+        .and_then(|index| index.parse::<u32>().ok())
+        .is_some_and(|block| (trunk..blocks).contains(&block))
+}
+
 /// Reads the facts placement needs; absent optional facts take llama.cpp's defaults.
 pub fn shape_of(model: &GgufModel, label: &str) -> Result<ModelShape, ShapeError> {
     let summary = ModelSummary::from_model(model);
@@ -183,7 +206,8 @@ pub fn shape_of(model: &GgufModel, label: &str) -> Result<ModelShape, ShapeError
         key: format!("{arch}.{suffix}"),
     };
     check_bounds(&summary, &TableBounds::of(model), &arch, label)?;
-    let n_layer = u32_of(summary.layers).ok_or_else(|| missing("layer count", "block_count"))?;
+    let blocks = u32_of(summary.layers).ok_or_else(|| missing("layer count", "block_count"))?;
+    let n_layer = trunk_layers(model, &arch, blocks);
     let n_embd = u32_of(summary.embedding_length)
         .ok_or_else(|| missing("embedding length", "embedding_length"))?;
     let head_count = expand(summary.head_count.as_ref(), n_layer)
@@ -206,6 +230,8 @@ pub fn shape_of(model: &GgufModel, label: &str) -> Result<ModelShape, ShapeError
                 role,
             }
         })
+        // The MTP blocks' weights stay on disk (see `trunk_layers`).
+        .filter(|t| !is_mtp_block(&t.name, n_layer, blocks))
         .collect();
     Ok(ModelShape {
         n_layer,
