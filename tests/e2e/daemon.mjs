@@ -1,7 +1,7 @@
 // Starts a real `rigdeck serve` for a test or a benchmark: own config/data folders, a rig from a
 // fixture through the NVML test double, a free loopback port; and finds Debian's chromium.
 import { spawn, execFileSync } from "node:child_process";
-import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve, dirname } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -19,6 +19,14 @@ function required(name) {
 /** Starts the daemon and resolves once it prints its sign-in URL. `prepare({ configDir, dataDir })`
  *  runs first (to put models into `dataDir/models`, say); `env` adds to the daemon's environment;
  *  `dir` reuses the folders of an earlier daemon (one that was killed, say). */
+/** A file the tests need, named by an environment variable that `make test-e2e` sets. */
+export function requiredFile(name, what) {
+  const value = process.env[name];
+  if (!value) throw new Error(`${name} is not set: it must name ${what} (\`make test-e2e\` prepares it)`);
+  if (!existsSync(value)) throw new Error(`${name}=${value} does not exist: it must name ${what}`);
+  return value;
+}
+
 export async function startDaemon(rigFile, { prepare, env = {}, dir: reuse } = {}) {
   const dir = reuse ?? mkdtempSync(join(tmpdir(), "rigdeck-e2e-"));
   const configDir = join(dir, "config");

@@ -12,14 +12,7 @@ import { execFileSync } from "node:child_process";
 import { existsSync, mkdirSync, mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
-import { startDaemon, launchChromium } from "./daemon.mjs";
-
-function requiredFile(name, what) {
-  const value = process.env[name];
-  if (!value) throw new Error(`${name} is not set: it must name ${what} (\`make test-e2e\` prepares it)`);
-  if (!existsSync(value)) throw new Error(`${name}=${value} does not exist: it must name ${what}`);
-  return value;
-}
+import { startDaemon, launchChromium, requiredFile } from "./daemon.mjs";
 
 const llamaServer = requiredFile("RIGDECK_LLAMA_SERVER", "a built llama-server binary");
 const tinyModel = requiredFile("RIGDECK_TINY_MODEL", "a tiny GGUF model");

@@ -7,18 +7,11 @@
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
 import { execFileSync } from "node:child_process";
-import { existsSync, mkdirSync, writeFileSync } from "node:fs";
+import { mkdirSync, writeFileSync } from "node:fs";
 import { dirname, join } from "node:path";
-import { startDaemon, launchChromium } from "./daemon.mjs";
+import { startDaemon, launchChromium, requiredFile } from "./daemon.mjs";
 
 const artifacts = process.env.RIGDECK_ARTIFACTS ?? "/tmp/rigdeck-artifacts";
-
-function requiredFile(name, what) {
-  const value = process.env[name];
-  if (!value) throw new Error(`${name} is not set: it must name ${what} (\`make test-e2e\` prepares it)`);
-  if (!existsSync(value)) throw new Error(`${name}=${value} does not exist: it must name ${what}`);
-  return value;
-}
 
 const llamaServer = requiredFile("RIGDECK_LLAMA_SERVER", "a built llama-server binary (with llama-fit-params beside it)");
 const tinyModel = requiredFile("RIGDECK_TINY_MODEL", "a tiny GGUF model");

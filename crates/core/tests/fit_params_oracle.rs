@@ -295,13 +295,13 @@ fn many_heads_without_flash_attention_size_the_compute_buffer_by_the_scores() {
     );
 }
 
-#[test]
-fn a_dsa_model_with_some_full_indexer_layers_matches_llama_cpp() {
-    // GLM-5.x's sparse attention: MLA plus a K-only indexer cache on the layers its
-    // `indexer.types` marks, written as gguf-py writes it (a bool array); the indexer's scores
-    // grow the compute buffer with the context.
+/// A GLM-5.x-shaped model (`glm-dsa`: MLA, the DSA indexer, MoE) with `layers` blocks, a real
+/// tokenizer and sizes large enough for a 1 % comparison; `extra` sets keys under the
+/// architecture's prefix. Compared with llama.cpp at 65 536 tokens with flash attention.
+fn compare_glm_dsa(name: &str, layers: u32, extra: &[(&str, rigdeck_gguf::Value)]) {
     let vocab = rigdeck_gguf::GgufFile::open(vocab()).unwrap();
     let shape = rigdeck_gguf::fixtures::MoeShape {
+        layers,
         embedding: 1024,
         expert_ff: 1024,
         dense_ff: 2048,
@@ -309,16 +309,14 @@ fn a_dsa_model_with_some_full_indexer_layers_matches_llama_cpp() {
         ..rigdeck_gguf::fixtures::MoeShape::small()
     };
     let mut writer = shape.writer_with_tokenizer(&vocab.metadata);
-    let flags = rigdeck_gguf::Array::Bool(vec![true, false, false, false]);
-    writer.set(
-        &format!("{}.attention.indexer.types", shape.architecture),
-        rigdeck_gguf::Value::Array(flags),
-    );
+    for (key, value) in extra {
+        writer.set(&format!("{}.{key}", shape.architecture), value.clone());
+    }
     let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("dsa.gguf");
+    let path = dir.path().join(format!("{name}.gguf"));
     writer.write_to_path(&path).unwrap();
     compare_file(
-        "dsa",
+        name,
         &path,
         PlacementOptions {
             context: 65_536,
@@ -330,36 +328,26 @@ fn a_dsa_model_with_some_full_indexer_layers_matches_llama_cpp() {
 }
 
 #[test]
+fn a_dsa_model_with_some_full_indexer_layers_matches_llama_cpp() {
+    // GLM-5.x's sparse attention: a K-only indexer cache on the layers its `indexer.types`
+    // marks, written as gguf-py writes it (a bool array); the indexer's scores grow the
+    // compute buffer with the context.
+    let flags = rigdeck_gguf::Array::Bool(vec![true, false, false, false]);
+    compare_glm_dsa(
+        "dsa",
+        4,
+        &[("attention.indexer.types", rigdeck_gguf::Value::Array(flags))],
+    );
+}
+
+#[test]
 fn an_mtp_block_at_the_end_is_neither_loaded_nor_cached_as_in_llama_cpp() {
     // GLM-5.x files carry their multi-token-prediction block as the last `blk.N`
     // (`nextn_predict_layers = 1`); llama.cpp skips its weights and its cache unless
-    // speculative MTP is on.
-    let vocab = rigdeck_gguf::GgufFile::open(vocab()).unwrap();
-    let shape = rigdeck_gguf::fixtures::MoeShape {
-        layers: 5,
-        embedding: 1024,
-        expert_ff: 1024,
-        dense_ff: 2048,
-        heads: 8,
-        ..rigdeck_gguf::fixtures::MoeShape::small()
-    };
-    let mut writer = shape.writer_with_tokenizer(&vocab.metadata);
-    writer.set(
-        &format!("{}.nextn_predict_layers", shape.architecture),
-        rigdeck_gguf::Value::U32(1),
-    );
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("mtp.gguf");
-    writer.write_to_path(&path).unwrap();
-    assert_eq!(load_shape(&path).unwrap().shape.n_layer, 4, "the trunk");
-    compare_file(
+    // speculative MTP is on, so 5 blocks plan as a 4-layer trunk.
+    compare_glm_dsa(
         "mtp",
-        &path,
-        PlacementOptions {
-            context: 65_536,
-            parallel: 1,
-            flash_attention: true,
-            ..Default::default()
-        },
+        5,
+        &[("nextn_predict_layers", rigdeck_gguf::Value::U32(1))],
     );
 }
