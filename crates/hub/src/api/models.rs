@@ -282,12 +282,13 @@ fn validate_entries(entries: Vec<RawEntry>) -> Listing {
             Err(message) => listing.refused.push(message),
         }
     }
-    let folders: BTreeSet<&str> = by_path
+    let folders: BTreeSet<String> = by_path
         .keys()
         .flat_map(|p| folder_prefixes(p.as_str()))
+        .map(str::to_owned)
         .collect();
     let mut kept = Vec::new();
-    for (path, mut files) in by_path.clone() {
+    for (path, mut files) in by_path {
         if files.len() > 1 {
             listing.refused.push(format!(
                 "the hub listed '{path}' {} times; left out",

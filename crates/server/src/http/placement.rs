@@ -10,7 +10,7 @@ use axum::Json;
 use rigdeck_core::live_rig::live_devices;
 use rigdeck_core::placement::flags::parse_command;
 use rigdeck_core::placement::from_gguf::{load_remote_shape, load_shape, LoadedModel};
-use rigdeck_core::placement::report::report;
+use rigdeck_core::placement::report::{report, PlanReport};
 use rigdeck_core::placement::rig::{preset, presets, Margins};
 use rigdeck_core::placement::{DeviceSpec, PlacementOptions};
 use serde::Deserialize;
@@ -125,23 +125,27 @@ pub async fn parse(State(state): State<Arc<AppState>>, body: axum::body::Bytes) 
 pub async fn dry_run(State(state): State<Arc<AppState>>, body: axum::body::Bytes) -> Response {
     let result: Result<serde_json::Value, ApiError> = async {
         let request: PlanRequest = parse_body(&body)?;
-        let devices = devices_for(&state, &request.rig, &request.margins)?;
-        let (loaded, _) = load(&request.model).await?;
-        let report = report(
-            &loaded.shape,
+        let planned = planned(
+            &state,
             &request.model,
-            &devices,
+            &request.rig,
             &request.options,
+            &request.margins,
             request.auto,
         )
-        .map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, "bad_placement", e.to_string()))?;
+        .await?;
         let builds = match &state.store {
             Some(store) => store.engine_builds().await.unwrap_or_default(),
             None => Vec::new(),
         };
         let outcome = state
             .dry_runs
-            .run(&builds, &request.model, &report.args, &report.plan.devices)
+            .run(
+                &builds,
+                &request.model,
+                &planned.report.args,
+                &planned.report.plan.devices,
+            )
             .await;
         Ok(serde_json::json!(*outcome))
     }
@@ -162,6 +166,33 @@ pub(super) fn parse_body<T: serde::de::DeserializeOwned>(body: &[u8]) -> Result<
     })
 }
 
+/// A model planned on a rig: what every planning route starts from.
+struct Planned {
+    loaded: LoadedModel,
+    /// HTTP requests the headers took (a model on a web server).
+    requests: Option<u64>,
+    report: PlanReport,
+}
+
+async fn planned(
+    state: &AppState,
+    model_path: &str,
+    rig: &str,
+    options: &PlacementOptions,
+    margins: &Margins,
+    auto: bool,
+) -> Result<Planned, ApiError> {
+    let devices = devices_for(state, rig, margins)?;
+    let (loaded, requests) = load(model_path).await?;
+    let report = report(&loaded.shape, model_path, &devices, options, auto)
+        .map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, "bad_placement", e.to_string()))?;
+    Ok(Planned {
+        loaded,
+        requests,
+        report,
+    })
+}
+
 async fn plan_response(
     state: &AppState,
     model_path: &str,
@@ -171,10 +202,11 @@ async fn plan_response(
     auto: bool,
     parsed: Option<serde_json::Value>,
 ) -> Result<serde_json::Value, ApiError> {
-    let devices = devices_for(state, rig, margins)?;
-    let (loaded, requests) = load(model_path).await?;
-    let report = report(&loaded.shape, model_path, &devices, options, auto)
-        .map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, "bad_placement", e.to_string()))?;
+    let Planned {
+        loaded,
+        requests,
+        report,
+    } = planned(state, model_path, rig, options, margins, auto).await?;
     Ok(serde_json::json!({
         "model": loaded.summary,
         "layers": loaded.shape.n_layer,

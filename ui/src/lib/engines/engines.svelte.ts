@@ -6,15 +6,10 @@ import { api, ApiError } from '../api/client';
 import type { BuildProgress, EngineBuild, EnginesAtStart, InstanceView, LaunchProfile, LogLine } from '../api/types';
 import { emptyBuild, mergeLogs, reduceBuild, type BuildState } from './instances';
 
-export interface Problem {
-  code: string;
-  message: string;
-}
+import { problemOf, type Problem } from '../api/problem';
 
-export function problemOf(e: unknown): Problem {
-  if (e instanceof ApiError) return { code: e.code, message: e.message };
-  return { code: 'error', message: e instanceof Error ? e.message : String(e) };
-}
+// The components import these from here too.
+export { problemOf, type Problem };
 
 class EnginesState {
   builds = $state.raw<EngineBuild[] | null>(null);

@@ -6,9 +6,9 @@
 // snapshot and forgets the finished downloads whose files went with it. Also where downloads go
 // (the settings' download folder). One instance for the app.
 
-import { api, ApiError } from '../api/client';
+import { api } from '../api/client';
 import type { CacheRemoved, CacheVerification, CachedModel, DownloadView, HubCacheListing } from '../api/types';
-import { problemOf, type Problem } from '../engines/engines.svelte';
+import { problemOrSignOut, type Problem } from '../api/problem';
 import { downloads } from './downloads.svelte';
 import { cachedModel, downloadsOfRemoved, verifyRevision, withoutRemoved } from './housekeeping';
 
@@ -46,11 +46,7 @@ export class HubCacheState {
   }
 
   private fail(e: unknown): Problem | null {
-    if (e instanceof ApiError && e.unauthorized) {
-      this.onUnauthorized();
-      return null;
-    }
-    return problemOf(e);
+    return problemOrSignOut(e, this.onUnauthorized);
   }
 
   /** Loads the list and where downloads go unless they are already here. */

@@ -4,7 +4,7 @@
 
 import { api, ApiError } from '../api/client';
 import type { DownloadAction, DownloadView, NewDownload } from '../api/types';
-import { problemOf, type Problem } from '../engines/engines.svelte';
+import { problemOrSignOut, type Problem } from '../api/problem';
 import { applyDownload, mergeFetched, removeDownload, type DownloadButton, type DownloadEventKind } from './queue';
 
 class DownloadQueue {
@@ -26,11 +26,7 @@ class DownloadQueue {
   }
 
   private fail(e: unknown): Problem | null {
-    if (e instanceof ApiError && e.unauthorized) {
-      this.onUnauthorized();
-      return null;
-    }
-    return problemOf(e);
+    return problemOrSignOut(e, this.onUnauthorized);
   }
 
   /** Loads the list unless it is already here (the WebSocket keeps it current after that). */

@@ -3,9 +3,9 @@
 // real hub (headers read over the network): the page shows the files first and fills the fit
 // when it arrives. A change of context or rig asks again; only the newest answer counts.
 
-import { api, ApiError } from '../api/client';
+import { api } from '../api/client';
 import type { FitRequest, FitResponse, HubCard, HubModelPage, RigPreset } from '../api/types';
-import { problemOf, type Problem } from '../engines/engines.svelte';
+import { problemOrSignOut, type Problem } from '../api/problem';
 import { LatestRequest, type LatestOptions } from '../placement/latest';
 import { DEFAULT_CONTEXT } from './fit';
 
@@ -48,11 +48,7 @@ export class HubModelState {
   }
 
   private problem(e: unknown): Problem | null {
-    if (e instanceof ApiError && e.unauthorized) {
-      this.onUnauthorized();
-      return null;
-    }
-    return problemOf(e);
+    return problemOrSignOut(e, this.onUnauthorized);
   }
 
   /** Opens a repository: the page and the card at once, then the fit once the files are known. */
