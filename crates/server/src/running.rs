@@ -8,6 +8,7 @@ use std::sync::{Arc, Mutex};
 use anyhow::Context;
 use rigdeck_core::auth::ApiToken;
 use rigdeck_core::events::EventBus;
+use rigdeck_core::launch::fleet::InstancesFleet;
 use rigdeck_core::launch::instances::{Autostart, GpuSource, StartReport};
 use rigdeck_core::launch::Instances;
 use rigdeck_core::paths::AppPaths;
@@ -195,6 +196,10 @@ pub async fn start(options: ServeOptions) -> anyhow::Result<RunningServer> {
         }
         None => None,
     };
+    let gateway = match (&store, &instances) {
+        (Some(store), Some(instances)) => start_gateway(store, instances).await,
+        _ => None,
+    };
     let (stop, stop_rx) = watch::channel(false);
     let state = Arc::new(AppState {
         stopping: stop_rx.clone(),
@@ -217,6 +222,7 @@ pub async fn start(options: ServeOptions) -> anyhow::Result<RunningServer> {
         hub_token_file: paths.hub_token_file(),
         hub_headers: Default::default(),
         dry_runs: Default::default(),
+        gateway,
     });
     let serving = tokio::spawn(http::serve(listener, state.clone(), stop_rx));
     Ok(RunningServer {
@@ -227,6 +233,28 @@ pub async fn start(options: ServeOptions) -> anyhow::Result<RunningServer> {
         serving,
         telemetry,
     })
+}
+
+/// How often the gateway looks for models idle past their TTL.
+const IDLE_CHECK_EVERY: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// The gateway over the instances, with its idle timer (which ends with the gateway).
+async fn start_gateway(
+    store: &Store,
+    instances: &Arc<Instances>,
+) -> Option<Arc<rigdeck_core::gateway::Gateway>> {
+    let fleet = Arc::new(InstancesFleet::new(instances.clone(), store.clone()));
+    let options = rigdeck_core::gateway::GatewayOptions::default();
+    match rigdeck_core::gateway::Gateway::new(fleet, store.pool().clone(), options).await {
+        Ok(gateway) => {
+            gateway.spawn_idle_timer(IDLE_CHECK_EVERY);
+            Some(gateway)
+        }
+        Err(err) => {
+            tracing::warn!("the gateway is off: cannot read its API keys: {err}");
+            None
+        }
+    }
 }
 
 /// The download queue: the hub as the environment names it (`HF_ENDPOINT`, `HF_HUB_CACHE` …)

@@ -140,6 +140,8 @@ struct Meta {
     port: Option<u16>,
     planned: Vec<PlannedGpu>,
     argv: Vec<String>,
+    /// The engine's `--api-key` (the gateway sends it upstream).
+    api_key: Option<String>,
     adopted: bool,
     log_forwarder: Option<AbortHandle>,
 }
@@ -314,6 +316,23 @@ impl Instances {
 
     pub fn get(&self, name: &str) -> Option<InstanceView> {
         self.supervisor.get(name).map(|h| self.view_of(h.state()))
+    }
+
+    /// The state of an instance and where it listens (the gateway asks at every request, so
+    /// this skips what the full view reads: NVML, the command line).
+    pub fn phase_and_address(&self, name: &str) -> Option<(Phase, String, Option<u16>)> {
+        let state = self.supervisor.get(name)?.state();
+        let meta = lock(&self.meta);
+        let meta = meta.get(name);
+        let host = meta
+            .and_then(|m| m.host.as_deref())
+            .map_or_else(|| "127.0.0.1".to_owned(), probe_host);
+        Some((state.phase, host, meta.and_then(|m| m.port)))
+    }
+
+    /// The engine's own API key, which requests to it must carry.
+    pub fn engine_api_key(&self, name: &str) -> Option<String> {
+        lock(&self.meta).get(name).and_then(|m| m.api_key.clone())
     }
 
     pub fn handle(&self, name: &str) -> Result<ProcessHandle, LaunchError> {
@@ -565,6 +584,7 @@ impl Instances {
                 port: Some(port),
                 planned: profile.planned_memory.clone(),
                 argv: masked(&argv),
+                api_key: profile.api_key.clone(),
                 adopted: false,
                 log_forwarder: None,
             },
@@ -686,6 +706,7 @@ impl Instances {
                         host,
                         port,
                         argv,
+                        api_key: api_key_in(&record.args),
                         adopted: true,
                         ..Meta::default()
                     },
@@ -778,6 +799,12 @@ fn host_port(url: &str) -> (Option<String>, Option<u16>) {
 }
 
 /// The health probe needs an address to connect to: "every interface" means loopback will do.
+/// The value after `--api-key` in an adopted engine's recorded arguments.
+fn api_key_in(args: &[String]) -> Option<String> {
+    let at = args.iter().position(|a| a == "--api-key")?;
+    args.get(at + 1).cloned()
+}
+
 fn probe_host(host: &str) -> String {
     match host.parse::<IpAddr>() {
         Ok(ip) if ip.is_unspecified() => "127.0.0.1".to_owned(),

@@ -4,9 +4,11 @@
 //! - [`export`]: a profile's command as a shell script or a systemd unit.
 //! - [`instances`]: the service the daemon owns: start, stop, restart, recover after a restart.
 //! - [`client`]: the command line's client of the daemon's JSON API.
+//! - [`fleet`]: the instances as the gateway sees them (models to route to, start on request).
 
 pub mod client;
 pub mod export;
+pub mod fleet;
 pub mod instances;
 
 pub use crate::profiles::admission::{AdmissionError, PlannedGpu};

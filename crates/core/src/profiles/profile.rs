@@ -14,6 +14,7 @@ use serde::{Deserialize, Serialize};
 use super::admission::PlannedGpu;
 use super::python_engines;
 use crate::engines::registry::{Availability, EngineBuild};
+use crate::gateway::ServePolicy;
 use crate::placement::flags::{shell_quote, to_args, FlagError};
 use crate::placement::PlacementOptions;
 use crate::supervisor::RestartPolicy;
@@ -62,6 +63,8 @@ pub struct LaunchProfile {
     /// vLLM/SGLang: the share of each GPU to preallocate (`--gpu-memory-utilization` /
     /// `--mem-fraction-static`), 0–1.
     pub gpu_memory_fraction: Option<f64>,
+    /// How the gateway serves it: aliases, start on request, pinned, idle timeout, concurrency.
+    pub gateway: ServePolicy,
 }
 
 impl Default for LaunchProfile {
@@ -83,6 +86,7 @@ impl Default for LaunchProfile {
             autostart: false,
             tensor_parallel: None,
             gpu_memory_fraction: None,
+            gateway: ServePolicy::default(),
         }
     }
 }
@@ -174,6 +178,10 @@ pub enum ProfileError {
     BadMemoryFraction { fraction: f64 },
     #[error("tensor_parallel must be at least 1 (the number of GPUs to split the model over)")]
     BadTensorParallel,
+    #[error("gateway alias {alias:?} is not usable: give a non-empty name of at most 128 characters, without spaces around it")]
+    BadAlias { alias: String },
+    #[error("'{name}' already names the gateway model '{owner}': pick another alias (or profile name), or remove it from '{owner}'")]
+    GatewayNameTaken { name: String, owner: String },
 }
 
 /// Checks a profile against the build it names. `numa_nodes` is how many NUMA nodes the machine
@@ -285,6 +293,44 @@ pub fn check_text(profile: &LaunchProfile) -> Result<(), ProfileError> {
     }
     for (i, o) in profile.placement.overrides.iter().enumerate() {
         no_control(&o.pattern, || format!("tensor override {} pattern", i + 1))?;
+    }
+    for alias in &profile.gateway.aliases {
+        no_control(alias, || format!("gateway alias {alias:?}"))?;
+        if alias.trim().is_empty() || alias.trim() != alias || alias.chars().count() > 128 {
+            return Err(ProfileError::BadAlias {
+                alias: alias.clone(),
+            });
+        }
+    }
+    Ok(())
+}
+
+/// Refuses a profile whose name or an alias is already another profile's name or alias: the
+/// gateway routes by these names, so each must point at one model. `replacing` is the name of
+/// the profile being updated (it may keep its own names).
+pub fn check_gateway_names(
+    profile: &LaunchProfile,
+    others: &[LaunchProfile],
+    replacing: Option<&str>,
+) -> Result<(), ProfileError> {
+    let mine = std::iter::once(&profile.name).chain(&profile.gateway.aliases);
+    for name in mine {
+        let owner = others
+            .iter()
+            .filter(|o| Some(o.name.as_str()) != replacing && o.name != profile.name)
+            .find(|o| &o.name == name || o.gateway.aliases.contains(name));
+        if let Some(owner) = owner {
+            return Err(ProfileError::GatewayNameTaken {
+                name: name.clone(),
+                owner: owner.name.clone(),
+            });
+        }
+    }
+    if let Some(alias) = profile.gateway.aliases.iter().find(|a| **a == profile.name) {
+        return Err(ProfileError::GatewayNameTaken {
+            name: alias.clone(),
+            owner: profile.name.clone(),
+        });
     }
     Ok(())
 }

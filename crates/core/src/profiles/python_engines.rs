@@ -68,6 +68,8 @@ pub fn argv(profile: &LaunchProfile, build: &EngineBuild, port: &str) -> Option<
     let mut push = |flag: &str, value: String| argv.extend([flag.to_owned(), value]);
     push("--host", profile.host.clone());
     push("--port", port.to_owned());
+    // The gateway forwards requests with the profile's name as `model`, which both check.
+    push("--served-model-name", profile.name.clone());
     if profile.placement.context > 0 {
         push(flags.context, profile.placement.context.to_string());
     }
@@ -124,6 +126,7 @@ pub fn validate(profile: &LaunchProfile, build: &EngineBuild) -> Result<(), Prof
         "--host",
         "--port",
         "--api-key",
+        "--served-model-name",
     ];
     for arg in &profile.extra_args {
         let flag = arg.split('=').next().unwrap_or(arg);
@@ -214,6 +217,8 @@ mod tests {
                 "127.0.0.1",
                 "--port",
                 "8000",
+                "--served-model-name",
+                "qwen",
                 "--max-model-len",
                 "4096",
                 "--tensor-parallel-size",
@@ -245,6 +250,8 @@ mod tests {
                 "127.0.0.1",
                 "--port",
                 "30000",
+                "--served-model-name",
+                "qwen",
                 "--tp-size",
                 "4",
             ]

@@ -81,8 +81,9 @@ impl Store {
         self.pool.close().await;
     }
 
-    /// The connection pool, for the table modules' `impl Store` blocks.
-    pub(crate) fn pool(&self) -> &SqlitePool {
+    /// The connection pool: the table modules' `impl Store` blocks, and domain crates that own
+    /// their tables' queries (the gateway's keys and usage).
+    pub fn pool(&self) -> &SqlitePool {
         &self.pool
     }
 }

@@ -126,7 +126,7 @@ pub async fn create_profile(
     Query(query): Query<SaveQuery>,
     Json(profile): Json<LaunchProfile>,
 ) -> ApiResult<(StatusCode, Json<Value>)> {
-    let (profile, warnings) = prepare(&state, profile, query.auto).await?;
+    let (profile, warnings) = prepare(&state, profile, query.auto, None).await?;
     store(&state)?
         .create_launch_profile(&profile, rigdeck_core::now_ms())
         .await
@@ -144,7 +144,7 @@ pub async fn update_profile(
     Query(query): Query<SaveQuery>,
     Json(profile): Json<LaunchProfile>,
 ) -> ApiResult<Json<Value>> {
-    let (profile, warnings) = prepare(&state, profile, query.auto).await?;
+    let (profile, warnings) = prepare(&state, profile, query.auto, Some(&name)).await?;
     store(&state)?
         .update_launch_profile(&name, &profile, rigdeck_core::now_ms())
         .await
@@ -179,7 +179,11 @@ async fn prepare(
     state: &AppState,
     mut profile: LaunchProfile,
     auto: bool,
+    replacing: Option<&str>,
 ) -> ApiResult<(LaunchProfile, Vec<String>)> {
+    let others = store(state)?.launch_profiles().await.map_err(store_error)?;
+    profile::check_gateway_names(&profile, &others, replacing)
+        .map_err(|e| launch_error(LaunchError::Invalid(e)))?;
     let build = store(state)?
         .engine_build(profile.engine_build_id)
         .await

@@ -2,10 +2,12 @@
 
 mod api;
 mod error;
+mod gateway;
 mod guard;
 mod hub;
 mod instances;
 mod placement;
+mod telemetry_metrics;
 mod ui_assets;
 mod ws;
 
@@ -61,6 +63,8 @@ pub struct AppState {
     pub hub_headers: rigdeck_core::hub_fit::HeaderCache,
     /// llama.cpp's dry runs of plans, cached.
     pub dry_runs: rigdeck_core::dry_run::DryRuns,
+    /// The OpenAI/Anthropic endpoint (`None` without a database).
+    pub gateway: Option<Arc<rigdeck_core::gateway::Gateway>>,
 }
 
 impl AppState {
@@ -188,6 +192,11 @@ fn api_endpoints() -> Vec<Endpoint> {
             "/downloads/{id}/{action}",
             post(hub::download_action),
         ),
+        at(Method::GET, "/keys", get(gateway::list_keys)),
+        at(Method::POST, "/keys", post(gateway::create_key)),
+        at(Method::DELETE, "/keys/{id}", delete(gateway::revoke_key)),
+        at(Method::GET, "/gateway", get(gateway::status)),
+        at(Method::GET, "/gateway/usage", get(gateway::usage)),
         at(Method::GET, "/events", get(ws::events)),
     ]
 }
@@ -201,7 +210,8 @@ pub fn protected_endpoints() -> Vec<(Method, String)> {
         .collect()
 }
 
-/// The full router: UI assets and login open, `/api` behind the token; Host and Origin checked on all.
+/// The full router: UI assets and login open, `/api` behind the token, the gateway's `/v1` and
+/// `/metrics` behind an API key (or the token); Host and Origin checked on all.
 pub fn router(state: Arc<AppState>) -> Router {
     let mut by_path: BTreeMap<&'static str, MethodRouter<Arc<AppState>>> = BTreeMap::new();
     for endpoint in api_endpoints() {
@@ -223,6 +233,7 @@ pub fn router(state: Arc<AppState>) -> Router {
     let session = Router::new().route("/session", post(api::sign_in).delete(api::sign_out));
     Router::new()
         .nest("/api/v1", api.merge(session))
+        .merge(gateway::routes(state.clone()))
         .route("/login", get(api::login))
         .fallback(ui_assets::serve)
         .layer(axum::middleware::from_fn_with_state(

@@ -198,15 +198,7 @@ pub fn output_text(output: &std::process::Output) -> (String, String) {
 /// A tiny dense llama with the real tokenizer from the cached llama.cpp source tree.
 #[allow(dead_code)] // not every test binary plans a real model
 pub fn tiny_dense(dir: &std::path::Path) -> std::path::PathBuf {
-    let sources = rigdeck_core::engines::source::cache_root()
-        .expect("a cache folder")
-        .join("sources");
-    let vocab = std::fs::read_dir(&sources)
-        .expect("the llama.cpp source cache (make test builds it)")
-        .flatten()
-        .map(|e| e.path().join("llama.cpp/models/ggml-vocab-llama-bpe.gguf"))
-        .find(|p| p.exists())
-        .expect("ggml-vocab-llama-bpe.gguf in the llama.cpp source cache");
+    let vocab = llama_bpe_vocab();
     let model = rigdeck_gguf::tiny::TinyModel {
         name: "dense".into(),
         n_layer: 16,
@@ -223,4 +215,29 @@ pub fn tiny_dense(dir: &std::path::Path) -> std::path::PathBuf {
     let path = dir.join("dense.gguf");
     model.write(&vocab, &path).expect("tiny model");
     path
+}
+
+/// The tiny runnable llama (four layers, random weights, the real llama-bpe tokenizer from the
+/// cached llama.cpp source tree): loads and answers in about a second on a CPU.
+#[allow(dead_code)] // not every test binary runs an engine
+pub fn tiny_runnable(dir: &std::path::Path) -> std::path::PathBuf {
+    let vocab = llama_bpe_vocab();
+    let path = dir.join("tiny.gguf");
+    rigdeck_gguf::tiny::TinyModel::dense_runnable()
+        .write(&vocab, &path)
+        .expect("tiny model");
+    path
+}
+
+/// `ggml-vocab-llama-bpe.gguf` from the cached llama.cpp source tree (a real tokenizer).
+fn llama_bpe_vocab() -> std::path::PathBuf {
+    let sources = rigdeck_core::engines::source::cache_root()
+        .expect("a cache folder")
+        .join("sources");
+    std::fs::read_dir(&sources)
+        .expect("the llama.cpp source cache (make test builds it)")
+        .flatten()
+        .map(|e| e.path().join("llama.cpp/models/ggml-vocab-llama-bpe.gguf"))
+        .find(|p| p.exists())
+        .expect("ggml-vocab-llama-bpe.gguf in the llama.cpp source cache")
 }

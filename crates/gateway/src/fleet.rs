@@ -1,0 +1,134 @@
+//! What the gateway needs from the daemon's instances service, as a trait the application crate
+//! implements: the models it may route to (launch profiles and their running instances), their
+//! state, and starting and stopping them through the normal path (VRAM admission, release wait).
+
+use futures_util::future::BoxFuture;
+use serde::{Deserialize, Serialize};
+
+/// How the gateway may treat one model; stored with its launch profile.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ServePolicy {
+    /// More names the model answers to on the gateway.
+    pub aliases: Vec<String>,
+    /// A request for it while stopped starts it.
+    pub on_demand: bool,
+    /// Never stopped to make room for another model.
+    pub pinned: bool,
+    /// Stopped after this long without a request (`None`: kept running).
+    pub idle_ttl_s: Option<u64>,
+    /// Requests in flight at once; more get 429 (`None`: no limit).
+    pub max_concurrent: Option<u32>,
+}
+
+/// Where a ready engine answers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Upstream {
+    /// `http://127.0.0.1:PORT`.
+    pub base_url: String,
+    /// The engine's own `--api-key`, sent upstream in place of the client's key.
+    pub api_key: Option<String>,
+    /// What the engine calls the model (vLLM and SGLang check the `model` field).
+    pub served_name: String,
+}
+
+/// A model's state as the gateway acts on it.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ModelState {
+    Stopped,
+    /// Starting or loading, or waiting for a restart after a crash; `progress` 0–1 where the
+    /// engine reports one.
+    Loading {
+        progress: Option<f32>,
+    },
+    Ready(Upstream),
+    Stopping,
+    /// Ended and will not restart on its own.
+    Crashed {
+        explanation: String,
+    },
+}
+
+impl ModelState {
+    pub fn name(&self) -> &'static str {
+        match self {
+            Self::Stopped => "stopped",
+            Self::Loading { .. } => "loading",
+            Self::Ready(_) => "ready",
+            Self::Stopping => "stopping",
+            Self::Crashed { .. } => "crashed",
+        }
+    }
+}
+
+/// One model the gateway can serve.
+#[derive(Debug, Clone)]
+pub struct ModelEntry {
+    /// The launch profile's name.
+    pub name: String,
+    pub policy: ServePolicy,
+    /// The GPUs its plan uses (for messages and for choosing what to evict).
+    pub gpus: Vec<u32>,
+    /// The model file's name, for "loading model X on GPU 2–3".
+    pub model_file: String,
+}
+
+impl ModelEntry {
+    pub fn answers_to(&self, model: &str) -> bool {
+        self.name == model || self.policy.aliases.iter().any(|a| a == model)
+    }
+}
+
+/// Why a start did not happen.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StartError {
+    /// VRAM admission refused it; `gpus` are the ones short of memory, `message` has the numbers.
+    NeedsMemory { gpus: Vec<u32>, message: String },
+    /// Someone else started it first (a click in the UI, another request).
+    AlreadyRunning,
+    /// Anything else (profile invalid, build missing, no free port), with its message.
+    Refused(String),
+}
+
+/// The daemon's instances, as the gateway sees them.
+pub trait Fleet: Send + Sync + 'static {
+    /// Every launch profile, in name order.
+    fn models(&self) -> BoxFuture<'_, Result<Vec<ModelEntry>, String>>;
+    /// The current state of a profile's instance (in memory, cheap).
+    fn state(&self, name: &str) -> ModelState;
+    /// Starts it through the daemon's normal path.
+    fn start<'a>(&'a self, name: &'a str) -> BoxFuture<'a, Result<(), StartError>>;
+    /// Stops it (SIGTERM, then SIGKILL after the stop timeout).
+    fn stop<'a>(&'a self, name: &'a str) -> BoxFuture<'a, Result<(), String>>;
+}
+
+/// `GPU 2–3`, `GPU 0, 2`, `CPU` for a model's planned devices.
+pub fn describe_gpus(gpus: &[u32]) -> String {
+    let mut sorted = gpus.to_vec();
+    sorted.sort_unstable();
+    sorted.dedup();
+    match sorted.as_slice() {
+        [] => "CPU".to_owned(),
+        [one] => format!("GPU {one}"),
+        [first, .., last] if (last - first) as usize + 1 == sorted.len() => {
+            format!("GPU {first}–{last}")
+        }
+        many => {
+            let list: Vec<String> = many.iter().map(u32::to_string).collect();
+            format!("GPU {}", list.join(", "))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn gpu_ranges_read_like_a_person_writes_them() {
+        assert_eq!(describe_gpus(&[]), "CPU");
+        assert_eq!(describe_gpus(&[1]), "GPU 1");
+        assert_eq!(describe_gpus(&[3, 2, 2]), "GPU 2–3");
+        assert_eq!(describe_gpus(&[0, 2]), "GPU 0, 2");
+    }
+}

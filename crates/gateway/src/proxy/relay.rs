@@ -1,0 +1,232 @@
+//! The answer's way back to the client: every upstream chunk is passed on as it arrives (whole
+//! events for a stream), read on the way by the [`Tally`], and the request is recorded once
+//! when it ends: normally, with an engine that stopped mid-reply (the client then gets a final
+//! error event), or with a client that went away (dropping the relay drops the upstream
+//! connection, which cancels the engine's work).
+
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use std::time::Instant;
+
+use bytes::{Bytes, BytesMut};
+use futures_util::stream::BoxStream;
+use futures_util::Stream;
+
+use super::sse::{self, EventSplitter};
+use super::tally::Tally;
+use crate::error::{Dialect, ErrorKind, GatewayError};
+use crate::usage::Outcome;
+
+/// The most of a whole (non-streamed) answer kept to read its usage; the client gets all of it.
+const WHOLE_BODY_READ_LIMIT: usize = 16 << 20;
+
+/// What happens when a request ends: the usage record is written, the in-flight count drops.
+/// Dropped without [`Ending::finish`], it records the request as cancelled by the client.
+pub trait Ending: Send + 'static {
+    fn finish(
+        self: Box<Self>,
+        outcome: Outcome,
+        http_status: u16,
+        tally: &Tally,
+        error: Option<String>,
+    );
+}
+
+/// Records a request dropped before its end as cancelled.
+pub struct EndGuard {
+    ending: Option<Box<dyn Ending>>,
+    pub http_status: u16,
+}
+
+impl EndGuard {
+    pub fn new(ending: Box<dyn Ending>) -> Self {
+        Self {
+            ending: Some(ending),
+            http_status: 499,
+        }
+    }
+
+    pub fn finish(&mut self, outcome: Outcome, tally: &Tally, error: Option<String>) {
+        if let Some(ending) = self.ending.take() {
+            ending.finish(outcome, self.http_status, tally, error);
+        }
+    }
+
+    pub fn tally_on_drop(&mut self, tally: &Tally) {
+        self.finish(
+            Outcome::Cancelled,
+            tally,
+            Some("the client went away".to_owned()),
+        );
+    }
+}
+
+impl Drop for EndGuard {
+    fn drop(&mut self) {
+        self.tally_on_drop(&Tally::default());
+    }
+}
+
+enum Framing {
+    Events(EventSplitter),
+    Whole(BytesMut),
+}
+
+/// The upstream body, relayed.
+pub struct Relay {
+    upstream: BoxStream<'static, reqwest::Result<Bytes>>,
+    framing: Framing,
+    tally: Tally,
+    drop_usage_chunk: bool,
+    dialect: Dialect,
+    model: String,
+    end: EndGuard,
+    done: bool,
+}
+
+impl Relay {
+    pub fn new(
+        upstream: BoxStream<'static, reqwest::Result<Bytes>>,
+        events: bool,
+        drop_usage_chunk: bool,
+        dialect: Dialect,
+        model: String,
+        end: EndGuard,
+    ) -> Self {
+        Self {
+            upstream,
+            framing: if events {
+                Framing::Events(EventSplitter::default())
+            } else {
+                Framing::Whole(BytesMut::new())
+            },
+            tally: Tally::default(),
+            drop_usage_chunk,
+            dialect,
+            model,
+            end,
+            done: false,
+        }
+    }
+
+    /// Reads a chunk and returns what the client gets of it.
+    fn pass(&mut self, chunk: Bytes) -> Option<Bytes> {
+        let now = Instant::now();
+        match &mut self.framing {
+            Framing::Whole(kept) => {
+                if kept.len() + chunk.len() <= WHOLE_BODY_READ_LIMIT {
+                    kept.extend_from_slice(&chunk);
+                }
+                Some(chunk)
+            }
+            Framing::Events(splitter) => {
+                let whole = splitter.push(&chunk)?;
+                Some(keep_events(
+                    &mut self.tally,
+                    whole,
+                    now,
+                    self.drop_usage_chunk,
+                ))
+            }
+        }
+    }
+
+    /// The stream ended: what is left over goes out, the request is recorded.
+    fn end_of_stream(&mut self) -> Option<Bytes> {
+        let now = Instant::now();
+        let rest = match &mut self.framing {
+            Framing::Whole(kept) => {
+                self.tally.body(kept, now);
+                None
+            }
+            Framing::Events(splitter) => splitter
+                .rest()
+                .map(|rest| keep_events(&mut self.tally, rest, now, self.drop_usage_chunk)),
+        };
+        let failed = self.end.http_status >= 400 || self.tally.error.is_some();
+        let outcome = if failed { Outcome::Error } else { Outcome::Ok };
+        let error = self.tally.error.clone();
+        self.end.finish(outcome, &self.tally, error);
+        rest.filter(|r| !r.is_empty())
+    }
+
+    /// The engine's connection broke mid-answer (it crashed or was killed).
+    fn engine_failed(&mut self, err: &reqwest::Error) -> Option<Bytes> {
+        let message = format!(
+            "the engine serving '{}' stopped mid-reply ({err}); the Instances page shows why",
+            self.model
+        );
+        self.end
+            .finish(Outcome::EngineError, &self.tally, Some(message.clone()));
+        match self.framing {
+            Framing::Events(_) => {
+                Some(GatewayError::new(ErrorKind::Engine, message).sse_event(self.dialect))
+            }
+            Framing::Whole(_) => None,
+        }
+    }
+
+    pub fn tally(&self) -> &Tally {
+        &self.tally
+    }
+}
+
+/// Reads whole events and leaves out the usage chunk the gateway asked for on its own.
+fn keep_events(tally: &mut Tally, whole: Bytes, now: Instant, drop_usage_chunk: bool) -> Bytes {
+    let parsed = sse::events(&whole);
+    let keep: Vec<bool> = parsed
+        .iter()
+        .map(|(_, event)| tally.event(&event.data, now, drop_usage_chunk))
+        .collect();
+    if keep.iter().all(|k| *k) {
+        return whole;
+    }
+    let mut out = BytesMut::with_capacity(whole.len());
+    for ((range, _), keep) in parsed.iter().zip(keep) {
+        if keep {
+            out.extend_from_slice(&whole[range.clone()]);
+        }
+    }
+    out.freeze()
+}
+
+impl Stream for Relay {
+    type Item = Result<Bytes, std::io::Error>;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        let this = &mut *self;
+        loop {
+            if this.done {
+                return Poll::Ready(None);
+            }
+            match this.upstream.as_mut().poll_next(cx) {
+                Poll::Pending => return Poll::Pending,
+                Poll::Ready(Some(Ok(chunk))) => {
+                    if let Some(out) = this.pass(chunk).filter(|b| !b.is_empty()) {
+                        return Poll::Ready(Some(Ok(out)));
+                    }
+                }
+                Poll::Ready(Some(Err(err))) => {
+                    this.done = true;
+                    return Poll::Ready(match this.engine_failed(&err) {
+                        Some(event) => Some(Ok(event)),
+                        // A whole answer cut short: the client must see a broken body, not
+                        // a truncated one that looks complete.
+                        None => Some(Err(std::io::Error::other(err))),
+                    });
+                }
+                Poll::Ready(None) => {
+                    this.done = true;
+                    return Poll::Ready(this.end_of_stream().map(Ok));
+                }
+            }
+        }
+    }
+}
+
+impl Drop for Relay {
+    fn drop(&mut self) {
+        let tally = std::mem::take(&mut self.tally);
+        self.end.tally_on_drop(&tally);
+    }
+}
