@@ -119,6 +119,37 @@ describe('api', () => {
   });
 });
 
+describe('gateway calls', () => {
+  it('read the gateway and its usage window, in whole milliseconds', async () => {
+    const f = respond(200, '{}');
+    await api.gateway();
+    await api.gatewayUsage(1000.7, 2000.2);
+    expect(f.mock.calls.map((c) => [c[0], (c[1] as RequestInit).method])).toEqual([
+      ['/api/v1/gateway', 'GET'],
+      ['/api/v1/gateway/usage?from_ms=1000&to_ms=2000', 'GET'],
+    ]);
+  });
+
+  it('list, create and revoke keys', async () => {
+    const f = respond(201, '{"key":{"id":3,"name":"laptop"},"secret":"rdk-x"}');
+    await expect(api.createKey('laptop')).resolves.toMatchObject({ secret: 'rdk-x' });
+    await api.keys();
+    await api.revokeKey(3);
+    expect(f.mock.calls.map((c) => [c[0], (c[1] as RequestInit).method])).toEqual([
+      ['/api/v1/keys', 'POST'],
+      ['/api/v1/keys', 'GET'],
+      ['/api/v1/keys/3', 'DELETE'],
+    ]);
+    expect(JSON.parse((f.mock.calls[0]![1] as RequestInit).body as string)).toEqual({ name: 'laptop' });
+  });
+
+  it("carries a refused name's problem", async () => {
+    respond(400, '{"code":"invalid_key_name","message":"the name is empty"}');
+    const err = await api.createKey('').catch((e: unknown) => e);
+    expect(err).toMatchObject({ status: 400, code: 'invalid_key_name', message: 'the name is empty' });
+  });
+});
+
 describe('probeSession', () => {
   it('tells ok, unauthorized and unreachable apart', async () => {
     respond(200, '{}');

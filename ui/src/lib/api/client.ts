@@ -4,6 +4,10 @@
 
 import type {
   ApiErrorBody,
+  ApiKeyView,
+  CreatedApiKey,
+  GatewayUsage,
+  GatewayView,
   BuildBackend,
   CacheRemoved,
   CacheVerification,
@@ -203,6 +207,16 @@ export const api = {
     request<DownloadView>('POST', `/api/v1/downloads/${id}/${action}`),
   /** Forgets a finished, failed or cancelled download; its files stay. */
   forgetDownload: (id: number) => request<{ removed: number }>('DELETE', `/api/v1/downloads/${id}`),
+  // The gateway (the OpenAI-compatible endpoint): its models, API keys and usage.
+  gateway: (signal?: AbortSignal) => request<GatewayView>('GET', '/api/v1/gateway', undefined, signal),
+  /** Requests, tokens and timings between two instants (epoch ms). */
+  gatewayUsage: (fromMs: number, toMs: number, signal?: AbortSignal) =>
+    request<GatewayUsage>('GET', `/api/v1/gateway/usage?from_ms=${Math.floor(fromMs)}&to_ms=${Math.floor(toMs)}`, undefined, signal),
+  keys: () => request<ApiKeyView[]>('GET', '/api/v1/keys'),
+  /** 201 with the secret, shown once; an empty or taken name is refused. */
+  createKey: (name: string) => request<CreatedApiKey>('POST', '/api/v1/keys', { name }),
+  /** Revokes (the key stays listed with `revoked_at_ms`). */
+  revokeKey: (id: number) => request<ApiKeyView>('DELETE', `/api/v1/keys/${id}`),
 };
 
 /** Used by the event socket after a close: is the session still good, gone, or the daemon down? */

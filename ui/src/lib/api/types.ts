@@ -623,6 +623,22 @@ export interface LaunchProfile {
   /** vLLM/SGLang: GPUs to split over, and the share of each GPU to preallocate (0–1). */
   tensor_parallel?: number | null;
   gpu_memory_fraction?: number | null;
+  /** How the gateway serves this profile's model (all optional on input). */
+  gateway?: ProfileGateway;
+}
+
+/** A launch profile's gateway settings; defaults: [], false, false, null, null. */
+export interface ProfileGateway {
+  /** Other model names clients may ask for (e.g. "gpt-4o-mini"). */
+  aliases?: string[];
+  /** Started by the gateway when a request names it. */
+  on_demand?: boolean;
+  /** Never stopped to make room for another model. */
+  pinned?: boolean;
+  /** Stopped after this long without a request; null: never. */
+  idle_ttl_s?: number | null;
+  /** Requests served at once, more are refused with 429; null: unlimited. */
+  max_concurrent?: number | null;
 }
 
 /** A profile as sent to be created: the placement may be partial (the rest takes defaults). */
@@ -939,4 +955,112 @@ export interface CacheVerification {
   files: CheckedFile[];
   /** Set when the hub's branch points to another commit now: a newer version exists. */
   upstream_commit: string | null;
+}
+
+// ---- The gateway: the OpenAI-compatible endpoint, its API keys and usage ----
+
+/** GET /keys, and inside POST /keys. Revoked keys stay listed. */
+export interface ApiKeyView {
+  id: number;
+  name: string;
+  /** The first characters of the secret, e.g. "rdk-3f9a1c", to tell keys apart. */
+  prefix: string;
+  created_at_ms: UnixMillis;
+  last_used_at_ms: UnixMillis | null;
+  revoked_at_ms: UnixMillis | null;
+}
+
+/** POST /keys (201): the secret is in this answer only. */
+export interface CreatedApiKey {
+  key: ApiKeyView;
+  secret: string;
+}
+
+export type GatewayModelState = 'ready' | 'loading' | 'starting' | 'stopped' | 'stopping' | 'crashed';
+
+export interface GatewayModel {
+  name: string;
+  aliases: string[];
+  state: GatewayModelState | (string & {});
+  /** 0..1 while loading. */
+  progress: number | null;
+  on_demand: boolean;
+  pinned: boolean;
+  idle_ttl_s: number | null;
+  max_concurrent: number | null;
+  in_flight: number;
+  last_used_at_ms: UnixMillis | null;
+  /** The GPUs its profile places it on (the daemon sends it; not in the first contract). */
+  gpus?: number[];
+}
+
+/** A model stopped to make room for another, or for being idle. */
+export interface GatewayEviction {
+  at_ms: UnixMillis;
+  evicted: string;
+  /** The model that needed the room; empty for an idle stop. */
+  for_model: string;
+  reason: string;
+}
+
+/** GET /gateway. */
+export interface GatewayView {
+  base_url: string;
+  models: GatewayModel[];
+  evictions: GatewayEviction[];
+}
+
+export interface UsageCounts {
+  requests: number;
+  errors: number;
+  prompt_tokens: number;
+  completion_tokens: number;
+}
+
+export interface ModelUsage extends UsageCounts {
+  model: string;
+  median_ttft_ms: number | null;
+  median_decode_tps: number | null;
+}
+
+export interface KeyUsage extends UsageCounts {
+  /** null: requests without a key (or with one since deleted). */
+  key_id: number | null;
+  key_name: string;
+}
+
+export interface UsagePoint {
+  /** Start of the bucket. */
+  t: UnixMillis;
+  model: string;
+  requests: number;
+  prompt_tokens: number;
+  completion_tokens: number;
+}
+
+export type RequestStatus = 'ok' | 'error' | 'cancelled' | 'engine_error' | 'refused' | 'rate_limited';
+
+export interface RecentRequest {
+  at_ms: UnixMillis;
+  model: string;
+  key_name: string;
+  route: string;
+  stream: boolean;
+  status: RequestStatus | (string & {});
+  http_status: number;
+  prompt_tokens: number | null;
+  completion_tokens: number | null;
+  ttft_ms: number | null;
+  decode_tps: number | null;
+  duration_ms: number;
+  error: string | null;
+}
+
+/** GET /gateway/usage?from_ms=&to_ms=. */
+export interface GatewayUsage {
+  totals: UsageCounts;
+  by_model: ModelUsage[];
+  by_key: KeyUsage[];
+  series: { bucket_ms: number; points: UsagePoint[] };
+  recent: RecentRequest[];
 }

@@ -1,7 +1,9 @@
 // The Engines page's profile settings: what a user edits after saving a profile (autostart,
-// restart policy, address, API key, environment), read from and written back into the profile.
+// restart policy, address, API key, environment, how the gateway serves it), read from and written
+// back into the profile.
 
 import type { LaunchProfile, RestartPolicy } from '../api/types';
+import { applyGatewayForm, gatewayFormOf, type GatewayForm } from '../gateway/profile';
 
 export interface ProfileSettings {
   autostart: boolean;
@@ -14,6 +16,8 @@ export interface ProfileSettings {
   apiKey: string;
   /** KEY=VALUE, one a line. */
   env: string;
+  /** The gateway section (lib/gateway/profile.ts). */
+  gateway: GatewayForm;
 }
 
 const DEFAULT_RESTART = { max_restarts: 3, initial_backoff_ms: 1000, max_backoff_ms: 30000 };
@@ -30,6 +34,7 @@ export function settingsOf(p: LaunchProfile): ProfileSettings {
     env: Object.entries(p.env ?? {})
       .map(([k, v]) => `${k}=${v}`)
       .join('\n'),
+    gateway: gatewayFormOf(p.gateway),
   };
 }
 
@@ -60,6 +65,8 @@ export function applySettings(p: LaunchProfile, s: ProfileSettings): { profile: 
   }
   const parsed = parseEnv(s.env);
   if ('error' in parsed) return parsed;
+  const gw = applyGatewayForm(s.gateway);
+  if ('error' in gw) return gw;
   const previous = p.restart?.policy === 'on_failure' ? p.restart : { policy: 'on_failure' as const, ...DEFAULT_RESTART };
   const restart: RestartPolicy = s.restartOnFailure ? { ...previous, max_restarts: s.maxRestarts } : { policy: 'never' };
   return {
@@ -71,6 +78,7 @@ export function applySettings(p: LaunchProfile, s: ProfileSettings): { profile: 
       port: s.port,
       api_key: s.apiKey.trim() || null,
       env: parsed.env,
+      gateway: gw.gateway,
     },
   };
 }

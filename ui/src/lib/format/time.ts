@@ -25,3 +25,11 @@ export function formatDuration(ms: number): string {
   if (m > 0) return `${m} min`;
   return `${s} s`;
 }
+
+/** How long ago: "12 s ago", "5 min ago", "2 h 3 min ago"; "just now" under a second (and for a
+ *  clock a little ahead of this one). */
+export function formatAgo(atMs: number, nowMs: number): string {
+  const d = nowMs - atMs;
+  if (d < 1000) return 'just now';
+  return `${formatDuration(d)} ago`;
+}

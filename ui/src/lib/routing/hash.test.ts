@@ -23,6 +23,17 @@ describe('parseHash', () => {
   });
 });
 
+describe('gateway addresses', () => {
+  it('route the endpoint and its usage, both under Gateway', () => {
+    expect(parseHash('#/gateway')).toBe('gateway');
+    expect(parseHash('#/gateway/')).toBe('gateway');
+    expect(parseHash('#/gateway/usage')).toBe('usage');
+    expect(parseHash('#/gateway/usage?range=day')).toBe('usage');
+    expect(navRoute('gateway')).toBe('gateway');
+    expect(navRoute('usage')).toBe('gateway');
+  });
+});
+
 describe('planHash and hashParams', () => {
   it('round-trip a model path with slashes, spaces and a rig', () => {
     const path = '/home/u/models/GLM 5.2/GLM-5.2-IQ2-00001-of-00006.gguf';

@@ -1,14 +1,27 @@
-// Hash routes (#/, #/history, #/models, #/hub, #/hub/org/name, #/plan?model=…, #/instances, #/settings):
+// Hash routes (#/, #/history, #/models, #/hub, #/hub/org/name, #/plan?model=…, #/instances,
+// #/gateway, #/gateway/usage, #/settings):
 // the daemon serves one index.html, so routing stays on the client and a reload keeps the page.
 
-export type Route = 'dashboard' | 'history' | 'models' | 'hub' | 'hub-model' | 'plan' | 'instances' | 'settings';
+export type Route =
+  | 'dashboard'
+  | 'history'
+  | 'models'
+  | 'hub'
+  | 'hub-model'
+  | 'plan'
+  | 'instances'
+  | 'gateway'
+  | 'usage'
+  | 'settings';
 
-/** The navigation items; `plan` and the hub are reached from Models and show under it. */
+/** The navigation items; `plan` and the hub are reached from Models and show under it, the
+ *  gateway's usage under Gateway. */
 export const ROUTES: { route: Route; hash: string; label: string }[] = [
   { route: 'dashboard', hash: '#/', label: 'Dashboard' },
   { route: 'history', hash: '#/history', label: 'History' },
   { route: 'models', hash: '#/models', label: 'Models' },
   { route: 'instances', hash: '#/instances', label: 'Engines' },
+  { route: 'gateway', hash: '#/gateway', label: 'Gateway' },
   { route: 'settings', hash: '#/settings', label: 'Settings' },
 ];
 
@@ -26,6 +39,10 @@ export function parseHash(hash: string): Route {
       return 'plan';
     case '/instances':
       return 'instances';
+    case '/gateway':
+      return 'gateway';
+    case '/gateway/usage':
+      return 'usage';
     case '/settings':
       return 'settings';
     default:
@@ -35,6 +52,7 @@ export function parseHash(hash: string): Route {
 
 /** The nav item to highlight for a route. */
 export function navRoute(route: Route): Route {
+  if (route === 'usage') return 'gateway';
   return route === 'plan' || route === 'hub' || route === 'hub-model' ? 'models' : route;
 }
 
