@@ -1,6 +1,6 @@
 //! Rigdeck's GUI-free application layer: the store, settings, the token, the event bus, the model
 //! library, launch profiles and the instances service, wiring the domain crates (engines, hub,
-//! gateway, placement, telemetry, supervisor) together.
+//! gateway, chat, placement, telemetry, supervisor) together.
 //!
 //! Nothing in here knows about HTTP or windows; the server and the desktop shell wrap it.
 
@@ -20,6 +20,7 @@ pub mod telemetry;
 
 /// Engines, the planner, engine processes, collectors and findings live in their own crates;
 /// the core wires them to the rest.
+pub use rigdeck_chat as chat;
 pub use rigdeck_engines as engines;
 pub use rigdeck_gateway as gateway;
 pub use rigdeck_hub as hub;

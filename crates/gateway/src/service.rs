@@ -514,6 +514,14 @@ impl Gateway {
             .into_response()
     }
 
+    /// Where a ready model answers (for reading an engine's own properties).
+    pub fn upstream(&self, name: &str) -> Option<crate::fleet::Upstream> {
+        match self.fleet.state(name) {
+            ModelState::Ready(upstream) => Some(upstream),
+            _ => None,
+        }
+    }
+
     /// What the Gateway page shows.
     pub async fn status(&self) -> Result<GatewayStatus, String> {
         let models = self.fleet.models().await?;

@@ -200,6 +200,10 @@ pub async fn start(options: ServeOptions) -> anyhow::Result<RunningServer> {
         (Some(store), Some(instances)) => start_gateway(store, instances).await,
         _ => None,
     };
+    let chat = match (&store, &gateway) {
+        (Some(store), Some(gateway)) => start_chat(store, gateway, &bus).await,
+        _ => None,
+    };
     let (stop, stop_rx) = watch::channel(false);
     let state = Arc::new(AppState {
         stopping: stop_rx.clone(),
@@ -223,6 +227,7 @@ pub async fn start(options: ServeOptions) -> anyhow::Result<RunningServer> {
         hub_headers: Default::default(),
         dry_runs: Default::default(),
         gateway,
+        chat,
     });
     let serving = tokio::spawn(http::serve(listener, state.clone(), stop_rx));
     Ok(RunningServer {
@@ -252,6 +257,22 @@ async fn start_gateway(
         }
         Err(err) => {
             tracing::warn!("the gateway is off: cannot read its API keys: {err}");
+            None
+        }
+    }
+}
+
+/// Chat over the gateway; replies cut off by the last shutdown are marked interrupted.
+async fn start_chat(
+    store: &Store,
+    gateway: &Arc<rigdeck_core::gateway::Gateway>,
+    bus: &EventBus,
+) -> Option<Arc<rigdeck_core::chat::Chat>> {
+    let events = Arc::new(bus.clone());
+    match rigdeck_core::chat::Chat::start(store.pool().clone(), gateway.clone(), events).await {
+        Ok(chat) => Some(chat),
+        Err(err) => {
+            tracing::warn!("chat is off: {err}");
             None
         }
     }

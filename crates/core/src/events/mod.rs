@@ -42,6 +42,12 @@ pub enum Event {
     /// A running download's bytes, rate and time left (twice a second).
     #[serde(rename = "download.progress")]
     DownloadProgress(Arc<crate::downloads::DownloadView>),
+    /// A chat message was created or changed state (streaming, complete, stopped, failed).
+    #[serde(rename = "chat.message")]
+    ChatMessage(Arc<crate::chat::Message>),
+    /// Text appended to a reply being written.
+    #[serde(rename = "chat.delta")]
+    ChatDelta(Arc<crate::chat::Delta>),
 }
 
 impl Event {
@@ -50,12 +56,18 @@ impl Event {
     /// lines cannot push an `instance.state` out of a slow client's queue.
     pub fn is_bulk(&self) -> bool {
         match self {
-            Event::TelemetryFrame(_) | Event::InstanceLog(_) | Event::DownloadProgress(_) => true,
+            Event::TelemetryFrame(_)
+            | Event::InstanceLog(_)
+            | Event::DownloadProgress(_)
+            | Event::ChatDelta(_) => true,
             // A build's progress is bulk (the next report says where it is); its end is state.
             Event::EngineBuild(progress) => {
                 !matches!(progress.step, BuildStep::Done | BuildStep::Failed)
             }
-            Event::LibraryChanged(_) | Event::InstanceState(_) | Event::DownloadState(_) => false,
+            Event::LibraryChanged(_)
+            | Event::InstanceState(_)
+            | Event::DownloadState(_)
+            | Event::ChatMessage(_) => false,
         }
     }
 }
@@ -126,6 +138,17 @@ impl InstanceEvents for EventBus {
 
     fn log(&self, line: InstanceLog) {
         self.publish(Event::InstanceLog(Arc::new(line)));
+    }
+}
+
+/// Chat replies report on the bus, as `chat.message` and `chat.delta`.
+impl crate::chat::ChatEvents for EventBus {
+    fn message(&self, message: &crate::chat::Message) {
+        self.publish(Event::ChatMessage(Arc::new(message.clone())));
+    }
+
+    fn delta(&self, delta: &crate::chat::Delta) {
+        self.publish(Event::ChatDelta(Arc::new(delta.clone())));
     }
 }
 

@@ -17,6 +17,8 @@ pub struct Tally {
     pub cached_tokens: Option<u64>,
     /// From llama.cpp's `timings.predicted_per_second`.
     pub engine_decode_tps: Option<f64>,
+    /// From llama.cpp's `timings.prompt_per_second`.
+    pub engine_prompt_tps: Option<f64>,
     /// An error the engine reported in its answer.
     pub error: Option<String>,
 }
@@ -95,6 +97,8 @@ impl Tally {
             let number = |k: &str| timings.get(k).and_then(Value::as_u64);
             let tps = timings.get("predicted_per_second").and_then(Value::as_f64);
             self.engine_decode_tps = tps.filter(|t| t.is_finite() && *t > 0.0);
+            let prompt_tps = timings.get("prompt_per_second").and_then(Value::as_f64);
+            self.engine_prompt_tps = prompt_tps.filter(|t| t.is_finite() && *t > 0.0);
             if self.prompt_tokens.is_none() {
                 if let Some(n) = number("prompt_n") {
                     self.prompt_tokens = Some(n + number("cache_n").unwrap_or(0));

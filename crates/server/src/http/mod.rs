@@ -1,6 +1,7 @@
 //! The HTTP surface: routes, shared state and the serve loop.
 
 mod api;
+mod chat;
 mod error;
 mod gateway;
 mod guard;
@@ -18,7 +19,7 @@ use std::sync::atomic::AtomicUsize;
 use std::sync::{Arc, Mutex, PoisonError};
 
 use axum::http::Method;
-use axum::routing::{delete, get, post, put, MethodRouter};
+use axum::routing::{delete, get, patch, post, put, MethodRouter};
 use axum::Router;
 use rigdeck_core::auth::ApiToken;
 use rigdeck_core::events::EventBus;
@@ -65,6 +66,8 @@ pub struct AppState {
     pub dry_runs: rigdeck_core::dry_run::DryRuns,
     /// The OpenAI/Anthropic endpoint (`None` without a database).
     pub gateway: Option<Arc<rigdeck_core::gateway::Gateway>>,
+    /// Conversations and replies (`None` without a database).
+    pub chat: Option<Arc<rigdeck_core::chat::Chat>>,
 }
 
 impl AppState {
@@ -197,6 +200,36 @@ fn api_endpoints() -> Vec<Endpoint> {
         at(Method::DELETE, "/keys/{id}", delete(gateway::revoke_key)),
         at(Method::GET, "/gateway", get(gateway::status)),
         at(Method::GET, "/gateway/usage", get(gateway::usage)),
+        at(Method::GET, "/chat/models", get(chat::models)),
+        at(Method::GET, "/chat/conversations", get(chat::list)),
+        at(Method::POST, "/chat/conversations", post(chat::create)),
+        at(Method::GET, "/chat/conversations/{id}", get(chat::get)),
+        at(
+            Method::PATCH,
+            "/chat/conversations/{id}",
+            patch(chat::change),
+        ),
+        at(
+            Method::DELETE,
+            "/chat/conversations/{id}",
+            delete(chat::delete),
+        ),
+        at(
+            Method::POST,
+            "/chat/conversations/{id}/messages",
+            post(chat::send),
+        ),
+        at(
+            Method::GET,
+            "/chat/conversations/{id}/export",
+            get(chat::export),
+        ),
+        at(
+            Method::POST,
+            "/chat/messages/{id}/regenerate",
+            post(chat::regenerate),
+        ),
+        at(Method::POST, "/chat/messages/{id}/stop", post(chat::stop)),
         at(Method::GET, "/events", get(ws::events)),
     ]
 }

@@ -3,6 +3,8 @@
 
 #![allow(dead_code)]
 
+pub mod engine_rig;
+
 use std::path::{Path, PathBuf};
 
 use rigdeck_core::paths::AppPaths;

@@ -1,0 +1,270 @@
+//! The chat API under `/api/v1/chat`: conversations, messages (send, regenerate, stop), export,
+//! and the models a conversation can use. Thin wrappers over `rigdeck_chat::Chat`; replies
+//! stream to the UI as `chat.delta` and `chat.message` events on the WebSocket.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::extract::{Path, Query, State};
+use axum::http::{header, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use rigdeck_core::chat::{
+    export, Chat, ChatError, Conversation, ConversationChange, ConversationSummary, Message,
+    NewConversation, NewMessage,
+};
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Value};
+
+use super::error::ApiError;
+use super::AppState;
+
+type ApiResult<T> = Result<T, ApiError>;
+
+fn chat(state: &AppState) -> ApiResult<&Arc<Chat>> {
+    state.chat.as_ref().ok_or_else(|| {
+        ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "no_database",
+            "chat needs the database, which could not be opened: see the daemon's log",
+        )
+    })
+}
+
+fn chat_error(err: ChatError) -> ApiError {
+    let (status, code) = match &err {
+        ChatError::NoConversation(_) => (StatusCode::NOT_FOUND, "no_such_conversation"),
+        ChatError::NoMessage(_) => (StatusCode::NOT_FOUND, "no_such_message"),
+        ChatError::Invalid(_) => (StatusCode::BAD_REQUEST, "invalid_message"),
+        ChatError::Query(_) => (StatusCode::INTERNAL_SERVER_ERROR, "database"),
+    };
+    ApiError::new(status, code, err.to_string())
+}
+
+#[derive(Debug, Deserialize)]
+pub struct ListQuery {
+    q: Option<String>,
+}
+
+pub async fn list(
+    State(state): State<Arc<AppState>>,
+    Query(query): Query<ListQuery>,
+) -> ApiResult<Json<Vec<ConversationSummary>>> {
+    let list = chat(&state)?
+        .store()
+        .list(query.q.as_deref())
+        .await
+        .map_err(chat_error)?;
+    Ok(Json(list))
+}
+
+pub async fn create(
+    State(state): State<Arc<AppState>>,
+    Json(new): Json<NewConversation>,
+) -> ApiResult<(StatusCode, Json<Conversation>)> {
+    let created = chat(&state)?
+        .create(new, rigdeck_core::now_ms())
+        .await
+        .map_err(chat_error)?;
+    Ok((StatusCode::CREATED, Json(created)))
+}
+
+pub async fn get(
+    State(state): State<Arc<AppState>>,
+    Path(id): Path<i64>,
+) -> ApiResult<Json<Value>> {
+    let chat = chat(&state)?;
+    let conversation = chat.store().conversation(id).await.map_err(chat_error)?;
+    let messages = chat.store().messages(id).await.map_err(chat_error)?;
+    Ok(Json(
+        json!({"conversation": conversation, "messages": messages}),
+    ))
+}
+
+pub async fn change(
+    State(state): State<Arc<AppState>>,
+    Path(id): Path<i64>,
+    Json(change): Json<ConversationChange>,
+) -> ApiResult<Json<Conversation>> {
+    let changed = chat(&state)?
+        .change(id, change, rigdeck_core::now_ms())
+        .await
+        .map_err(chat_error)?;
+    Ok(Json(changed))
+}
+
+pub async fn delete(
+    State(state): State<Arc<AppState>>,
+    Path(id): Path<i64>,
+) -> ApiResult<StatusCode> {
+    chat(&state)?.store().delete(id).await.map_err(chat_error)?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+#[derive(Debug, Serialize)]
+pub struct Sent {
+    user: Message,
+    assistant: Message,
+}
+
+pub async fn send(
+    State(state): State<Arc<AppState>>,
+    Path(id): Path<i64>,
+    Json(new): Json<NewMessage>,
+) -> ApiResult<(StatusCode, Json<Sent>)> {
+    let (user, assistant) = chat(&state)?
+        .send(id, new, rigdeck_core::now_ms())
+        .await
+        .map_err(chat_error)?;
+    Ok((StatusCode::ACCEPTED, Json(Sent { user, assistant })))
+}
+
+pub async fn regenerate(
+    State(state): State<Arc<AppState>>,
+    Path(id): Path<i64>,
+) -> ApiResult<(StatusCode, Json<Value>)> {
+    let assistant = chat(&state)?
+        .regenerate(id, rigdeck_core::now_ms())
+        .await
+        .map_err(chat_error)?;
+    Ok((StatusCode::ACCEPTED, Json(json!({"assistant": assistant}))))
+}
+
+pub async fn stop(
+    State(state): State<Arc<AppState>>,
+    Path(id): Path<i64>,
+) -> ApiResult<Json<Message>> {
+    Ok(Json(chat(&state)?.stop(id).await.map_err(chat_error)?))
+}
+
+#[derive(Debug, Deserialize)]
+pub struct ExportQuery {
+    format: Option<String>,
+}
+
+pub async fn export(
+    State(state): State<Arc<AppState>>,
+    Path(id): Path<i64>,
+    Query(query): Query<ExportQuery>,
+) -> ApiResult<Response> {
+    let chat = chat(&state)?;
+    let conversation = chat.store().conversation(id).await.map_err(chat_error)?;
+    let messages = chat.store().messages(id).await.map_err(chat_error)?;
+    let (text, content_type, extension) = match query.format.as_deref().unwrap_or("markdown") {
+        "markdown" | "md" => (
+            export::markdown(&conversation, &messages),
+            "text/markdown; charset=utf-8",
+            "md",
+        ),
+        "json" => (
+            export::json(&conversation, &messages),
+            "application/json",
+            "json",
+        ),
+        other => {
+            return Err(ApiError::new(
+                StatusCode::BAD_REQUEST,
+                "bad_format",
+                format!("no export format '{other}': use format=markdown or format=json"),
+            ))
+        }
+    };
+    let disposition = format!("attachment; filename=\"conversation-{id}.{extension}\"");
+    Ok((
+        [
+            (header::CONTENT_TYPE, content_type.to_owned()),
+            (header::CONTENT_DISPOSITION, disposition),
+        ],
+        text,
+    )
+        .into_response())
+}
+
+/// A model a conversation can use, with what the chat window needs to know about it.
+#[derive(Debug, Serialize)]
+pub struct ChatModel {
+    name: String,
+    aliases: Vec<String>,
+    state: &'static str,
+    on_demand: bool,
+    /// The running engine's context size (tokens), else the profile's; `None` when unknown.
+    context: Option<u64>,
+    /// Served with a vision projector.
+    vision: bool,
+}
+
+/// `GET /chat/models`: every profile, with the engine's own context size and vision support
+/// when it runs (llama-server's `/props`), else what the profile says.
+pub async fn models(State(state): State<Arc<AppState>>) -> ApiResult<Json<Vec<ChatModel>>> {
+    let Some(gateway) = state.gateway.clone() else {
+        return Err(chat_error(ChatError::Invalid(
+            "the gateway is off: see the daemon's log".into(),
+        )));
+    };
+    let status = gateway
+        .status()
+        .await
+        .map_err(|err| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "database", err))?;
+    let profiles = match &state.store {
+        Some(store) => store.launch_profiles().await.unwrap_or_default(),
+        None => Vec::new(),
+    };
+    let client = reqwest::Client::builder()
+        .timeout(Duration::from_secs(2))
+        .build()
+        .map_err(|err| {
+            ApiError::new(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "internal",
+                err.to_string(),
+            )
+        })?;
+    let mut models = Vec::new();
+    for model in status.models {
+        let profile = profiles.iter().find(|p| p.name == model.name);
+        let profile_context = profile
+            .map(|p| u64::from(p.placement.context))
+            .filter(|c| *c > 0);
+        let profile_vision = profile.is_some_and(|p| {
+            p.extra_args
+                .iter()
+                .any(|a| a == "--mmproj" || a == "-mm" || a.starts_with("--mmproj="))
+        });
+        let props = match gateway.upstream(&model.name) {
+            Some(upstream) => {
+                engine_props(&client, &upstream.base_url, upstream.api_key.as_deref()).await
+            }
+            None => None,
+        };
+        models.push(ChatModel {
+            context: props.as_ref().and_then(|p| p.0).or(profile_context),
+            vision: props.as_ref().map_or(profile_vision, |p| p.1),
+            state: model.state,
+            on_demand: model.on_demand,
+            aliases: model.aliases,
+            name: model.name,
+        });
+    }
+    Ok(Json(models))
+}
+
+/// llama-server's `/props`: the context per slot and whether it takes images.
+async fn engine_props(
+    client: &reqwest::Client,
+    base_url: &str,
+    key: Option<&str>,
+) -> Option<(Option<u64>, bool)> {
+    let mut request = client.get(format!("{base_url}/props"));
+    if let Some(key) = key {
+        request = request.bearer_auth(key);
+    }
+    let props: Value = request.send().await.ok()?.json().await.ok()?;
+    let context = props
+        .pointer("/default_generation_settings/n_ctx")
+        .and_then(Value::as_u64);
+    let vision = props
+        .pointer("/modalities/vision")
+        .and_then(Value::as_bool)
+        .unwrap_or(false);
+    Some((context, vision))
+}

@@ -1,0 +1,124 @@
+//! A test daemon with the real llama-server (Rigdeck's cached CPU build) registered and the
+//! tiny model written: launch profiles, instances, API keys and usage through the API.
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use rigdeck_core::engines::registry::{self, EngineBuild};
+use rigdeck_core::store::Store;
+use serde_json::{json, Value};
+
+use super::{llama_server, tiny_runnable, TestServer};
+
+pub const READY: Duration = Duration::from_secs(120);
+
+pub struct Rig {
+    pub t: TestServer,
+    pub build: EngineBuild,
+    pub model: PathBuf,
+}
+
+impl Rig {
+    pub async fn start(fixture: &str) -> Self {
+        let t = TestServer::start(fixture).await;
+        let program = llama_server().await;
+        let store = Store::open(&t.dir.path().join("data/rigdeck.db"))
+            .await
+            .unwrap();
+        let build = registry::register_path(&store, &program, None, None, 0)
+            .await
+            .unwrap();
+        let model = tiny_runnable(t.dir.path());
+        Self { t, build, model }
+    }
+
+    pub async fn api(&self, method: &str, path: &str, body: Option<Value>) -> (u16, Value) {
+        let method = reqwest::Method::from_bytes(method.as_bytes()).unwrap();
+        let mut request = self
+            .t
+            .client
+            .request(method, self.t.url(path))
+            .bearer_auth(self.t.server.token());
+        if let Some(body) = body {
+            request = request.json(&body);
+        }
+        let response = request.send().await.unwrap();
+        let status = response.status().as_u16();
+        let text = response.text().await.unwrap();
+        (
+            status,
+            serde_json::from_str(&text).unwrap_or(Value::String(text)),
+        )
+    }
+
+    /// A profile for the tiny model; `patch` overrides fields.
+    pub async fn profile(&self, name: &str, patch: Value) {
+        let mut body = json!({"name": name, "engine_build_id": self.build.id, "model": self.model,
+            "restart": {"policy": "never"}, "extra_args": ["--metrics"]});
+        body["placement"] = json!({"context": 8192, "threads": 1});
+        for (k, v) in patch.as_object().unwrap() {
+            body[k] = v.clone();
+        }
+        let (status, saved) = self.api("POST", "/api/v1/profiles", Some(body)).await;
+        assert_eq!(status, 201, "{saved}");
+    }
+
+    pub async fn instance(&self, name: &str) -> Value {
+        let (_, all) = self.api("GET", "/api/v1/instances", None).await;
+        all.as_array()
+            .unwrap()
+            .iter()
+            .find(|v| v["name"] == name)
+            .cloned()
+            .unwrap_or(Value::Null)
+    }
+
+    pub async fn wait_phase(&self, name: &str, phase: &str, within: Duration) -> Value {
+        let deadline = Instant::now() + within;
+        loop {
+            let view = self.instance(name).await;
+            if view["phase"] == phase {
+                return view;
+            }
+            assert!(Instant::now() < deadline, "{name} never {phase}: {view}");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    pub async fn run(&self, name: &str) -> Value {
+        let (status, view) = self
+            .api(
+                "POST",
+                &format!("/api/v1/profiles/{name}/start"),
+                Some(json!({})),
+            )
+            .await;
+        assert_eq!(status, 200, "{view}");
+        self.wait_phase(name, "ready", READY).await
+    }
+
+    pub async fn key(&self, name: &str) -> (i64, String) {
+        let (status, created) = self
+            .api("POST", "/api/v1/keys", Some(json!({"name": name})))
+            .await;
+        assert_eq!(status, 201, "{created}");
+        (
+            created["key"]["id"].as_i64().unwrap(),
+            created["secret"].as_str().unwrap().to_owned(),
+        )
+    }
+
+    pub fn v1(&self, path: &str, key: Option<&str>) -> reqwest::RequestBuilder {
+        let request = self.t.client.post(self.t.url(path));
+        match key {
+            Some(key) => request.bearer_auth(key),
+            None => request,
+        }
+    }
+
+    pub async fn usage(&self) -> Value {
+        let (status, usage) = self.api("GET", "/api/v1/gateway/usage", None).await;
+        assert_eq!(status, 200, "{usage}");
+        usage
+    }
+}
