@@ -7,7 +7,7 @@ DEBUG := $(CARGO_TARGET_DIR)/debug
 RELEASE := $(CARGO_TARGET_DIR)/release
 ARTIFACTS ?= $(CURDIR)/tests/artifacts
 
-.PHONY: run setup ui build test test-rust test-ui test-e2e test-desktop test-hub bench bench-download lint
+.PHONY: run setup ui build test test-rust test-ui test-e2e test-desktop test-hub bench bench-download bench-gateway lint
 
 ## run: install what is missing, build, prepare the bundled llama.cpp engine (CUDA when NVIDIA GPUs
 ## and nvcc are there, else CPU; reused afterwards), open the desktop app (or `rigdeck serve`
@@ -75,6 +75,12 @@ test-hub: test-rust
 ## cold and with a kill -9 at 50 %): throughput and CPU per GB, as ratios
 bench-download:
 	bash tests/bench/download_vs_hf.sh
+
+## bench-gateway: Rigdeck's gateway against LiteLLM's proxy on one fake engine with fixed timings
+## (1, 16 and 64 streams): added latency per chunk and to the first token, throughput against
+## direct, the proxy's CPU and RSS
+bench-gateway:
+	bash tests/bench/gateway_vs_litellm.sh
 
 ## bench: telemetry cost of `rigdeck serve` (8 GPUs + host at 1 Hz, 60 s idle and 60 s with a browser),
 ## then reading + planning a GLM-5.2-shaped split model, and its headers over HTTP

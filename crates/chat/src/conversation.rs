@@ -133,7 +133,7 @@ pub struct Stats {
     pub duration_ms: Option<f64>,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Message {
     pub id: i64,
     pub conversation_id: i64,

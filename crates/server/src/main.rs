@@ -27,6 +27,8 @@ fn main() -> ExitCode {
         Command::Ps(args) => cli::run::ps(args),
         Command::Stop(args) => cli::run::stop(args),
         Command::Logs(args) => cli::run::logs(args),
+        Command::Keys(args) => cli::keys::run(args),
+        Command::Chat(args) => cli::chat::run(args),
     };
     match outcome {
         Ok(code) => code,

@@ -279,6 +279,28 @@ async fn a_conversation_streams_stops_branches_searches_and_exports() {
         )
         .await;
     assert_eq!(exported["messages"].as_array().unwrap().len(), 7);
+
+    // The terminal chat: one message, the reply streamed, its figures, stored like the rest.
+    let (ok, stdout, stderr) = rig
+        .cli(&[
+            "chat",
+            "tiny",
+            "-m",
+            "Hello from the terminal",
+            "--max-tokens",
+            "8",
+        ])
+        .await;
+    assert!(ok, "{stdout}\n{stderr}");
+    assert!(!stdout.trim().is_empty(), "no reply text: {stderr}");
+    assert!(stderr.contains("[8 tokens · first token"), "{stderr}");
+    let (_, found) = rig
+        .api("GET", "/api/v1/chat/conversations?q=terminal", None)
+        .await;
+    assert_eq!(found.as_array().unwrap().len(), 1);
+    let (ok, _, stderr) = rig.cli(&["chat", "nope", "-m", "Hi"]).await;
+    assert!(!ok);
+    assert!(stderr.contains("no model named 'nope'"), "{stderr}");
 }
 
 struct Daemon(Child);

@@ -285,6 +285,23 @@ async fn routes_by_name_and_alias_streams_and_records_the_engines_counts() {
         .unwrap();
     assert_eq!(anonymous.status().as_u16(), 401);
 
+    // Keys from the command line work the same.
+    let (ok, secret, stderr) = rig.cli(&["keys", "create", "script"]).await;
+    assert!(ok, "{stderr}");
+    assert!(stderr.contains("only time its secret is shown"), "{stderr}");
+    let from_cli = rig
+        .v1("/v1/chat/completions", Some(secret.trim()))
+        .json(&chat("beta", false, 1))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(from_cli.status().as_u16(), 200);
+    let (ok, listed, _) = rig.cli(&["keys", "list"]).await;
+    assert!(
+        ok && listed.contains("script") && listed.contains("aider"),
+        "{listed}"
+    );
+
     // A revoked key stops working at once.
     let (status, revoked) = rig
         .api("DELETE", &format!("/api/v1/keys/{key_id}"), None)

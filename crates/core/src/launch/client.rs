@@ -65,6 +65,27 @@ impl DaemonClient {
         self.send(reqwest::Method::DELETE, path, None).await
     }
 
+    pub async fn patch(&self, path: &str, body: &Value) -> Result<Value, ClientError> {
+        self.send(reqwest::Method::PATCH, path, Some(body)).await
+    }
+
+    /// GET of a stream (server-sent events): the response once its headers are in.
+    pub async fn open_stream(&self, path: &str) -> Result<reqwest::Response, ClientError> {
+        let response = self
+            .http
+            .get(format!("{}{path}", self.base_url))
+            .bearer_auth(&self.token)
+            .send()
+            .await
+            .map_err(|_| self.no_daemon())?;
+        let status = response.status();
+        if !status.is_success() {
+            let text = response.text().await.map_err(|e| self.unexpected(e))?;
+            return Err(api_error(status.as_u16(), &text));
+        }
+        Ok(response)
+    }
+
     /// GET returning the body as text (exports).
     pub async fn get_text(&self, path: &str) -> Result<String, ClientError> {
         let response = self

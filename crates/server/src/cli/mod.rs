@@ -1,9 +1,11 @@
 //! The `rigdeck` command line: one subcommand per module.
 
+pub mod chat;
 pub mod desktop;
 pub mod engines;
 pub mod gpus;
 pub mod hub;
+pub mod keys;
 pub mod models;
 pub mod plan;
 pub mod profiles;
@@ -64,6 +66,10 @@ pub enum Command {
     Stop(run::StopArgs),
     /// Print an instance's log lines (searchable); --follow keeps printing.
     Logs(run::LogsArgs),
+    /// The gateway's API keys: list, create (prints the secret once), revoke.
+    Keys(keys::KeysArgs),
+    /// Chat with a model in the terminal (stored like the Chat page's conversations).
+    Chat(chat::ChatArgs),
 }
 
 /// Logs to stderr; `RUST_LOG` overrides the level (e.g. `RUST_LOG=debug`).

@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+use rigdeck_core::gateway::ServePolicy;
 use rigdeck_core::launch::{LaunchProfile, RestartSetting};
 use rigdeck_core::placement::{KvType, PlacementOptions};
 use serde_json::{json, Value};
@@ -105,6 +106,21 @@ pub struct CreateArgs {
     /// when their planned VRAM fits together).
     #[arg(long)]
     pub autostart: bool,
+    /// Another name the gateway answers to for this model; repeatable.
+    #[arg(long = "alias", value_name = "NAME")]
+    pub aliases: Vec<String>,
+    /// Start it when a gateway request names it (under the VRAM admission check).
+    #[arg(long)]
+    pub on_demand: bool,
+    /// Never stop it to make room for another model.
+    #[arg(long)]
+    pub pinned: bool,
+    /// Stop it after this many seconds without a gateway request.
+    #[arg(long, value_name = "SECONDS")]
+    pub idle_ttl: Option<u64>,
+    /// Gateway requests at once; more are answered 429 with Retry-After.
+    #[arg(long, value_name = "N")]
+    pub max_concurrent: Option<u32>,
     /// Extra engine arguments (after `--`).
     #[arg(last = true)]
     pub extra: Vec<String>,
@@ -124,6 +140,13 @@ pub fn profile_from(args: &CreateArgs) -> anyhow::Result<LaunchProfile> {
         engine_build_id: args.engine,
         model: std::path::absolute(&args.model)?,
         ..LaunchProfile::default()
+    };
+    profile.gateway = ServePolicy {
+        aliases: args.aliases.clone(),
+        on_demand: args.on_demand,
+        pinned: args.pinned,
+        idle_ttl_s: args.idle_ttl,
+        max_concurrent: args.max_concurrent,
     };
     let p = &mut profile.placement;
     if let Some(ctx) = args.ctx {

@@ -63,7 +63,7 @@ pub fn client() -> anyhow::Result<DaemonClient> {
     Ok(DaemonClient::new(url, token.trim()))
 }
 
-fn block_on<F: std::future::Future<Output = anyhow::Result<ExitCode>>>(
+pub(crate) fn block_on<F: std::future::Future<Output = anyhow::Result<ExitCode>>>(
     future: F,
 ) -> anyhow::Result<ExitCode> {
     tokio::runtime::Runtime::new()?.block_on(future)

@@ -16,6 +16,8 @@ use rigdeck_core::chat::{
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
+use rigdeck_core::events::Event;
+
 use super::error::ApiError;
 use super::AppState;
 
@@ -267,4 +269,61 @@ async fn engine_props(
         .and_then(Value::as_bool)
         .unwrap_or(false);
     Some((context, vision))
+}
+
+/// `GET /chat/conversations/{id}/events`: this conversation's `chat.message` and `chat.delta`
+/// events as server-sent events, for clients without the WebSocket (`rigdeck chat`). Open it
+/// before sending, so no delta of the reply is missed.
+pub async fn conversation_events(
+    State(state): State<Arc<AppState>>,
+    Path(id): Path<i64>,
+) -> ApiResult<Response> {
+    chat(&state)?
+        .store()
+        .conversation(id)
+        .await
+        .map_err(chat_error)?;
+    let subscription = state.bus.subscribe();
+    let stopping = state.stopping.clone();
+    let stream = futures_util::stream::unfold(
+        (subscription, stopping),
+        move |(mut sub, mut stopping)| async move {
+            loop {
+                let event = tokio::select! {
+                    event = sub.state.recv() => event,
+                    event = sub.bulk.recv() => event,
+                    _ = stopping.wait_for(|s| *s) => return None,
+                };
+                let event = match event {
+                    Ok(event) => event,
+                    // A client that fell behind is told, and refetches the conversation.
+                    Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {
+                        let line = bytes::Bytes::from_static(b"event: lagged\ndata: {}\n\n");
+                        return Some((Ok::<_, std::convert::Infallible>(line), (sub, stopping)));
+                    }
+                    Err(tokio::sync::broadcast::error::RecvError::Closed) => return None,
+                };
+                let mine = match event.as_ref() {
+                    Event::ChatMessage(m) => m.conversation_id == id,
+                    Event::ChatDelta(d) => d.conversation_id == id,
+                    _ => false,
+                };
+                if mine {
+                    let text = serde_json::to_string(event.as_ref()).unwrap_or_default();
+                    return Some((
+                        Ok(bytes::Bytes::from(format!("data: {text}\n\n"))),
+                        (sub, stopping),
+                    ));
+                }
+            }
+        },
+    );
+    Ok((
+        [
+            (header::CONTENT_TYPE, "text/event-stream"),
+            (header::CACHE_CONTROL, "no-cache"),
+        ],
+        axum::body::Body::from_stream(stream),
+    )
+        .into_response())
 }

@@ -225,6 +225,11 @@ fn api_endpoints() -> Vec<Endpoint> {
             get(chat::export),
         ),
         at(
+            Method::GET,
+            "/chat/conversations/{id}/events",
+            get(chat::conversation_events),
+        ),
+        at(
             Method::POST,
             "/chat/messages/{id}/regenerate",
             post(chat::regenerate),

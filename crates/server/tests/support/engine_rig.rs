@@ -121,4 +121,19 @@ impl Rig {
         assert_eq!(status, 200, "{usage}");
         usage
     }
+
+    /// Runs `rigdeck ARGS` against this daemon (its URL and token), off the async workers.
+    pub async fn cli(&self, args: &[&str]) -> (bool, String, String) {
+        let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_rigdeck"));
+        command
+            .args(args)
+            .env("RIGDECK_URL", self.t.url(""))
+            .env("RIGDECK_CONFIG_DIR", self.t.dir.path().join("config"))
+            .env("RIGDECK_DATA_DIR", self.t.dir.path().join("data"));
+        let output = tokio::task::spawn_blocking(move || command.output().expect("run rigdeck"))
+            .await
+            .unwrap();
+        let (stdout, stderr) = super::output_text(&output);
+        (output.status.success(), stdout, stderr)
+    }
 }
