@@ -42,6 +42,9 @@ pub struct GatewayOptions {
     pub progress_every: Duration,
     /// How often the state of a loading model is read.
     pub poll_every: Duration,
+    /// How long a stream waits for a client that stopped reading before the engine's
+    /// connection is closed.
+    pub client_stall: Duration,
 }
 
 impl Default for GatewayOptions {
@@ -50,6 +53,7 @@ impl Default for GatewayOptions {
             load_timeout: Duration::from_secs(15 * 60),
             progress_every: Duration::from_secs(1),
             poll_every: Duration::from_millis(100),
+            client_stall: Duration::from_secs(120),
         }
     }
 }
@@ -188,7 +192,16 @@ impl Gateway {
         match self.fleet.state(&entry.name) {
             ModelState::Ready(upstream) => {
                 let end = call.end_guard(in_flight);
-                match proxy::forward(&self.client, &request, &upstream, &entry.name, end).await {
+                match proxy::forward(
+                    &self.client,
+                    &request,
+                    &upstream,
+                    &entry.name,
+                    end,
+                    self.options.client_stall,
+                )
+                .await
+                {
                     Ok(response) => response,
                     Err((err, mut end)) => {
                         end.http_status = err.status().as_u16();
@@ -421,7 +434,16 @@ impl Gateway {
         let end = call.end_guard(in_flight);
         match self.upstream_after(&entry, &mut load).await {
             Ok(upstream) => {
-                match proxy::forward(&self.client, &request, &upstream, &entry.name, end).await {
+                match proxy::forward(
+                    &self.client,
+                    &request,
+                    &upstream,
+                    &entry.name,
+                    end,
+                    self.options.client_stall,
+                )
+                .await
+                {
                     Ok(response) => response,
                     Err((err, end)) => fail(end, err, Outcome::EngineError).response(dialect),
                 }
@@ -750,7 +772,8 @@ impl LoadWait {
             end.finish(Outcome::Error, &Tally::default(), Some(err.message.clone()));
             return error_step(err, dialect);
         }
-        next_from(proxy::relay(answer, &request, &entry.name, end)).await
+        let stall = gateway.options.client_stall;
+        next_from(proxy::relay(answer, &request, &entry.name, end, stall)).await
     }
 }
 

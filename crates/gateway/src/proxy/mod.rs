@@ -6,6 +6,8 @@ pub mod relay;
 pub mod sse;
 pub mod tally;
 
+use std::time::Duration;
+
 use axum::body::Body;
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::Response;
@@ -24,9 +26,10 @@ pub async fn forward(
     upstream: &Upstream,
     model: &str,
     end: EndGuard,
+    stall: Duration,
 ) -> Result<Response, (GatewayError, EndGuard)> {
     match open(client, request, upstream, model).await {
-        Ok(answer) => Ok(relay_response(answer, request, model, end)),
+        Ok(answer) => Ok(relay_response(answer, request, model, end, stall)),
         Err(err) => Err((err, end)),
     }
 }
@@ -72,6 +75,7 @@ pub fn relay(
     request: &GatewayRequest,
     model: &str,
     mut end: EndGuard,
+    stall: Duration,
 ) -> Relay {
     end.http_status = answer.status().as_u16();
     let events = is_event_stream(&answer);
@@ -82,6 +86,7 @@ pub fn relay(
         request.route.dialect(),
         model.to_owned(),
         end,
+        stall,
     )
 }
 
@@ -90,11 +95,12 @@ fn relay_response(
     request: &GatewayRequest,
     model: &str,
     end: EndGuard,
+    stall: Duration,
 ) -> Response {
     let status = answer.status();
     let content_type = answer.headers().get(header::CONTENT_TYPE).cloned();
     let events = is_event_stream(&answer);
-    let body = Body::from_stream(relay(answer, request, model, end));
+    let body = Body::from_stream(relay(answer, request, model, end, stall));
     let mut response = Response::new(body);
     *response.status_mut() =
         StatusCode::from_u16(status.as_u16()).unwrap_or(StatusCode::BAD_GATEWAY);

@@ -2,11 +2,14 @@
 //! events for a stream), read on the way by the [`Tally`], and the request is recorded once
 //! when it ends: normally, with an engine that stopped mid-reply (the client then gets a final
 //! error event), or with a client that went away (dropping the relay drops the upstream
-//! connection, which cancels the engine's work).
+//! connection, which cancels the engine's work). A client that keeps its connection but stops
+//! reading is found by a watchdog: the engine's connection is closed and the request recorded.
 
 use std::pin::Pin;
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::task::{Context, Poll};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
 use futures_util::stream::BoxStream;
@@ -14,6 +17,7 @@ use futures_util::Stream;
 
 use super::sse::{self, EventSplitter};
 use super::tally::Tally;
+use crate::clock::now_ms;
 use crate::error::{Dialect, ErrorKind, GatewayError};
 use crate::usage::Outcome;
 
@@ -72,29 +76,54 @@ enum Framing {
     Whole(BytesMut),
 }
 
+type Upstream = BoxStream<'static, reqwest::Result<Bytes>>;
+
+/// What the relay shares with its watchdog.
+struct Shared {
+    /// Taken (and so closed) by the watchdog when the client stops reading.
+    upstream: Mutex<Option<Upstream>>,
+    end: Mutex<EndGuard>,
+    /// When the last chunk went to the client's side; 0 while the engine has nothing to send.
+    handed_at_ms: AtomicI64,
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
 /// The upstream body, relayed.
 pub struct Relay {
-    upstream: BoxStream<'static, reqwest::Result<Bytes>>,
+    shared: Arc<Shared>,
     framing: Framing,
     tally: Tally,
     drop_usage_chunk: bool,
     dialect: Dialect,
     model: String,
-    end: EndGuard,
     done: bool,
 }
 
 impl Relay {
+    /// `stall`: how long a stream may wait for the client to take a chunk before the engine's
+    /// connection is closed.
     pub fn new(
-        upstream: BoxStream<'static, reqwest::Result<Bytes>>,
+        upstream: Upstream,
         events: bool,
         drop_usage_chunk: bool,
         dialect: Dialect,
         model: String,
         end: EndGuard,
+        stall: Duration,
     ) -> Self {
+        let shared = Arc::new(Shared {
+            upstream: Mutex::new(Some(upstream)),
+            end: Mutex::new(end),
+            handed_at_ms: AtomicI64::new(0),
+        });
+        if events {
+            tokio::spawn(watch_client(Arc::downgrade(&shared), stall));
+        }
         Self {
-            upstream,
+            shared,
             framing: if events {
                 Framing::Events(EventSplitter::default())
             } else {
@@ -104,7 +133,6 @@ impl Relay {
             drop_usage_chunk,
             dialect,
             model,
-            end,
             done: false,
         }
     }
@@ -143,10 +171,11 @@ impl Relay {
                 .rest()
                 .map(|rest| keep_events(&mut self.tally, rest, now, self.drop_usage_chunk)),
         };
-        let failed = self.end.http_status >= 400 || self.tally.error.is_some();
+        let mut end = lock(&self.shared.end);
+        let failed = end.http_status >= 400 || self.tally.error.is_some();
         let outcome = if failed { Outcome::Error } else { Outcome::Ok };
-        let error = self.tally.error.clone();
-        self.end.finish(outcome, &self.tally, error);
+        end.finish(outcome, &self.tally, self.tally.error.clone());
+        drop(end);
         rest.filter(|r| !r.is_empty())
     }
 
@@ -156,8 +185,7 @@ impl Relay {
             "the engine serving '{}' stopped mid-reply ({err}); the Instances page shows why",
             self.model
         );
-        self.end
-            .finish(Outcome::EngineError, &self.tally, Some(message.clone()));
+        lock(&self.shared.end).finish(Outcome::EngineError, &self.tally, Some(message.clone()));
         match self.framing {
             Framing::Events(_) => {
                 Some(GatewayError::new(ErrorKind::Engine, message).sse_event(self.dialect))
@@ -199,14 +227,26 @@ impl Stream for Relay {
             if this.done {
                 return Poll::Ready(None);
             }
-            match this.upstream.as_mut().poll_next(cx) {
-                Poll::Pending => return Poll::Pending,
-                Poll::Ready(Some(Ok(chunk))) => {
+            let polled = lock(&this.shared.upstream)
+                .as_mut()
+                .map(|upstream| upstream.as_mut().poll_next(cx));
+            match polled {
+                // The watchdog closed it: the client had stopped reading.
+                None => {
+                    this.done = true;
+                    return Poll::Ready(None);
+                }
+                Some(Poll::Pending) => {
+                    this.shared.handed_at_ms.store(0, Ordering::Relaxed);
+                    return Poll::Pending;
+                }
+                Some(Poll::Ready(Some(Ok(chunk)))) => {
                     if let Some(out) = this.pass(chunk).filter(|b| !b.is_empty()) {
+                        this.shared.handed_at_ms.store(now_ms(), Ordering::Relaxed);
                         return Poll::Ready(Some(Ok(out)));
                     }
                 }
-                Poll::Ready(Some(Err(err))) => {
+                Some(Poll::Ready(Some(Err(err)))) => {
                     this.done = true;
                     return Poll::Ready(match this.engine_failed(&err) {
                         Some(event) => Some(Ok(event)),
@@ -215,7 +255,7 @@ impl Stream for Relay {
                         None => Some(Err(std::io::Error::other(err))),
                     });
                 }
-                Poll::Ready(None) => {
+                Some(Poll::Ready(None)) => {
                     this.done = true;
                     return Poll::Ready(this.end_of_stream().map(Ok));
                 }
@@ -227,6 +267,30 @@ impl Stream for Relay {
 impl Drop for Relay {
     fn drop(&mut self) {
         let tally = std::mem::take(&mut self.tally);
-        self.end.tally_on_drop(&tally);
+        lock(&self.shared.end).tally_on_drop(&tally);
+    }
+}
+
+/// Closes the engine's connection of a stream whose client has not taken a chunk for `stall`
+/// (it keeps its connection open but reads nothing), and records the request, so neither the
+/// engine's slot nor the request count stays taken. Ends with the relay.
+async fn watch_client(shared: std::sync::Weak<Shared>, stall: Duration) {
+    let stall_ms = i64::try_from(stall.as_millis()).unwrap_or(i64::MAX);
+    let every = (stall / 4).max(Duration::from_millis(50));
+    loop {
+        tokio::time::sleep(every).await;
+        let Some(shared) = shared.upgrade() else {
+            return;
+        };
+        let handed = shared.handed_at_ms.load(Ordering::Relaxed);
+        if handed > 0 && now_ms() - handed >= stall_ms {
+            drop(lock(&shared.upstream).take());
+            let message = format!(
+                "the client stopped reading for {} s: the engine's work was cancelled",
+                stall.as_secs()
+            );
+            lock(&shared.end).finish(Outcome::Cancelled, &Tally::default(), Some(message));
+            return;
+        }
     }
 }

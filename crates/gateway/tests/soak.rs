@@ -1,0 +1,230 @@
+//! Ten thousand requests through the gateway in front of a local engine stand-in: streams read
+//! to the end, streams the client drops after the first event, whole answers, refusals. After
+//! them no request is in flight, every one is recorded, and the process holds no more file
+//! descriptors than before (no upstream connection leaked).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::body::Body;
+use axum::response::Response;
+use axum::routing::post;
+use bytes::Bytes;
+use futures_util::future::BoxFuture;
+use futures_util::StreamExt;
+use rigdeck_gateway::keys::Caller;
+use rigdeck_gateway::{
+    Fleet, Gateway, GatewayOptions, ModelEntry, ModelState, Route, ServePolicy, StartError,
+    Upstream,
+};
+
+/// One always-ready model at the stand-in's address.
+struct OneModel(String);
+
+impl Fleet for OneModel {
+    fn models(&self) -> BoxFuture<'_, Result<Vec<ModelEntry>, String>> {
+        Box::pin(async {
+            Ok(vec![ModelEntry {
+                name: "m".into(),
+                policy: ServePolicy::default(),
+                gpus: vec![],
+                model_file: "m.gguf".into(),
+            }])
+        })
+    }
+
+    fn state(&self, _: &str) -> ModelState {
+        ModelState::Ready(Upstream {
+            base_url: self.0.clone(),
+            api_key: None,
+            served_name: "m".into(),
+        })
+    }
+
+    fn start<'a>(&'a self, _: &'a str) -> BoxFuture<'a, Result<(), StartError>> {
+        Box::pin(async { Err(StartError::AlreadyRunning) })
+    }
+
+    fn stop<'a>(&'a self, _: &'a str) -> BoxFuture<'a, Result<(), String>> {
+        Box::pin(async { Ok(()) })
+    }
+}
+
+/// Three events and the end, or a whole answer, like llama-server's.
+async fn engine(body: Bytes) -> Response {
+    let streaming = body.windows(13).any(|w| w == b"\"stream\":true");
+    if !streaming {
+        return Response::builder()
+            .header("content-type", "application/json")
+            .body(Body::from(r#"{"choices":[{"message":{"content":"hi"}}],"usage":{"prompt_tokens":3,"completion_tokens":1}}"#))
+            .unwrap();
+    }
+    let events = [
+        r#"data: {"choices":[{"delta":{"content":"a"}}]}"#,
+        r#"data: {"choices":[{"delta":{"content":"b"}}]}"#,
+        r#"data: {"choices":[],"usage":{"prompt_tokens":3,"completion_tokens":2}}"#,
+        "data: [DONE]",
+    ];
+    let stream = futures_util::stream::iter(events).then(|e| async move {
+        tokio::task::yield_now().await;
+        Ok::<_, std::io::Error>(Bytes::from(format!("{e}\n\n")))
+    });
+    Response::builder()
+        .header("content-type", "text/event-stream")
+        .body(Body::from_stream(stream))
+        .unwrap()
+}
+
+fn open_fds() -> usize {
+    std::fs::read_dir("/proc/self/fd").unwrap().count()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ten_thousand_requests_leave_nothing_behind() {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let address = listener.local_addr().unwrap();
+    let app = axum::Router::new().route("/v1/chat/completions", post(engine));
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+
+    let pool = sqlx::sqlite::SqlitePoolOptions::new()
+        .max_connections(1)
+        .connect("sqlite::memory:")
+        .await
+        .unwrap();
+    let schema = include_str!("../../core/migrations/20261125000001_gateway.sql");
+    sqlx::raw_sql(schema).execute(&pool).await.unwrap();
+    let fleet = Arc::new(OneModel(format!("http://{address}")));
+    let gateway = Gateway::new(fleet, pool, GatewayOptions::default())
+        .await
+        .unwrap();
+
+    let run = |i: usize| {
+        let gateway = gateway.clone();
+        async move {
+            let body = match i % 4 {
+                0 | 1 => r#"{"model":"m","stream":true}"#,
+                2 => r#"{"model":"m"}"#,
+                _ => r#"{"model":"nope"}"#,
+            };
+            let response = gateway
+                .handle(Route::ChatCompletions, Caller::app(), Bytes::from(body))
+                .await;
+            let mut stream = response.into_body().into_data_stream();
+            if i % 4 == 1 {
+                // A client that leaves after the first event.
+                stream.next().await;
+                return;
+            }
+            while stream.next().await.is_some() {}
+        }
+    };
+    // The same load once to fill the connection pools (idle keep-alive connections, as many
+    // as requests ran at once, are kept for reuse), then counted.
+    let load = |range: std::ops::Range<usize>| {
+        futures_util::stream::iter(range)
+            .map(run)
+            .buffer_unordered(32)
+            .collect::<Vec<()>>()
+    };
+    load(0..1_000).await;
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let before = open_fds();
+    load(1_000..11_000).await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let after = open_fds();
+    assert!(
+        after <= before + 8,
+        "file descriptors grew from {before} to {after} over 10 000 requests"
+    );
+    let status = gateway.status().await.unwrap();
+    assert_eq!(status.models[0].in_flight, 0);
+    let usage = gateway.usage(0, i64::MAX).await.unwrap();
+    assert_eq!(usage.totals.requests, 11_000);
+    let cancelled = usage
+        .recent
+        .iter()
+        .filter(|r| r.status.as_str() == "cancelled");
+    assert!(
+        cancelled.count() > 0,
+        "dropped streams are recorded as cancelled"
+    );
+    let by_model: Vec<(&str, u64)> = usage
+        .by_model
+        .iter()
+        .map(|m| (m.model.as_str(), m.totals.requests))
+        .collect();
+    assert_eq!(by_model, vec![("m", 8_250), ("nope", 2_750)]);
+}
+
+/// Set when the engine stand-in's endless stream is dropped (its client went away).
+static ENDLESS_DROPPED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+struct DropFlag;
+
+impl Drop for DropFlag {
+    fn drop(&mut self) {
+        ENDLESS_DROPPED.store(true, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+/// An event every 5 ms until the client goes away.
+async fn endless() -> Response {
+    let flag = DropFlag;
+    let stream = futures_util::stream::unfold(flag, |flag| async move {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+        let event =
+            Bytes::from_static(b"data: {\"choices\":[{\"delta\":{\"content\":\"x\"}}]}\n\n");
+        Some((Ok::<_, std::io::Error>(event), flag))
+    });
+    Response::builder()
+        .header("content-type", "text/event-stream")
+        .body(Body::from_stream(stream))
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_that_stops_reading_frees_the_engine_and_the_request() {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let address = listener.local_addr().unwrap();
+    let app = axum::Router::new().route("/v1/chat/completions", post(endless));
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    let pool = sqlx::sqlite::SqlitePoolOptions::new()
+        .max_connections(1)
+        .connect("sqlite::memory:")
+        .await
+        .unwrap();
+    let schema = include_str!("../../core/migrations/20261125000001_gateway.sql");
+    sqlx::raw_sql(schema).execute(&pool).await.unwrap();
+    let options = GatewayOptions {
+        client_stall: Duration::from_secs(1),
+        ..GatewayOptions::default()
+    };
+    let fleet = Arc::new(OneModel(format!("http://{address}")));
+    let gateway = Gateway::new(fleet, pool, options).await.unwrap();
+
+    let response = gateway
+        .handle(
+            Route::ChatCompletions,
+            Caller::app(),
+            Bytes::from(r#"{"model":"m","stream":true}"#),
+        )
+        .await;
+    // Takes one event, then holds the body without reading it, as a stuck client does.
+    let mut body = response.into_body().into_data_stream();
+    body.next().await.unwrap().unwrap();
+    assert_eq!(gateway.status().await.unwrap().models[0].in_flight, 1);
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while !ENDLESS_DROPPED.load(std::sync::atomic::Ordering::SeqCst) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the engine still streams to a client that stopped reading"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(gateway.status().await.unwrap().models[0].in_flight, 0);
+    let usage = gateway.usage(0, i64::MAX).await.unwrap();
+    let error = usage.recent[0].error.clone().unwrap_or_default();
+    assert!(error.contains("stopped reading"), "{error}");
+    // The body it holds ends instead of hanging when it is read at last.
+    while body.next().await.is_some() {}
+}
