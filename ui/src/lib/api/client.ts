@@ -5,7 +5,15 @@
 import type {
   ApiErrorBody,
   ApiKeyView,
+  ChatMessage,
+  ChatModel,
+  Conversation,
+  ConversationDetail,
+  ConversationPatch,
+  ConversationSummary,
   CreatedApiKey,
+  NewChatMessage,
+  NewConversation,
   GatewayUsage,
   GatewayView,
   BuildBackend,
@@ -217,6 +225,29 @@ export const api = {
   createKey: (name: string) => request<CreatedApiKey>('POST', '/api/v1/keys', { name }),
   /** Revokes (the key stays listed with `revoked_at_ms`). */
   revokeKey: (id: number) => request<ApiKeyView>('DELETE', `/api/v1/keys/${id}`),
+  // Chat: conversations kept by the daemon, replies written by the gateway's models; the text of
+  // a reply arrives as `chat.delta` events, its state changes as `chat.message`.
+  chatModels: (signal?: AbortSignal) => request<ChatModel[]>('GET', '/api/v1/chat/models', undefined, signal),
+  /** Newest first; `q` searches titles and message text (each hit with a snippet). */
+  conversations: (q = '', signal?: AbortSignal) =>
+    request<ConversationSummary[]>('GET', `/api/v1/chat/conversations${q.trim() ? `?q=${encodeURIComponent(q.trim())}` : ''}`, undefined, signal),
+  createConversation: (body: NewConversation) => request<Conversation>('POST', '/api/v1/chat/conversations', body),
+  /** The conversation and every message of every branch. */
+  conversation: (id: number, signal?: AbortSignal) =>
+    request<ConversationDetail>('GET', `/api/v1/chat/conversations/${id}`, undefined, signal),
+  updateConversation: (id: number, patch: ConversationPatch) =>
+    request<Conversation>('PATCH', `/api/v1/chat/conversations/${id}`, patch),
+  deleteConversation: (id: number) => request<void>('DELETE', `/api/v1/chat/conversations/${id}`),
+  /** 202: the user's message and the reply, which the daemon goes on writing (streaming). */
+  sendMessage: (conversationId: number, body: NewChatMessage) =>
+    request<{ user: ChatMessage; assistant: ChatMessage }>('POST', `/api/v1/chat/conversations/${conversationId}/messages`, body),
+  /** 202: a new reply beside this one (same parent). */
+  regenerate: (messageId: number) => request<{ assistant: ChatMessage }>('POST', `/api/v1/chat/messages/${messageId}/regenerate`, {}),
+  /** Ends a reply being written; its text so far is kept (status "stopped"). */
+  stopMessage: (messageId: number) => request<ChatMessage>('POST', `/api/v1/chat/messages/${messageId}/stop`, {}),
+  /** The conversation as a file (Markdown or JSON). */
+  exportConversation: (id: number, format: 'markdown' | 'json') =>
+    request<string>('GET', `/api/v1/chat/conversations/${id}/export?format=${format}`, undefined, undefined, true),
 };
 
 /** Used by the event socket after a close: is the session still good, gone, or the daemon down? */

@@ -348,3 +348,23 @@ describe('engine events', () => {
     expect(parseServerMessage(JSON.stringify({ type: 'engine.build', data: {} })).ok).toBe(false);
   });
 });
+
+describe('chat events', () => {
+  it('reads chat.message and chat.delta', () => {
+    const m = parseServerMessage(
+      JSON.stringify({ type: 'chat.message', data: { id: 2, conversation_id: 1, parent_id: 1, role: 'assistant', content: '', status: 'streaming' } }),
+    );
+    expect(m.ok && m.event.type).toBe('chat.message');
+    const d = parseServerMessage(
+      JSON.stringify({
+        type: 'chat.delta',
+        data: { conversation_id: 1, message_id: 2, content_offset: 0, content: 'Hi', reasoning_offset: 0, reasoning: '', completion_tokens: 1, elapsed_ms: 40, status_line: null },
+      }),
+    );
+    expect(d.ok && d.event.type).toBe('chat.delta');
+  });
+  it('refuses malformed ones', () => {
+    expect(parseServerMessage(JSON.stringify({ type: 'chat.message', data: { id: 2, status: 'streaming' } })).ok).toBe(false);
+    expect(parseServerMessage(JSON.stringify({ type: 'chat.delta', data: { conversation_id: 1, message_id: 2, content: 'x' } })).ok).toBe(false);
+  });
+});

@@ -2,7 +2,7 @@
 // exponential backoff, notices a silent connection, and tells the app when the session is gone.
 // It is framework-free and takes its socket factory and timers as options so tests can drive it.
 
-import type { BuildProgress, DownloadView, Hello, InstanceView, LogLine, ModelEntry, ServerEvent, TelemetryFrame } from './types';
+import type { BuildProgress, ChatDelta, ChatMessage, DownloadView, Hello, InstanceView, LogLine, ModelEntry, ServerEvent, TelemetryFrame } from './types';
 
 // ---- Message parsing ----
 
@@ -103,6 +103,28 @@ export function parseServerMessage(text: string): ParseResult {
       const err = downloadShapeError(msg.type, msg.data);
       if (err) return { ok: false, error: err };
       return { ok: true, event: { type: msg.type, data: msg.data as unknown as DownloadView } };
+    }
+    case 'chat.message': {
+      const d = msg.data;
+      if (!isObject(d) || typeof d.id !== 'number' || typeof d.conversation_id !== 'number' || typeof d.status !== 'string' || typeof d.content !== 'string') {
+        return { ok: false, error: 'chat.message needs id, conversation_id, status and content' };
+      }
+      return { ok: true, event: { type: 'chat.message', data: d as unknown as ChatMessage } };
+    }
+    case 'chat.delta': {
+      const d = msg.data;
+      if (
+        !isObject(d) ||
+        typeof d.conversation_id !== 'number' ||
+        typeof d.message_id !== 'number' ||
+        typeof d.content_offset !== 'number' ||
+        typeof d.content !== 'string' ||
+        typeof d.reasoning_offset !== 'number' ||
+        typeof d.reasoning !== 'string'
+      ) {
+        return { ok: false, error: 'chat.delta needs conversation_id, message_id, and content and reasoning with their offsets' };
+      }
+      return { ok: true, event: { type: 'chat.delta', data: d as unknown as ChatDelta } };
     }
     case 'resync': {
       const d = msg.data;

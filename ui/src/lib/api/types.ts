@@ -278,6 +278,10 @@ export type ServerEvent =
   | { type: 'download.progress'; data: DownloadView }
   /** Events were dropped for this client (it fell behind): refetch what the page shows. */
   | { type: 'resync'; data: { missed: number; channel: string } }
+  /** A chat message was created or changed state (streaming, complete, stopped, error). */
+  | { type: 'chat.message'; data: ChatMessage }
+  /** Text for a reply being written (may be dropped under load: offsets tell). */
+  | { type: 'chat.delta'; data: ChatDelta }
   /** A type this UI does not know yet (a newer daemon); ignored, never an error. */
   | { type: 'other'; name: string };
 
@@ -1063,4 +1067,132 @@ export interface GatewayUsage {
   by_key: KeyUsage[];
   series: { bucket_ms: number; points: UsagePoint[] };
   recent: RecentRequest[];
+}
+
+// ---- Chat: conversations with the gateway's models (crates/chat) ----
+
+export type ChatModelState = 'ready' | 'loading' | 'stopped' | 'stopping' | 'crashed';
+
+/** GET /chat/models: running instances and startable profiles. */
+export interface ChatModel {
+  name: string;
+  aliases: string[];
+  state: ChatModelState | (string & {});
+  /** Started by the gateway when a request names it. */
+  on_demand: boolean;
+  /** The instance's real context size in tokens; null when unknown. */
+  context: number | null;
+  /** Takes images. */
+  vision: boolean;
+}
+
+export type ReasoningMode = 'on' | 'off';
+export type ReasoningEffort = 'low' | 'medium' | 'high';
+
+/** Sampling and reasoning, sent with every reply; a missing or null value is the engine's default. */
+export interface ChatParams {
+  temperature?: number | null;
+  top_p?: number | null;
+  top_k?: number | null;
+  min_p?: number | null;
+  max_tokens?: number | null;
+  /** null: the model's default. */
+  reasoning?: ReasoningMode | null;
+  reasoning_effort?: ReasoningEffort | null;
+}
+
+export interface Conversation {
+  id: number;
+  title: string;
+  /** The gateway model (a profile name or alias). */
+  model: string;
+  system_prompt: string;
+  params: ChatParams;
+  /** The message whose branch is shown; null: the newest leaf. */
+  active_leaf: number | null;
+  created_at_ms: UnixMillis;
+  updated_at_ms: UnixMillis;
+}
+
+/** GET /chat/conversations?q=: newest first. */
+export interface ConversationSummary {
+  id: number;
+  title: string;
+  model: string;
+  created_at_ms: UnixMillis;
+  updated_at_ms: UnixMillis;
+  /** A matching excerpt when searched. */
+  snippet: string | null;
+}
+
+export type MessageStatus = 'complete' | 'streaming' | 'stopped' | 'error' | 'interrupted';
+
+export interface MessageStats {
+  ttft_ms: number | null;
+  prompt_tps: number | null;
+  decode_tps: number | null;
+  prompt_tokens: number | null;
+  completion_tokens: number | null;
+  duration_ms: number | null;
+  /** How long the model reasoned before it answered, where the daemon reports it. */
+  reasoning_ms?: number | null;
+}
+
+export interface ChatMessage {
+  id: number;
+  conversation_id: number;
+  parent_id: number | null;
+  role: 'user' | 'assistant';
+  content: string;
+  reasoning: string;
+  /** data: URLs. */
+  images: string[];
+  model: string | null;
+  status: MessageStatus | (string & {});
+  error: string | null;
+  stats: MessageStats;
+  created_at_ms: UnixMillis;
+}
+
+/** GET /chat/conversations/{id}: every message of every branch. */
+export interface ConversationDetail {
+  conversation: Conversation;
+  messages: ChatMessage[];
+}
+
+export interface NewConversation {
+  model: string;
+  title?: string;
+  system_prompt?: string;
+  params?: ChatParams;
+}
+
+export interface ConversationPatch {
+  title?: string;
+  model?: string;
+  system_prompt?: string;
+  params?: ChatParams;
+  active_leaf?: number | null;
+}
+
+export interface NewChatMessage {
+  /** null: a first message (or an edit of one). */
+  parent_id: number | null;
+  content: string;
+  images?: string[];
+}
+
+/** `chat.delta`: text to append to a reply at these offsets (UTF-16 units, a JS string's
+ *  length). A copy of another length missed some: refetch. */
+export interface ChatDelta {
+  conversation_id: number;
+  message_id: number;
+  content_offset: number;
+  content: string;
+  reasoning_offset: number;
+  reasoning: string;
+  completion_tokens: number;
+  elapsed_ms: number;
+  /** Progress while the model loads ("loading model x.gguf on GPU 2–3, 40 % (12 s)"). */
+  status_line: string | null;
 }

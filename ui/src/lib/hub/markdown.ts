@@ -347,12 +347,13 @@ function stripComments(text: string): string {
   return out + text.slice(at);
 }
 
-/** A model card's Markdown as safe HTML (see the top of this file). */
-export function renderMarkdown(markdown: string): string {
+/** A model card's Markdown as safe HTML (see the top of this file). `frontMatter: false` keeps a
+ *  leading `---` block as text (a chat reply may well start with a rule). */
+export function renderMarkdown(markdown: string, { frontMatter = true }: { frontMatter?: boolean } = {}): string {
   let text = markdown.replace(/\u0000/g, '').replace(/\r\n?/g, '\n');
   const cut = text.length > MAX_CARD_CHARS;
   if (cut) text = text.slice(0, MAX_CARD_CHARS);
-  text = stripComments(stripFrontMatter(text)).replace(/\t/g, '    ');
+  text = stripComments(frontMatter ? stripFrontMatter(text) : text).replace(/\t/g, '    ');
   const html = renderBlocks(text.split('\n'), 0, false);
   return cut ? `${html}<p><em>The card is cut here: it is longer than ${MAX_CARD_CHARS / 1024} KiB.</em></p>` : html;
 }

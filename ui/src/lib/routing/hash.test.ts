@@ -1,7 +1,7 @@
 // Hash routes.
 
 import { describe, expect, it } from 'vitest';
-import { hashParams, hubModelHash, hubRepo, navRoute, parseHash, planHash } from './hash';
+import { chatConversationId, chatHash, hashParams, hubModelHash, hubRepo, navRoute, parseHash, planHash } from './hash';
 
 describe('parseHash', () => {
   it('maps the routes', () => {
@@ -69,5 +69,22 @@ describe('hub addresses', () => {
     expect(hubRepo('#/hub/a/b/c')).toBeNull();
     expect(hubRepo('#/hub/a%zz/b')).toBeNull();
     expect(hubRepo('#/models')).toBeNull();
+  });
+});
+
+describe('chat addresses', () => {
+  it('route a new chat and a conversation', () => {
+    expect(parseHash('#/chat')).toBe('chat');
+    expect(parseHash('#/chat/')).toBe('chat');
+    expect(parseHash('#/chat/12')).toBe('chat');
+    expect(navRoute('chat')).toBe('chat');
+  });
+  it('round-trip a conversation id', () => {
+    expect(chatHash(12)).toBe('#/chat/12');
+    expect(chatHash(null)).toBe('#/chat');
+    expect(chatConversationId(chatHash(12))).toBe(12);
+    expect(chatConversationId('#/chat')).toBeNull();
+    expect(chatConversationId('#/chat/abc')).toBeNull();
+    expect(chatConversationId('#/chat/1/2')).toBeNull();
   });
 });

@@ -1,5 +1,5 @@
 // Hash routes (#/, #/history, #/models, #/hub, #/hub/org/name, #/plan?model=…, #/instances,
-// #/gateway, #/gateway/usage, #/settings):
+// #/gateway, #/gateway/usage, #/chat, #/chat/<conversation id>, #/settings):
 // the daemon serves one index.html, so routing stays on the client and a reload keeps the page.
 
 export type Route =
@@ -12,6 +12,7 @@ export type Route =
   | 'instances'
   | 'gateway'
   | 'usage'
+  | 'chat'
   | 'settings';
 
 /** The navigation items; `plan` and the hub are reached from Models and show under it, the
@@ -22,12 +23,14 @@ export const ROUTES: { route: Route; hash: string; label: string }[] = [
   { route: 'models', hash: '#/models', label: 'Models' },
   { route: 'instances', hash: '#/instances', label: 'Engines' },
   { route: 'gateway', hash: '#/gateway', label: 'Gateway' },
+  { route: 'chat', hash: '#/chat', label: 'Chat' },
   { route: 'settings', hash: '#/settings', label: 'Settings' },
 ];
 
 export function parseHash(hash: string): Route {
   const path = hash.replace(/^#/, '').replace(/[?].*$/, '').replace(/\/+$/, '');
   if (path.startsWith('/hub/')) return hubRepo(hash) ? 'hub-model' : 'hub';
+  if (path === '/chat' || path.startsWith('/chat/')) return 'chat';
   switch (path) {
     case '/hub':
       return 'hub';
@@ -87,4 +90,16 @@ export function hubRepo(hash: string): string | null {
     // A hand-typed address with a stray `%`.
     return null;
   }
+}
+
+/** A conversation's address: `#/chat/12`; null is a new chat (`#/chat`). */
+export function chatHash(id: number | null): string {
+  return id == null ? '#/chat' : `#/chat/${id}`;
+}
+
+/** The conversation a chat address names, or null (a new chat, or an id that is not one). */
+export function chatConversationId(hash: string): number | null {
+  const path = hash.replace(/^#/, '').replace(/[?].*$/, '').replace(/\/+$/, '');
+  const m = /^\/chat\/(\d{1,15})$/.exec(path);
+  return m ? Number(m[1]) : null;
 }

@@ -9,6 +9,7 @@ import { library } from '../library/library.svelte';
 import { engines } from '../engines/engines.svelte';
 import { downloads } from '../hub/downloads.svelte';
 import { hubCache } from '../hub/cache.svelte';
+import { chat } from '../chat/chat.svelte';
 
 /** A pause longer than three periods is a gap in the charts, not a straight line. */
 export function gapThresholdMs(periodMs: number): number {
@@ -42,7 +43,9 @@ class LiveTelemetry {
         }
       },
       onEvent: (ev) => {
-        if (ev.type === 'hello') this.hello = ev.data;
+        if (ev.type === 'hello') this.helloed(ev.data);
+        else if (ev.type === 'chat.delta') chat.ingestDelta(ev.data);
+        else if (ev.type === 'chat.message') chat.ingestMessage(ev.data);
         else if (ev.type === 'telemetry.frame') this.ingest(ev.data);
         else if (ev.type === 'library.changed') this.libraryChanged(ev.data);
         else if (ev.type === 'instance.state') engines.upsert(ev.data);
@@ -58,6 +61,12 @@ class LiveTelemetry {
       },
     });
     this.client.start();
+  }
+
+  /** The stream (re)started: a reply written while it was down is read again. */
+  private helloed(hello: Hello): void {
+    this.hello = hello;
+    chat.resync();
   }
 
   ingest(frame: TelemetryFrame): void {
@@ -85,6 +94,7 @@ class LiveTelemetry {
     void downloads.resync();
     void hubCache.refresh();
     if (library.entries) void library.load();
+    chat.resync();
   }
 
   retryNow(): void {
