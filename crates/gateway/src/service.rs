@@ -192,27 +192,7 @@ impl Gateway {
         match self.fleet.state(&entry.name) {
             ModelState::Ready(upstream) => {
                 let end = call.end_guard(in_flight);
-                match proxy::forward(
-                    &self.client,
-                    &request,
-                    &upstream,
-                    &entry.name,
-                    end,
-                    self.options.client_stall,
-                )
-                .await
-                {
-                    Ok(response) => response,
-                    Err((err, mut end)) => {
-                        end.http_status = err.status().as_u16();
-                        end.finish(
-                            Outcome::EngineError,
-                            &Tally::default(),
-                            Some(err.message.clone()),
-                        );
-                        err.response(route.dialect())
-                    }
-                }
+                self.forward(&request, &upstream, &entry, end).await
             }
             // Loading already (a click on Start, a restart after a crash): wait for it like
             // for a load on request. Stopped without "start on request": say how to start it.
@@ -433,22 +413,25 @@ impl Gateway {
         let dialect = call.route.dialect();
         let end = call.end_guard(in_flight);
         match self.upstream_after(&entry, &mut load).await {
-            Ok(upstream) => {
-                match proxy::forward(
-                    &self.client,
-                    &request,
-                    &upstream,
-                    &entry.name,
-                    end,
-                    self.options.client_stall,
-                )
-                .await
-                {
-                    Ok(response) => response,
-                    Err((err, end)) => fail(end, err, Outcome::EngineError).response(dialect),
-                }
-            }
+            Ok(upstream) => self.forward(&request, &upstream, &entry, end).await,
             Err(err) => fail(end, err, Outcome::Refused).response(dialect),
+        }
+    }
+
+    /// Forwards to a ready engine; one that does not answer is a 502 in the route's dialect.
+    async fn forward(
+        &self,
+        request: &GatewayRequest,
+        upstream: &crate::fleet::Upstream,
+        entry: &ModelEntry,
+        end: EndGuard,
+    ) -> Response {
+        let stall = self.options.client_stall;
+        match proxy::forward(&self.client, request, upstream, &entry.name, end, stall).await {
+            Ok(response) => response,
+            Err((err, end)) => {
+                fail(end, err, Outcome::EngineError).response(request.route.dialect())
+            }
         }
     }
 

@@ -75,17 +75,12 @@ async fn engine(body: Bytes) -> Response {
         .unwrap()
 }
 
-fn open_fds() -> usize {
-    std::fs::read_dir("/proc/self/fd").unwrap().count()
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn ten_thousand_requests_leave_nothing_behind() {
+/// A gateway (on an in-memory database with the real schema) in front of `engine`, served on a
+/// free loopback port.
+async fn gateway_before(engine: axum::Router, options: GatewayOptions) -> Arc<Gateway> {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let address = listener.local_addr().unwrap();
-    let app = axum::Router::new().route("/v1/chat/completions", post(engine));
-    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
-
+    tokio::spawn(async move { axum::serve(listener, engine).await.unwrap() });
     let pool = sqlx::sqlite::SqlitePoolOptions::new()
         .max_connections(1)
         .connect("sqlite::memory:")
@@ -94,9 +89,17 @@ async fn ten_thousand_requests_leave_nothing_behind() {
     let schema = include_str!("../../core/migrations/20261125000001_gateway.sql");
     sqlx::raw_sql(schema).execute(&pool).await.unwrap();
     let fleet = Arc::new(OneModel(format!("http://{address}")));
-    let gateway = Gateway::new(fleet, pool, GatewayOptions::default())
-        .await
-        .unwrap();
+    Gateway::new(fleet, pool, options).await.unwrap()
+}
+
+fn open_fds() -> usize {
+    std::fs::read_dir("/proc/self/fd").unwrap().count()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ten_thousand_requests_leave_nothing_behind() {
+    let app = axum::Router::new().route("/v1/chat/completions", post(engine));
+    let gateway = gateway_before(app, GatewayOptions::default()).await;
 
     let run = |i: usize| {
         let gateway = gateway.clone();
@@ -184,23 +187,12 @@ async fn endless() -> Response {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_client_that_stops_reading_frees_the_engine_and_the_request() {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let address = listener.local_addr().unwrap();
     let app = axum::Router::new().route("/v1/chat/completions", post(endless));
-    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
-    let pool = sqlx::sqlite::SqlitePoolOptions::new()
-        .max_connections(1)
-        .connect("sqlite::memory:")
-        .await
-        .unwrap();
-    let schema = include_str!("../../core/migrations/20261125000001_gateway.sql");
-    sqlx::raw_sql(schema).execute(&pool).await.unwrap();
     let options = GatewayOptions {
         client_stall: Duration::from_secs(1),
         ..GatewayOptions::default()
     };
-    let fleet = Arc::new(OneModel(format!("http://{address}")));
-    let gateway = Gateway::new(fleet, pool, options).await.unwrap();
+    let gateway = gateway_before(app, options).await;
 
     let response = gateway
         .handle(

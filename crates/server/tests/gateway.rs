@@ -259,17 +259,7 @@ async fn routes_by_name_and_alias_streams_and_records_the_engines_counts() {
     assert_eq!(response.status().as_u16(), 413);
 
     // Prometheus: the gateway's counters and the rig's gauges, behind a key.
-    let metrics = rig
-        .t
-        .client
-        .get(rig.t.url("/metrics"))
-        .bearer_auth(&key)
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let metrics = rig.text_with("/metrics", &key).await;
     assert!(
         metrics.contains(r#"rigdeck_gateway_requests_total{model="beta",status="ok"} 1"#),
         "{metrics}"
@@ -365,17 +355,7 @@ async fn a_burst_of_first_requests_starts_one_instance_and_it_stops_when_idle() 
     let view = rig.instance("lazy").await;
     assert_eq!(view["phase"], "ready");
     assert_eq!(view["attempt"], 1, "one instance, started once: {view}");
-    let metrics = rig
-        .t
-        .client
-        .get(rig.t.url("/metrics"))
-        .bearer_auth(&key)
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let metrics = rig.text_with("/metrics", &key).await;
     assert!(
         metrics.contains(r#"rigdeck_gateway_loads_total{model="lazy"} 1"#),
         "{metrics}"

@@ -69,7 +69,8 @@ impl DaemonClient {
         self.send(reqwest::Method::PATCH, path, Some(body)).await
     }
 
-    /// GET of a stream (server-sent events): the response once its headers are in.
+    /// GET of a stream (server-sent events, a long text): the response once its headers are
+    /// in, or the API's error.
     pub async fn open_stream(&self, path: &str) -> Result<reqwest::Response, ClientError> {
         let response = self
             .http
@@ -88,19 +89,8 @@ impl DaemonClient {
 
     /// GET returning the body as text (exports).
     pub async fn get_text(&self, path: &str) -> Result<String, ClientError> {
-        let response = self
-            .http
-            .get(format!("{}{path}", self.base_url))
-            .bearer_auth(&self.token)
-            .send()
-            .await
-            .map_err(|_| self.no_daemon())?;
-        let status = response.status();
-        let text = response.text().await.map_err(|e| self.unexpected(e))?;
-        if !status.is_success() {
-            return Err(api_error(status.as_u16(), &text));
-        }
-        Ok(text)
+        let response = self.open_stream(path).await?;
+        response.text().await.map_err(|e| self.unexpected(e))
     }
 
     async fn send(

@@ -136,4 +136,10 @@ impl Rig {
         let (stdout, stderr) = super::output_text(&output);
         (output.status.success(), stdout, stderr)
     }
+
+    /// A GET with a gateway key, as text (`/metrics`).
+    pub async fn text_with(&self, path: &str, key: &str) -> String {
+        let response = self.t.client.get(self.t.url(path)).bearer_auth(key).send();
+        response.await.unwrap().text().await.unwrap()
+    }
 }
