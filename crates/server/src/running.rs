@@ -38,6 +38,8 @@ pub struct ServeOptions {
     pub sysfs_root: PathBuf,
     /// An NVML library other than the driver's (the NVML test double in tests and benchmarks).
     pub nvml_library: Option<PathBuf>,
+    /// A second address serving only the gateway (`/v1`, `/metrics`).
+    pub gateway_bind: Option<SocketAddr>,
 }
 
 impl ServeOptions {
@@ -50,6 +52,7 @@ impl ServeOptions {
             sysfs_root: std::env::var_os("RIGDECK_SYSFS_ROOT")
                 .map_or_else(|| PathBuf::from("/sys"), PathBuf::from),
             nvml_library: std::env::var_os(NVML_LIBRARY_ENV).map(PathBuf::from),
+            gateway_bind: None,
         })
     }
 }
@@ -61,6 +64,7 @@ pub struct RunningServer {
     state: Arc<AppState>,
     stop: watch::Sender<bool>,
     serving: JoinHandle<std::io::Result<()>>,
+    gateway_addr: Option<SocketAddr>,
     telemetry: Arc<TelemetryHandle>,
 }
 
@@ -79,6 +83,11 @@ impl RunningServer {
     /// Opening this URL signs the browser in (it sets the session cookie and drops the token from the address).
     pub fn login_url(&self) -> String {
         format!("{}/login?token={}", self.base_url(), self.token.as_str())
+    }
+
+    /// Where the gateway alone is served, when `gateway_bind` asked for it.
+    pub fn gateway_addr(&self) -> Option<SocketAddr> {
+        self.gateway_addr
     }
 
     pub fn token(&self) -> &str {
@@ -229,8 +238,24 @@ pub async fn start(options: ServeOptions) -> anyhow::Result<RunningServer> {
         gateway,
         chat,
     });
+    let gateway_addr = match options.gateway_bind {
+        Some(address) => {
+            let listener = bind(address).await?;
+            let bound = listener
+                .local_addr()
+                .context("cannot read the gateway's address")?;
+            tokio::spawn(http::serve_gateway(
+                listener,
+                state.clone(),
+                stop_rx.clone(),
+            ));
+            Some(bound)
+        }
+        None => None,
+    };
     let serving = tokio::spawn(http::serve(listener, state.clone(), stop_rx));
     Ok(RunningServer {
+        gateway_addr,
         local_addr,
         token,
         state,

@@ -588,3 +588,57 @@ async fn a_client_that_leaves_cancels_the_engine_and_a_killed_engine_ends_the_st
         .unwrap();
     assert_eq!(after.status().as_u16(), 503);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_gateway_alone_on_its_own_port_takes_keys_and_nothing_else() {
+    let dir = tempfile::tempdir().unwrap();
+    std::env::set_var(
+        "RIGDECK_NVML_DOUBLE_RIG",
+        support::scratch_rig(dir.path(), "2x5060ti.json"),
+    );
+    let mut options = support::options(dir.path(), "127.0.0.1:0");
+    options.gateway_bind = Some("127.0.0.1:0".parse().unwrap());
+    let server = rigdeck_server::start(options).await.unwrap();
+    let gateway = server.gateway_addr().expect("a gateway address");
+    let client = reqwest::Client::new();
+    let created: Value = client
+        .post(format!("{}/api/v1/keys", server.base_url()))
+        .bearer_auth(server.token())
+        .json(&json!({"name": "lan"}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let key = created["secret"].as_str().unwrap();
+    let at = |path: &str| format!("http://{gateway}{path}");
+
+    let models = client
+        .get(at("/v1/models"))
+        .bearer_auth(key)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(models.status().as_u16(), 200);
+    let anonymous = client.get(at("/v1/models")).send().await.unwrap();
+    assert_eq!(anonymous.status().as_u16(), 401);
+    // Neither the admin API nor the UI is served there.
+    let admin = client
+        .get(at("/api/v1/status"))
+        .bearer_auth(server.token())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(admin.status().as_u16(), 404);
+    // A web page cannot use it through a browser.
+    let from_page = client
+        .get(at("/v1/models"))
+        .bearer_auth(key)
+        .header("origin", "http://evil.example")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(from_page.status().as_u16(), 403);
+    server.shutdown().await;
+}

@@ -16,6 +16,10 @@ pub struct ServeArgs {
     /// localhost are always accepted.
     #[arg(long = "allow-host", value_name = "NAME")]
     pub allow_hosts: Vec<String>,
+    /// Also serve the gateway alone (`/v1` and `/metrics`, API keys required) on this address,
+    /// e.g. 0.0.0.0:8080 for other machines' tools while the UI stays on loopback.
+    #[arg(long, value_name = "IP:PORT")]
+    pub gateway_bind: Option<SocketAddr>,
 }
 
 pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
@@ -34,8 +38,14 @@ async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
     }
     let mut options = ServeOptions::from_env(args.bind)?;
     options.allow_hosts = args.allow_hosts;
+    options.gateway_bind = args.gateway_bind;
     let mut server = start(options).await?;
     println!("Rigdeck is serving on {}", server.base_url());
+    if let Some(gateway) = server.gateway_addr() {
+        println!(
+            "The gateway alone is on http://{gateway}/v1 (clients need an API key: `rigdeck keys create NAME`)"
+        );
+    }
     println!("Open this URL to sign in: {}", server.login_url());
     tokio::select! {
         result = server.wait() => result?,

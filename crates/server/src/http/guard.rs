@@ -106,6 +106,16 @@ pub async fn check_host_and_origin(
     next.run(request).await
 }
 
+/// On the gateway's own port: a request a web page sent (it carries `Origin`) is refused, so a
+/// site open in a browser on the LAN cannot use the gateway through it.
+pub async fn refuse_browser_origins(request: Request, next: Next) -> Response {
+    if let Some(origin) = header_str(request.headers(), header::ORIGIN) {
+        let message = format!("requests from web pages ({origin}) are not accepted on the gateway's port: call it from a program");
+        return ApiError::new(StatusCode::FORBIDDEN, "forbidden_origin", message).into_response();
+    }
+    next.run(request).await
+}
+
 /// Same origin means scheme http(s) and exactly the host (and port) the request was sent to.
 fn origin_matches(origin: &str, host: &str) -> bool {
     let rest = origin

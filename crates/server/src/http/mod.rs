@@ -295,6 +295,24 @@ pub async fn serve(
         .await
 }
 
+/// Serves the gateway alone (`/v1`, `/metrics`: API keys, no UI, no admin API) until `stop`.
+/// Browsers' cross-origin requests are refused: tools call it, web pages do not.
+pub async fn serve_gateway(
+    listener: tokio::net::TcpListener,
+    state: Arc<AppState>,
+    mut stop: watch::Receiver<bool>,
+) -> std::io::Result<()> {
+    let router = gateway::routes(state.clone())
+        .layer(axum::middleware::from_fn(guard::refuse_browser_origins))
+        .layer(axum::middleware::from_fn(guard::security_headers))
+        .with_state(state);
+    axum::serve(listener, router)
+        .with_graceful_shutdown(async move {
+            let _ = stop.wait_for(|stopped| *stopped).await;
+        })
+        .await
+}
+
 /// An IP as it appears in a URL's host part (`[::1]` for IPv6).
 pub fn host_literal(ip: IpAddr) -> String {
     match ip {
