@@ -303,12 +303,13 @@ async fn a_conversation_streams_stops_branches_searches_and_exports() {
     assert!(stderr.contains("no model named 'nope'"), "{stderr}");
 }
 
-struct Daemon(Child);
+struct Daemon(Child, std::path::PathBuf);
 
 impl Drop for Daemon {
     fn drop(&mut self) {
         let _ = self.0.kill();
         let _ = self.0.wait();
+        support::kill_engines(&self.1);
     }
 }
 
@@ -335,7 +336,7 @@ async fn serve(dir: &std::path::Path, port: u16) -> Daemon {
         assert!(Instant::now() < deadline, "the daemon did not start");
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    Daemon(child)
+    Daemon(child, dir.join("data"))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -46,6 +46,35 @@ pub fn fixture(name: &str) -> PathBuf {
         .join(name)
 }
 
+/// Kills every engine a test daemon left running (the process groups its pid files name), so a
+/// test that ends, or fails, without stopping its engines does not leave them behind: a daemon
+/// dropped without `shutdown` leaves its engines for the next start to adopt, by design.
+pub fn kill_engines(data_dir: &Path) {
+    let Ok(entries) = std::fs::read_dir(data_dir.join("run")) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let record: serde_json::Value = std::fs::read_to_string(entry.path())
+            .ok()
+            .and_then(|text| serde_json::from_str(&text).ok())
+            .unwrap_or_default();
+        if let Some(pgid) = record["pgid"].as_i64().filter(|p| *p > 1) {
+            let _ = std::process::Command::new("kill")
+                .args(["-9", "--", &format!("-{pgid}")])
+                .status();
+        }
+    }
+}
+
+/// Kills the test daemon's engines when the test server goes (see [`kill_engines`]).
+pub struct EngineReaper(PathBuf);
+
+impl Drop for EngineReaper {
+    fn drop(&mut self) {
+        kill_engines(&self.0);
+    }
+}
+
 /// A scratch copy of a rig fixture that a test may rewrite while the server runs.
 pub fn scratch_rig(dir: &Path, name: &str) -> PathBuf {
     let path = dir.join(name);
@@ -54,6 +83,8 @@ pub fn scratch_rig(dir: &Path, name: &str) -> PathBuf {
 }
 
 pub struct TestServer {
+    /// First, so it runs before `dir` (and the pid files in it) is deleted.
+    pub reaper: EngineReaper,
     pub server: RunningServer,
     pub dir: tempfile::TempDir,
     pub rig: PathBuf,
@@ -75,6 +106,7 @@ impl TestServer {
         let server = start(options).await.expect("server starts");
         Self {
             server,
+            reaper: EngineReaper(dir.path().join("data")),
             dir,
             rig,
             client: reqwest::Client::new(),
