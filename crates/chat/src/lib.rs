@@ -203,6 +203,8 @@ impl Chat {
                 now_ms,
             )
             .await?;
+        // Another window showing this conversation learns of the question at once.
+        self.writer.events.message(&user);
         let reply = self.reply_to(&conversation, &user, now_ms).await?;
         Ok((user, reply))
     }

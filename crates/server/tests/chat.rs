@@ -298,6 +298,23 @@ async fn a_conversation_streams_stops_branches_searches_and_exports() {
         .api("GET", "/api/v1/chat/conversations?q=terminal", None)
         .await;
     assert_eq!(found.as_array().unwrap().len(), 1);
+    // A 3 MB image goes through; a model served without a vision projector says so in the reply.
+    let image = format!("data:image/png;base64,{}", "A".repeat(3 << 20));
+    let (status, sent) = rig
+        .api(
+            "POST",
+            &format!("/api/v1/chat/conversations/{id}/messages"),
+            Some(json!({"parent_id": null, "content": "What is this?", "images": [image]})),
+        )
+        .await;
+    assert_eq!(status, 202, "{sent}");
+    let refused = finished(&rig, id, sent["assistant"]["id"].as_i64().unwrap()).await;
+    assert_eq!(refused["status"], "error", "{refused}");
+    assert!(
+        !refused["error"].as_str().unwrap_or("").is_empty(),
+        "{refused}"
+    );
+
     let (ok, _, stderr) = rig.cli(&["chat", "nope", "-m", "Hi"]).await;
     assert!(!ok);
     assert!(stderr.contains("no model named 'nope'"), "{stderr}");

@@ -23,6 +23,9 @@ use super::AppState;
 
 type ApiResult<T> = Result<T, ApiError>;
 
+/// The largest message body: text and a few images as data URLs.
+pub const MAX_MESSAGE_BYTES: usize = 64 << 20;
+
 fn chat(state: &AppState) -> ApiResult<&Arc<Chat>> {
     state.chat.as_ref().ok_or_else(|| {
         ApiError::new(

@@ -18,6 +18,7 @@ use std::path::PathBuf;
 use std::sync::atomic::AtomicUsize;
 use std::sync::{Arc, Mutex, PoisonError};
 
+use axum::extract::DefaultBodyLimit;
 use axum::http::Method;
 use axum::routing::{delete, get, patch, post, put, MethodRouter};
 use axum::Router;
@@ -217,7 +218,8 @@ fn api_endpoints() -> Vec<Endpoint> {
         at(
             Method::POST,
             "/chat/conversations/{id}/messages",
-            post(chat::send),
+            // Attached images travel in the body as data URLs (up to 20 MiB each).
+            post(chat::send).layer(DefaultBodyLimit::max(chat::MAX_MESSAGE_BYTES)),
         ),
         at(
             Method::GET,
