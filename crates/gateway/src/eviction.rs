@@ -13,23 +13,35 @@ pub struct Candidate<'a> {
     pub activity: ModelActivity,
 }
 
-/// The model to stop so that `target` can start, given the GPUs it is short on: a ready one
-/// that is not pinned, serves no request, and shares one of those GPUs (a model without a plan
-/// may be anywhere), the least recently used first.
+/// The model to stop so that `target` can start, given the GPUs it is short on and by how much:
+/// a ready one that is not pinned, serves no request, and holds memory on one of those GPUs (a
+/// model without a plan may hold any), the least recently used first. `None` when stopping every
+/// such model would still leave a GPU short: nothing is stopped in vain.
 pub fn pick_victim<'a>(
     candidates: &[Candidate<'a>],
     target: &str,
-    short_gpus: &[u32],
+    short: &[(u32, u64)],
 ) -> Option<&'a ModelEntry> {
-    candidates
+    let evictable: Vec<&Candidate<'a>> = candidates
         .iter()
         .filter(|c| c.entry.name != target)
         .filter(|c| matches!(c.state, ModelState::Ready(_)))
         .filter(|c| !c.entry.policy.pinned && c.activity.in_flight == 0)
+        .collect();
+    let unplanned = evictable.iter().any(|c| c.entry.planned.is_empty());
+    let enough = short.iter().all(|&(gpu, missing)| {
+        let freed: u64 = evictable.iter().map(|c| c.entry.planned_on(gpu)).sum();
+        unplanned || freed >= missing
+    });
+    if !enough {
+        return None;
+    }
+    evictable
+        .into_iter()
         .filter(|c| {
-            short_gpus.is_empty()
-                || c.entry.gpus.is_empty()
-                || c.entry.gpus.iter().any(|g| short_gpus.contains(g))
+            c.entry.planned.is_empty()
+                || short.is_empty()
+                || short.iter().any(|&(gpu, _)| c.entry.planned_on(gpu) > 0)
         })
         .min_by_key(|c| c.activity.last_used_ms.unwrap_or(i64::MIN))
         .map(|c| c.entry)
@@ -68,6 +80,8 @@ mod tests {
     use super::*;
     use crate::fleet::{ServePolicy, Upstream};
 
+    const GIB: u64 = 1 << 30;
+
     fn entry(name: &str, gpus: &[u32], pinned: bool, ttl: Option<u64>) -> ModelEntry {
         ModelEntry {
             name: name.to_owned(),
@@ -76,7 +90,7 @@ mod tests {
                 idle_ttl_s: ttl,
                 ..ServePolicy::default()
             },
-            gpus: gpus.to_vec(),
+            planned: gpus.iter().map(|&g| (g, 10 * GIB)).collect(),
             model_file: format!("{name}.gguf"),
         }
     }
@@ -134,15 +148,15 @@ mod tests {
             },
         ];
         assert_eq!(
-            pick_victim(&candidates, "new", &[0]).map(|e| e.name.as_str()),
+            pick_victim(&candidates, "new", &[(0, GIB)]).map(|e| e.name.as_str()),
             Some("old")
         );
         assert_eq!(
-            pick_victim(&candidates, "new", &[1]).map(|e| e.name.as_str()),
+            pick_victim(&candidates, "new", &[(1, GIB)]).map(|e| e.name.as_str()),
             Some("elsewhere")
         );
         assert_eq!(
-            pick_victim(&candidates, "old", &[0]).map(|e| e.name.as_str()),
+            pick_victim(&candidates, "old", &[(0, GIB)]).map(|e| e.name.as_str()),
             Some("newer")
         );
         let none = [Candidate {
@@ -150,7 +164,38 @@ mod tests {
             state: &stopped,
             activity: used(0, 1),
         }];
-        assert!(pick_victim(&none, "new", &[0]).is_none());
+        assert!(pick_victim(&none, "new", &[(0, GIB)]).is_none());
+    }
+
+    #[test]
+    fn nothing_is_evicted_when_even_all_of_it_would_not_make_room() {
+        let (a, b, pinned) = (
+            entry("a", &[0], false, None),
+            entry("b", &[0], false, None),
+            entry("p", &[0], true, None),
+        );
+        let r = ready();
+        let candidates = [
+            Candidate {
+                entry: &a,
+                state: &r,
+                activity: used(0, 1),
+            },
+            Candidate {
+                entry: &b,
+                state: &r,
+                activity: used(0, 2),
+            },
+            Candidate {
+                entry: &pinned,
+                state: &r,
+                activity: used(0, 0),
+            },
+        ];
+        // a and b free 20 GiB on GPU 0; the pinned model's 10 do not count.
+        assert!(pick_victim(&candidates, "new", &[(0, 25 * GIB)]).is_none());
+        let first = pick_victim(&candidates, "new", &[(0, 15 * GIB)]);
+        assert_eq!(first.map(|e| e.name.as_str()), Some("a"));
     }
 
     #[test]

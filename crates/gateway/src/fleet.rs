@@ -67,13 +67,28 @@ pub struct ModelEntry {
     /// The launch profile's name.
     pub name: String,
     pub policy: ServePolicy,
-    /// The GPUs its plan uses (for messages and for choosing what to evict).
-    pub gpus: Vec<u32>,
+    /// Its planned memory per GPU (index, bytes): for messages, and for choosing what to
+    /// evict. Empty when it has no plan (a CPU build, or a plan never made).
+    pub planned: Vec<(u32, u64)>,
     /// The model file's name, for "loading model X on GPU 2–3".
     pub model_file: String,
 }
 
 impl ModelEntry {
+    /// The GPUs its plan uses.
+    pub fn gpus(&self) -> Vec<u32> {
+        self.planned.iter().map(|(gpu, _)| *gpu).collect()
+    }
+
+    /// What its plan puts on `gpu`.
+    pub fn planned_on(&self, gpu: u32) -> u64 {
+        self.planned
+            .iter()
+            .filter(|(g, _)| *g == gpu)
+            .map(|(_, b)| b)
+            .sum()
+    }
+
     pub fn answers_to(&self, model: &str) -> bool {
         self.name == model || self.policy.aliases.iter().any(|a| a == model)
     }
@@ -82,8 +97,12 @@ impl ModelEntry {
 /// Why a start did not happen.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum StartError {
-    /// VRAM admission refused it; `gpus` are the ones short of memory, `message` has the numbers.
-    NeedsMemory { gpus: Vec<u32>, message: String },
+    /// VRAM admission refused it; `short` has each GPU short of memory and by how many bytes,
+    /// `message` the numbers as the user reads them.
+    NeedsMemory {
+        short: Vec<(u32, u64)>,
+        message: String,
+    },
     /// Someone else started it first (a click in the UI, another request).
     AlreadyRunning,
     /// Anything else (profile invalid, build missing, no free port), with its message.

@@ -286,10 +286,11 @@ impl Gateway {
                         entry.name
                     )))
                 }
-                Err(StartError::NeedsMemory { gpus, message }) => {
-                    let Some(victim) = self.victim_for(&entry.name, &gpus).await else {
+                Err(StartError::NeedsMemory { short, message }) => {
+                    let gpus: Vec<u32> = short.iter().map(|(gpu, _)| *gpu).collect();
+                    let Some(victim) = self.victim_for(&entry.name, &short).await else {
                         return Err(unavailable(format!(
-                            "cannot load '{}' on {}: {message}; no idle model the gateway may stop holds that memory (pinned models and models serving requests are never stopped)",
+                            "cannot load '{}' on {}: {message}; stopping the idle models the gateway may stop would not free enough (pinned models and models serving requests are never stopped)",
                             entry.name,
                             describe_gpus(&gpus)
                         )));
@@ -305,11 +306,11 @@ impl Gateway {
         }
     }
 
-    async fn victim_for(&self, target: &str, short_gpus: &[u32]) -> Option<String> {
+    async fn victim_for(&self, target: &str, short: &[(u32, u64)]) -> Option<String> {
         let models = self.fleet.models().await.ok()?;
         let states: Vec<ModelState> = models.iter().map(|e| self.fleet.state(&e.name)).collect();
         let candidates = self.candidates(&models, &states);
-        pick_victim(&candidates, target, short_gpus).map(|e| e.name.clone())
+        pick_victim(&candidates, target, short).map(|e| e.name.clone())
     }
 
     fn candidates<'a>(
@@ -536,6 +537,7 @@ impl Gateway {
                 let state = self.fleet.state(&entry.name);
                 let activity = self.activity.get(&entry.name);
                 ModelView {
+                    gpus: entry.gpus(),
                     state: state.name(),
                     progress: match state {
                         ModelState::Loading { progress } => progress,
@@ -548,7 +550,6 @@ impl Gateway {
                     max_concurrent: entry.policy.max_concurrent,
                     in_flight: activity.in_flight,
                     last_used_at_ms: activity.last_used_ms,
-                    gpus: entry.gpus,
                     name: entry.name,
                 }
             })
@@ -778,7 +779,7 @@ fn progress_line(entry: &ModelEntry, load: &Load, waited: Duration) -> Bytes {
     Bytes::from(format!(
         ": loading model {} on {}{progress} ({} s)\n\n",
         entry.model_file,
-        describe_gpus(&entry.gpus),
+        describe_gpus(&entry.gpus()),
         waited.as_secs()
     ))
 }

@@ -27,7 +27,7 @@ impl Fleet for OneModel {
             Ok(vec![ModelEntry {
                 name: "m".into(),
                 policy: ServePolicy::default(),
-                gpus: vec![],
+                planned: vec![],
                 model_file: "m.gguf".into(),
             }])
         })

@@ -495,6 +495,28 @@ async fn an_idle_model_makes_room_when_another_needs_its_vram() {
         eviction["reason"].as_str().unwrap().contains("GPU 1 needs"),
         "{eviction}"
     );
+
+    // A model that would not fit even with every idle model stopped: refused at once, with the
+    // numbers, and nothing stopped for it.
+    rig.profile(
+        "huge",
+        json!({"planned_memory": [{"gpu": 1, "bytes": 40u64 << 30}], "gateway": {"on_demand": true}}),
+    )
+    .await;
+    let refused = rig
+        .v1("/v1/chat/completions", Some(&key))
+        .json(&chat("huge", false, 2))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(refused.status().as_u16(), 503);
+    let err: Value = refused.json().await.unwrap();
+    let message = err["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("GPU 1 needs 40.2 GiB") && message.contains("would not free enough"),
+        "{message}"
+    );
+    assert_eq!(rig.instance("second").await["phase"], "ready");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

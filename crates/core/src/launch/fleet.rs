@@ -35,11 +35,11 @@ impl Fleet for InstancesFleet {
             Ok(profiles
                 .into_iter()
                 .map(|p| ModelEntry {
-                    gpus: p
+                    planned: p
                         .planned_memory
                         .iter()
                         .filter(|g| g.bytes > 0)
-                        .map(|g| g.gpu)
+                        .map(|g| (g.gpu, g.bytes))
                         .collect(),
                     model_file: p.model.file_name().map_or_else(
                         || p.model.display().to_string(),
@@ -91,7 +91,13 @@ impl Fleet for InstancesFleet {
                     shortfalls,
                     message,
                 })) => Err(StartError::NeedsMemory {
-                    gpus: shortfalls.iter().map(|s| s.gpu).collect(),
+                    short: shortfalls
+                        .iter()
+                        .map(|s| {
+                            let wanted = s.needs_bytes.saturating_add(s.pending_bytes);
+                            (s.gpu, wanted.saturating_sub(s.free_bytes))
+                        })
+                        .collect(),
                     message,
                 }),
                 Err(err) => Err(StartError::Refused(err.to_string())),
