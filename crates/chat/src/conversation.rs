@@ -131,6 +131,8 @@ pub struct Stats {
     pub prompt_tokens: Option<u64>,
     pub completion_tokens: Option<u64>,
     pub duration_ms: Option<f64>,
+    /// From the first to the last reasoning text.
+    pub reasoning_ms: Option<f64>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -114,6 +114,9 @@ struct Progress {
     content_units: usize,
     reasoning_units: usize,
     text_events: u64,
+    /// When the first and the latest reasoning text arrived ("thought for 12.3 s").
+    reasoning_from: Option<Instant>,
+    reasoning_to: Option<Instant>,
 }
 
 impl Writer {
@@ -133,6 +136,8 @@ impl Writer {
             content_units: 0,
             reasoning_units: 0,
             text_events: 0,
+            reasoning_from: None,
+            reasoning_to: None,
         };
         let caller = Caller {
             key_id: None,
@@ -202,6 +207,10 @@ impl Writer {
                     .to_owned()
             };
             let (content, reasoning) = (text("content"), text("reasoning_content"));
+            if !reasoning.is_empty() {
+                progress.reasoning_from.get_or_insert(now);
+                progress.reasoning_to = Some(now);
+            }
             if !content.is_empty() || !reasoning.is_empty() {
                 progress.text_events += 1;
                 self.announce(progress, content, reasoning, None);
@@ -242,6 +251,10 @@ impl Writer {
 
     async fn end(&self, mut progress: Progress, status: Status, error: Option<String>) -> Message {
         progress.reply.stats = stats(&progress.tally, progress.started);
+        progress.reply.stats.reasoning_ms = match (progress.reasoning_from, progress.reasoning_to) {
+            (Some(from), Some(to)) => Some(to.duration_since(from).as_secs_f64() * 1000.0),
+            _ => None,
+        };
         progress.reply.status = status;
         progress.reply.error = error;
         self.save(&progress).await;
@@ -271,6 +284,7 @@ fn stats(tally: &Tally, started: Instant) -> Stats {
         prompt_tokens: tally.prompt_tokens,
         completion_tokens: tally.completion_tokens,
         duration_ms: Some(started.elapsed().as_secs_f64() * 1000.0),
+        reasoning_ms: None,
     }
 }
 
