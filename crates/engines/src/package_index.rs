@@ -242,6 +242,37 @@ pub async fn find_file(
     file_name: &str,
     timeouts: &Timeouts,
 ) -> Result<ListedFile, IndexError> {
+    let (base, entries) = project_files(client, index, project, timeouts).await?;
+    let entry = entries
+        .into_iter()
+        .find(|e| e.filename == file_name)
+        .ok_or_else(|| IndexError::NoFile {
+            url: base.clone(),
+            file: file_name.to_owned(),
+        })?;
+    resolve(entry, &base)
+}
+
+/// The final releases of `project` the index serves (no pre-, dev- or local versions), newest
+/// first.
+pub async fn project_versions(
+    client: &Client,
+    index: &Url,
+    project: &str,
+    timeouts: &Timeouts,
+) -> Result<Vec<String>, IndexError> {
+    let (_, entries) = project_files(client, index, project, timeouts).await?;
+    let names: Vec<&str> = entries.iter().map(|e| e.filename.as_str()).collect();
+    Ok(release_versions(&names, project))
+}
+
+/// The page's address after redirects, and its file entries.
+async fn project_files(
+    client: &Client,
+    index: &Url,
+    project: &str,
+    timeouts: &Timeouts,
+) -> Result<(Url, Vec<PageEntry>), IndexError> {
     let page = project_page(index, project)?;
     let response = send(
         client
@@ -277,14 +308,46 @@ pub async fn find_file(
     } else {
         html_entries(&text)
     };
-    let entry = entries
+    Ok((base, entries))
+}
+
+/// The final-release versions in a project's file names (wheels `name-1.2.3-….whl`, source
+/// archives `name-1.2.3.tar.gz`), newest first, each once.
+pub fn release_versions(file_names: &[&str], project: &str) -> Vec<String> {
+    let wanted = normalized_project_name(project);
+    let mut versions: Vec<Vec<u64>> = file_names
+        .iter()
+        .filter_map(|name| {
+            let stem = name
+                .strip_suffix(".whl")
+                .or_else(|| name.strip_suffix(".tar.gz"))
+                .or_else(|| name.strip_suffix(".zip"))?;
+            // A wheel's name has no '-' (PEP 427); an sdist's may, so its version is after the last.
+            let (name_part, version) = match name.ends_with(".whl") {
+                true => {
+                    let mut parts = stem.splitn(3, '-');
+                    (parts.next()?, parts.next()?)
+                }
+                false => stem.rsplit_once('-')?,
+            };
+            (normalized_project_name(name_part) == wanted).then_some(version)?;
+            release_numbers(version)
+        })
+        .collect();
+    versions.sort_unstable_by(|a, b| b.cmp(a));
+    versions.dedup();
+    versions
         .into_iter()
-        .find(|e| e.filename == file_name)
-        .ok_or_else(|| IndexError::NoFile {
-            url: base.clone(),
-            file: file_name.to_owned(),
-        })?;
-    resolve(entry, &base)
+        .map(|v| {
+            let parts: Vec<String> = v.iter().map(u64::to_string).collect();
+            parts.join(".")
+        })
+        .collect()
+}
+
+/// `1.2.3` as numbers; `None` for anything else (`1.2.3rc1`, `1.2.dev0`, `1.2+local`, `1.2.post1`).
+fn release_numbers(version: &str) -> Option<Vec<u64>> {
+    version.split('.').map(|part| part.parse().ok()).collect()
 }
 
 /// What a finished download was.
@@ -531,6 +594,26 @@ pub(crate) fn hex(bytes: &[u8]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn release_versions_are_final_ones_newest_first() {
+        let names = [
+            "vllm-0.11.0-cp38-abi3-manylinux1_x86_64.whl",
+            "vllm-0.11.0.tar.gz",
+            "vllm-0.9.2-cp38-abi3-manylinux1_x86_64.whl",
+            "vllm-0.33.0-cp38-abi3-manylinux1_x86_64.whl",
+            "vllm-0.34.0rc1-cp38-abi3-manylinux1_x86_64.whl",
+            "vllm-0.12.0.dev3.tar.gz",
+            "vllm_flash-9.9.9-py3-none-any.whl",
+            "README.txt",
+        ];
+        assert_eq!(
+            release_versions(&names, "vllm"),
+            ["0.33.0", "0.11.0", "0.9.2"]
+        );
+        let sglang = ["sglang-0.5.23-py3-none-any.whl", "sglang-0.5.3.tar.gz"];
+        assert_eq!(release_versions(&sglang, "SGLang"), ["0.5.23", "0.5.3"]);
+    }
 
     #[test]
     fn credentials_in_an_index_url_stay_out_of_messages() {

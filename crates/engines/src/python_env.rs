@@ -13,12 +13,14 @@ use tokio::process::Command;
 use super::registry::{self, EngineBuild, RegistryError};
 use super::streamed_run::{last_line, run_streaming, StreamedRun};
 use super::EngineKind;
+use crate::package_index::{self, IndexError, Timeouts};
 use crate::registry::BuildStore;
 
-/// The tested default vLLM version; `--version` installs another.
-pub const VLLM_VERSION: &str = "0.11.0";
-/// The tested default SGLang version; `--version` installs another.
-pub const SGLANG_VERSION: &str = "0.5.3";
+/// The vLLM version installed when none is asked for and the package index cannot be read
+/// (otherwise its newest release is); `--version` installs another.
+pub const VLLM_VERSION: &str = "0.33.0";
+/// The SGLang version installed when none is asked for and the package index cannot be read.
+pub const SGLANG_VERSION: &str = "0.5.23";
 
 /// How many of pip's last output lines a failure shows.
 const LAST_LINES: usize = 15;
@@ -46,7 +48,7 @@ pub fn package_name(kind: EngineKind) -> Option<&'static str> {
     }
 }
 
-/// The pinned version installed when none is asked for.
+/// The version installed when none is asked for and the index cannot be read.
 pub fn default_version(kind: EngineKind) -> Option<&'static str> {
     match kind {
         EngineKind::Vllm => Some(VLLM_VERSION),
@@ -59,7 +61,7 @@ pub fn default_version(kind: EngineKind) -> Option<&'static str> {
 #[derive(Debug, Clone)]
 pub struct PythonInstallRequest {
     pub kind: EngineKind,
-    /// `None`: the pinned default ([`default_version`]).
+    /// `None`: the newest release the index serves, else [`default_version`].
     pub version: Option<String>,
     /// Passed to pip as `--index-url` (a mirror, or a local index in tests).
     pub index_url: Option<String>,
@@ -118,7 +120,20 @@ pub async fn install(
     let (Some(package), Some(default)) = (package_name(kind), default_version(kind)) else {
         return Err(PythonEnvError::NotPython(kind));
     };
-    let version = request.version.as_deref().unwrap_or(default).trim();
+    let version = match request.version.as_deref() {
+        Some(version) => version.trim().to_owned(),
+        None => match available_versions(kind, request.index_url.as_deref()).await {
+            Ok(versions) if !versions.is_empty() => versions[0].clone(),
+            Ok(_) => default.to_owned(),
+            Err(err) => {
+                sink(&format!(
+                    "cannot list {package}'s releases ({err}); installing {default}"
+                ));
+                default.to_owned()
+            }
+        },
+    };
+    let version = version.as_str();
     if !is_plain_version(version) {
         return Err(PythonEnvError::BadVersion(version.to_owned()));
     }
@@ -193,6 +208,25 @@ pub async fn install(
         });
     }
     register(false).await
+}
+
+/// The final releases of a Python engine on the package index (`index_url`, else pip's own
+/// setting, else PyPI), newest first.
+pub async fn available_versions(
+    kind: EngineKind,
+    index_url: Option<&str>,
+) -> Result<Vec<String>, IndexError> {
+    let Some(package) = package_name(kind) else {
+        return Ok(Vec::new());
+    };
+    let index = package_index::resolve_index_url(index_url).await;
+    let index = package_index::parse_index_url(&index)?;
+    let timeouts = Timeouts {
+        total: std::time::Duration::from_secs(60),
+        ..Timeouts::default()
+    };
+    let client = package_index::client(&timeouts)?;
+    package_index::project_versions(&client, &index, package, &timeouts).await
 }
 
 /// `1.2.3`, `0.5.3.post1`, `0.11.0rc2`: what a folder name and a `==` pin can hold.
@@ -284,8 +318,8 @@ mod tests {
         assert!(!is_plain_version(">=0.1"));
         assert!(!is_plain_version("0.1; rm -rf"));
         assert!(!is_plain_version(""));
-        assert_eq!(default_version(EngineKind::Vllm), Some("0.11.0"));
-        assert_eq!(default_version(EngineKind::Sglang), Some("0.5.3"));
+        assert_eq!(default_version(EngineKind::Vllm), Some("0.33.0"));
+        assert_eq!(default_version(EngineKind::Sglang), Some("0.5.23"));
         assert_eq!(package_name(EngineKind::LlamaCpp), None);
     }
 
@@ -339,7 +373,7 @@ mod tests {
         std::fs::set_permissions(&python, std::fs::Permissions::from_mode(0o755)).unwrap();
         let request = PythonInstallRequest {
             kind: EngineKind::Vllm,
-            version: None,
+            version: Some("0.11.0".into()),
             index_url: None,
             engines_dir: dir.path().join("engines"),
             python: Some(python),

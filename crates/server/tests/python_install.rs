@@ -69,7 +69,14 @@ with zipfile.ZipFile(sys.argv[1], "w") as whl:
     assert!(status.success());
     std::fs::write(
         project.join("index.html"),
-        format!("<!DOCTYPE html><html><body><a href=\"{wheel}\">{wheel}</a></body></html>\n"),
+        // An older release and a release candidate listed beside it (never downloaded): the
+        // version list and the default install take the newest final release.
+        format!(
+            "<!DOCTYPE html><html><body><a href=\"{wheel}\">{wheel}</a>\n\
+             <a href=\"vllm-0.9.2-py3-none-any.whl\">vllm-0.9.2-py3-none-any.whl</a>\n\
+             <a href=\"vllm-0.12.0rc1-py3-none-any.whl\">vllm-0.12.0rc1-py3-none-any.whl</a>\n\
+             </body></html>\n"
+        ),
     )
     .unwrap();
 }
@@ -89,6 +96,7 @@ async fn serve_index(dir: &Path) -> String {
 async fn installs_vllm_from_a_local_index_and_reuses_it() {
     let dir = tempfile::tempdir().unwrap();
     let url = serve_index(dir.path()).await;
+    let listed_url = url.clone();
 
     let home = dir.path().to_owned();
     let install = move || {
@@ -149,6 +157,15 @@ async fn installs_vllm_from_a_local_index_and_reuses_it() {
     );
     assert!(!stdout.contains("with pip"), "{stdout}");
     assert!(stdout.contains("Reused engine #1: vllm 0.11.0"), "{stdout}");
+
+    // The releases the index serves, newest first; no release candidate.
+    let output = support::rigdeck_in(dir.path())
+        .args(["engines", "versions", "vllm", "--index-url", &listed_url])
+        .output()
+        .unwrap();
+    let (stdout, stderr) = support::output_text(&output);
+    assert!(output.status.success(), "{stderr}");
+    assert_eq!(stdout, "0.11.0  (newest: the default)\n0.9.2\n");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -221,6 +238,17 @@ async fn the_api_installs_vllm_in_the_background() {
             "{error}"
         );
     }
+    let versions = t
+        .get_json(&format!(
+            "/api/v1/engines/versions?kind=vllm&index_url={url}"
+        ))
+        .await;
+    assert_eq!(
+        versions["versions"],
+        serde_json::json!(["0.11.0", "0.9.2"]),
+        "{versions}"
+    );
+    assert_eq!(versions["default"], "0.11.0");
     let install = serde_json::json!({"kind": "vllm", "index_url": url});
     let (status, _) = t.post_json("/api/v1/engines/install", &install).await;
     assert_eq!(status, reqwest::StatusCode::ACCEPTED);

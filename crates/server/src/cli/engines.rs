@@ -38,6 +38,17 @@ pub enum EnginesCommand {
     /// Install vLLM or SGLang with pip into a managed virtual environment
     /// (<data dir>/engines/<kind>-<version>), then register it. Reused when already installed.
     Install(InstallArgs),
+    /// The releases of vLLM or SGLang the package index serves, newest first (what `install`
+    /// takes by default).
+    Versions {
+        /// vllm or sglang.
+        kind: EngineKind,
+        /// A package index instead of pip's own setting (else PyPI).
+        #[arg(long, value_name = "URL")]
+        index_url: Option<String>,
+        #[arg(long)]
+        json: bool,
+    },
     /// Register an existing llama-server binary (or its folder), or a Python virtual environment
     /// that has vLLM or SGLang installed.
     Register(RegisterArgs),
@@ -83,7 +94,8 @@ pub struct BuildArgs {
 pub struct InstallArgs {
     /// vllm or sglang.
     pub kind: EngineKind,
-    /// The version to install (default: the tested pin, vLLM 0.11.0 or SGLang 0.5.3).
+    /// The version to install (default: the newest release on the index; `rigdeck engines
+    /// versions KIND` lists them).
     #[arg(long)]
     pub version: Option<String>,
     /// A package index for pip instead of PyPI (passed as --index-url).
@@ -111,6 +123,11 @@ pub fn run(args: EnginesArgs) -> anyhow::Result<ExitCode> {
             EnginesCommand::List { json } => list(&paths, json).await,
             EnginesCommand::Build(build_args) => build(&paths, build_args).await,
             EnginesCommand::Install(install_args) => install_python(&paths, install_args).await,
+            EnginesCommand::Versions {
+                kind,
+                index_url,
+                json,
+            } => versions(kind, index_url.as_deref(), json).await,
             EnginesCommand::Register(register_args) => register(&paths, register_args).await,
             EnginesCommand::Remove { id } => remove(&paths, id).await,
         }
@@ -349,6 +366,34 @@ async fn install_python(paths: &AppPaths, args: InstallArgs) -> anyhow::Result<E
         entry.version,
         entry.location.display()
     );
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn versions(
+    kind: EngineKind,
+    index_url: Option<&str>,
+    json: bool,
+) -> anyhow::Result<ExitCode> {
+    if python_env::package_name(kind).is_none() {
+        anyhow::bail!("{kind} is built from source, not installed from a package index: `rigdeck engines build`");
+    }
+    let versions = python_env::available_versions(kind, index_url).await?;
+    if json {
+        println!("{}", serde_json::to_string_pretty(&versions)?);
+    } else if versions.is_empty() {
+        println!("the index serves no release of {kind}");
+    } else {
+        for (i, version) in versions.iter().enumerate() {
+            println!(
+                "{version}{}",
+                if i == 0 {
+                    "  (newest: the default)"
+                } else {
+                    ""
+                }
+            );
+        }
+    }
     Ok(ExitCode::SUCCESS)
 }
 

@@ -461,10 +461,44 @@ fn cpu_backend() -> String {
 /// `POST /engines/build`: builds the bundled llama.cpp in the background (the first-run offer).
 /// Progress arrives as `engine.build` events; the finished build appears in `GET /engines`.
 #[derive(Debug, Deserialize)]
+pub struct VersionsQuery {
+    kind: String,
+    index_url: Option<String>,
+}
+
+/// `GET /engines/versions?kind=vllm[&index_url=]`: the releases the package index serves,
+/// newest first; the first is what an install without a version takes.
+pub async fn engine_versions(Query(query): Query<VersionsQuery>) -> ApiResult<Json<Value>> {
+    use rigdeck_core::engines::python_env;
+    let kind: EngineKind = query.kind.parse().map_err(|e: UnknownKind| {
+        ApiError::new(StatusCode::BAD_REQUEST, "bad_kind", e.to_string())
+    })?;
+    if python_env::package_name(kind).is_none() {
+        let message = format!("{kind} is built from source, not installed from a package index");
+        return Err(ApiError::new(StatusCode::BAD_REQUEST, "bad_kind", message));
+    }
+    let versions = python_env::available_versions(kind, query.index_url.as_deref())
+        .await
+        .map_err(|err| {
+            ApiError::new(
+                StatusCode::BAD_GATEWAY,
+                "index_unreachable",
+                err.to_string(),
+            )
+        })?;
+    let fallback = python_env::default_version(kind);
+    Ok(Json(json!({
+        "kind": kind,
+        "versions": versions,
+        "default": versions.first().map(String::as_str).or(fallback),
+    })))
+}
+
+#[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct InstallBody {
     kind: String,
-    /// Default: the pinned version.
+    /// Default: the newest release on the index.
     #[serde(default)]
     version: Option<String>,
     /// pip's `--index-url` (a mirror).
@@ -501,7 +535,7 @@ pub async fn install_engine(
         .as_deref()
         .filter(|v| !python_env::is_plain_version(v.trim()))
     {
-        let message = format!("version '{version}' is not a plain version number, e.g. 0.11.0");
+        let message = format!("version '{version}' is not a plain version number, e.g. 0.33.0");
         return Err(bad("bad_version", message));
     }
     let store = store(&state)?.clone();

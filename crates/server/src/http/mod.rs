@@ -122,6 +122,11 @@ fn api_endpoints() -> Vec<Endpoint> {
             "/engines/install",
             post(instances::install_engine),
         ),
+        at(
+            Method::GET,
+            "/engines/versions",
+            get(instances::engine_versions),
+        ),
         at(Method::GET, "/profiles", get(instances::list_profiles)),
         at(Method::POST, "/profiles", post(instances::create_profile)),
         at(Method::GET, "/profiles/{name}", get(instances::get_profile)),
