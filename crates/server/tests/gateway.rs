@@ -176,6 +176,28 @@ async fn routes_by_name_and_alias_streams_and_records_the_engines_counts() {
         8.0
     );
 
+    // The other OpenAI routes: completions and responses.
+    let completion: Value = rig
+        .v1("/v1/completions", Some(&key))
+        .json(&json!({"model": "beta", "prompt": "Once upon", "max_tokens": 4}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(completion["usage"]["completion_tokens"], 4, "{completion}");
+    let response: Value = rig
+        .v1("/v1/responses", Some(&key))
+        .json(&json!({"model": "beta", "input": "Hello", "max_output_tokens": 4}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(response["object"], "response", "{response}");
+
     // Anthropic's routes.
     let message: Value = rig
         .v1("/v1/messages", Some(&key))
@@ -208,7 +230,7 @@ async fn routes_by_name_and_alias_streams_and_records_the_engines_counts() {
     let recent = usage["recent"].as_array().unwrap();
     let beta_row = recent
         .iter()
-        .find(|r| r["model"] == "beta")
+        .find(|r| r["model"] == "beta" && r["route"] == "chat.completions")
         .expect("beta recorded");
     assert_eq!(beta_row["key_name"], "aider");
     assert_eq!(beta_row["status"], "ok");
@@ -229,6 +251,23 @@ async fn routes_by_name_and_alias_streams_and_records_the_engines_counts() {
             .any(|k| k["key_id"] == key_id && k["requests"].as_u64().unwrap() >= 5),
         "{by_key:?}"
     );
+
+    // Stable across restarts: the engine comes back on another port, the address stays.
+    let (status, _) = rig
+        .api("POST", "/api/v1/instances/alpha/restart", Some(json!({})))
+        .await;
+    assert_eq!(status, 200);
+    let restarted = rig
+        .wait_phase("alpha", "ready", support::engine_rig::READY)
+        .await;
+    assert_ne!(restarted["port"], alpha["port"], "port 0 picks a new port");
+    let again = rig
+        .v1("/v1/chat/completions", Some(&key))
+        .json(&chat("a", false, 2))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(again.status().as_u16(), 200);
 
     // Bad requests: clear errors in the OpenAI shape.
     for (body, status, code) in [
@@ -261,7 +300,7 @@ async fn routes_by_name_and_alias_streams_and_records_the_engines_counts() {
     // Prometheus: the gateway's counters and the rig's gauges, behind a key.
     let metrics = rig.text_with("/metrics", &key).await;
     assert!(
-        metrics.contains(r#"rigdeck_gateway_requests_total{model="beta",status="ok"} 1"#),
+        metrics.contains(r#"rigdeck_gateway_requests_total{model="beta",status="ok"} 3"#),
         "{metrics}"
     );
     assert!(
