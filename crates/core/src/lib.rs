@@ -14,6 +14,7 @@ pub mod library;
 pub mod live_rig;
 pub mod paths;
 pub mod profiles;
+pub mod service_unit;
 pub mod settings;
 pub mod store;
 pub mod telemetry;

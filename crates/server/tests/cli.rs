@@ -218,3 +218,62 @@ async fn plan_asks_llama_cpp_for_its_own_figures_with_dry_run() {
         "{stdout}"
     );
 }
+
+#[test]
+fn service_prints_its_unit_and_installs_nothing_without_systemd() {
+    let dir = tempfile::tempdir().unwrap();
+    let unit = support::rigdeck_in(dir.path())
+        .args(["service", "unit", "--gateway-bind", "0.0.0.0:8080"])
+        .output()
+        .unwrap();
+    let (stdout, stderr) = support::output_text(&unit);
+    assert!(unit.status.success(), "{stderr}");
+    let program = std::fs::canonicalize(env!("CARGO_BIN_EXE_rigdeck")).unwrap();
+    assert!(
+        stdout.contains(&format!(
+            "ExecStart={} serve --bind 127.0.0.1:7878 --gateway-bind 0.0.0.0:8080",
+            program.display()
+        )),
+        "{stdout}"
+    );
+    assert!(stdout.contains(&format!(
+        "Environment=RIGDECK_DATA_DIR={}",
+        dir.path().join("data").display()
+    )));
+    let system = support::rigdeck_in(dir.path())
+        .args(["service", "unit", "--system"])
+        .env_remove("SUDO_USER")
+        .output()
+        .unwrap();
+    assert!(!system.status.success());
+    assert!(support::output_text(&system).1.contains("--user NAME"));
+
+    // Where systemd does not answer (containers, CI), install says so and writes nothing. Where
+    // it does, this test installs nothing for real.
+    let systemd_answers = Command::new("systemctl")
+        .args(["--user", "show-environment"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if systemd_answers {
+        return;
+    }
+    let install = support::rigdeck_in(dir.path())
+        .args(["service", "install"])
+        .env("XDG_CONFIG_HOME", dir.path().join("xdg"))
+        .output()
+        .unwrap();
+    let (_, stderr) = support::output_text(&install);
+    assert!(!install.status.success());
+    assert!(
+        stderr.contains("systemd does not answer here") && stderr.contains("nothing was installed"),
+        "{stderr}"
+    );
+    assert!(!dir.path().join("xdg/systemd").exists());
+    let status = support::rigdeck_in(dir.path())
+        .args(["service", "status"])
+        .env("XDG_CONFIG_HOME", dir.path().join("xdg"))
+        .output()
+        .unwrap();
+    assert_eq!(status.status.code(), Some(3));
+    assert!(support::output_text(&status).0.contains("not installed"));
+}

@@ -138,7 +138,7 @@ fn exportable<'a>(
 /// when it starts the command (`$$` is a literal `$`); Environment= gives `$` no meaning
 /// (systemd.exec(5)), so a doubled one would reach the engine doubled.
 #[derive(Debug, Clone, Copy)]
-enum Dollar {
+pub(crate) enum Dollar {
     Expanded,
     Literal,
 }
@@ -155,7 +155,7 @@ enum Dollar {
 /// Each escape is undone by a different step of systemd (specifiers, unquoting, variables) and
 /// produces no character another step acts on, so the order systemd applies them in does not
 /// matter. Control characters never get here (see [`exportable`]).
-fn systemd_word(word: &str, dollar: Dollar) -> String {
+pub(crate) fn systemd_word(word: &str, dollar: Dollar) -> String {
     let mut escaped = specifiers_escaped(word);
     if let Dollar::Expanded = dollar {
         escaped = escaped.replace('$', "$$");
@@ -171,7 +171,7 @@ fn systemd_word(word: &str, dollar: Dollar) -> String {
     }
 }
 
-fn specifiers_escaped(text: &str) -> String {
+pub(crate) fn specifiers_escaped(text: &str) -> String {
     text.replace('%', "%%")
 }
 

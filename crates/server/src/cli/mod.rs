@@ -11,6 +11,7 @@ pub mod plan;
 pub mod profiles;
 pub mod run;
 pub mod serve;
+pub mod service;
 mod table;
 
 use clap::{Parser, Subcommand};
@@ -70,6 +71,8 @@ pub enum Command {
     Keys(keys::KeysArgs),
     /// Chat with a model in the terminal (stored like the Chat page's conversations).
     Chat(chat::ChatArgs),
+    /// Run the daemon under systemd (user or system service): install, uninstall, status, unit.
+    Service(service::ServiceArgs),
 }
 
 /// Logs to stderr; `RUST_LOG` overrides the level (e.g. `RUST_LOG=debug`).
