@@ -1,7 +1,7 @@
 // Fetch client: request shape, error bodies shown verbatim, 401 detection.
 
 import { afterEach, describe, expect, it, vi } from 'vitest';
-import { api, ApiError, errorFromBody, hubSearchQuery, probeSession } from './client';
+import { api, ApiError, engineVersionsQuery, errorFromBody, hubSearchQuery, probeSession } from './client';
 
 afterEach(() => {
   vi.unstubAllGlobals();
@@ -116,6 +116,33 @@ describe('api', () => {
     const s = await api.updateSettings({ download_folder: '' });
     expect(s.download_folder).toBeNull();
     expect((f.mock.calls[0]![1] as RequestInit).body).toBe('{"download_folder":""}');
+  });
+});
+
+describe('engine installs', () => {
+  it('ask for the releases of a kind, on the given index only when one is given', async () => {
+    expect(engineVersionsQuery('vllm')).toBe('kind=vllm');
+    expect(engineVersionsQuery('sglang', '  ')).toBe('kind=sglang');
+    const f = respond(200, '{"kind":"vllm","versions":["0.33.0"],"default":"0.33.0"}');
+    await expect(api.engineVersions('vllm', ' https://mirror.example/simple?x=1&y ')).resolves.toMatchObject({ default: '0.33.0' });
+    expect(f.mock.calls[0]![0]).toBe('/api/v1/engines/versions?kind=vllm&index_url=https%3A%2F%2Fmirror.example%2Fsimple%3Fx%3D1%26y');
+    expect((f.mock.calls[0]![1] as RequestInit).method).toBe('GET');
+  });
+
+  it("carry an unreachable index's problem", async () => {
+    respond(502, '{"code":"index_unreachable","message":"cannot reach https://pypi.org/simple/vllm/"}');
+    const err = await api.engineVersions('vllm').catch((e: unknown) => e);
+    expect(err).toMatchObject({ status: 502, code: 'index_unreachable', message: 'cannot reach https://pypi.org/simple/vllm/' });
+  });
+
+  it('post the install body as given', async () => {
+    const f = respond(202, '{"started":true}');
+    await api.installEngine({ kind: 'sglang', version: '0.5.23', index_url: 'https://mirror/simple' });
+    await api.installEngine({ kind: 'vllm' });
+    expect(f.mock.calls.map((c) => [c[0], (c[1] as RequestInit).method, (c[1] as RequestInit).body])).toEqual([
+      ['/api/v1/engines/install', 'POST', '{"kind":"sglang","version":"0.5.23","index_url":"https://mirror/simple"}'],
+      ['/api/v1/engines/install', 'POST', '{"kind":"vllm"}'],
+    ]);
   });
 });
 

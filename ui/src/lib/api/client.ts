@@ -24,6 +24,8 @@ import type {
   DryRunRequest,
   DryRunResponse,
   EngineBuild,
+  EngineInstall,
+  EngineVersions,
   FitRequest,
   FitResponse,
   HubCacheListing,
@@ -43,6 +45,7 @@ import type {
   ModelEntry,
   NewProfile,
   ParseRequest,
+  PythonEngineKind,
   PlanRequest,
   PlanResponse,
   RigPreset,
@@ -131,6 +134,14 @@ export function hubSearchQuery(q: HubSearchQuery): string {
   return p.toString();
 }
 
+/** The versions query: the kind, and the index only when one is given. */
+export function engineVersionsQuery(kind: PythonEngineKind, indexUrl?: string | null): string {
+  const p = new URLSearchParams({ kind });
+  const index = indexUrl?.trim();
+  if (index) p.set('index_url', index);
+  return p.toString();
+}
+
 export const api = {
   status: () => request<ServerStatus>('GET', '/api/v1/status'),
   signIn: (token: string) => request<void>('POST', '/api/v1/session', { token }),
@@ -157,10 +168,13 @@ export const api = {
    *  build is for the GPUs the daemon sees. */
   buildEngine: (backend: BuildBackend = 'cpu') =>
     request<{ started: boolean }>('POST', '/api/v1/engines/build', { backend }),
-  /** Installs vLLM or SGLang (pinned version) into a managed environment; pip's output comes
-   *  as `engine.build` events. */
-  installEngine: (kind: 'vllm' | 'sglang') =>
-    request<{ started: boolean }>('POST', '/api/v1/engines/install', { kind }),
+  /** The releases of vLLM or SGLang the package index serves (`indexUrl`, else pip's own, else
+   *  PyPI), newest first; `502 index_unreachable` when it cannot be read. */
+  engineVersions: (kind: PythonEngineKind, indexUrl?: string | null, signal?: AbortSignal) =>
+    request<EngineVersions>('GET', `/api/v1/engines/versions?${engineVersionsQuery(kind, indexUrl)}`, undefined, signal),
+  /** Installs vLLM or SGLang (the given version, else the newest on the index) into a managed
+   *  environment; pip's output comes as `engine.build` events. */
+  installEngine: (body: EngineInstall) => request<{ started: boolean }>('POST', '/api/v1/engines/install', body),
   profiles: () => request<LaunchProfile[]>('GET', '/api/v1/profiles'),
   profile: (name: string) => request<SavedProfile>('GET', `/api/v1/profiles/${encodeURIComponent(name)}`),
   createProfile: (profile: LaunchProfile | NewProfile, auto = false) =>

@@ -707,6 +707,26 @@ export interface LogLine {
 /** The backends Rigdeck builds llama.cpp for from the UI. */
 export type BuildBackend = 'cpu' | 'cuda' | 'vulkan';
 
+/** The engines installed from a package index with pip (rather than built). */
+export type PythonEngineKind = 'vllm' | 'sglang';
+
+/** `GET /api/v1/engines/versions?kind=…[&index_url=…]`. */
+export interface EngineVersions {
+  kind: PythonEngineKind | (string & {});
+  /** The final releases the package index serves, newest first (may be empty). */
+  versions: string[];
+  /** What an install without a version takes: the newest listed, else the pinned fallback. */
+  default: string | null;
+}
+
+/** `POST /api/v1/engines/install`'s body; without `version` the newest release on the index,
+ *  without `index_url` pip's own index, else PyPI. */
+export interface EngineInstall {
+  kind: PythonEngineKind;
+  version?: string;
+  index_url?: string;
+}
+
 
 // ---- Model hub and downloads (docs/api.md "Model hub and downloads") ----
 
