@@ -2,7 +2,7 @@
 //! idle timer and the eviction policy read them.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use crate::clock::now_ms;
 
@@ -27,7 +27,7 @@ pub struct Busy {
 
 impl Activity {
     fn lock(&self) -> MutexGuard<'_, HashMap<String, ModelActivity>> {
-        self.models.lock().unwrap_or_else(PoisonError::into_inner)
+        crate::lock(&self.models)
     }
 
     /// Counts a request in, unless `limit` are already in flight. The guard counts it out.

@@ -19,6 +19,14 @@ pub mod service;
 pub mod usage;
 
 pub use error::{Dialect, ErrorKind, GatewayError};
+
+use std::sync::{Mutex, MutexGuard, PoisonError};
+
+/// A mutex's data even after a thread panicked holding it: what the gateway keeps behind its
+/// mutexes is whole after every statement, so a poisoned one is still right to use.
+pub(crate) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
 pub use fleet::{Fleet, ModelEntry, ModelState, ServePolicy, StartError, Upstream};
 pub use keys::{Caller, KeyRing};
 pub use route::Route;

@@ -3,7 +3,7 @@
 //! recorded; plus the idle timer and what the Gateway page and `/v1/models` show.
 
 use std::collections::{HashMap, VecDeque};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use axum::body::Body;
@@ -22,6 +22,7 @@ use crate::error::{Dialect, ErrorKind, GatewayError};
 use crate::eviction::{idle_past_ttl, pick_victim, Candidate, Eviction};
 use crate::fleet::{describe_gpus, Fleet, ModelEntry, ModelState, StartError};
 use crate::keys::{Caller, KeyError, KeyRing};
+use crate::lock;
 use crate::metrics::{Metrics, PromText};
 use crate::proxy::relay::{EndGuard, Ending, Relay};
 use crate::proxy::tally::Tally;
@@ -100,10 +101,6 @@ pub struct Gateway {
     evictions: Mutex<VecDeque<Eviction>>,
     client: reqwest::Client,
     options: GatewayOptions,
-}
-
-fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 impl Gateway {

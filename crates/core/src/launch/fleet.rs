@@ -2,13 +2,14 @@
 //! phases as model states, and starts and stops through [`Instances`], so a model loaded on
 //! request goes through the same VRAM admission and release wait as a click on Start.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 
 use futures_util::future::BoxFuture;
 
 use super::instances::{Instances, LaunchError};
 use crate::gateway::{Fleet, ModelEntry, ModelState, StartError, Upstream};
 use crate::profiles::admission::AdmissionError;
+use crate::profiles::profile::LaunchProfile;
 use crate::store::Store;
 use crate::supervisor::{Phase, SuperviseError};
 
@@ -16,39 +17,65 @@ use crate::supervisor::{Phase, SuperviseError};
 pub struct InstancesFleet {
     instances: Arc<Instances>,
     store: Store,
+    /// The profiles as models, decoded once per change of the profiles (the gateway asks at
+    /// every request).
+    models: Mutex<Option<(u64, Vec<ModelEntry>)>>,
 }
 
 impl InstancesFleet {
     pub fn new(instances: Arc<Instances>, store: Store) -> Self {
-        Self { instances, store }
+        Self {
+            instances,
+            store,
+            models: Mutex::new(None),
+        }
+    }
+
+    async fn read_models(&self) -> Result<Vec<ModelEntry>, String> {
+        let profiles = self
+            .store
+            .launch_profiles()
+            .await
+            .map_err(|err| err.to_string())?;
+        Ok(profiles.into_iter().map(model_entry).collect())
+    }
+}
+
+fn model_entry(p: LaunchProfile) -> ModelEntry {
+    ModelEntry {
+        planned: p
+            .planned_memory
+            .iter()
+            .filter(|g| g.bytes > 0)
+            .map(|g| (g.gpu, g.bytes))
+            .collect(),
+        model_file: p.model.file_name().map_or_else(
+            || p.model.display().to_string(),
+            |f| f.to_string_lossy().into_owned(),
+        ),
+        policy: p.gateway,
+        name: p.name,
     }
 }
 
 impl Fleet for InstancesFleet {
     fn models(&self) -> BoxFuture<'_, Result<Vec<ModelEntry>, String>> {
         Box::pin(async move {
-            let profiles = self
-                .store
-                .launch_profiles()
-                .await
-                .map_err(|err| err.to_string())?;
-            Ok(profiles
-                .into_iter()
-                .map(|p| ModelEntry {
-                    planned: p
-                        .planned_memory
-                        .iter()
-                        .filter(|g| g.bytes > 0)
-                        .map(|g| (g.gpu, g.bytes))
-                        .collect(),
-                    model_file: p.model.file_name().map_or_else(
-                        || p.model.display().to_string(),
-                        |f| f.to_string_lossy().into_owned(),
-                    ),
-                    policy: p.gateway,
-                    name: p.name,
-                })
-                .collect())
+            let generation = self.store.profiles_generation();
+            let cached = {
+                let cached = self.models.lock().unwrap_or_else(PoisonError::into_inner);
+                cached
+                    .as_ref()
+                    .filter(|(at, _)| *at == generation)
+                    .map(|(_, models)| models.clone())
+            };
+            if let Some(models) = cached {
+                return Ok(models);
+            }
+            let models = self.read_models().await?;
+            *self.models.lock().unwrap_or_else(PoisonError::into_inner) =
+                Some((generation, models.clone()));
+            Ok(models)
         })
     }
 

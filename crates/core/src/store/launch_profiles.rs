@@ -56,6 +56,7 @@ impl Store {
         if inserted.rows_affected() == 0 {
             return Err(ProfileStoreError::Exists(profile.name.clone()));
         }
+        self.profiles_changed();
         Ok(())
     }
 
@@ -81,6 +82,7 @@ impl Store {
         if updated.rows_affected() == 0 {
             return Err(ProfileStoreError::NotFound(name.to_owned()));
         }
+        self.profiles_changed();
         Ok(())
     }
 
@@ -92,6 +94,7 @@ impl Store {
         if deleted.rows_affected() == 0 {
             return Err(ProfileStoreError::NotFound(name.to_owned()));
         }
+        self.profiles_changed();
         Ok(())
     }
 }
@@ -142,8 +145,15 @@ mod tests {
             store.launch_profile("a").await,
             Err(ProfileStoreError::NotFound(_))
         ));
+        let before = store.profiles_generation();
         store.delete_launch_profile("b").await.unwrap();
+        assert_eq!(store.profiles_generation(), before + 1);
         assert!(store.delete_launch_profile("b").await.is_err());
+        assert_eq!(
+            store.profiles_generation(),
+            before + 1,
+            "a failed write changes nothing"
+        );
     }
 
     #[tokio::test]

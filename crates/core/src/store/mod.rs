@@ -11,6 +11,8 @@ pub mod launch_profiles;
 
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 use sqlx::sqlite::{
@@ -42,6 +44,9 @@ pub enum StoreError {
 #[derive(Clone)]
 pub struct Store {
     pool: SqlitePool,
+    /// Bumped by every write to the launch profiles, so readers on a hot path (the gateway
+    /// resolves a model at each request) can keep what they decoded until it changes.
+    profiles_generation: Arc<AtomicU64>,
 }
 
 impl Store {
@@ -74,11 +79,23 @@ impl Store {
                 path: path.to_owned(),
                 source,
             })?;
-        Ok(Self { pool })
+        Ok(Self {
+            pool,
+            profiles_generation: Arc::default(),
+        })
     }
 
     pub async fn close(&self) {
         self.pool.close().await;
+    }
+
+    /// Changes whenever a launch profile is created, changed or deleted through this store.
+    pub fn profiles_generation(&self) -> u64 {
+        self.profiles_generation.load(Ordering::Acquire)
+    }
+
+    pub(crate) fn profiles_changed(&self) {
+        self.profiles_generation.fetch_add(1, Ordering::AcqRel);
     }
 
     /// The connection pool: the table modules' `impl Store` blocks, and domain crates that own

@@ -7,7 +7,7 @@
 
 use std::pin::Pin;
 use std::sync::atomic::{AtomicI64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
@@ -19,6 +19,7 @@ use super::sse::{self, EventSplitter};
 use super::tally::Tally;
 use crate::clock::now_ms;
 use crate::error::{Dialect, ErrorKind, GatewayError};
+use crate::lock;
 use crate::usage::Outcome;
 
 /// The most of a whole (non-streamed) answer kept to read its usage; the client gets all of it.
@@ -85,10 +86,6 @@ struct Shared {
     end: Mutex<EndGuard>,
     /// When the last chunk went to the client's side; 0 while the engine has nothing to send.
     handed_at_ms: AtomicI64,
-}
-
-fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 /// The upstream body, relayed.

@@ -214,16 +214,6 @@ pub async fn models(State(state): State<Arc<AppState>>) -> ApiResult<Json<Vec<Ch
         Some(store) => store.launch_profiles().await.unwrap_or_default(),
         None => Vec::new(),
     };
-    let client = reqwest::Client::builder()
-        .timeout(Duration::from_secs(2))
-        .build()
-        .map_err(|err| {
-            ApiError::new(
-                StatusCode::INTERNAL_SERVER_ERROR,
-                "internal",
-                err.to_string(),
-            )
-        })?;
     let mut models = Vec::new();
     for model in status.models {
         let profile = profiles.iter().find(|p| p.name == model.name);
@@ -236,9 +226,7 @@ pub async fn models(State(state): State<Arc<AppState>>) -> ApiResult<Json<Vec<Ch
                 .any(|a| a == "--mmproj" || a == "-mm" || a.starts_with("--mmproj="))
         });
         let props = match gateway.upstream(&model.name) {
-            Some(upstream) => {
-                engine_props(&client, &upstream.base_url, upstream.api_key.as_deref()).await
-            }
+            Some(upstream) => engine_props(&upstream.base_url, upstream.api_key.as_deref()).await,
             None => None,
         };
         models.push(ChatModel {
@@ -254,12 +242,15 @@ pub async fn models(State(state): State<Arc<AppState>>) -> ApiResult<Json<Vec<Ch
 }
 
 /// llama-server's `/props`: the context per slot and whether it takes images.
-async fn engine_props(
-    client: &reqwest::Client,
-    base_url: &str,
-    key: Option<&str>,
-) -> Option<(Option<u64>, bool)> {
-    let mut request = client.get(format!("{base_url}/props"));
+async fn engine_props(base_url: &str, key: Option<&str>) -> Option<(Option<u64>, bool)> {
+    // One client for every call: an engine on this machine answers in milliseconds or not at all.
+    static CLIENT: std::sync::LazyLock<reqwest::Client> = std::sync::LazyLock::new(|| {
+        reqwest::Client::builder()
+            .timeout(Duration::from_secs(2))
+            .build()
+            .unwrap_or_default()
+    });
+    let mut request = CLIENT.get(format!("{base_url}/props"));
     if let Some(key) = key {
         request = request.bearer_auth(key);
     }

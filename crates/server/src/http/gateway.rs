@@ -19,7 +19,7 @@ use rigdeck_core::gateway::{Dialect, ErrorKind, Gateway, GatewayError, Route};
 use serde::Deserialize;
 
 use super::error::ApiError;
-use super::{telemetry_metrics, AppState};
+use super::{guard, telemetry_metrics, AppState};
 
 /// The largest request body the gateway reads (long contexts with images stay well below).
 pub const MAX_BODY_BYTES: usize = 64 << 20;
@@ -86,12 +86,7 @@ async fn require_key(
 }
 
 fn presented_key(headers: &HeaderMap) -> Option<&str> {
-    let bearer = headers
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "))
-        .map(str::trim);
-    bearer.or_else(|| {
+    guard::bearer_token(headers).or_else(|| {
         headers
             .get("x-api-key")
             .and_then(|v| v.to_str().ok())

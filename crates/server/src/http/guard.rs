@@ -138,7 +138,8 @@ pub async fn require_token(
     }
 }
 
-fn bearer_token(headers: &HeaderMap) -> Option<&str> {
+/// The `Authorization: Bearer` value (the admin token, or a gateway key).
+pub(super) fn bearer_token(headers: &HeaderMap) -> Option<&str> {
     header_str(headers, header::AUTHORIZATION)?
         .strip_prefix("Bearer ")
         .map(str::trim)
