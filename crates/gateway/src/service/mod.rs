@@ -1,0 +1,407 @@
+//! The gateway itself: each request checked, routed by its model to a running instance,
+//! forwarded, and recorded; what the Gateway page and `/v1/models` show.
+//! - [`load`]: a stopped model started on request, and the requests that wait for it;
+//! - [`room`]: stopping idle models, to make room for another or past their idle timeout.
+
+mod load;
+mod room;
+
+use load::Load;
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use bytes::Bytes;
+use serde::Serialize;
+use serde_json::json;
+use sqlx::SqlitePool;
+use tokio::sync::watch;
+
+use crate::activity::{Activity, InFlight};
+use crate::clock::now_ms;
+use crate::error::{Dialect, ErrorKind, GatewayError};
+use crate::eviction::Eviction;
+use crate::fleet::{Fleet, ModelEntry, ModelState};
+use crate::keys::{Caller, KeyError, KeyRing};
+use crate::lock;
+use crate::metrics::{Metrics, PromText};
+use crate::proxy;
+use crate::proxy::relay::{EndGuard, Ending};
+use crate::proxy::tally::Tally;
+use crate::route::{GatewayRequest, Route};
+use crate::usage::{self, Outcome, UsageLog, UsageRecord, UsageSummary};
+
+/// Timings the tests shorten.
+#[derive(Debug, Clone)]
+pub struct GatewayOptions {
+    /// How long a request waits for a model to load before giving up (the engine's own ready
+    /// timeout usually ends it first).
+    pub load_timeout: Duration,
+    /// How often a waiting stream hears about the load's progress.
+    pub progress_every: Duration,
+    /// How often the state of a loading model is read.
+    pub poll_every: Duration,
+    /// How long a stream waits for a client that stopped reading before the engine's
+    /// connection is closed.
+    pub client_stall: Duration,
+}
+
+impl Default for GatewayOptions {
+    fn default() -> Self {
+        Self {
+            load_timeout: Duration::from_secs(15 * 60),
+            progress_every: Duration::from_secs(1),
+            poll_every: Duration::from_millis(100),
+            client_stall: Duration::from_secs(120),
+        }
+    }
+}
+
+/// A model as the Gateway page shows it.
+#[derive(Debug, Clone, Serialize)]
+pub struct ModelView {
+    pub name: String,
+    pub aliases: Vec<String>,
+    pub state: &'static str,
+    pub progress: Option<f32>,
+    pub on_demand: bool,
+    pub pinned: bool,
+    pub idle_ttl_s: Option<u64>,
+    pub max_concurrent: Option<u32>,
+    pub in_flight: u32,
+    pub last_used_at_ms: Option<i64>,
+    pub gpus: Vec<u32>,
+}
+
+/// What the Gateway page shows.
+#[derive(Debug, Clone, Serialize)]
+pub struct GatewayStatus {
+    pub models: Vec<ModelView>,
+    pub evictions: Vec<Eviction>,
+}
+
+pub struct Gateway {
+    fleet: Arc<dyn Fleet>,
+    keys: KeyRing,
+    pool: SqlitePool,
+    usage: UsageLog,
+    metrics: Metrics,
+    activity: Arc<Activity>,
+    loads: Mutex<HashMap<String, watch::Receiver<Load>>>,
+    evictions: Mutex<VecDeque<Eviction>>,
+    client: reqwest::Client,
+    options: GatewayOptions,
+}
+
+impl Gateway {
+    /// Loads the keys and starts the usage writer (within a tokio runtime).
+    pub async fn new(
+        fleet: Arc<dyn Fleet>,
+        pool: SqlitePool,
+        options: GatewayOptions,
+    ) -> Result<Arc<Self>, KeyError> {
+        let keys = KeyRing::load(pool.clone()).await?;
+        // No overall timeout: a stream may run for an hour. Engines are local.
+        let client = reqwest::Client::builder()
+            .connect_timeout(Duration::from_secs(5))
+            .tcp_nodelay(true)
+            .build()
+            .map_err(|err| KeyError::Query(sqlx::Error::Protocol(err.to_string())))?;
+        Ok(Arc::new(Self {
+            fleet,
+            keys,
+            usage: UsageLog::spawn(pool.clone()),
+            pool,
+            metrics: Metrics::default(),
+            activity: Arc::new(Activity::default()),
+            loads: Mutex::new(HashMap::new()),
+            evictions: Mutex::new(VecDeque::new()),
+            client,
+            options,
+        }))
+    }
+
+    pub fn keys(&self) -> &KeyRing {
+        &self.keys
+    }
+
+    /// Usage in a time range, every request recorded so far included.
+    pub async fn usage(&self, from_ms: i64, to_ms: i64) -> Result<UsageSummary, sqlx::Error> {
+        self.usage.flushed().await;
+        usage::summary(&self.pool, from_ms, to_ms).await
+    }
+
+    /// The gateway's Prometheus families.
+    pub fn write_metrics(&self, out: &mut PromText) {
+        self.metrics
+            .write(out, &|model| self.activity.get(model).in_flight);
+    }
+
+    /// Serves one request on `route` from an authenticated caller.
+    pub async fn handle(self: &Arc<Self>, route: Route, caller: Caller, body: Bytes) -> Response {
+        let mut call = Call {
+            gateway: self.clone(),
+            route,
+            caller,
+            at_ms: now_ms(),
+            started: Instant::now(),
+            model: String::new(),
+            stream: false,
+        };
+        let request = match GatewayRequest::parse(route, body) {
+            Ok(request) => request,
+            Err(err) => return call.refuse(err, Outcome::Refused),
+        };
+        call.stream = request.stream;
+        call.model = request.model.clone();
+        let entry = match self.resolve(&request.model).await {
+            Ok(entry) => entry,
+            Err(err) => return call.refuse(err, Outcome::Refused),
+        };
+        call.model = entry.name.clone();
+        let in_flight = match self
+            .activity
+            .begin(&entry.name, entry.policy.max_concurrent)
+        {
+            Ok(in_flight) => in_flight,
+            Err(busy) => {
+                let mut err = GatewayError::new(
+                    ErrorKind::RateLimited,
+                    format!(
+                        "'{}' is serving its limit of {} requests at once: retry shortly, or raise \"Max concurrent requests\" in its profile",
+                        entry.name, busy.limit
+                    ),
+                );
+                err.retry_after_s = Some(1);
+                return call.refuse(err, Outcome::RateLimited);
+            }
+        };
+        match self.fleet.state(&entry.name) {
+            ModelState::Ready(upstream) => {
+                let end = call.end_guard(in_flight);
+                self.forward(&request, &upstream, &entry, end).await
+            }
+            // Loading already (a click on Start, a restart after a crash): wait for it like
+            // for a load on request. Stopped without "start on request": say how to start it.
+            state @ (ModelState::Stopped | ModelState::Stopping | ModelState::Crashed { .. })
+                if !entry.policy.on_demand =>
+            {
+                let err = GatewayError::new(
+                    ErrorKind::Unavailable,
+                    format!(
+                        "'{}' is {}: start it (`rigdeck run {0}` or the Instances page), or turn on \"Start on request\" in its profile",
+                        entry.name,
+                        state.name()
+                    ),
+                );
+                call.refuse(err, Outcome::Refused)
+            }
+            _ => {
+                let load = self.ensure_loading(&entry);
+                if request.stream {
+                    self.stream_after_load(call, request, entry, load, in_flight)
+                } else {
+                    self.answer_after_load(call, request, entry, load, in_flight)
+                        .await
+                }
+            }
+        }
+    }
+
+    /// The profile named `model`, or the one with that alias.
+    async fn resolve(&self, model: &str) -> Result<ModelEntry, GatewayError> {
+        let models = self
+            .fleet
+            .models()
+            .await
+            .map_err(|err| GatewayError::new(ErrorKind::Unavailable, err))?;
+        if let Some(entry) = models.iter().find(|e| e.answers_to(model)) {
+            return Ok(entry.clone());
+        }
+        let known: Vec<&str> = models.iter().map(|e| e.name.as_str()).collect();
+        let hint = if known.is_empty() {
+            "there are no launch profiles yet: create one on the Plan or Instances page".to_owned()
+        } else {
+            format!("known models: {}", known.join(", "))
+        };
+        Err(GatewayError::new(
+            ErrorKind::ModelNotFound,
+            format!("no model named '{model}' (a launch profile's name or alias); {hint}"),
+        ))
+    }
+
+    /// Forwards to a ready engine; one that does not answer is a 502 in the route's dialect.
+    async fn forward(
+        &self,
+        request: &GatewayRequest,
+        upstream: &crate::fleet::Upstream,
+        entry: &ModelEntry,
+        end: EndGuard,
+    ) -> Response {
+        let stall = self.options.client_stall;
+        match proxy::forward(&self.client, request, upstream, &entry.name, end, stall).await {
+            Ok(response) => response,
+            Err((err, end)) => {
+                fail(end, err, Outcome::EngineError).response(request.route.dialect())
+            }
+        }
+    }
+
+    /// `/v1/models`: every profile, and each alias as its own entry.
+    pub async fn list_models(&self) -> Response {
+        let models = match self.fleet.models().await {
+            Ok(models) => models,
+            Err(err) => {
+                return GatewayError::new(ErrorKind::Unavailable, err).response(Dialect::OpenAi)
+            }
+        };
+        let mut data = Vec::new();
+        for entry in &models {
+            let state = self.fleet.state(&entry.name);
+            let status = json!({"value": state.name(), "on_demand": entry.policy.on_demand});
+            data.push(json!({"id": entry.name, "object": "model", "created": 0, "owned_by": "rigdeck", "aliases": entry.policy.aliases, "status": status}));
+            for alias in &entry.policy.aliases {
+                data.push(json!({"id": alias, "object": "model", "created": 0, "owned_by": "rigdeck", "alias_of": entry.name, "status": status}));
+            }
+        }
+        (
+            StatusCode::OK,
+            axum::Json(json!({"object": "list", "data": data})),
+        )
+            .into_response()
+    }
+
+    /// Where a ready model answers (for reading an engine's own properties).
+    pub fn upstream(&self, name: &str) -> Option<crate::fleet::Upstream> {
+        match self.fleet.state(name) {
+            ModelState::Ready(upstream) => Some(upstream),
+            _ => None,
+        }
+    }
+
+    /// What the Gateway page shows.
+    pub async fn status(&self) -> Result<GatewayStatus, String> {
+        let models = self.fleet.models().await?;
+        let views = models
+            .into_iter()
+            .map(|entry| {
+                let state = self.fleet.state(&entry.name);
+                let activity = self.activity.get(&entry.name);
+                ModelView {
+                    gpus: entry.gpus(),
+                    state: state.name(),
+                    progress: match state {
+                        ModelState::Loading { progress } => progress,
+                        _ => None,
+                    },
+                    aliases: entry.policy.aliases,
+                    on_demand: entry.policy.on_demand,
+                    pinned: entry.policy.pinned,
+                    idle_ttl_s: entry.policy.idle_ttl_s,
+                    max_concurrent: entry.policy.max_concurrent,
+                    in_flight: activity.in_flight,
+                    last_used_at_ms: activity.last_used_ms,
+                    name: entry.name,
+                }
+            })
+            .collect();
+        Ok(GatewayStatus {
+            models: views,
+            evictions: lock(&self.evictions).iter().cloned().collect(),
+        })
+    }
+}
+
+/// A request's bookkeeping before it has an end guard.
+struct Call {
+    gateway: Arc<Gateway>,
+    route: Route,
+    caller: Caller,
+    at_ms: i64,
+    started: Instant,
+    /// The profile once resolved; until then the name the client sent.
+    model: String,
+    stream: bool,
+}
+
+impl Call {
+    fn end_guard(&self, in_flight: InFlight) -> EndGuard {
+        EndGuard::new(Box::new(RequestEnd {
+            gateway: self.gateway.clone(),
+            record: self.record(Outcome::Cancelled, 0, None),
+            started: self.started,
+            _in_flight: in_flight,
+        }))
+    }
+
+    fn record(&self, status: Outcome, http_status: u16, error: Option<String>) -> UsageRecord {
+        UsageRecord {
+            at_ms: self.at_ms,
+            model: self.model.clone(),
+            key_id: self.caller.key_id,
+            key_name: self.caller.name.clone(),
+            route: self.route.name().to_owned(),
+            stream: self.stream,
+            status,
+            http_status,
+            prompt_tokens: None,
+            completion_tokens: None,
+            cached_tokens: None,
+            ttft_ms: None,
+            decode_tps: None,
+            duration_ms: self.started.elapsed().as_secs_f64() * 1000.0,
+            error,
+        }
+    }
+
+    /// Answers with `err` and records it.
+    fn refuse(&self, err: GatewayError, outcome: Outcome) -> Response {
+        let record = self.record(outcome, err.status().as_u16(), Some(err.message.clone()));
+        self.gateway.metrics.request(&record);
+        self.gateway.usage.record(record);
+        err.response(self.route.dialect())
+    }
+}
+
+/// Records the request when it ends.
+struct RequestEnd {
+    gateway: Arc<Gateway>,
+    record: UsageRecord,
+    started: Instant,
+    _in_flight: InFlight,
+}
+
+impl Ending for RequestEnd {
+    fn finish(
+        self: Box<Self>,
+        outcome: Outcome,
+        http_status: u16,
+        tally: &Tally,
+        error: Option<String>,
+    ) {
+        let mut record = self.record;
+        record.status = outcome;
+        record.http_status = http_status;
+        record.prompt_tokens = tally.prompt_tokens;
+        record.completion_tokens = tally.completion_tokens;
+        record.cached_tokens = tally.cached_tokens;
+        record.ttft_ms = tally
+            .first_token
+            .map(|t| t.duration_since(self.started).as_secs_f64() * 1000.0);
+        record.decode_tps = tally.decode_tps();
+        record.duration_ms = self.started.elapsed().as_secs_f64() * 1000.0;
+        record.error = error;
+        self.gateway.metrics.request(&record);
+        self.gateway.usage.record(record);
+    }
+}
+
+/// Finishes a request that failed before the engine answered; returns the error to send.
+fn fail(mut end: EndGuard, err: GatewayError, outcome: Outcome) -> GatewayError {
+    end.http_status = err.status().as_u16();
+    end.finish(outcome, &Tally::default(), Some(err.message.clone()));
+    err
+}
