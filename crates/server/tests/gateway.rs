@@ -150,15 +150,9 @@ async fn routes_by_name_and_alias_streams_and_records_the_engines_counts() {
     );
 
     // Non-streaming to the other model, with the engine's own usage.
-    let answer: Value = rig
-        .v1("/v1/chat/completions", Some(&key))
-        .json(&chat("beta", false, 8))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let (_, answer) = rig
+        .call_v1("/v1/chat/completions", &key, &chat("beta", false, 8))
+        .await;
     let engine_usage = answer["usage"].clone();
     assert_eq!(engine_usage["completion_tokens"], 8, "{answer}");
 
@@ -177,25 +171,21 @@ async fn routes_by_name_and_alias_streams_and_records_the_engines_counts() {
     );
 
     // The other OpenAI routes: completions and responses.
-    let completion: Value = rig
-        .v1("/v1/completions", Some(&key))
-        .json(&json!({"model": "beta", "prompt": "Once upon", "max_tokens": 4}))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let (_, completion) = rig
+        .call_v1(
+            "/v1/completions",
+            &key,
+            &json!({"model": "beta", "prompt": "Once upon", "max_tokens": 4}),
+        )
+        .await;
     assert_eq!(completion["usage"]["completion_tokens"], 4, "{completion}");
-    let response: Value = rig
-        .v1("/v1/responses", Some(&key))
-        .json(&json!({"model": "beta", "input": "Hello", "max_output_tokens": 4}))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let (_, response) = rig
+        .call_v1(
+            "/v1/responses",
+            &key,
+            &json!({"model": "beta", "input": "Hello", "max_output_tokens": 4}),
+        )
+        .await;
     assert_eq!(response["object"], "response", "{response}");
 
     // Anthropic's routes.
@@ -214,15 +204,13 @@ async fn routes_by_name_and_alias_streams_and_records_the_engines_counts() {
         streamed.contains("event: message_start") && streamed.contains("event: message_stop"),
         "{streamed}"
     );
-    let count: Value = rig
-        .v1("/v1/messages/count_tokens", Some(&key))
-        .json(&json!({"model": "a", "messages": [{"role": "user", "content": "Hello there"}]}))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let (_, count) = rig
+        .call_v1(
+            "/v1/messages/count_tokens",
+            &key,
+            &json!({"model": "a", "messages": [{"role": "user", "content": "Hello there"}]}),
+        )
+        .await;
     assert!(count["input_tokens"].as_u64().unwrap() > 0, "{count}");
 
     // Usage: every request, with the engine's counts and the key's name.
@@ -261,13 +249,10 @@ async fn routes_by_name_and_alias_streams_and_records_the_engines_counts() {
         .wait_phase("alpha", "ready", support::engine_rig::READY)
         .await;
     assert_ne!(restarted["port"], alpha["port"], "port 0 picks a new port");
-    let again = rig
-        .v1("/v1/chat/completions", Some(&key))
-        .json(&chat("a", false, 2))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(again.status().as_u16(), 200);
+    let (again, _) = rig
+        .call_v1("/v1/chat/completions", &key, &chat("a", false, 2))
+        .await;
+    assert_eq!(again, 200);
 
     // Bad requests: clear errors in the OpenAI shape.
     for (body, status, code) in [
@@ -339,13 +324,10 @@ async fn routes_by_name_and_alias_streams_and_records_the_engines_counts() {
         .await;
     assert_eq!(status, 200);
     assert!(revoked["revoked_at_ms"].is_i64());
-    let after = rig
-        .v1("/v1/chat/completions", Some(&key))
-        .json(&chat("beta", false, 1))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(after.status().as_u16(), 401);
+    let (after, _) = rig
+        .call_v1("/v1/chat/completions", &key, &chat("beta", false, 1))
+        .await;
+    assert_eq!(after, 401);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -457,13 +439,10 @@ async fn an_idle_model_makes_room_when_another_needs_its_vram() {
     .await;
     let (_, key) = rig.key("evict").await;
 
-    let ok = rig
-        .v1("/v1/chat/completions", Some(&key))
-        .json(&chat("first", false, 2))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(ok.status().as_u16(), 200);
+    let (ok, _) = rig
+        .call_v1("/v1/chat/completions", &key, &chat("first", false, 2))
+        .await;
+    assert_eq!(ok, 200);
     let first = rig.instance("first").await;
     let pid = first["pid"].as_u64().unwrap();
     // NVML now shows the engine holding its 10 GiB on GPU 1.
@@ -641,13 +620,10 @@ async fn a_client_that_leaves_cancels_the_engine_and_a_killed_engine_ends_the_st
     let usage = rig.usage().await;
     assert_eq!(usage["recent"][0]["status"], "engine_error", "{usage}");
     // And the next request says the model is not running.
-    let after = rig
-        .v1("/v1/chat/completions", Some(&key))
-        .json(&chat("solo", false, 1))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(after.status().as_u16(), 503);
+    let (after, _) = rig
+        .call_v1("/v1/chat/completions", &key, &chat("solo", false, 1))
+        .await;
+    assert_eq!(after, 503);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

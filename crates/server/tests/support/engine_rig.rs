@@ -108,6 +108,17 @@ impl Rig {
         )
     }
 
+    /// POSTs `body` to a gateway route with `key`: the status and the answer (JSON, else text).
+    pub async fn call_v1(&self, path: &str, key: &str, body: &Value) -> (u16, Value) {
+        let response = self.v1(path, Some(key)).json(body).send().await.unwrap();
+        let status = response.status().as_u16();
+        let text = response.text().await.unwrap();
+        (
+            status,
+            serde_json::from_str(&text).unwrap_or(Value::String(text)),
+        )
+    }
+
     pub fn v1(&self, path: &str, key: Option<&str>) -> reqwest::RequestBuilder {
         let request = self.t.client.post(self.t.url(path));
         match key {
