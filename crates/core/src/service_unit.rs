@@ -81,9 +81,9 @@ pub fn unit(spec: &ServiceSpec<'_>) -> String {
 #[cfg(test)]
 mod tests {
     use std::path::PathBuf;
-    use std::process::Command;
 
     use super::*;
+    use crate::launch::export::assert_systemd_accepts;
 
     fn paths() -> AppPaths {
         AppPaths {
@@ -113,7 +113,7 @@ mod tests {
             text.contains("Restart=on-failure\n") && text.contains("WantedBy=default.target\n")
         );
         assert!(!text.contains("User="));
-        verify(&text);
+        assert_systemd_accepts(UNIT_NAME, &text);
     }
 
     #[test]
@@ -129,23 +129,6 @@ mod tests {
         let text = unit(&spec);
         assert!(text.contains("User=ana\n") && text.contains("WantedBy=multi-user.target\n"));
         assert!(text.contains("--bind 0.0.0.0:7878\n"));
-        verify(&text);
-    }
-
-    /// `systemd-analyze verify`, where installed: the unit loads with no warning about it.
-    fn verify(text: &str) {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join(UNIT_NAME);
-        std::fs::write(&path, text).unwrap();
-        let Ok(out) = Command::new("systemd-analyze")
-            .arg("verify")
-            .arg(&path)
-            .output()
-        else {
-            return;
-        };
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        let about_ours: Vec<&str> = stderr.lines().filter(|l| l.contains(UNIT_NAME)).collect();
-        assert!(about_ours.is_empty(), "{stderr}\n{text}");
+        assert_systemd_accepts(UNIT_NAME, &text);
     }
 }

@@ -371,14 +371,7 @@ async fn a_reply_cut_by_a_killed_daemon_keeps_its_text_and_is_marked_interrupted
             .json(&body)
             .send()
     };
-    let program = support::llama_server().await;
-    let store = rigdeck_core::store::Store::open(&dir.path().join("data/rigdeck.db"))
-        .await
-        .unwrap();
-    let build = rigdeck_core::engines::registry::register_path(&store, &program, None, None, 0)
-        .await
-        .unwrap();
-    store.close().await;
+    let build = support::register_llama_server(&dir.path().join("data")).await;
     let model = support::tiny_runnable(dir.path());
     let profile = json!({"name": "tiny", "engine_build_id": build.id, "model": model,
         "placement": {"context": 8192, "threads": 1}, "gateway": {"on_demand": true}});

@@ -10,8 +10,7 @@ mod support;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use rigdeck_core::engines::registry::{self, EngineBuild};
-use rigdeck_core::store::Store;
+use rigdeck_core::engines::registry::EngineBuild;
 use serde_json::{json, Value};
 use support::{llama_server, TestServer};
 
@@ -61,13 +60,7 @@ impl TestServer {
 /// The cached llama-server registered in the test daemon's database, and a stand-in model file
 /// (profiles only need the path to exist).
 async fn build_and_model(t: &TestServer) -> (EngineBuild, PathBuf) {
-    let program = llama_server().await;
-    let store = Store::open(&t.dir.path().join("data/rigdeck.db"))
-        .await
-        .unwrap();
-    let build = registry::register_path(&store, &program, None, None, 0)
-        .await
-        .unwrap();
+    let build = support::register_llama_server(&t.dir.path().join("data")).await;
     let model = t.dir.path().join("not-really.gguf");
     std::fs::write(&model, b"not a gguf").unwrap();
     (build, model)

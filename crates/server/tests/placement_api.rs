@@ -192,18 +192,7 @@ async fn the_library_lists_models_in_the_configured_folders() {
 #[tokio::test]
 async fn llama_cpps_dry_run_is_set_beside_the_estimate() {
     let t = TestServer::start("4x3090.json").await;
-    let store = rigdeck_core::store::Store::open(&t.dir.path().join("data/rigdeck.db"))
-        .await
-        .unwrap();
-    rigdeck_core::engines::registry::register_path(
-        &store,
-        &support::llama_server().await,
-        None,
-        None,
-        0,
-    )
-    .await
-    .unwrap();
+    support::register_llama_server(&t.dir.path().join("data")).await;
     let model = support::tiny_dense(t.dir.path());
     let body = serde_json::json!({"model": model, "rig": "cpu-minipc",
         "options": {"context": 4096, "parallel": 1, "kv_unified": false}});

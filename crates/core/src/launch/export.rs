@@ -175,6 +175,25 @@ pub(crate) fn specifiers_escaped(text: &str) -> String {
     text.replace('%', "%%")
 }
 
+/// `systemd-analyze verify`, where installed: the unit, saved as `file_name`, loads with no
+/// warning about it. Shared by the tests of every unit Rigdeck writes.
+#[cfg(test)]
+pub(crate) fn assert_systemd_accepts(file_name: &str, unit: &str) {
+    let dir = tempfile::tempdir().expect("a temporary folder");
+    let path = dir.path().join(file_name);
+    std::fs::write(&path, unit).expect("write the unit");
+    let Ok(out) = std::process::Command::new("systemd-analyze")
+        .arg("verify")
+        .arg(&path)
+        .output()
+    else {
+        return;
+    };
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}\n{unit}");
+    assert!(!stderr.contains(file_name), "{stderr}\n{unit}");
+}
+
 #[cfg(test)]
 mod tests {
     use std::collections::BTreeMap;
@@ -399,7 +418,7 @@ mod tests {
             })
             .collect();
         assert_eq!(env, profile.env, "{unit}");
-        verify_with_systemd(dir.path(), &unit);
+        assert_systemd_accepts("rigdeck-hostile.service", &unit);
     }
 
     /// `(key, value)` of every directive line, in order; sections and comments skipped. Any
@@ -473,25 +492,6 @@ mod tests {
             Dollar::Expanded => undouble(&word, '$'),
             Dollar::Literal => word,
         }
-    }
-
-    /// `systemd-analyze verify`, where installed: the unit loads with no warning about it.
-    fn verify_with_systemd(dir: &Path, unit: &str) {
-        let path = dir.join("rigdeck-hostile.service");
-        std::fs::write(&path, unit).unwrap();
-        let Ok(out) = Command::new("systemd-analyze")
-            .arg("verify")
-            .arg(&path)
-            .output()
-        else {
-            return;
-        };
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        assert!(out.status.success(), "{stderr}\n{unit}");
-        assert!(
-            !stderr.contains("rigdeck-hostile.service"),
-            "{stderr}\n{unit}"
-        );
     }
 
     #[test]

@@ -4,11 +4,10 @@
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use rigdeck_core::engines::registry::{self, EngineBuild};
-use rigdeck_core::store::Store;
+use rigdeck_core::engines::registry::EngineBuild;
 use serde_json::{json, Value};
 
-use super::{llama_server, tiny_runnable, TestServer};
+use super::{register_llama_server, tiny_runnable, TestServer};
 
 pub const READY: Duration = Duration::from_secs(120);
 
@@ -21,13 +20,7 @@ pub struct Rig {
 impl Rig {
     pub async fn start(fixture: &str) -> Self {
         let t = TestServer::start(fixture).await;
-        let program = llama_server().await;
-        let store = Store::open(&t.dir.path().join("data/rigdeck.db"))
-            .await
-            .unwrap();
-        let build = registry::register_path(&store, &program, None, None, 0)
-            .await
-            .unwrap();
+        let build = register_llama_server(&t.dir.path().join("data")).await;
         let model = tiny_runnable(t.dir.path());
         Self { t, build, model }
     }

@@ -26,6 +26,23 @@ pub fn nvml_double() -> PathBuf {
     lib
 }
 
+/// Registers the cached llama-server in the database of a daemon whose data folder is
+/// `data_dir` (created if needed), as `rigdeck engines register` would.
+pub async fn register_llama_server(
+    data_dir: &Path,
+) -> rigdeck_core::engines::registry::EngineBuild {
+    let program = llama_server().await;
+    std::fs::create_dir_all(data_dir).expect("data folder");
+    let store = rigdeck_core::store::Store::open(&data_dir.join("rigdeck.db"))
+        .await
+        .expect("the daemon's database");
+    let build = rigdeck_core::engines::registry::register_path(&store, &program, None, None, 0)
+        .await
+        .expect("llama-server registers");
+    store.close().await;
+    build
+}
+
 /// The real llama-server from Rigdeck's own CPU build of the bundled source, built once and
 /// cached outside the checkout (reused by every test that launches an engine).
 pub async fn llama_server() -> PathBuf {
