@@ -6,40 +6,22 @@
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { conversation, delta, msg } from '../../test/chat';
 import type { ChatMessage } from '../api/types';
+import { pendingCalls, withApi } from '../../test/pending';
 
-const calls: { name: string; arg?: unknown; resolve: (v: unknown) => void; reject: (e: unknown) => void }[] = [];
-function pending<T>(name: string, arg?: unknown): Promise<T> {
-  return new Promise<T>((resolve, reject) => calls.push({ name, arg, resolve: resolve as (v: unknown) => void, reject }));
-}
-const flush = () => new Promise((r) => setTimeout(r, 0));
-function take(name: string) {
-  const i = calls.findIndex((c) => c.name === name);
-  if (i < 0) throw new Error(`no pending ${name}; have ${calls.map((c) => c.name).join(', ')}`);
-  return calls.splice(i, 1)[0]!;
-}
-async function answer(name: string, value: unknown) {
-  const c = take(name);
-  c.resolve(value);
-  await flush();
-  return c;
-}
+const { calls, pending, take, answer } = pendingCalls();
 
-vi.mock('../api/client', async (orig) => {
-  const real = await orig<typeof import('../api/client')>();
-  return {
-    ...real,
-    api: {
-      chatModels: () => pending('models'),
-      conversations: (q: string) => pending('list', q),
-      conversation: (id: number) => pending('get', id),
-      createConversation: (body: unknown) => pending('create', body),
-      updateConversation: (id: number, patch: unknown) => pending('patch', { id, patch }),
-      sendMessage: (id: number, body: unknown) => pending('send', { id, body }),
-      regenerate: (id: number) => pending('regenerate', id),
-      stopMessage: (id: number) => pending('stop', id),
-    },
-  };
-});
+vi.mock('../api/client', (orig) =>
+  withApi(orig, {
+    chatModels: () => pending('models'),
+    conversations: (q: string) => pending('list', q),
+    conversation: (id: number) => pending('get', id),
+    createConversation: (body: unknown) => pending('create', body),
+    updateConversation: (id: number, patch: unknown) => pending('patch', { id, patch }),
+    sendMessage: (id: number, body: unknown) => pending('send', { id, body }),
+    regenerate: (id: number) => pending('regenerate', id),
+    stopMessage: (id: number) => pending('stop', id),
+  }),
+);
 
 const { ChatState: Store } = await import('./chat.svelte');
 /** Every store made, so that each test's pending reads are cancelled at its end. */

@@ -342,10 +342,7 @@ export class ChatState {
   /** Sends a message at the end of the shown branch; a new chat is created first. False when it
    *  failed (the composer keeps the text). */
   async send(content: string, images: string[]): Promise<boolean> {
-    if (this.sending) return false;
-    this.sending = true;
-    this.actionError = null;
-    try {
+    return this.posting(async () => {
       let id = this.conversationId;
       if (id == null || this.conversation == null) {
         const model = this.draft.model;
@@ -364,11 +361,34 @@ export class ChatState {
         id = conv.id;
       }
       const parent = this.path.at(-1)?.id ?? null;
-      const r = await api.sendMessage(id, { parent_id: parent, content, ...(images.length > 0 ? { images } : {}) });
-      this.upsert(r.user);
-      this.upsert(r.assistant);
-      await this.follow(r.assistant.id);
+      await this.showPosted(await api.sendMessage(id, { parent_id: parent, content, ...(images.length > 0 ? { images } : {}) }));
       void this.loadModels();
+    });
+  }
+
+  /** An edited user message: a new sibling of it (same parent), answered anew. */
+  async edit(original: ChatMessage, content: string): Promise<boolean> {
+    const id = this.conversationId;
+    if (id == null) return false;
+    return this.posting(async () => {
+      await this.showPosted(
+        await api.sendMessage(id, {
+          parent_id: original.parent_id,
+          content,
+          ...(original.images.length > 0 ? { images: original.images } : {}),
+        }),
+      );
+    });
+  }
+
+  /** A message post (send or edit): one at a time, its refusal shown as the action's error. False
+   *  when another was under way or it failed. */
+  private async posting(post: () => Promise<void>): Promise<boolean> {
+    if (this.sending) return false;
+    this.sending = true;
+    this.actionError = null;
+    try {
+      await post();
       return true;
     } catch (e) {
       this.actionError = this.fail(e);
@@ -378,28 +398,11 @@ export class ChatState {
     }
   }
 
-  /** An edited user message: a new sibling of it (same parent), answered anew. */
-  async edit(original: ChatMessage, content: string): Promise<boolean> {
-    const id = this.conversationId;
-    if (id == null || this.sending) return false;
-    this.sending = true;
-    this.actionError = null;
-    try {
-      const r = await api.sendMessage(id, {
-        parent_id: original.parent_id,
-        content,
-        ...(original.images.length > 0 ? { images: original.images } : {}),
-      });
-      this.upsert(r.user);
-      this.upsert(r.assistant);
-      await this.follow(r.assistant.id);
-      return true;
-    } catch (e) {
-      this.actionError = this.fail(e);
-      return false;
-    } finally {
-      this.sending = false;
-    }
+  /** The posted message and its reply-to-be shown, the reply followed as it streams. */
+  private async showPosted(r: { user: ChatMessage; assistant: ChatMessage }): Promise<void> {
+    this.upsert(r.user);
+    this.upsert(r.assistant);
+    await this.follow(r.assistant.id);
   }
 
   async regenerate(m: ChatMessage): Promise<void> {

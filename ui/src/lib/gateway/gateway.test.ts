@@ -4,37 +4,18 @@
 
 import { beforeEach, describe, expect, it, vi } from 'vitest';
 import { gatewayView, key, model, T0 } from '../../test/gateway';
+import { flush, pendingCalls, withApi } from '../../test/pending';
 
-/** Each call waits for the test to answer it, so the test decides what arrives first. */
-const calls: { name: string; arg?: unknown; resolve: (v: unknown) => void; reject: (e: unknown) => void }[] = [];
-function pending<T>(name: string, arg?: unknown): Promise<T> {
-  return new Promise<T>((resolve, reject) => calls.push({ name, arg, resolve: resolve as (v: unknown) => void, reject }));
-}
-const flush = () => new Promise((r) => setTimeout(r, 0));
-function take(name: string) {
-  const i = calls.findIndex((c) => c.name === name);
-  if (i < 0) throw new Error(`no pending ${name}; have ${calls.map((c) => c.name).join(', ')}`);
-  return calls.splice(i, 1)[0]!;
-}
-async function answer(name: string, value: unknown) {
-  const c = take(name);
-  c.resolve(value);
-  await flush();
-  return c;
-}
+const { calls, pending, take, answer } = pendingCalls();
 
-vi.mock('../api/client', async (orig) => {
-  const real = await orig<typeof import('../api/client')>();
-  return {
-    ...real,
-    api: {
-      gateway: () => pending('gateway'),
-      keys: () => pending('keys'),
-      createKey: (name: string) => pending('create', name),
-      revokeKey: (id: number) => pending(`revoke ${id}`),
-    },
-  };
-});
+vi.mock('../api/client', (orig) =>
+  withApi(orig, {
+    gateway: () => pending('gateway'),
+    keys: () => pending('keys'),
+    createKey: (name: string) => pending('create', name),
+    revokeKey: (id: number) => pending(`revoke ${id}`),
+  }),
+);
 
 const { GatewayState } = await import('./gateway.svelte');
 const { ApiError } = await import('../api/client');

@@ -5,42 +5,23 @@
 import { beforeEach, describe, expect, it, vi } from 'vitest';
 import type { CachedModel, HubCacheListing } from '../api/types';
 import { view } from '../../test/downloads';
+import { flush, pendingCalls, withApi } from '../../test/pending';
 
 const GIB = 1024 ** 3;
 const COMMIT = 'c'.repeat(40);
 const DIR = '/hf/hub/models--unsloth--Qwen3-8B-GGUF';
 
-/** Each call waits for the test to answer it, so the test decides what arrives first. */
-const calls: { name: string; arg?: unknown; resolve: (v: unknown) => void; reject: (e: unknown) => void }[] = [];
-function pending<T>(name: string, arg?: unknown): Promise<T> {
-  return new Promise<T>((resolve, reject) => calls.push({ name, arg, resolve: resolve as (v: unknown) => void, reject }));
-}
-const flush = () => new Promise((r) => setTimeout(r, 0));
-function take(name: string) {
-  const i = calls.findIndex((c) => c.name === name);
-  if (i < 0) throw new Error(`no pending ${name}; have ${calls.map((c) => c.name).join(', ')}`);
-  return calls.splice(i, 1)[0]!;
-}
-async function answer(name: string, value: unknown) {
-  const c = take(name);
-  c.resolve(value);
-  await flush();
-  return c;
-}
+const { calls, pending, take, answer } = pendingCalls();
 
-vi.mock('../api/client', async (orig) => {
-  const real = await orig<typeof import('../api/client')>();
-  return {
-    ...real,
-    api: {
-      hubCache: () => pending('list'),
-      settings: () => pending('settings'),
-      verifyCached: (repo: string, revision?: string) => pending(`verify ${repo}`, revision),
-      removeCached: (repo: string, commit?: string) => pending(`remove ${repo}`, commit),
-      forgetDownload: (id: number) => pending(`forget ${id}`),
-    },
-  };
-});
+vi.mock('../api/client', (orig) =>
+  withApi(orig, {
+    hubCache: () => pending('list'),
+    settings: () => pending('settings'),
+    verifyCached: (repo: string, revision?: string) => pending(`verify ${repo}`, revision),
+    removeCached: (repo: string, commit?: string) => pending(`remove ${repo}`, commit),
+    forgetDownload: (id: number) => pending(`forget ${id}`),
+  }),
+);
 
 const { HubCacheState, cacheKey } = await import('./cache.svelte');
 const { downloads } = await import('./downloads.svelte');

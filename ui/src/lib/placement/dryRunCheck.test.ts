@@ -60,6 +60,16 @@ function setup() {
   return { timers, check, signedOut };
 }
 
+/** A check showing llama.cpp's answer ('first') for a 4096-token plan. */
+async function showingFirst() {
+  const t = setup();
+  t.check.follow(body(4096));
+  t.timers.fire();
+  calls[0]!.resolve(answer('first'));
+  await flush();
+  return t;
+}
+
 beforeEach(() => {
   calls.length = 0;
 });
@@ -90,11 +100,7 @@ describe('DryRunCheck', () => {
   });
 
   it('drops the answer for an older plan and keeps the table while the new one is checked', async () => {
-    const { timers, check } = setup();
-    check.follow(body(4096));
-    timers.fire();
-    calls[0]!.resolve(answer('first'));
-    await flush();
+    const { timers, check } = await showingFirst();
     check.follow(body(8192));
     timers.fire();
     check.follow(body(16384));
@@ -109,11 +115,7 @@ describe('DryRunCheck', () => {
   });
 
   it('clears the table at once for another model or rig', async () => {
-    const { timers, check } = setup();
-    check.follow(body(4096));
-    timers.fire();
-    calls[0]!.resolve(answer('first'));
-    await flush();
+    const { check } = await showingFirst();
     check.follow(body(4096, '/m/x.gguf', 'cpu-minipc'));
     expect(check.result).toBeNull();
     expect(check.busy).toBe(true);
@@ -135,11 +137,7 @@ describe('DryRunCheck', () => {
   });
 
   it('stops with the page and asks again on the next visit, keeping the last table', async () => {
-    const { timers, check } = setup();
-    check.follow(body(4096));
-    timers.fire();
-    calls[0]!.resolve(answer('first'));
-    await flush();
+    const { timers, check } = await showingFirst();
     check.follow(body(8192));
     timers.fire();
     check.dispose();
@@ -152,11 +150,7 @@ describe('DryRunCheck', () => {
   });
 
   it('forgets everything when there is no plan', async () => {
-    const { timers, check } = setup();
-    check.follow(body(4096));
-    timers.fire();
-    calls[0]!.resolve(answer('first'));
-    await flush();
+    const { check } = await showingFirst();
     check.follow(null);
     expect(check.result).toBeNull();
     expect(check.busy).toBe(false);

@@ -1,7 +1,7 @@
 // Hash routes.
 
 import { describe, expect, it } from 'vitest';
-import { chatConversationId, chatHash, hashParams, hubModelHash, hubRepo, navRoute, parseHash, planHash } from './hash';
+import { chatConversationId, chatHash, GATEWAY_TABS, hashParams, hubModelHash, hubRepo, MODELS_TABS, navRoute, parseHash, planHash } from './hash';
 
 describe('parseHash', () => {
   it('maps the routes', () => {
@@ -31,6 +31,15 @@ describe('gateway addresses', () => {
     expect(parseHash('#/gateway/usage?range=day')).toBe('usage');
     expect(navRoute('gateway')).toBe('gateway');
     expect(navRoute('usage')).toBe('gateway');
+  });
+});
+
+describe('page tabs', () => {
+  it('lead to their own routes, each tab set under one navigation item', () => {
+    for (const tabs of [MODELS_TABS, GATEWAY_TABS]) {
+      for (const tab of tabs) expect(parseHash(tab.hash)).toBe(tab.route);
+      expect(new Set(tabs.map((t) => navRoute(t.route))).size).toBe(1);
+    }
   });
 });
 

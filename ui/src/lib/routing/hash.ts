@@ -27,6 +27,26 @@ export const ROUTES: { route: Route; hash: string; label: string }[] = [
   { route: 'settings', hash: '#/settings', label: 'Settings' },
 ];
 
+/** A tab of a page in two halves (components/common/PageTabs): where it leads, its text, its test id. */
+export interface PageTab {
+  route: Route;
+  hash: string;
+  label: string;
+  testid: string;
+}
+
+/** Models: the library on disk, and the hub to find more. */
+export const MODELS_TABS: PageTab[] = [
+  { route: 'models', hash: '#/models', label: 'Library', testid: 'tab-library' },
+  { route: 'hub', hash: '#/hub', label: 'Find models', testid: 'tab-hub' },
+];
+
+/** Gateway: the endpoint, its models and keys; and its usage. */
+export const GATEWAY_TABS: PageTab[] = [
+  { route: 'gateway', hash: '#/gateway', label: 'Endpoint & keys', testid: 'tab-gateway' },
+  { route: 'usage', hash: '#/gateway/usage', label: 'Usage', testid: 'tab-usage' },
+];
+
 export function parseHash(hash: string): Route {
   const path = hash.replace(/^#/, '').replace(/[?].*$/, '').replace(/\/+$/, '');
   if (path.startsWith('/hub/')) return hubRepo(hash) ? 'hub-model' : 'hub';
