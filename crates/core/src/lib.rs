@@ -1,10 +1,11 @@
 //! Rigdeck's GUI-free application layer: the store, settings, the token, the event bus, the model
 //! library, launch profiles and the instances service, wiring the domain crates (engines, hub,
-//! gateway, chat, placement, telemetry, supervisor) together.
+//! gateway, chat, bench, placement, telemetry, supervisor) together.
 //!
 //! Nothing in here knows about HTTP or windows; the server and the desktop shell wrap it.
 
 pub mod auth;
+pub mod benchmarks;
 pub mod downloads;
 pub mod dry_run;
 pub mod events;
@@ -21,6 +22,7 @@ pub mod telemetry;
 
 /// Engines, the planner, engine processes, collectors and findings live in their own crates;
 /// the core wires them to the rest.
+pub use rigdeck_bench as bench;
 pub use rigdeck_chat as chat;
 pub use rigdeck_engines as engines;
 pub use rigdeck_gateway as gateway;

@@ -29,6 +29,7 @@ fn main() -> ExitCode {
         Command::Logs(args) => cli::run::logs(args),
         Command::Keys(args) => cli::keys::run(args),
         Command::Chat(args) => cli::chat::run(args),
+        Command::Bench(args) => cli::bench::run(*args),
         Command::Service(args) => cli::service::run(args),
     };
     match outcome {

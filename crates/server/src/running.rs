@@ -7,6 +7,7 @@ use std::sync::{Arc, Mutex};
 
 use anyhow::Context;
 use rigdeck_core::auth::ApiToken;
+use rigdeck_core::benchmarks::DaemonAddress;
 use rigdeck_core::events::EventBus;
 use rigdeck_core::launch::fleet::InstancesFleet;
 use rigdeck_core::launch::instances::{Autostart, GpuSource, StartReport};
@@ -129,6 +130,10 @@ impl RunningServer {
         if let Err(err) = self.serving.await {
             tracing::warn!("server task ended abnormally: {err}");
         }
+        // Benchmarks in progress end as cancelled, keeping what they measured.
+        if let Some(benchmarks) = &self.state.benchmarks {
+            benchmarks.cancel_all_and_wait(BENCH_STOP_WAIT).await;
+        }
         // An orderly shutdown ends the engines; a crash leaves them for `recover` to find.
         if let Some(instances) = &self.state.instances {
             instances.stop_all().await;
@@ -213,6 +218,17 @@ pub async fn start(options: ServeOptions) -> anyhow::Result<RunningServer> {
         (Some(store), Some(gateway)) => start_chat(store, gateway, &bus).await,
         _ => None,
     };
+    let benchmarks = match &store {
+        Some(store) => {
+            let daemon = DaemonAddress {
+                url: format!("http://{}", loopback_address(local_addr)),
+                token: token.as_str().to_owned(),
+            };
+            let (telemetry, library) = (telemetry.clone(), library.clone());
+            start_benchmarks(store, &instances, telemetry, library, &bus, daemon).await
+        }
+        None => None,
+    };
     let (stop, stop_rx) = watch::channel(false);
     let state = Arc::new(AppState {
         stopping: stop_rx.clone(),
@@ -237,6 +253,7 @@ pub async fn start(options: ServeOptions) -> anyhow::Result<RunningServer> {
         dry_runs: Default::default(),
         gateway,
         chat,
+        benchmarks,
     });
     let gateway_addr = match options.gateway_bind {
         Some(address) => {
@@ -282,6 +299,46 @@ async fn start_gateway(
         }
         Err(err) => {
             tracing::warn!("the gateway is off: cannot read its API keys: {err}");
+            None
+        }
+    }
+}
+
+/// How long a shutdown waits for benchmarks to store how they ended.
+const BENCH_STOP_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// The daemon's address as a local client reaches it (an unspecified bind means loopback).
+fn loopback_address(bound: std::net::SocketAddr) -> String {
+    let ip = if bound.ip().is_unspecified() {
+        std::net::IpAddr::V4(std::net::Ipv4Addr::LOCALHOST)
+    } else {
+        bound.ip()
+    };
+    format!("{}:{}", http::host_literal(ip), bound.port())
+}
+
+/// Benchmarks; runs a stopped daemon left unfinished are marked aborted.
+async fn start_benchmarks(
+    store: &Store,
+    instances: &Option<Arc<Instances>>,
+    telemetry: Arc<rigdeck_core::telemetry::TelemetryHandle>,
+    library: rigdeck_core::library::LibraryHandle,
+    bus: &EventBus,
+    daemon: DaemonAddress,
+) -> Option<Arc<rigdeck_core::benchmarks::Benchmarks>> {
+    let started = rigdeck_core::benchmarks::Benchmarks::start(
+        store.clone(),
+        instances.clone(),
+        telemetry,
+        library,
+        bus.clone(),
+        daemon,
+    )
+    .await;
+    match started {
+        Ok(benchmarks) => Some(benchmarks),
+        Err(err) => {
+            tracing::warn!("benchmarks are off: {err}");
             None
         }
     }

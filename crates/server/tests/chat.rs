@@ -6,11 +6,11 @@
 
 mod support;
 
-use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
 use futures_util::StreamExt;
 use serde_json::{json, Value};
+use support::daemon_process;
 use support::engine_rig::Rig;
 
 /// Polls the conversation until `message` is no longer streaming.
@@ -320,47 +320,11 @@ async fn a_conversation_streams_stops_branches_searches_and_exports() {
     assert!(stderr.contains("no model named 'nope'"), "{stderr}");
 }
 
-struct Daemon(Child, std::path::PathBuf);
-
-impl Drop for Daemon {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-        support::kill_engines(&self.1);
-    }
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-async fn serve(dir: &std::path::Path, port: u16) -> Daemon {
-    let child = support::rigdeck_in(dir)
-        .args(["serve", "--bind", &format!("127.0.0.1:{port}")])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while reqwest::get(format!("http://127.0.0.1:{port}/login"))
-        .await
-        .is_err()
-    {
-        assert!(Instant::now() < deadline, "the daemon did not start");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    Daemon(child, dir.join("data"))
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_reply_cut_by_a_killed_daemon_keeps_its_text_and_is_marked_interrupted() {
     let dir = tempfile::tempdir().unwrap();
-    let port = free_port();
-    let daemon = serve(dir.path(), port).await;
+    let port = daemon_process::free_port();
+    let daemon = daemon_process::serve(dir.path(), port).await;
     let token = std::fs::read_to_string(dir.path().join("config/token")).unwrap();
     let client = reqwest::Client::new();
     let url = |path: &str| format!("http://127.0.0.1:{port}/api/v1{path}");
@@ -425,14 +389,9 @@ async fn a_reply_cut_by_a_killed_daemon_keeps_its_text_and_is_marked_interrupted
         );
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
-    let pid = daemon.0.id();
-    std::process::Command::new("kill")
-        .args(["-9", &pid.to_string()])
-        .status()
-        .unwrap();
-    drop(daemon);
+    daemon.kill_hard();
 
-    let _again = serve(dir.path(), port).await;
+    let _again = daemon_process::serve(dir.path(), port).await;
     let c: Value = client
         .get(url(&format!("/chat/conversations/{id}")))
         .bearer_auth(token.trim())

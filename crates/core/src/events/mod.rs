@@ -48,6 +48,9 @@ pub enum Event {
     /// Text appended to a reply being written.
     #[serde(rename = "chat.delta")]
     ChatDelta(Arc<crate::chat::Delta>),
+    /// A benchmark run started, finished a run of a step, or ended: its list entry.
+    #[serde(rename = "bench.run")]
+    BenchRun(Arc<crate::bench::store::RunSummary>),
 }
 
 impl Event {
@@ -67,7 +70,8 @@ impl Event {
             Event::LibraryChanged(_)
             | Event::InstanceState(_)
             | Event::DownloadState(_)
-            | Event::ChatMessage(_) => false,
+            | Event::ChatMessage(_)
+            | Event::BenchRun(_) => false,
         }
     }
 }

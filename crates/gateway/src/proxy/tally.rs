@@ -62,7 +62,8 @@ impl Tally {
         }
     }
 
-    fn read_counts(&mut self, value: &Value) {
+    /// Reads the counts, timings and error an answer's JSON carries.
+    pub fn read_counts(&mut self, value: &Value) {
         if let Some(error) = value.get("error") {
             let message = error
                 .get("message")
@@ -122,7 +123,7 @@ impl Tally {
 
 /// Whether an event carries generated text: a chat delta (content, reasoning, tool calls), a
 /// completion's text, an Anthropic content block delta, a Responses API delta.
-fn carries_text(value: &Value) -> bool {
+pub fn carries_text(value: &Value) -> bool {
     let non_empty = |v: Option<&Value>| match v {
         Some(Value::String(s)) => !s.is_empty(),
         Some(Value::Array(a)) => !a.is_empty(),

@@ -1,5 +1,6 @@
 //! The `rigdeck` command line: one subcommand per module.
 
+pub mod bench;
 pub mod chat;
 pub mod desktop;
 pub mod engines;
@@ -71,6 +72,9 @@ pub enum Command {
     Keys(keys::KeysArgs),
     /// Chat with a model in the terminal (stored like the Chat page's conversations).
     Chat(chat::ChatArgs),
+    /// Benchmark an instance, a profile, the gateway or any OpenAI-compatible URL: workload
+    /// shapes, context depth, concurrency or request-rate sweeps, one cold and N warm runs.
+    Bench(Box<bench::BenchArgs>),
     /// Run the daemon under systemd (user or system service): install, uninstall, status, unit.
     Service(service::ServiceArgs),
 }

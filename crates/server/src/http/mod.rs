@@ -1,6 +1,7 @@
 //! The HTTP surface: routes, shared state and the serve loop.
 
 mod api;
+mod bench;
 mod chat;
 mod error;
 mod gateway;
@@ -69,6 +70,8 @@ pub struct AppState {
     pub gateway: Option<Arc<rigdeck_core::gateway::Gateway>>,
     /// Conversations and replies (`None` without a database).
     pub chat: Option<Arc<rigdeck_core::chat::Chat>>,
+    /// Benchmark runs (`None` without a database).
+    pub benchmarks: Option<Arc<rigdeck_core::benchmarks::Benchmarks>>,
 }
 
 impl AppState {
@@ -242,6 +245,12 @@ fn api_endpoints() -> Vec<Endpoint> {
             post(chat::regenerate),
         ),
         at(Method::POST, "/chat/messages/{id}/stop", post(chat::stop)),
+        at(Method::GET, "/bench/runs", get(bench::list)),
+        at(Method::POST, "/bench/runs", post(bench::start)),
+        at(Method::GET, "/bench/runs/{id}", get(bench::get)),
+        at(Method::DELETE, "/bench/runs/{id}", delete(bench::delete)),
+        at(Method::POST, "/bench/runs/{id}/cancel", post(bench::cancel)),
+        at(Method::GET, "/bench/runs/{id}/export", get(bench::export)),
         at(Method::GET, "/events", get(ws::events)),
     ]
 }

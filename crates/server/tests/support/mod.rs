@@ -3,6 +3,7 @@
 
 #![allow(dead_code)]
 
+pub mod daemon_process;
 pub mod engine_rig;
 
 use std::path::{Path, PathBuf};

@@ -1,0 +1,146 @@
+//! Counters an engine exposes on its Prometheus `/metrics`, read before and after each run so
+//! the run gets its own speculative acceptance and prefix-cache hits (vLLM names them; llama.cpp
+//! reports drafts per request instead, see [`crate::request`]).
+
+use std::collections::HashMap;
+
+use crate::result::{Acceptance, EngineDeltas};
+
+/// Counter names, summed over their label sets.
+const DRAFTS: &[&str] = &[
+    "vllm:spec_decode_num_drafts_total",
+    "vllm:spec_decode_num_drafts",
+];
+const DRAFT_TOKENS: &[&str] = &[
+    "vllm:spec_decode_num_draft_tokens_total",
+    "vllm:spec_decode_num_draft_tokens",
+];
+const ACCEPTED: &[&str] = &[
+    "vllm:spec_decode_num_accepted_tokens_total",
+    "vllm:spec_decode_num_accepted_tokens",
+];
+const CACHE_HITS: &[&str] = &["vllm:prefix_cache_hits_total", "vllm:prefix_cache_hits"];
+const CACHE_QUERIES: &[&str] = &[
+    "vllm:prefix_cache_queries_total",
+    "vllm:prefix_cache_queries",
+];
+
+/// Counter values at one moment.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Counters(HashMap<String, f64>);
+
+impl Counters {
+    /// Parses Prometheus text: `name{labels} value`, summing label sets; comments skipped.
+    pub fn parse(text: &str) -> Counters {
+        let mut values: HashMap<String, f64> = HashMap::new();
+        for line in text.lines().map(str::trim) {
+            if line.is_empty() || line.starts_with('#') {
+                continue;
+            }
+            let (series, rest) = match line.find('{') {
+                Some(open) => match line[open..].find('}') {
+                    Some(close) => (&line[..open], &line[open + close + 1..]),
+                    None => continue,
+                },
+                None => match line.split_once(char::is_whitespace) {
+                    Some((name, rest)) => (name, rest),
+                    None => continue,
+                },
+            };
+            let value = rest
+                .split_whitespace()
+                .next()
+                .and_then(|v| v.parse::<f64>().ok());
+            if let Some(value) = value.filter(|v| v.is_finite()) {
+                *values.entry(series.to_owned()).or_default() += value;
+            }
+        }
+        Counters(values)
+    }
+
+    fn get(&self, names: &[&str]) -> Option<f64> {
+        names.iter().find_map(|n| self.0.get(*n).copied())
+    }
+
+    /// What changed from `before` to `self`.
+    pub fn since(&self, before: &Counters) -> EngineDeltas {
+        let delta = |names: &[&str]| {
+            Some(self.get(names)? - before.get(names).unwrap_or(0.0)).filter(|d| *d >= 0.0)
+        };
+        let acceptance = match (delta(DRAFT_TOKENS), delta(ACCEPTED)) {
+            (Some(drafted), Some(accepted)) if drafted > 0.0 => Some(Acceptance {
+                drafted: drafted as u64,
+                accepted: accepted as u64,
+                drafts: delta(DRAFTS).map(|d| d as u64),
+            }),
+            _ => None,
+        };
+        let prefix_cache = match (delta(CACHE_HITS), delta(CACHE_QUERIES)) {
+            (Some(hits), Some(queries)) if queries > 0.0 => Some((hits, queries)),
+            _ => None,
+        };
+        EngineDeltas {
+            acceptance,
+            prefix_cache,
+        }
+    }
+}
+
+/// Reads an engine's `/metrics`.
+pub struct Scraper {
+    client: reqwest::Client,
+    url: String,
+    key: Option<String>,
+}
+
+impl Scraper {
+    pub fn new(client: reqwest::Client, engine_url: &str, key: Option<String>) -> Self {
+        Scraper {
+            client,
+            url: format!("{}/metrics", engine_url.trim_end_matches('/')),
+            key,
+        }
+    }
+
+    /// The counters now; `None` when the engine has no metrics (llama.cpp without
+    /// `--metrics`), which only means no engine-side deltas.
+    pub async fn read(&self) -> Option<Counters> {
+        let mut request = self.client.get(&self.url);
+        if let Some(key) = &self.key {
+            request = request.bearer_auth(key);
+        }
+        let response = request.send().await.ok()?;
+        if !response.status().is_success() {
+            return None;
+        }
+        Some(Counters::parse(&response.text().await.ok()?))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn deltas_of_vllm_counters_give_acceptance_and_cache_hits() {
+        let before = Counters::parse(
+            "# HELP x\nvllm:spec_decode_num_draft_tokens_total{model_name=\"m\"} 100\nvllm:spec_decode_num_accepted_tokens_total{model_name=\"m\"} 60\nvllm:spec_decode_num_drafts_total{model_name=\"m\"} 25\nvllm:prefix_cache_queries_total 1000\nvllm:prefix_cache_hits_total 0\n",
+        );
+        let after = Counters::parse(
+            "vllm:spec_decode_num_draft_tokens_total{model_name=\"m\"} 300\nvllm:spec_decode_num_accepted_tokens_total{model_name=\"m\"} 210\nvllm:spec_decode_num_drafts_total{model_name=\"m\"} 75\nvllm:prefix_cache_queries_total 3000\nvllm:prefix_cache_hits_total 500\nbroken{line 5\n",
+        );
+        let deltas = after.since(&before);
+        let acceptance = deltas.acceptance.expect("drafts");
+        assert_eq!(
+            (acceptance.drafted, acceptance.accepted, acceptance.drafts),
+            (200, 150, Some(50))
+        );
+        assert_eq!(acceptance.rate(), Some(0.75));
+        assert_eq!(acceptance.mean_length(), Some(4.0));
+        assert_eq!(deltas.prefix_cache, Some((500.0, 2000.0)));
+        assert_eq!(
+            Counters::default().since(&Counters::default()),
+            EngineDeltas::default()
+        );
+    }
+}

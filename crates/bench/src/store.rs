@@ -1,0 +1,335 @@
+//! Benchmark runs in the daemon's SQLite database: a row per run (target, spec, context,
+//! status, a digest of each step for lists), a row per step with every run's requests.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use sqlx::sqlite::SqliteRow;
+use sqlx::{Row, SqlitePool};
+
+use crate::result::StepResult;
+use crate::spec::{BenchSpec, Point};
+
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("no benchmark run with id {0}: the Benchmarks page lists them")]
+    NoRun(i64),
+    #[error("benchmark run {id} has a stored {what} this Rigdeck cannot read: {reason}")]
+    Unreadable {
+        id: i64,
+        what: &'static str,
+        reason: String,
+    },
+    #[error("database query failed: {0}")]
+    Query(#[from] sqlx::Error),
+}
+
+/// Where a run stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Status {
+    Running,
+    Done,
+    /// Stopped by an error (the endpoint went down, every request of a run failed).
+    Failed,
+    /// Stopped by the user.
+    Cancelled,
+    /// The daemon stopped during the run.
+    Aborted,
+}
+
+impl Status {
+    fn as_str(self) -> &'static str {
+        match self {
+            Status::Running => "running",
+            Status::Done => "done",
+            Status::Failed => "failed",
+            Status::Cancelled => "cancelled",
+            Status::Aborted => "aborted",
+        }
+    }
+
+    fn parse(text: &str) -> Status {
+        match text {
+            "running" => Status::Running,
+            "done" => Status::Done,
+            "cancelled" => Status::Cancelled,
+            "aborted" => Status::Aborted,
+            _ => Status::Failed,
+        }
+    }
+}
+
+/// One step in a run's list entry: where it stands and its headline medians.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StepDigest {
+    pub point: Point,
+    pub runs: u32,
+    pub complete: bool,
+    pub aggregate_tps: Option<f64>,
+    pub stream_tps: Option<f64>,
+    pub ttft_ms: Option<f64>,
+    pub failed_requests: u32,
+}
+
+impl StepDigest {
+    pub fn of(step: &StepResult) -> Self {
+        let summary = step.summary.as_ref();
+        let median = |s: Option<crate::Stats>| s.map(|s| s.median);
+        StepDigest {
+            point: step.point,
+            runs: step.runs.len() as u32,
+            complete: step.complete,
+            aggregate_tps: median(summary.and_then(|s| s.aggregate_tps)),
+            stream_tps: median(summary.and_then(|s| s.stream_tps)),
+            ttft_ms: median(summary.and_then(|s| s.ttft_ms)),
+            failed_requests: summary.map_or(0, |s| s.failed_requests),
+        }
+    }
+}
+
+/// A run as lists show it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunSummary {
+    pub id: i64,
+    pub name: String,
+    pub kind: String,
+    pub target: Value,
+    pub spec: BenchSpec,
+    pub status: Status,
+    pub error: Option<String>,
+    /// Prompt lengths counted by the engine's tokenizer (else estimated).
+    pub exact_prompts: bool,
+    pub started_at_ms: i64,
+    pub finished_at_ms: Option<i64>,
+    pub steps: Vec<StepDigest>,
+    pub runs_done: u32,
+    pub runs_total: u32,
+}
+
+/// A run in full.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunDetail {
+    #[serde(flatten)]
+    pub summary: RunSummary,
+    /// Engine build, command line, placement, model, hardware before and after.
+    pub context: Value,
+    /// Samples taken during the run.
+    pub telemetry: Vec<Value>,
+    pub results: Vec<StepResult>,
+}
+
+/// A new run's fixed facts.
+pub struct NewRun<'a> {
+    pub name: &'a str,
+    pub kind: &'a str,
+    pub target: &'a Value,
+    pub spec: &'a BenchSpec,
+    pub context: &'a Value,
+    pub exact_prompts: bool,
+    pub started_at_ms: i64,
+}
+
+const COLUMNS: &str = "id, name, kind, target, spec, digest, status, error, exact_prompts, started_at_ms, finished_at_ms";
+
+/// The benchmark tables over the daemon's database.
+#[derive(Clone)]
+pub struct BenchStore {
+    pool: SqlitePool,
+}
+
+impl BenchStore {
+    pub fn new(pool: SqlitePool) -> Self {
+        Self { pool }
+    }
+
+    /// Runs a daemon left 'running' when it stopped are marked aborted; their steps are kept.
+    pub async fn mark_aborted(&self, now_ms: i64) -> Result<u64, StoreError> {
+        let done = sqlx::query(
+            "UPDATE bench_runs SET status = 'aborted', finished_at_ms = ?, \
+             error = 'Rigdeck stopped during this run; the steps measured before are kept' WHERE status = 'running'",
+        )
+        .bind(now_ms)
+        .execute(&self.pool)
+        .await?;
+        Ok(done.rows_affected())
+    }
+
+    pub async fn create(&self, run: NewRun<'_>) -> Result<i64, StoreError> {
+        let id = sqlx::query_scalar(
+            "INSERT INTO bench_runs (name, kind, target, spec, context, status, exact_prompts, started_at_ms) \
+             VALUES (?, ?, ?, ?, ?, 'running', ?, ?) RETURNING id",
+        )
+        .bind(run.name)
+        .bind(run.kind)
+        .bind(run.target.to_string())
+        .bind(json(run.spec))
+        .bind(run.context.to_string())
+        .bind(run.exact_prompts)
+        .bind(run.started_at_ms)
+        .fetch_one(&self.pool)
+        .await?;
+        Ok(id)
+    }
+
+    /// Saves a step as it stands and refreshes the run's digest.
+    pub async fn save_step(&self, id: i64, step: &StepResult) -> Result<(), StoreError> {
+        let mut tx = self.pool.begin().await?;
+        sqlx::query("INSERT OR REPLACE INTO bench_steps (run_id, idx, result) VALUES (?, ?, ?)")
+            .bind(id)
+            .bind(step.index)
+            .bind(json(step))
+            .execute(&mut *tx)
+            .await?;
+        let digest: String = sqlx::query_scalar("SELECT digest FROM bench_runs WHERE id = ?")
+            .bind(id)
+            .fetch_optional(&mut *tx)
+            .await?
+            .ok_or(StoreError::NoRun(id))?;
+        let mut digest: Vec<StepDigest> = serde_json::from_str(&digest).unwrap_or_default();
+        let index = step.index as usize;
+        if digest.len() <= index {
+            digest.resize(index + 1, StepDigest::of(step));
+        }
+        digest[index] = StepDigest::of(step);
+        sqlx::query("UPDATE bench_runs SET digest = ? WHERE id = ?")
+            .bind(json(&digest))
+            .bind(id)
+            .execute(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    pub async fn set_context(&self, id: i64, context: &Value) -> Result<(), StoreError> {
+        self.set(id, "context", context.to_string()).await
+    }
+
+    /// Whether prompt lengths came from the engine's tokenizer (known once the run starts).
+    pub async fn set_exact_prompts(&self, id: i64, exact: bool) -> Result<(), StoreError> {
+        sqlx::query("UPDATE bench_runs SET exact_prompts = ? WHERE id = ?")
+            .bind(exact)
+            .bind(id)
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+
+    pub async fn set_telemetry(&self, id: i64, samples: &[Value]) -> Result<(), StoreError> {
+        self.set(id, "telemetry", json(&samples)).await
+    }
+
+    async fn set(&self, id: i64, column: &'static str, value: String) -> Result<(), StoreError> {
+        sqlx::query(&format!("UPDATE bench_runs SET {column} = ? WHERE id = ?"))
+            .bind(value)
+            .bind(id)
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+
+    pub async fn finish(
+        &self,
+        id: i64,
+        status: Status,
+        error: Option<&str>,
+        now_ms: i64,
+    ) -> Result<(), StoreError> {
+        sqlx::query("UPDATE bench_runs SET status = ?, error = ?, finished_at_ms = ? WHERE id = ?")
+            .bind(status.as_str())
+            .bind(error)
+            .bind(now_ms)
+            .bind(id)
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+
+    /// Every run, newest first.
+    pub async fn list(&self) -> Result<Vec<RunSummary>, StoreError> {
+        let rows = sqlx::query(&format!(
+            "SELECT {COLUMNS} FROM bench_runs ORDER BY id DESC"
+        ))
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter().map(summary).collect()
+    }
+
+    pub async fn get(&self, id: i64) -> Result<RunDetail, StoreError> {
+        let row = sqlx::query(&format!(
+            "SELECT {COLUMNS}, context, telemetry FROM bench_runs WHERE id = ?"
+        ))
+        .bind(id)
+        .fetch_optional(&self.pool)
+        .await?
+        .ok_or(StoreError::NoRun(id))?;
+        let steps: Vec<String> =
+            sqlx::query_scalar("SELECT result FROM bench_steps WHERE run_id = ? ORDER BY idx")
+                .bind(id)
+                .fetch_all(&self.pool)
+                .await?;
+        let results = steps
+            .iter()
+            .map(|s| serde_json::from_str(s))
+            .collect::<Result<Vec<StepResult>, _>>()
+            .map_err(|e| StoreError::Unreadable {
+                id,
+                what: "step",
+                reason: e.to_string(),
+            })?;
+        Ok(RunDetail {
+            summary: summary(&row)?,
+            context: parse_or_null(&row.get::<String, _>("context")),
+            telemetry: serde_json::from_str(&row.get::<String, _>("telemetry")).unwrap_or_default(),
+            results,
+        })
+    }
+
+    pub async fn delete(&self, id: i64) -> Result<(), StoreError> {
+        let done = sqlx::query("DELETE FROM bench_runs WHERE id = ?")
+            .bind(id)
+            .execute(&self.pool)
+            .await?;
+        if done.rows_affected() == 0 {
+            return Err(StoreError::NoRun(id));
+        }
+        Ok(())
+    }
+}
+
+fn summary(row: &SqliteRow) -> Result<RunSummary, StoreError> {
+    let id: i64 = row.get("id");
+    let spec: BenchSpec = serde_json::from_str(&row.get::<String, _>("spec")).map_err(|e| {
+        StoreError::Unreadable {
+            id,
+            what: "spec",
+            reason: e.to_string(),
+        }
+    })?;
+    let steps: Vec<StepDigest> =
+        serde_json::from_str(&row.get::<String, _>("digest")).unwrap_or_default();
+    let runs_total = spec.points().len() as u32 * spec.runs_per_step();
+    Ok(RunSummary {
+        id,
+        name: row.get("name"),
+        kind: row.get("kind"),
+        target: parse_or_null(&row.get::<String, _>("target")),
+        runs_done: steps.iter().map(|s| s.runs).sum(),
+        runs_total,
+        steps,
+        spec,
+        status: Status::parse(&row.get::<String, _>("status")),
+        error: row.get("error"),
+        exact_prompts: row.get("exact_prompts"),
+        started_at_ms: row.get("started_at_ms"),
+        finished_at_ms: row.get("finished_at_ms"),
+    })
+}
+
+fn parse_or_null(text: &str) -> Value {
+    serde_json::from_str(text).unwrap_or(Value::Null)
+}
+
+/// Our own types always serialize.
+fn json<T: Serialize + ?Sized>(value: &T) -> String {
+    serde_json::to_string(value).unwrap_or_else(|_| "null".into())
+}

@@ -1,0 +1,464 @@
+//! Benchmarks as the daemon runs them: a request names a target and a spec; the run is stored
+//! at once (status `running`), its target resolved to an endpoint (a profile started for it),
+//! its context recorded (engine build, exact command line, placement, model and quantization,
+//! hardware before and after), telemetry sampled each second, every step saved after each of
+//! its runs and announced as a `bench.run` event, and its end stored: done, failed, cancelled,
+//! or (when the daemon stopped) aborted at the next start.
+
+pub mod context;
+pub mod target;
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+use serde::Deserialize;
+use serde_json::{json, Value};
+use tokio::sync::{mpsc, watch};
+
+use crate::bench::store::{BenchStore, NewRun, RunSummary, Status, StoreError};
+use crate::bench::{BenchSpec, Endpoint, Outcome, Runner, StepResult, StepSink};
+use crate::events::{Event, EventBus};
+use crate::launch::instances::READY_TIMEOUT;
+use crate::launch::Instances;
+use crate::library::LibraryHandle;
+use crate::store::Store;
+use crate::supervisor::Phase;
+use crate::telemetry::TelemetryHandle;
+pub use target::Target;
+
+/// A benchmark to start.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NewBenchmark {
+    #[serde(default)]
+    pub name: Option<String>,
+    pub target: Target,
+    #[serde(default)]
+    pub spec: BenchSpec,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum BenchError {
+    #[error("{0}")]
+    Invalid(String),
+    #[error("benchmark run {0} is not running")]
+    NotRunning(i64),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+/// The daemon's own address and token, for gateway targets.
+#[derive(Clone)]
+pub struct DaemonAddress {
+    pub url: String,
+    pub token: String,
+}
+
+/// Starts, tracks and cancels benchmark runs.
+pub struct Benchmarks {
+    store: BenchStore,
+    profiles: Store,
+    instances: Option<Arc<Instances>>,
+    telemetry: Arc<TelemetryHandle>,
+    library: LibraryHandle,
+    bus: EventBus,
+    daemon: DaemonAddress,
+    /// Cancel switches of the runs in progress.
+    running: Mutex<HashMap<i64, watch::Sender<bool>>>,
+}
+
+/// How often telemetry is sampled during a run.
+const TELEMETRY_EVERY: Duration = Duration::from_secs(1);
+
+impl Benchmarks {
+    /// Marks runs a stopped daemon left unfinished as aborted.
+    pub async fn start(
+        profiles: Store,
+        instances: Option<Arc<Instances>>,
+        telemetry: Arc<TelemetryHandle>,
+        library: LibraryHandle,
+        bus: EventBus,
+        daemon: DaemonAddress,
+    ) -> Result<Arc<Self>, StoreError> {
+        let store = BenchStore::new(profiles.pool().clone());
+        store.mark_aborted(crate::now_ms()).await?;
+        Ok(Arc::new(Benchmarks {
+            store,
+            profiles,
+            instances,
+            telemetry,
+            library,
+            bus,
+            daemon,
+            running: Mutex::new(HashMap::new()),
+        }))
+    }
+
+    pub fn store(&self) -> &BenchStore {
+        &self.store
+    }
+
+    /// Stores the run and starts it in the background; returns it as stored.
+    pub async fn begin(self: &Arc<Self>, new: NewBenchmark) -> Result<RunSummary, BenchError> {
+        new.spec.validate().map_err(BenchError::Invalid)?;
+        new.target.check().map_err(BenchError::Invalid)?;
+        if let Target::Instance { name } = &new.target {
+            target::instance_root(self.instances()?, name).map_err(BenchError::Invalid)?;
+        }
+        let name = new
+            .name
+            .clone()
+            .filter(|n| !n.trim().is_empty())
+            .unwrap_or_else(|| new.target.label());
+        let context = self.context(&new.target).await;
+        let id = self
+            .store
+            .create(NewRun {
+                name: &name,
+                kind: "serving",
+                target: &new.target.view(),
+                spec: &new.spec,
+                context: &context,
+                exact_prompts: false,
+                started_at_ms: crate::now_ms(),
+            })
+            .await?;
+        let (cancel_tx, cancel_rx) = watch::channel(false);
+        lock(&self.running).insert(id, cancel_tx);
+        let this = self.clone();
+        tokio::spawn(async move { this.execute(id, new, context, cancel_rx).await });
+        let summary = self.summary(id).await?;
+        self.bus.publish(Event::BenchRun(Arc::new(summary.clone())));
+        Ok(summary)
+    }
+
+    /// Asks a running benchmark to stop; what it measured is kept.
+    pub async fn cancel(&self, id: i64) -> Result<(), BenchError> {
+        let sender = lock(&self.running).get(&id).cloned();
+        let sender = sender.ok_or(BenchError::NotRunning(id))?;
+        let _ = sender.send(true);
+        Ok(())
+    }
+
+    /// Cancels every run (the daemon is stopping) and waits, up to `wait`, until each has
+    /// stored how it ended.
+    pub async fn cancel_all_and_wait(&self, wait: Duration) {
+        for sender in lock(&self.running).values() {
+            let _ = sender.send(true);
+        }
+        let deadline = Instant::now() + wait;
+        while !lock(&self.running).is_empty() && Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    pub async fn summary(&self, id: i64) -> Result<RunSummary, StoreError> {
+        Ok(self.store.get(id).await?.summary)
+    }
+
+    fn instances(&self) -> Result<&Arc<Instances>, BenchError> {
+        self.instances.as_ref().ok_or_else(|| {
+            BenchError::Invalid("engine instances are unavailable (no database)".into())
+        })
+    }
+
+    async fn execute(
+        self: Arc<Self>,
+        id: i64,
+        new: NewBenchmark,
+        mut context: Value,
+        cancel: watch::Receiver<bool>,
+    ) {
+        let (writer, steps) = mpsc::unbounded_channel();
+        let samples = Arc::new(Mutex::new(Vec::new()));
+        let saver = tokio::spawn(self.clone().save_steps(id, steps, samples.clone()));
+        let sampler = tokio::spawn(sample_telemetry(self.telemetry.clone(), samples.clone()));
+        let (outcome, started_profile) = self.measure(id, &new, writer, cancel).await;
+        sampler.abort();
+        let _ = saver.await;
+        let telemetry = lock(&samples).clone();
+        if let Err(err) = self.store.set_telemetry(id, &telemetry).await {
+            tracing::warn!("benchmark {id}: telemetry not saved: {err}");
+        }
+        let after = self.telemetry.latest();
+        context["hardware_after"] = context::hardware(after.as_ref().map(|f| &f.sample));
+        if let Err(err) = self.store.set_context(id, &context).await {
+            tracing::warn!("benchmark {id}: context not saved: {err}");
+        }
+        if let (Some(name), Ok(instances)) = (started_profile, self.instances()) {
+            if let Err(err) = instances.stop(&name).await {
+                tracing::warn!("benchmark {id}: could not stop '{name}' after the run: {err}");
+            }
+        }
+        let (status, error) = match outcome {
+            Outcome::Done => (Status::Done, None),
+            Outcome::Failed(why) => (Status::Failed, Some(why)),
+            Outcome::Cancelled => (
+                Status::Cancelled,
+                Some("cancelled; the runs measured before are kept".to_owned()),
+            ),
+        };
+        if let Err(err) = self
+            .store
+            .finish(id, status, error.as_deref(), crate::now_ms())
+            .await
+        {
+            tracing::warn!("benchmark {id}: end not saved: {err}");
+        }
+        lock(&self.running).remove(&id);
+        self.announce(id).await;
+    }
+
+    /// Resolves the target (starting a profile when asked) and runs the benchmark. Returns how
+    /// it ended and the profile it started, if any (to be stopped after).
+    async fn measure(
+        &self,
+        id: i64,
+        new: &NewBenchmark,
+        writer: mpsc::UnboundedSender<StepResult>,
+        mut cancel: watch::Receiver<bool>,
+    ) -> (Outcome, Option<String>) {
+        let resolved = tokio::select! {
+            resolved = self.endpoint(&new.target) => resolved,
+            _ = cancel.wait_for(|c| *c) => return (Outcome::Cancelled, None),
+        };
+        let (endpoint, started) = match resolved {
+            Ok(resolved) => resolved,
+            Err((why, started)) => return (Outcome::Failed(why), started),
+        };
+        let mut runner = match Runner::prepare(endpoint, new.spec.clone()).await {
+            Ok(runner) => runner,
+            Err(why) => return (Outcome::Failed(why), started),
+        };
+        if let Err(err) = self
+            .store
+            .set_exact_prompts(id, runner.exact_prompts())
+            .await
+        {
+            tracing::warn!("benchmark {id}: {err}");
+        }
+        let sink = ChannelSink(writer);
+        (runner.run(&sink, cancel).await, started)
+    }
+
+    /// The endpoint for a target; a profile that is not running is started and waited for.
+    async fn endpoint(
+        &self,
+        target: &Target,
+    ) -> Result<(Endpoint, Option<String>), (String, Option<String>)> {
+        let failed = |why: String| (why, None);
+        match target {
+            Target::Url {
+                url,
+                api_key,
+                model,
+            } => Ok((
+                Endpoint {
+                    base_url: url.trim_end_matches('/').to_owned(),
+                    api_key: api_key.clone(),
+                    model: model.clone(),
+                    engine: crate::bench::EngineKind::Other,
+                    engine_url: None,
+                    engine_key: None,
+                },
+                None,
+            )),
+            Target::Gateway { model } => {
+                let profile = target::profile_for(&self.profiles, model).await;
+                let instances = self.instances().map_err(|e| failed(e.to_string()))?;
+                let root = profile
+                    .as_ref()
+                    .and_then(|p| target::instance_root(instances, &p.name).ok());
+                let engine = self.engine_of(profile.as_ref()).await;
+                Ok((
+                    Endpoint {
+                        base_url: format!("{}/v1", self.daemon.url),
+                        api_key: Some(self.daemon.token.clone()),
+                        model: model.clone(),
+                        engine,
+                        engine_key: profile
+                            .as_ref()
+                            .and_then(|p| instances.engine_api_key(&p.name)),
+                        engine_url: root,
+                    },
+                    None,
+                ))
+            }
+            Target::Instance { name } => {
+                let instances = self.instances().map_err(|e| failed(e.to_string()))?;
+                let root = target::instance_root(instances, name).map_err(failed)?;
+                let profile = target::profile_for(&self.profiles, name).await;
+                let engine = self.engine_of(profile.as_ref()).await;
+                Ok((
+                    target::engine_endpoint(&root, name, engine, instances.engine_api_key(name)),
+                    None,
+                ))
+            }
+            Target::Profile { name } => {
+                let instances = self.instances().map_err(|e| failed(e.to_string()))?;
+                let profile = target::profile_for(&self.profiles, name)
+                    .await
+                    .ok_or_else(|| {
+                        failed(format!(
+                            "no launch profile named '{name}': `rigdeck profiles list` shows them"
+                        ))
+                    })?;
+                let started = if target::instance_root(instances, name).is_ok() {
+                    None
+                } else {
+                    instances.start(name, false).await.map_err(|e| {
+                        failed(format!("could not start '{name}' for the run: {e}"))
+                    })?;
+                    Some(name.clone())
+                };
+                let root = wait_ready(instances, name)
+                    .await
+                    .map_err(|why| (why, started.clone()))?;
+                let engine = self.engine_of(Some(&profile)).await;
+                Ok((
+                    target::engine_endpoint(&root, name, engine, instances.engine_api_key(name)),
+                    started,
+                ))
+            }
+        }
+    }
+
+    async fn engine_of(
+        &self,
+        profile: Option<&crate::profiles::profile::LaunchProfile>,
+    ) -> crate::bench::EngineKind {
+        let Some(profile) = profile else {
+            return crate::bench::EngineKind::Other;
+        };
+        match self.profiles.engine_build(profile.engine_build_id).await {
+            Ok(Some(build)) => target::bench_engine(build.kind),
+            _ => crate::bench::EngineKind::Other,
+        }
+    }
+
+    /// The context known before the run: target, engine, command line, model, hardware.
+    async fn context(&self, target: &Target) -> Value {
+        let before = self.telemetry.latest();
+        let mut context = json!({
+            "target": target.view(),
+            "hardware_before": context::hardware(before.as_ref().map(|f| &f.sample)),
+        });
+        let name = match target {
+            Target::Instance { name } | Target::Profile { name } => Some(name.clone()),
+            Target::Gateway { model } => target::profile_for(&self.profiles, model)
+                .await
+                .map(|p| p.name),
+            Target::Url { .. } => None,
+        };
+        let Some(name) = name else { return context };
+        let Some(profile) = target::profile_for(&self.profiles, &name).await else {
+            return context;
+        };
+        context["profile"] = json!(profile.name);
+        context["placement"] = json!(profile.placement);
+        context["planned_memory"] = json!(profile.planned_memory);
+        context["extra_args"] = json!(profile.extra_args);
+        if let Ok(Some(build)) = self.profiles.engine_build(profile.engine_build_id).await {
+            context["engine"] = json!({
+                "id": build.id, "kind": build.kind, "version": build.version,
+                "backend": build.backend, "location": build.location,
+            });
+        }
+        context["model"] = self.model_facts(&profile.model);
+        if let Some(view) = self.instances.as_ref().and_then(|i| i.get(&name)) {
+            context["command_line"] = json!(view.command_line);
+            context["measured_memory"] = json!(view.measured_memory);
+        }
+        context
+    }
+
+    fn model_facts(&self, path: &std::path::Path) -> Value {
+        let entries = self.library.entries();
+        let entry = entries.iter().find(|e| e.path == path);
+        let gguf = entry.and_then(|e| e.gguf.as_ref());
+        json!({
+            "file": path,
+            "size_bytes": entry.map(|e| e.size_bytes),
+            "architecture": gguf.and_then(|g| g.architecture.clone()),
+            "parameters": gguf.map(|g| g.parameter_count),
+            "quantization": gguf.and_then(|g| g.file_type.as_ref()).map(|f| f.label.clone()),
+            "bits_per_weight": gguf.and_then(|g| g.bits_per_weight),
+        })
+    }
+
+    /// Writes steps in the order they come, with the telemetry so far, and announces each.
+    async fn save_steps(
+        self: Arc<Self>,
+        id: i64,
+        mut steps: mpsc::UnboundedReceiver<StepResult>,
+        samples: Arc<Mutex<Vec<Value>>>,
+    ) {
+        while let Some(step) = steps.recv().await {
+            if let Err(err) = self.store.save_step(id, &step).await {
+                tracing::warn!("benchmark {id}: step {} not saved: {err}", step.index);
+            }
+            let telemetry = lock(&samples).clone();
+            if let Err(err) = self.store.set_telemetry(id, &telemetry).await {
+                tracing::warn!("benchmark {id}: telemetry not saved: {err}");
+            }
+            self.announce(id).await;
+        }
+    }
+
+    async fn announce(&self, id: i64) {
+        match self.summary(id).await {
+            Ok(summary) => self.bus.publish(Event::BenchRun(Arc::new(summary))),
+            Err(err) => tracing::warn!("benchmark {id}: {err}"),
+        }
+    }
+}
+
+/// Steps to the saver task (the runner's sink is synchronous).
+struct ChannelSink(mpsc::UnboundedSender<StepResult>);
+
+impl StepSink for ChannelSink {
+    fn step(&self, step: &StepResult) {
+        let _ = self.0.send(step.clone());
+    }
+}
+
+/// Waits until a profile's instance is ready; its root URL, or why it never became ready.
+async fn wait_ready(instances: &Instances, name: &str) -> Result<String, String> {
+    let deadline = Instant::now() + READY_TIMEOUT;
+    loop {
+        match instances.phase_and_address(name) {
+            Some((Phase::Ready, _, _)) => return target::instance_root(instances, name),
+            Some((Phase::Crashed { explanation, .. }, _, _)) => {
+                return Err(format!("'{name}' crashed while loading: {explanation}"))
+            }
+            Some((Phase::Stopped, _, _)) | None => {
+                return Err(format!("'{name}' stopped before it was ready"))
+            }
+            _ if Instant::now() > deadline => {
+                return Err(format!(
+                    "'{name}' was not ready after {} s",
+                    READY_TIMEOUT.as_secs()
+                ))
+            }
+            _ => tokio::time::sleep(Duration::from_millis(250)).await,
+        }
+    }
+}
+
+/// A telemetry point each second, from the collector's latest frame.
+async fn sample_telemetry(telemetry: Arc<TelemetryHandle>, samples: Arc<Mutex<Vec<Value>>>) {
+    let start = crate::now_ms();
+    let mut tick = tokio::time::interval(TELEMETRY_EVERY);
+    loop {
+        tick.tick().await;
+        if let Some(frame) = telemetry.latest() {
+            let point = context::telemetry_point(&frame.sample, crate::now_ms() - start);
+            lock(&samples).push(point);
+        }
+    }
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}

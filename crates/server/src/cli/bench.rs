@@ -1,0 +1,373 @@
+//! `rigdeck bench`: a serving benchmark through the daemon, with the Benchmarks page's options.
+//! Prints a progress bar while it runs and a table of every step at the end; Ctrl-C cancels
+//! (what was measured is kept). `--list` shows stored runs; `--show ID` prints one again, or
+//! exports it with `--format md|csv|json`.
+
+use std::io::Write;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::{bail, Context};
+use rigdeck_core::bench::spec::{Api, PromptSource, Slo};
+use rigdeck_core::bench::store::{RunDetail, RunSummary, Status};
+use rigdeck_core::bench::{BenchSpec, Shape, Stats};
+use rigdeck_core::launch::client::DaemonClient;
+use serde_json::{json, Value};
+
+use super::run::{block_on, client};
+use super::table;
+
+#[derive(Debug, clap::Args)]
+pub struct BenchArgs {
+    /// A running instance (its profile's name); with --start, a profile started for the run.
+    pub target: Option<String>,
+    /// Start the profile for the run when it is not running (and stop it after).
+    #[arg(long, requires = "target")]
+    pub start: bool,
+    /// Through Rigdeck's gateway, as clients see it: a profile's name or alias.
+    #[arg(long, value_name = "MODEL", conflicts_with_all = ["target", "url"])]
+    pub gateway: Option<String>,
+    /// Any OpenAI-compatible base URL (ending in /v1), e.g. a cloud API as a baseline.
+    #[arg(long, conflicts_with = "target", requires = "model")]
+    pub url: Option<String>,
+    /// The model name at --url.
+    #[arg(long)]
+    pub model: Option<String>,
+    /// The environment variable that holds --url's API key (keeps it out of shell history).
+    #[arg(long, value_name = "VAR", requires = "url")]
+    pub api_key_env: Option<String>,
+    /// Workload shapes, PROMPT:OUTPUT tokens (comma-separated or repeated).
+    #[arg(long = "shape", value_delimiter = ',', default_value = "256:512")]
+    pub shapes: Vec<Shape>,
+    /// Context depths: tokens already in the cache before each request (like llama-bench -d).
+    #[arg(long = "depth", value_delimiter = ',', default_value = "0")]
+    pub depths: Vec<u32>,
+    /// Concurrent streams per step (closed loop).
+    #[arg(short = 'c', long, value_delimiter = ',', default_value = "1")]
+    pub concurrency: Vec<u32>,
+    /// Request rates (req/s, Poisson arrivals) instead of concurrency.
+    #[arg(long = "rate", value_delimiter = ',')]
+    pub rates: Vec<f64>,
+    /// Requests per run in rate mode.
+    #[arg(long, default_value_t = 32)]
+    pub rate_requests: u32,
+    /// Warm runs per step, after the cold one.
+    #[arg(long, default_value_t = 10)]
+    pub warm: u32,
+    /// synthetic (exact, cheap; overstates speculative acceptance) or realistic.
+    #[arg(long, default_value = "synthetic", value_parser = ["synthetic", "realistic"])]
+    pub prompts: String,
+    /// chat (/v1/chat/completions) or completions (/v1/completions).
+    #[arg(long, default_value = "chat", value_parser = ["chat", "completions"])]
+    pub api: String,
+    /// Let requests share their opening (measures the prefix cache instead of avoiding it).
+    #[arg(long)]
+    pub shared_prefixes: bool,
+    /// Do not force the output length (ignore_eos / min_tokens).
+    #[arg(long)]
+    pub no_force_output: bool,
+    #[arg(long, default_value_t = 0.0)]
+    pub temperature: f64,
+    /// Latency targets for goodput, in milliseconds.
+    #[arg(long)]
+    pub slo_ttft_ms: Option<f64>,
+    #[arg(long)]
+    pub slo_tpot_ms: Option<f64>,
+    #[arg(long)]
+    pub slo_e2e_ms: Option<f64>,
+    /// Runs under this speculative acceptance (a fraction) are counted.
+    #[arg(long, default_value_t = 0.6)]
+    pub min_acceptance: f64,
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// One request's limit in seconds.
+    #[arg(long, default_value_t = 600)]
+    pub timeout: u64,
+    /// The run's name (default: the target).
+    #[arg(long)]
+    pub name: Option<String>,
+    /// List the stored runs.
+    #[arg(long, conflicts_with_all = ["target", "gateway", "url", "show"])]
+    pub list: bool,
+    /// Print a stored run again.
+    #[arg(long, value_name = "ID")]
+    pub show: Option<i64>,
+    /// With --show: md, csv, csv-requests or json instead of the table.
+    #[arg(long, requires = "show", value_parser = ["md", "csv", "csv-requests", "json"])]
+    pub format: Option<String>,
+    /// Print the finished run as JSON instead of the table.
+    #[arg(long)]
+    pub json: bool,
+}
+
+pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
+    block_on(async {
+        let client = client()?;
+        if args.list {
+            return list(&client).await;
+        }
+        if let Some(id) = args.show {
+            return show(&client, id, args.format.as_deref()).await;
+        }
+        let body = json!({"name": args.name, "target": target(&args)?, "spec": spec(&args)});
+        let started = client.post("/api/v1/bench/runs", &body).await?;
+        let id = started["id"]
+            .as_i64()
+            .context("the daemon answered without a run id")?;
+        eprintln!("benchmark {id} started (also on the Benchmarks page); Ctrl-C cancels and keeps what was measured");
+        let detail = follow(&client, id).await?;
+        if args.json {
+            println!("{}", serde_json::to_string_pretty(&detail)?);
+        } else {
+            print!("{}", steps_table(&detail));
+        }
+        Ok(match detail.summary.status {
+            Status::Done => ExitCode::SUCCESS,
+            _ => ExitCode::FAILURE,
+        })
+    })
+}
+
+fn target(args: &BenchArgs) -> anyhow::Result<Value> {
+    if let Some(model) = &args.gateway {
+        return Ok(json!({"kind": "gateway", "model": model}));
+    }
+    if let Some(url) = &args.url {
+        let key = match &args.api_key_env {
+            Some(var) => Some(std::env::var(var).with_context(|| {
+                format!("--api-key-env: the environment variable {var} is not set")
+            })?),
+            None => None,
+        };
+        return Ok(json!({"kind": "url", "url": url, "model": args.model, "api_key": key}));
+    }
+    let Some(name) = &args.target else {
+        bail!("what to benchmark? give an instance name (`rigdeck ps`), --start with a profile, --gateway MODEL or --url URL --model M");
+    };
+    let kind = if args.start { "profile" } else { "instance" };
+    Ok(json!({"kind": kind, "name": name}))
+}
+
+fn spec(args: &BenchArgs) -> BenchSpec {
+    BenchSpec {
+        shapes: args.shapes.clone(),
+        depths: args.depths.clone(),
+        concurrency: args.concurrency.clone(),
+        rates: args.rates.clone(),
+        rate_requests: args.rate_requests,
+        warm_runs: args.warm,
+        prompts: if args.prompts == "realistic" {
+            PromptSource::Realistic
+        } else {
+            PromptSource::Synthetic
+        },
+        api: if args.api == "completions" {
+            Api::Completions
+        } else {
+            Api::Chat
+        },
+        unique_prefixes: !args.shared_prefixes,
+        force_output: !args.no_force_output,
+        temperature: args.temperature,
+        slo: Slo {
+            ttft_ms: args.slo_ttft_ms,
+            tpot_ms: args.slo_tpot_ms,
+            e2e_ms: args.slo_e2e_ms,
+        },
+        min_acceptance: args.min_acceptance,
+        seed: args.seed,
+        request_timeout_s: args.timeout,
+    }
+}
+
+/// Polls the run, drawing a progress bar on stderr, until it ends; Ctrl-C cancels it.
+async fn follow(client: &DaemonClient, id: i64) -> anyhow::Result<RunDetail> {
+    let path = format!("/api/v1/bench/runs/{id}");
+    let mut cancelled = false;
+    let ctrl_c = tokio::signal::ctrl_c();
+    tokio::pin!(ctrl_c);
+    loop {
+        let detail: RunDetail = serde_json::from_value(client.get(&path).await?)?;
+        draw_progress(&detail.summary);
+        if detail.summary.status != Status::Running {
+            eprintln!();
+            if let Some(error) = &detail.summary.error {
+                eprintln!(
+                    "benchmark {id} {}: {error}",
+                    status_word(detail.summary.status)
+                );
+            }
+            return Ok(detail);
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(Duration::from_millis(500)) => {}
+            _ = &mut ctrl_c, if !cancelled => {
+                cancelled = true;
+                eprintln!("\ncancelling benchmark {id}…");
+                client.post(&format!("{path}/cancel"), &json!({})).await?;
+            }
+        }
+    }
+}
+
+fn draw_progress(run: &RunSummary) {
+    const WIDTH: usize = 30;
+    let done = run.runs_done.min(run.runs_total) as usize;
+    let filled = if run.runs_total == 0 {
+        0
+    } else {
+        done * WIDTH / run.runs_total as usize
+    };
+    let current = run.steps.iter().rev().find(|s| s.runs > 0);
+    let step = current.map_or_else(String::new, |s| {
+        let speed = s
+            .aggregate_tps
+            .map_or_else(String::new, |t| format!(", {t:.1} tok/s"));
+        format!(" · {}{speed}", s.point)
+    });
+    let mut err = std::io::stderr();
+    let _ = write!(
+        err,
+        "\r[{}{}] {done}/{} runs{step}\x1b[K",
+        "#".repeat(filled),
+        "-".repeat(WIDTH - filled),
+        run.runs_total
+    );
+    let _ = err.flush();
+}
+
+fn status_word(status: Status) -> &'static str {
+    match status {
+        Status::Running => "is running",
+        Status::Done => "finished",
+        Status::Failed => "failed",
+        Status::Cancelled => "was cancelled",
+        Status::Aborted => "was aborted",
+    }
+}
+
+/// One line per step: medians over the warm runs, spreads, the cold run beside them.
+fn steps_table(run: &RunDetail) -> String {
+    let spread = |s: Option<Stats>| {
+        s.map_or_else(
+            || "–".to_owned(),
+            |s| format!("{:.1} ({:.1}–{:.1})", s.median, s.p10, s.p90),
+        )
+    };
+    let tail = |s: Option<Stats>| {
+        s.map_or_else(
+            || "–".to_owned(),
+            |s| format!("{:.1} / {:.1}", s.median, s.p99),
+        )
+    };
+    let median =
+        |s: Option<Stats>| s.map_or_else(|| "–".to_owned(), |s| format!("{:.1}", s.median));
+    let rows: Vec<Vec<String>> = run
+        .results
+        .iter()
+        .map(|step| {
+            let summary = step.summary.as_ref();
+            let cold = step
+                .runs
+                .iter()
+                .find(|r| r.cold)
+                .and_then(|r| r.aggregate_tps);
+            vec![
+                step.point.to_string(),
+                summary.map_or(0, |s| s.runs).to_string(),
+                spread(summary.and_then(|s| s.aggregate_tps)),
+                spread(summary.and_then(|s| s.stream_tps)),
+                tail(summary.and_then(|s| s.ttft_ms)),
+                median(summary.and_then(|s| s.tpot_ms)),
+                tail(summary.and_then(|s| s.itl_ms)),
+                median(summary.and_then(|s| s.e2e_ms)),
+                cold.map_or_else(|| "–".to_owned(), |t| format!("{t:.1}")),
+                summary
+                    .and_then(|s| s.acceptance)
+                    .map_or_else(|| "–".to_owned(), |a| format!("{:.0} %", a.median * 100.0)),
+                summary.map_or(0, |s| s.failed_requests).to_string(),
+            ]
+        })
+        .collect();
+    let mut out = table::render(
+        &[
+            "STEP",
+            "WARM",
+            "AGGREGATE TOK/S",
+            "STREAM TOK/S",
+            "TTFT MS p50/p99",
+            "TPOT MS",
+            "ITL MS p50/p99",
+            "E2E MS",
+            "COLD TOK/S",
+            "ACCEPT",
+            "FAILED",
+        ],
+        &rows,
+    );
+    if !run.summary.exact_prompts {
+        out.push_str(
+            "prompt lengths are estimates: the endpoint has no tokenizer Rigdeck can ask\n",
+        );
+    }
+    out
+}
+
+async fn list(client: &DaemonClient) -> anyhow::Result<ExitCode> {
+    let runs: Vec<RunSummary> = serde_json::from_value(client.get("/api/v1/bench/runs").await?)?;
+    let rows: Vec<Vec<String>> = runs
+        .iter()
+        .map(|r| {
+            let first = r.steps.first();
+            vec![
+                r.id.to_string(),
+                r.name.clone(),
+                format!("{:?}", r.status).to_lowercase(),
+                format!("{}/{}", r.runs_done, r.runs_total),
+                first.map_or_else(String::new, |s| s.point.to_string()),
+                first
+                    .and_then(|s| s.aggregate_tps)
+                    .map_or_else(|| "–".to_owned(), |t| format!("{t:.1}")),
+            ]
+        })
+        .collect();
+    print!(
+        "{}",
+        table::render(
+            &[
+                "ID",
+                "NAME",
+                "STATUS",
+                "RUNS",
+                "FIRST STEP",
+                "AGGREGATE TOK/S"
+            ],
+            &rows
+        )
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn show(client: &DaemonClient, id: i64, format: Option<&str>) -> anyhow::Result<ExitCode> {
+    let base = format!("/api/v1/bench/runs/{id}");
+    let text = match format {
+        Some("md") => client.get_text(&format!("{base}/export?format=md")).await?,
+        Some("csv") => {
+            client
+                .get_text(&format!("{base}/export?format=csv"))
+                .await?
+        }
+        Some("csv-requests") => {
+            client
+                .get_text(&format!("{base}/export?format=csv&rows=requests"))
+                .await?
+        }
+        Some(_) => serde_json::to_string_pretty(&client.get(&base).await?)? + "\n",
+        None => {
+            let detail: RunDetail = serde_json::from_value(client.get(&base).await?)?;
+            steps_table(&detail)
+        }
+    };
+    print!("{text}");
+    Ok(ExitCode::SUCCESS)
+}

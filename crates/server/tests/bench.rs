@@ -1,0 +1,301 @@
+//! Benchmarks through the daemon against a real llama-server (the tiny model): prompts of an
+//! exact token count from its tokenizer, forced output lengths, a concurrency sweep whose
+//! decode speed agrees with the engine's own `predicted_per_second`, the run's context and
+//! exports, the CLI's table; and the bad cases: a target that is not running, an endpoint
+//! that is down, a cancel mid-run, a profile started for the run, a daemon killed mid-run.
+
+mod support;
+
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+use support::daemon_process;
+use support::engine_rig::Rig;
+
+/// Polls a run until it is no longer running.
+async fn ended(rig: &Rig, id: i64) -> Value {
+    let deadline = Instant::now() + Duration::from_secs(300);
+    loop {
+        let (status, run) = rig
+            .api("GET", &format!("/api/v1/bench/runs/{id}"), None)
+            .await;
+        assert_eq!(status, 200, "{run}");
+        if run["status"] != "running" {
+            return run;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "benchmark {id} never ended: {}",
+            run["runs_done"]
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+async fn start(rig: &Rig, body: Value) -> i64 {
+    let (status, run) = rig.api("POST", "/api/v1/bench/runs", Some(body)).await;
+    assert_eq!(status, 201, "{run}");
+    run["id"].as_i64().expect("a run id")
+}
+
+fn samples(run: &Value) -> Vec<Value> {
+    let mut all = Vec::new();
+    for step in run["results"].as_array().expect("results") {
+        for r in step["runs"].as_array().expect("runs") {
+            all.extend(r["requests"].as_array().expect("requests").iter().cloned());
+        }
+    }
+    all
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sweep_on_llama_server_counts_exact_tokens_and_agrees_with_its_decode_speed() {
+    let rig = Rig::start("2x5060ti.json").await;
+    rig.profile(
+        "tiny",
+        json!({"placement": {"context": 4096, "threads": 1, "parallel": 2}}),
+    )
+    .await;
+    rig.run("tiny").await;
+    let id = start(
+        &rig,
+        json!({"target": {"kind": "instance", "name": "tiny"}, "spec": {
+            "shapes": [{"prompt_tokens": 48, "output_tokens": 24}],
+            "concurrency": [1, 2], "warm_runs": 2, "api": "completions"}}),
+    )
+    .await;
+    let run = ended(&rig, id).await;
+    assert_eq!(run["status"], "done", "{}", run["error"]);
+    assert_eq!(run["exact_prompts"], true);
+    assert_eq!(run["runs_done"], 6);
+    let results = run["results"].as_array().expect("results");
+    assert_eq!(results.len(), 2);
+    assert_eq!(results[1]["point"]["load"]["concurrency"], 2);
+    assert_eq!(
+        results[1]["runs"][1]["requests"].as_array().map(Vec::len),
+        Some(2)
+    );
+
+    let all = samples(&run);
+    assert_eq!(all.len(), 9);
+    for s in &all {
+        assert_eq!(s["ok"], true, "{s}");
+        // Forced length, counted by the engine; the prompt is what was built (plus BOS).
+        assert_eq!(s["output_tokens"], 24, "{s}");
+        let prompt = s["prompt_tokens"].as_u64().expect("prompt tokens");
+        assert!((48..=49).contains(&prompt), "{s}");
+    }
+    // One stream: our decode speed (1 / TPOT) against llama.cpp's own, within 5 %.
+    for s in &all[..3] {
+        let ours = 1000.0 / s["tpot_ms"].as_f64().expect("tpot");
+        let engine = s["engine_decode_tps"].as_f64().expect("engine's figure");
+        assert!(
+            (ours / engine - 1.0).abs() < 0.05,
+            "ours {ours:.1} tok/s, engine {engine:.1} tok/s"
+        );
+    }
+    let summary = &results[0]["summary"];
+    assert_eq!(summary["runs"], 2, "the cold run stays out of the summary");
+    assert!(summary["itl_ms"]["n"].as_u64().expect("gaps") >= 2 * 22);
+    assert!(summary["aggregate_tps"]["median"].as_f64().expect("tok/s") > 0.0);
+
+    let context = &run["context"];
+    assert!(
+        context["command_line"]
+            .as_str()
+            .expect("command line")
+            .contains("llama-server"),
+        "{context}"
+    );
+    assert_eq!(context["engine"]["kind"], "llama.cpp");
+    assert!(context["model"]["file"].as_str().is_some(), "{context}");
+    assert!(context["hardware_before"]["gpus"].is_array(), "{context}");
+    assert!(context["hardware_after"]["gpus"].is_array(), "{context}");
+
+    let csv = rig
+        .t
+        .client
+        .get(
+            rig.t
+                .url(&format!("/api/v1/bench/runs/{id}/export?format=csv")),
+        )
+        .bearer_auth(rig.t.server.token())
+        .send()
+        .await
+        .expect("export")
+        .text()
+        .await
+        .expect("csv");
+    assert_eq!(csv.lines().count(), 1 + 6, "{csv}");
+    let (ok, table, stderr) = rig
+        .cli(&["bench", "--show", &id.to_string(), "--format", "md"])
+        .await;
+    assert!(ok, "{stderr}");
+    assert!(table.contains("| 48:24, 2 streams |"), "{table}");
+
+    // The command line runs one too, with a table at the end.
+    let (ok, out, stderr) = rig
+        .cli(&["bench", "tiny", "--shape", "16:8", "--warm", "1"])
+        .await;
+    assert!(ok, "{stderr}");
+    assert!(out.contains("16:8, 1 stream"), "{out}");
+    assert!(out.contains("AGGREGATE TOK/S"), "{out}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_targets_a_dead_endpoint_and_a_cancel_are_stored_with_what_was_measured() {
+    let rig = Rig::start("2x5060ti.json").await;
+    // Not running: refused at once, saying how to fix it.
+    let (status, refused) = rig
+        .api(
+            "POST",
+            "/api/v1/bench/runs",
+            Some(json!({"target": {"kind": "instance", "name": "tiny"}})),
+        )
+        .await;
+    assert_eq!(status, 400, "{refused}");
+    assert!(
+        refused["message"]
+            .as_str()
+            .expect("message")
+            .contains("no instance named 'tiny'"),
+        "{refused}"
+    );
+    let (status, bad) = rig
+        .api(
+            "POST",
+            "/api/v1/bench/runs",
+            Some(
+                json!({"target": {"kind": "instance", "name": "x"}, "spec": {"concurrency": [0]}}),
+            ),
+        )
+        .await;
+    assert_eq!(status, 400);
+    assert!(
+        bad["message"]
+            .as_str()
+            .expect("message")
+            .contains("concurrency 0"),
+        "{bad}"
+    );
+
+    // Nothing listens at the URL: the run fails, naming it.
+    let port = daemon_process::free_port();
+    let id = start(&rig, json!({"target": {"kind": "url", "url": format!("http://127.0.0.1:{port}/v1"), "model": "m"},
+        "spec": {"warm_runs": 1, "shapes": [{"prompt_tokens": 8, "output_tokens": 4}]}})).await;
+    let run = ended(&rig, id).await;
+    assert_eq!(run["status"], "failed");
+    let error = run["error"].as_str().expect("error");
+    assert!(error.contains(&format!("127.0.0.1:{port}")), "{error}");
+    assert_eq!(run["exact_prompts"], false);
+    assert_eq!(
+        run["results"][0]["runs"][0]["failed"], 1,
+        "the failed run is stored"
+    );
+
+    // A profile started for the run, cancelled mid-run: stored as cancelled, the engine stopped.
+    rig.profile("tiny", json!({})).await;
+    let id = start(
+        &rig,
+        json!({"target": {"kind": "profile", "name": "tiny"},
+        "spec": {"warm_runs": 50, "shapes": [{"prompt_tokens": 16, "output_tokens": 64}]}}),
+    )
+    .await;
+    let deadline = Instant::now() + Duration::from_secs(180);
+    loop {
+        let (_, run) = rig
+            .api("GET", &format!("/api/v1/bench/runs/{id}"), None)
+            .await;
+        if run["runs_done"].as_u64().unwrap_or(0) >= 2 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "no run finished: {run}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let (status, _) = rig
+        .api(
+            "POST",
+            &format!("/api/v1/bench/runs/{id}/cancel"),
+            Some(json!({})),
+        )
+        .await;
+    assert_eq!(status, 200);
+    let run = ended(&rig, id).await;
+    assert_eq!(run["status"], "cancelled");
+    assert!(run["results"][0]["runs"].as_array().expect("runs").len() >= 2);
+    rig.wait_phase("tiny", "stopped", Duration::from_secs(30))
+        .await;
+    let (status, _) = rig
+        .api("DELETE", &format!("/api/v1/bench/runs/{id}"), None)
+        .await;
+    assert_eq!(status, 204);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_cut_by_a_killed_daemon_is_marked_aborted_and_keeps_its_steps() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let port = daemon_process::free_port();
+    let daemon = daemon_process::serve(dir.path(), port).await;
+    let token = std::fs::read_to_string(dir.path().join("config/token")).expect("token");
+    let client = reqwest::Client::new();
+    let url = |path: &str| format!("http://127.0.0.1:{port}/api/v1{path}");
+    let build = support::register_llama_server(&dir.path().join("data")).await;
+    let model = support::tiny_runnable(dir.path());
+    let profile = json!({"name": "tiny", "engine_build_id": build.id, "model": model,
+        "placement": {"context": 4096, "threads": 1}});
+    let created = client
+        .post(url("/profiles"))
+        .bearer_auth(token.trim())
+        .json(&profile)
+        .send()
+        .await
+        .expect("create");
+    assert_eq!(created.status().as_u16(), 201);
+    let body = json!({"target": {"kind": "profile", "name": "tiny"},
+        "spec": {"warm_runs": 100, "shapes": [{"prompt_tokens": 16, "output_tokens": 64}]}});
+    let run: Value = client
+        .post(url("/bench/runs"))
+        .bearer_auth(token.trim())
+        .json(&body)
+        .send()
+        .await
+        .expect("start")
+        .json()
+        .await
+        .expect("run");
+    let id = run["id"].as_i64().expect("id");
+    let get = || async {
+        let run: Value = client
+            .get(url(&format!("/bench/runs/{id}")))
+            .bearer_auth(token.trim())
+            .send()
+            .await
+            .expect("get")
+            .json()
+            .await
+            .expect("run");
+        run
+    };
+    let deadline = Instant::now() + Duration::from_secs(180);
+    while get().await["runs_done"].as_u64().unwrap_or(0) < 2 {
+        assert!(Instant::now() < deadline, "no run finished");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    daemon.kill_hard();
+
+    let _again = daemon_process::serve(dir.path(), port).await;
+    let run = get().await;
+    assert_eq!(run["status"], "aborted", "{}", run["error"]);
+    assert!(run["error"]
+        .as_str()
+        .expect("why")
+        .contains("stopped during this run"));
+    assert!(run["results"][0]["runs"].as_array().expect("runs").len() >= 2);
+    client
+        .post(url("/instances/tiny/stop"))
+        .bearer_auth(token.trim())
+        .json(&json!({}))
+        .send()
+        .await
+        .expect("stop");
+}
