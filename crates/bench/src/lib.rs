@@ -9,6 +9,7 @@
 pub mod endpoint;
 pub mod engine_metrics;
 pub mod prompt;
+pub mod quality;
 pub mod report;
 pub mod request;
 pub mod result;

@@ -6,10 +6,11 @@ use std::fmt::Write;
 
 use serde_json::Value;
 
+use crate::quality::ProbeSummary;
 use crate::result::{RunResult, StepResult};
-use crate::spec::Load;
+use crate::spec::{BenchSpec, Load};
 use crate::stats::Stats;
-use crate::store::RunDetail;
+use crate::store::{RunDetail, RunSpec};
 
 const RUN_COLUMNS: &str = "step,prompt_tokens,output_tokens,depth,concurrency,rate_rps,run,cold,wall_ms,ok,failed,prompt_tokens_total,output_tokens_total,aggregate_tps,total_tps,stream_tps,ttft_ms,prefill_tps,engine_decode_tps,drafted,accepted,acceptance,cache_hit_rate,goodput_rps,request_rps";
 const REQUEST_COLUMNS: &str = "step,run,request,offset_ms,ok,error,ttft_ms,tpot_ms,e2e_ms,prompt_tokens,output_tokens,cached_tokens,chunks,engine_decode_tps,draft_tokens,draft_accepted";
@@ -143,12 +144,19 @@ pub fn markdown(run: &RunDetail) -> String {
             let _ = writeln!(out, "- {label}: `{}`", compact(value).replace('`', "'"));
         }
     }
-    let spec = &s.spec;
+    match &s.spec {
+        RunSpec::Serving(spec) => serving_section(&mut out, run, spec),
+        RunSpec::Quality(_) => quality_section(&mut out, run),
+    }
+    out
+}
+
+fn serving_section(out: &mut String, run: &RunDetail, spec: &BenchSpec) {
     let _ = writeln!(
         out,
         "- Prompts: {:?}, {}; {} warm runs after one cold run per step; output {}forced",
         spec.prompts,
-        if s.exact_prompts {
+        if run.summary.exact_prompts {
             "lengths counted by the engine's tokenizer"
         } else {
             "lengths estimated (no tokenizer)"
@@ -165,7 +173,44 @@ pub fn markdown(run: &RunDetail) -> String {
     for step in &run.results {
         let _ = writeln!(out, "{}", step_row(step));
     }
-    out
+}
+
+/// The pass rate, per category, then every question with what the model answered.
+fn quality_section(out: &mut String, run: &RunDetail) {
+    let summary = ProbeSummary::of(&run.answers);
+    let rate = summary
+        .pass_rate
+        .map_or_else(|| "–".to_owned(), |r| format!("{:.0} %", r * 100.0));
+    let _ = writeln!(
+        out,
+        "\nQuality probe: {} of {} answered correctly ({rate}), at temperature 0.\n",
+        summary.passed, summary.answered
+    );
+    let _ = writeln!(out, "| Category | Passed |\n|---|---|");
+    for (category, (passed, total)) in &summary.by_category {
+        let _ = writeln!(out, "| {category} | {passed} / {total} |");
+    }
+    let _ = writeln!(
+        out,
+        "\n| Question | Expected | Answered | Pass |\n|---|---|---|---|"
+    );
+    for a in &run.answers {
+        let got = match (&a.error, &a.got) {
+            (Some(error), _) => format!("error: {error}"),
+            (None, Some(got)) => got.clone(),
+            (None, None) if a.truncated => "(cut at max_tokens)".to_owned(),
+            (None, None) => "(no answer)".to_owned(),
+        };
+        let cell = |t: &str| t.replace('|', "\\|").replace('\n', " ");
+        let _ = writeln!(
+            out,
+            "| {} | {} | {} | {} |",
+            a.id,
+            cell(&a.expected),
+            cell(&got),
+            if a.pass { "yes" } else { "no" }
+        );
+    }
 }
 
 fn step_row(step: &StepResult) -> String {

@@ -6,6 +6,7 @@ use serde_json::Value;
 use sqlx::sqlite::SqliteRow;
 use sqlx::{Row, SqlitePool};
 
+use crate::quality::{Answer, ProbeSpec, ProbeSummary};
 use crate::result::StepResult;
 use crate::spec::{BenchSpec, Point};
 
@@ -87,14 +88,33 @@ impl StepDigest {
     }
 }
 
+/// What a run does: a serving benchmark or a quality probe (told apart by their fields).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum RunSpec {
+    Serving(BenchSpec),
+    Quality(ProbeSpec),
+}
+
+impl RunSpec {
+    /// Runs (serving) or questions (quality) the whole run has.
+    fn total(&self) -> u32 {
+        match self {
+            RunSpec::Serving(spec) => spec.points().len() as u32 * spec.runs_per_step(),
+            RunSpec::Quality(spec) => spec.total(),
+        }
+    }
+}
+
 /// A run as lists show it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RunSummary {
     pub id: i64,
     pub name: String,
+    /// `serving` or `quality`.
     pub kind: String,
     pub target: Value,
-    pub spec: BenchSpec,
+    pub spec: RunSpec,
     pub status: Status,
     pub error: Option<String>,
     /// Prompt lengths counted by the engine's tokenizer (else estimated).
@@ -102,6 +122,9 @@ pub struct RunSummary {
     pub started_at_ms: i64,
     pub finished_at_ms: Option<i64>,
     pub steps: Vec<StepDigest>,
+    /// A quality probe's pass counts.
+    pub quality: Option<ProbeSummary>,
+    /// Runs (serving) or questions (quality) done, of all.
     pub runs_done: u32,
     pub runs_total: u32,
 }
@@ -116,6 +139,8 @@ pub struct RunDetail {
     /// Samples taken during the run.
     pub telemetry: Vec<Value>,
     pub results: Vec<StepResult>,
+    /// A quality probe's graded answers.
+    pub answers: Vec<Answer>,
 }
 
 /// A new run's fixed facts.
@@ -123,13 +148,13 @@ pub struct NewRun<'a> {
     pub name: &'a str,
     pub kind: &'a str,
     pub target: &'a Value,
-    pub spec: &'a BenchSpec,
+    pub spec: &'a RunSpec,
     pub context: &'a Value,
     pub exact_prompts: bool,
     pub started_at_ms: i64,
 }
 
-const COLUMNS: &str = "id, name, kind, target, spec, digest, status, error, exact_prompts, started_at_ms, finished_at_ms";
+const COLUMNS: &str = "id, name, kind, target, spec, digest, answers, status, error, exact_prompts, started_at_ms, finished_at_ms";
 
 /// The benchmark tables over the daemon's database.
 #[derive(Clone)]
@@ -198,6 +223,11 @@ impl BenchStore {
             .await?;
         tx.commit().await?;
         Ok(())
+    }
+
+    /// A quality probe's answers so far.
+    pub async fn save_answers(&self, id: i64, answers: &[Answer]) -> Result<(), StoreError> {
+        self.set(id, "answers", json(answers)).await
     }
 
     pub async fn set_context(&self, id: i64, context: &Value) -> Result<(), StoreError> {
@@ -277,6 +307,7 @@ impl BenchStore {
                 reason: e.to_string(),
             })?;
         Ok(RunDetail {
+            answers: answers(&row),
             summary: summary(&row)?,
             context: parse_or_null(&row.get::<String, _>("context")),
             telemetry: serde_json::from_str(&row.get::<String, _>("telemetry")).unwrap_or_default(),
@@ -298,7 +329,7 @@ impl BenchStore {
 
 fn summary(row: &SqliteRow) -> Result<RunSummary, StoreError> {
     let id: i64 = row.get("id");
-    let spec: BenchSpec = serde_json::from_str(&row.get::<String, _>("spec")).map_err(|e| {
+    let spec: RunSpec = serde_json::from_str(&row.get::<String, _>("spec")).map_err(|e| {
         StoreError::Unreadable {
             id,
             what: "spec",
@@ -307,14 +338,20 @@ fn summary(row: &SqliteRow) -> Result<RunSummary, StoreError> {
     })?;
     let steps: Vec<StepDigest> =
         serde_json::from_str(&row.get::<String, _>("digest")).unwrap_or_default();
-    let runs_total = spec.points().len() as u32 * spec.runs_per_step();
+    let answers = answers(row);
+    let quality = matches!(spec, RunSpec::Quality(_)).then(|| ProbeSummary::of(&answers));
+    let runs_done = match &spec {
+        RunSpec::Serving(_) => steps.iter().map(|s| s.runs).sum(),
+        RunSpec::Quality(_) => answers.len() as u32,
+    };
     Ok(RunSummary {
         id,
         name: row.get("name"),
         kind: row.get("kind"),
         target: parse_or_null(&row.get::<String, _>("target")),
-        runs_done: steps.iter().map(|s| s.runs).sum(),
-        runs_total,
+        runs_done,
+        runs_total: spec.total(),
+        quality,
         steps,
         spec,
         status: Status::parse(&row.get::<String, _>("status")),
@@ -323,6 +360,10 @@ fn summary(row: &SqliteRow) -> Result<RunSummary, StoreError> {
         started_at_ms: row.get("started_at_ms"),
         finished_at_ms: row.get("finished_at_ms"),
     })
+}
+
+fn answers(row: &SqliteRow) -> Vec<Answer> {
+    serde_json::from_str(&row.get::<String, _>("answers")).unwrap_or_default()
 }
 
 fn parse_or_null(text: &str) -> Value {

@@ -1,4 +1,5 @@
--- Benchmark runs (crates/bench/src/store.rs owns the queries). A run row is written when the
+-- Benchmark runs (crates/bench/src/store.rs owns the queries): serving benchmarks (steps in
+-- bench_steps) and quality probes (graded answers in `answers`). A run row is written when the
 -- benchmark starts (status 'running') and each step is saved after every one of its runs, so
 -- what was measured survives a failure, a cancel or a daemon that dies; one left 'running' by
 -- a daemon that stopped is marked 'aborted' at the next start.
@@ -11,6 +12,7 @@ CREATE TABLE bench_runs (
     context        TEXT    NOT NULL DEFAULT '{}',
     telemetry      TEXT    NOT NULL DEFAULT '[]',
     digest         TEXT    NOT NULL DEFAULT '[]',
+    answers        TEXT    NOT NULL DEFAULT '[]',
     status         TEXT    NOT NULL,
     error          TEXT,
     exact_prompts  INTEGER NOT NULL DEFAULT 0,

@@ -277,8 +277,13 @@ async fn a_run_cut_by_a_killed_daemon_is_marked_aborted_and_keeps_its_steps() {
         run
     };
     let deadline = Instant::now() + Duration::from_secs(180);
-    while get().await["runs_done"].as_u64().unwrap_or(0) < 2 {
-        assert!(Instant::now() < deadline, "no run finished");
+    loop {
+        let run = get().await;
+        if run["runs_done"].as_u64().unwrap_or(0) >= 2 {
+            break;
+        }
+        assert_eq!(run["status"], "running", "{}", run["error"]);
+        assert!(Instant::now() < deadline, "no run finished: {run}");
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
     daemon.kill_hard();
@@ -298,4 +303,43 @@ async fn a_run_cut_by_a_killed_daemon_is_marked_aborted_and_keeps_its_steps() {
         .send()
         .await
         .expect("stop");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_quality_probe_grades_every_question_and_prints_the_pass_rate() {
+    let rig = Rig::start("2x5060ti.json").await;
+    rig.profile(
+        "tiny",
+        json!({"placement": {"context": 4096, "threads": 1, "parallel": 4}}),
+    )
+    .await;
+    rig.run("tiny").await;
+    let (ok, out, stderr) = rig
+        .cli(&["bench", "tiny", "--quality", "--max-tokens", "24"])
+        .await;
+    // The tiny model's weights are random: it answers nothing right, but every question is
+    // asked, graded and stored.
+    assert!(!out.is_empty(), "{stderr}");
+    assert!(out.contains("arith-1"), "{out}");
+    assert!(out.contains("passed 0 of 30 (0 %)"), "{out}");
+    assert!(ok, "{stderr}");
+    let (_, runs) = rig.api("GET", "/api/v1/bench/runs", None).await;
+    let run = &runs[0];
+    assert_eq!(run["kind"], "quality");
+    assert_eq!(run["status"], "done");
+    assert_eq!(run["quality"]["answered"], 30);
+    assert_eq!(run["runs_done"], 30);
+    let id = run["id"].as_i64().expect("id");
+    let (_, detail) = rig
+        .api("GET", &format!("/api/v1/bench/runs/{id}"), None)
+        .await;
+    let answer = &detail["answers"][0];
+    assert_eq!(answer["id"], "arith-1");
+    assert_eq!(answer["truncated"], true, "{answer}");
+    assert_eq!(answer["output_tokens"], 24, "{answer}");
+    let (ok, md, _) = rig
+        .cli(&["bench", "--show", &id.to_string(), "--format", "md"])
+        .await;
+    assert!(ok);
+    assert!(md.contains("Quality probe: 0 of 30"), "{md}");
 }

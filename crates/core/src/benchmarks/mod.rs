@@ -16,7 +16,8 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 use tokio::sync::{mpsc, watch};
 
-use crate::bench::store::{BenchStore, NewRun, RunSummary, Status, StoreError};
+use crate::bench::quality::{self, Answer, ProbeSpec};
+use crate::bench::store::{BenchStore, NewRun, RunSpec, RunSummary, Status, StoreError};
 use crate::bench::{BenchSpec, Endpoint, Outcome, Runner, StepResult, StepSink};
 use crate::events::{Event, EventBus};
 use crate::launch::instances::READY_TIMEOUT;
@@ -34,8 +35,43 @@ pub struct NewBenchmark {
     #[serde(default)]
     pub name: Option<String>,
     pub target: Target,
+    /// `serving` (the default) or `quality`.
+    #[serde(default)]
+    pub kind: RunKind,
+    /// A serving benchmark's spec.
     #[serde(default)]
     pub spec: BenchSpec,
+    /// A quality probe's spec.
+    #[serde(default)]
+    pub probe: ProbeSpec,
+}
+
+/// What a run measures.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RunKind {
+    /// Speed: shapes, depths, concurrency or rates, cold and warm runs.
+    #[default]
+    Serving,
+    /// Accuracy: questions with exact answers at temperature 0.
+    Quality,
+}
+
+impl NewBenchmark {
+    fn run_spec(&self) -> RunSpec {
+        match self.kind {
+            RunKind::Serving => RunSpec::Serving(self.spec.clone()),
+            RunKind::Quality => RunSpec::Quality(self.probe.clone()),
+        }
+    }
+
+    fn validate(&self) -> Result<(), String> {
+        match self.kind {
+            RunKind::Serving => self.spec.validate(),
+            RunKind::Quality => self.probe.validate(),
+        }?;
+        self.target.check()
+    }
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -101,8 +137,7 @@ impl Benchmarks {
 
     /// Stores the run and starts it in the background; returns it as stored.
     pub async fn begin(self: &Arc<Self>, new: NewBenchmark) -> Result<RunSummary, BenchError> {
-        new.spec.validate().map_err(BenchError::Invalid)?;
-        new.target.check().map_err(BenchError::Invalid)?;
+        new.validate().map_err(BenchError::Invalid)?;
         if let Target::Instance { name } = &new.target {
             target::instance_root(self.instances()?, name).map_err(BenchError::Invalid)?;
         }
@@ -116,9 +151,12 @@ impl Benchmarks {
             .store
             .create(NewRun {
                 name: &name,
-                kind: "serving",
+                kind: match new.kind {
+                    RunKind::Serving => "serving",
+                    RunKind::Quality => "quality",
+                },
                 target: &new.target.view(),
-                spec: &new.spec,
+                spec: &new.run_spec(),
                 context: &context,
                 exact_prompts: false,
                 started_at_ms: crate::now_ms(),
@@ -216,7 +254,7 @@ impl Benchmarks {
         &self,
         id: i64,
         new: &NewBenchmark,
-        writer: mpsc::UnboundedSender<StepResult>,
+        writer: mpsc::UnboundedSender<Progress>,
         mut cancel: watch::Receiver<bool>,
     ) -> (Outcome, Option<String>) {
         let resolved = tokio::select! {
@@ -227,6 +265,12 @@ impl Benchmarks {
             Ok(resolved) => resolved,
             Err((why, started)) => return (Outcome::Failed(why), started),
         };
+        if new.kind == RunKind::Quality {
+            return (
+                probe_quality(&endpoint, &new.probe, writer, cancel).await,
+                started,
+            );
+        }
         let mut runner = match Runner::prepare(endpoint, new.spec.clone()).await {
             Ok(runner) => runner,
             Err(why) => return (Outcome::Failed(why), started),
@@ -387,16 +431,21 @@ impl Benchmarks {
         })
     }
 
-    /// Writes steps in the order they come, with the telemetry so far, and announces each.
+    /// Writes steps (or answers) in the order they come, with the telemetry so far, and
+    /// announces each.
     async fn save_steps(
         self: Arc<Self>,
         id: i64,
-        mut steps: mpsc::UnboundedReceiver<StepResult>,
+        mut steps: mpsc::UnboundedReceiver<Progress>,
         samples: Arc<Mutex<Vec<Value>>>,
     ) {
-        while let Some(step) = steps.recv().await {
-            if let Err(err) = self.store.save_step(id, &step).await {
-                tracing::warn!("benchmark {id}: step {} not saved: {err}", step.index);
+        while let Some(progress) = steps.recv().await {
+            let saved = match &progress {
+                Progress::Step(step) => self.store.save_step(id, step).await,
+                Progress::Answers(answers) => self.store.save_answers(id, answers).await,
+            };
+            if let Err(err) = saved {
+                tracing::warn!("benchmark {id}: progress not saved: {err}");
             }
             let telemetry = lock(&samples).clone();
             if let Err(err) = self.store.set_telemetry(id, &telemetry).await {
@@ -414,12 +463,40 @@ impl Benchmarks {
     }
 }
 
+/// What the saver task stores as a run goes.
+enum Progress {
+    Step(Box<StepResult>),
+    Answers(Vec<Answer>),
+}
+
 /// Steps to the saver task (the runner's sink is synchronous).
-struct ChannelSink(mpsc::UnboundedSender<StepResult>);
+struct ChannelSink(mpsc::UnboundedSender<Progress>);
 
 impl StepSink for ChannelSink {
     fn step(&self, step: &StepResult) {
-        let _ = self.0.send(step.clone());
+        let _ = self.0.send(Progress::Step(Box::new(step.clone())));
+    }
+}
+
+/// Asks the quality probe's questions; fails when no question got an answer through.
+async fn probe_quality(
+    endpoint: &Endpoint,
+    spec: &ProbeSpec,
+    writer: mpsc::UnboundedSender<Progress>,
+    cancel: watch::Receiver<bool>,
+) -> Outcome {
+    let progress = move |answers: &[Answer]| {
+        let _ = writer.send(Progress::Answers(answers.to_vec()));
+    };
+    let (answers, cancelled) = quality::probe(endpoint, spec, &progress, cancel).await;
+    if cancelled {
+        return Outcome::Cancelled;
+    }
+    match answers.iter().find_map(|a| a.error.clone()) {
+        Some(error) if answers.iter().all(|a| a.error.is_some()) => {
+            Outcome::Failed(format!("no question got an answer: {error}"))
+        }
+        _ => Outcome::Done,
     }
 }
 

@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use anyhow::{bail, Context};
 use rigdeck_core::bench::spec::{Api, PromptSource, Slo};
+use rigdeck_core::bench::quality::ProbeSummary;
 use rigdeck_core::bench::store::{RunDetail, RunSummary, Status};
 use rigdeck_core::bench::{BenchSpec, Shape, Stats};
 use rigdeck_core::launch::client::DaemonClient;
@@ -95,6 +96,13 @@ pub struct BenchArgs {
     /// With --show: md, csv, csv-requests or json instead of the table.
     #[arg(long, requires = "show", value_parser = ["md", "csv", "csv-requests", "json"])]
     pub format: Option<String>,
+    /// A quality probe instead of a speed benchmark: questions with exact answers at
+    /// temperature 0, graded; prints the pass rate per category.
+    #[arg(long)]
+    pub quality: bool,
+    /// The quality probe's room per reply (reasoning models need a few thousand tokens).
+    #[arg(long, default_value_t = 2048, requires = "quality")]
+    pub max_tokens: u32,
     /// Print the finished run as JSON instead of the table.
     #[arg(long)]
     pub json: bool,
@@ -109,7 +117,12 @@ pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
         if let Some(id) = args.show {
             return show(&client, id, args.format.as_deref()).await;
         }
-        let body = json!({"name": args.name, "target": target(&args)?, "spec": spec(&args)});
+        let body = if args.quality {
+            json!({"name": args.name, "target": target(&args)?, "kind": "quality",
+                "probe": {"max_tokens": args.max_tokens, "request_timeout_s": args.timeout}})
+        } else {
+            json!({"name": args.name, "target": target(&args)?, "spec": spec(&args)})
+        };
         let started = client.post("/api/v1/bench/runs", &body).await?;
         let id = started["id"]
             .as_i64()
@@ -119,7 +132,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
         if args.json {
             println!("{}", serde_json::to_string_pretty(&detail)?);
         } else {
-            print!("{}", steps_table(&detail));
+            print!("{}", result_table(&detail));
         }
         Ok(match detail.summary.status {
             Status::Done => ExitCode::SUCCESS,
@@ -246,6 +259,42 @@ fn status_word(status: Status) -> &'static str {
     }
 }
 
+/// A serving run's steps, or a quality probe's answers.
+fn result_table(run: &RunDetail) -> String {
+    match &run.summary.quality {
+        Some(quality) => answers_table(run, quality),
+        None => steps_table(run),
+    }
+}
+
+/// Every question with the model's answer, then the pass rate overall and per category.
+fn answers_table(run: &RunDetail, quality: &ProbeSummary) -> String {
+    let rows: Vec<Vec<String>> = run
+        .answers
+        .iter()
+        .map(|a| {
+            let got = match (&a.error, &a.got) {
+                (Some(error), _) => format!("error: {error}"),
+                (None, Some(got)) => got.chars().take(40).collect(),
+                (None, None) if a.truncated => "(cut at max_tokens)".to_owned(),
+                (None, None) => "(no answer)".to_owned(),
+            };
+            let mark = if a.pass { "yes" } else { "no" };
+            vec![a.id.clone(), a.expected.clone(), got, mark.to_owned()]
+        })
+        .collect();
+    let mut out = table::render(&["QUESTION", "EXPECTED", "ANSWERED", "PASS"], &rows);
+    let rate = quality.pass_rate.map_or_else(|| "–".to_owned(), |r| format!("{:.0} %", r * 100.0));
+    out += &format!("passed {} of {} ({rate})", quality.passed, quality.answered);
+    let categories: Vec<String> = quality
+        .by_category
+        .iter()
+        .map(|(c, (passed, total))| format!("{c} {passed}/{total}"))
+        .collect();
+    out += &format!(": {}\n", categories.join(", "));
+    out
+}
+
 /// One line per step: medians over the warm runs, spreads, the cold run beside them.
 fn steps_table(run: &RunDetail) -> String {
     let spread = |s: Option<Stats>| {
@@ -319,29 +368,27 @@ async fn list(client: &DaemonClient) -> anyhow::Result<ExitCode> {
         .iter()
         .map(|r| {
             let first = r.steps.first();
+            let headline = match &r.quality {
+                Some(q) => format!("{} of {} correct", q.passed, q.answered),
+                None => first.map_or_else(String::new, |s| {
+                    let tps = s.aggregate_tps.map_or_else(|| "–".to_owned(), |t| format!("{t:.1}"));
+                    format!("{}: {tps} tok/s", s.point)
+                }),
+            };
             vec![
                 r.id.to_string(),
                 r.name.clone(),
+                r.kind.clone(),
                 format!("{:?}", r.status).to_lowercase(),
                 format!("{}/{}", r.runs_done, r.runs_total),
-                first.map_or_else(String::new, |s| s.point.to_string()),
-                first
-                    .and_then(|s| s.aggregate_tps)
-                    .map_or_else(|| "–".to_owned(), |t| format!("{t:.1}")),
+                headline,
             ]
         })
         .collect();
     print!(
         "{}",
         table::render(
-            &[
-                "ID",
-                "NAME",
-                "STATUS",
-                "RUNS",
-                "FIRST STEP",
-                "AGGREGATE TOK/S"
-            ],
+            &["ID", "NAME", "KIND", "STATUS", "DONE", "FIRST RESULT"],
             &rows
         )
     );
@@ -365,7 +412,7 @@ async fn show(client: &DaemonClient, id: i64, format: Option<&str>) -> anyhow::R
         Some(_) => serde_json::to_string_pretty(&client.get(&base).await?)? + "\n",
         None => {
             let detail: RunDetail = serde_json::from_value(client.get(&base).await?)?;
-            steps_table(&detail)
+            result_table(&detail)
         }
     };
     print!("{text}");
