@@ -90,7 +90,9 @@ export function isAbort(e: unknown): boolean {
   return e instanceof DOMException ? e.name === 'AbortError' : (e as { name?: string } | null)?.name === 'AbortError';
 }
 
-async function request<T>(method: string, path: string, body?: unknown, signal?: AbortSignal, text = false): Promise<T> {
+/** One call to the daemon: JSON in and out (plain text with `text`); a failure is an ApiError.
+ *  Exported for the per-concern clients (lib/bench/client). */
+export async function request<T>(method: string, path: string, body?: unknown, signal?: AbortSignal, text = false): Promise<T> {
   const init: RequestInit = {
     method,
     credentials: 'include',

@@ -3,6 +3,7 @@
 // It is framework-free and takes its socket factory and timers as options so tests can drive it.
 
 import type { BuildProgress, ChatDelta, ChatMessage, DownloadView, Hello, InstanceView, LogLine, ModelEntry, ServerEvent, TelemetryFrame } from './types';
+import type { RunSummary } from '../bench/types';
 
 // ---- Message parsing ----
 
@@ -125,6 +126,13 @@ export function parseServerMessage(text: string): ParseResult {
         return { ok: false, error: 'chat.delta needs conversation_id, message_id, and content and reasoning with their offsets' };
       }
       return { ok: true, event: { type: 'chat.delta', data: d as unknown as ChatDelta } };
+    }
+    case 'bench.run': {
+      const d = msg.data;
+      if (!isObject(d) || typeof d.id !== 'number' || typeof d.status !== 'string' || !Array.isArray(d.steps)) {
+        return { ok: false, error: 'bench.run needs id, status and steps' };
+      }
+      return { ok: true, event: { type: 'bench.run', data: d as unknown as RunSummary } };
     }
     case 'resync': {
       const d = msg.data;

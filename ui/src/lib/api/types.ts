@@ -3,6 +3,8 @@
 // Units stay raw (bytes, milli-watts, milli-degrees Celsius, bytes per second, MHz, epoch ms);
 // src/lib/format turns them into text.
 
+import type { RunSummary } from '../bench/types';
+
 /** Milliseconds since the Unix epoch. */
 export type UnixMillis = number;
 
@@ -282,6 +284,8 @@ export type ServerEvent =
   | { type: 'chat.message'; data: ChatMessage }
   /** Text for a reply being written (may be dropped under load: offsets tell). */
   | { type: 'chat.delta'; data: ChatDelta }
+  /** A benchmark run started, finished a run of a step, or ended: its list entry. */
+  | { type: 'bench.run'; data: RunSummary }
   /** A type this UI does not know yet (a newer daemon); ignored, never an error. */
   | { type: 'other'; name: string };
 

@@ -1,7 +1,7 @@
 // Hash routes.
 
 import { describe, expect, it } from 'vitest';
-import { chatConversationId, chatHash, GATEWAY_TABS, hashParams, hubModelHash, hubRepo, MODELS_TABS, navRoute, parseHash, planHash } from './hash';
+import { benchHash, benchRunId, chatConversationId, chatHash, GATEWAY_TABS, hashParams, hubModelHash, hubRepo, MODELS_TABS, navRoute, parseHash, planHash } from './hash';
 
 describe('parseHash', () => {
   it('maps the routes', () => {
@@ -95,5 +95,22 @@ describe('chat addresses', () => {
     expect(chatConversationId('#/chat')).toBeNull();
     expect(chatConversationId('#/chat/abc')).toBeNull();
     expect(chatConversationId('#/chat/1/2')).toBeNull();
+  });
+});
+
+describe('benchmark addresses', () => {
+  it('route the page and a run, both under Benchmarks', () => {
+    expect(parseHash('#/bench')).toBe('bench');
+    expect(parseHash('#/bench/')).toBe('bench');
+    expect(parseHash('#/bench/7')).toBe('bench');
+    expect(navRoute('bench')).toBe('bench');
+  });
+  it('round-trip a run id', () => {
+    expect(benchHash(7)).toBe('#/bench/7');
+    expect(benchHash(null)).toBe('#/bench');
+    expect(benchRunId(benchHash(7))).toBe(7);
+    expect(benchRunId('#/bench')).toBeNull();
+    expect(benchRunId('#/bench/x')).toBeNull();
+    expect(benchRunId('#/chat/7')).toBeNull();
   });
 });

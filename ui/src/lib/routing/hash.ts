@@ -1,5 +1,6 @@
 // Hash routes (#/, #/history, #/models, #/hub, #/hub/org/name, #/plan?model=…, #/instances,
-// #/gateway, #/gateway/usage, #/chat, #/chat/<conversation id>, #/settings):
+// #/gateway, #/gateway/usage, #/chat, #/chat/<conversation id>, #/bench, #/bench/<run id>,
+// #/settings):
 // the daemon serves one index.html, so routing stays on the client and a reload keeps the page.
 
 export type Route =
@@ -13,6 +14,7 @@ export type Route =
   | 'gateway'
   | 'usage'
   | 'chat'
+  | 'bench'
   | 'settings';
 
 /** The navigation items; `plan` and the hub are reached from Models and show under it, the
@@ -24,6 +26,7 @@ export const ROUTES: { route: Route; hash: string; label: string }[] = [
   { route: 'instances', hash: '#/instances', label: 'Engines' },
   { route: 'gateway', hash: '#/gateway', label: 'Gateway' },
   { route: 'chat', hash: '#/chat', label: 'Chat' },
+  { route: 'bench', hash: '#/bench', label: 'Benchmarks' },
   { route: 'settings', hash: '#/settings', label: 'Settings' },
 ];
 
@@ -51,6 +54,7 @@ export function parseHash(hash: string): Route {
   const path = hash.replace(/^#/, '').replace(/[?].*$/, '').replace(/\/+$/, '');
   if (path.startsWith('/hub/')) return hubRepo(hash) ? 'hub-model' : 'hub';
   if (path === '/chat' || path.startsWith('/chat/')) return 'chat';
+  if (path === '/bench' || path.startsWith('/bench/')) return 'bench';
   switch (path) {
     case '/hub':
       return 'hub';
@@ -121,5 +125,17 @@ export function chatHash(id: number | null): string {
 export function chatConversationId(hash: string): number | null {
   const path = hash.replace(/^#/, '').replace(/[?].*$/, '').replace(/\/+$/, '');
   const m = /^\/chat\/(\d{1,15})$/.exec(path);
+  return m ? Number(m[1]) : null;
+}
+
+/** A benchmark run's address: `#/bench/12`; null is the page with no run open (`#/bench`). */
+export function benchHash(id: number | null): string {
+  return id == null ? '#/bench' : `#/bench/${id}`;
+}
+
+/** The run a benchmarks address names, or null (none open, or an id that is not one). */
+export function benchRunId(hash: string): number | null {
+  const path = hash.replace(/^#/, '').replace(/[?].*$/, '').replace(/\/+$/, '');
+  const m = /^\/bench\/(\d{1,15})$/.exec(path);
   return m ? Number(m[1]) : null;
 }

@@ -10,6 +10,7 @@ import { engines } from '../engines/engines.svelte';
 import { downloads } from '../hub/downloads.svelte';
 import { hubCache } from '../hub/cache.svelte';
 import { chat } from '../chat/chat.svelte';
+import { bench } from '../bench/bench.svelte';
 
 /** A pause longer than three periods is a gap in the charts, not a straight line. */
 export function gapThresholdMs(periodMs: number): number {
@@ -46,6 +47,7 @@ class LiveTelemetry {
         if (ev.type === 'hello') this.helloed(ev.data);
         else if (ev.type === 'chat.delta') chat.ingestDelta(ev.data);
         else if (ev.type === 'chat.message') chat.ingestMessage(ev.data);
+        else if (ev.type === 'bench.run') bench.ingest(ev.data);
         else if (ev.type === 'telemetry.frame') this.ingest(ev.data);
         else if (ev.type === 'library.changed') this.libraryChanged(ev.data);
         else if (ev.type === 'instance.state') engines.upsert(ev.data);
@@ -63,16 +65,18 @@ class LiveTelemetry {
     this.client.start();
   }
 
-  /** The stream (re)started: a reply written while it was down is read again. */
+  /** The stream (re)started: a reply written (or a benchmark run) while it was down is read again. */
   private helloed(hello: Hello): void {
     this.hello = hello;
     chat.resync();
+    bench.resync();
   }
 
   ingest(frame: TelemetryFrame): void {
     const period = this.hello?.telemetry_period_ms ?? 1000;
     this.buffer = appendFrame(this.buffer, frame, { gapMs: gapThresholdMs(period) });
     this.frame = frame;
+    bench.ingestFrame(frame);
   }
 
   /** The library changed on disk: a deletion, a finished download or hf writing into the cache. */
@@ -95,6 +99,7 @@ class LiveTelemetry {
     void hubCache.refresh();
     if (library.entries) void library.load();
     chat.resync();
+    bench.resync();
   }
 
   retryNow(): void {

@@ -1,0 +1,148 @@
+// The "New benchmark" form as data: the defaults make the daemon's default benchmark, typed lists
+// parse, mistakes are named in the daemon's words with the field to mark, presets toggle, and a
+// past run's settings come back into the form.
+
+import { describe, expect, it } from 'vitest';
+import { summary } from '../../test/bench';
+import { buildRequest, defaultDraft, draftFromRun, hasShape, toggleShape, type BenchDraft } from './draft';
+
+const draft = (extra: Partial<BenchDraft> = {}): BenchDraft => ({ ...defaultDraft(), instance: 'qwen', ...extra });
+
+function problem(d: BenchDraft): { field: string; message: string } {
+  const r = buildRequest(d);
+  if (r.ok) throw new Error('expected a problem');
+  return { field: r.field, message: r.message };
+}
+
+describe('buildRequest', () => {
+  it('makes the daemon’s default benchmark from the defaults', () => {
+    const r = buildRequest(draft());
+    expect(r).toEqual({
+      ok: true,
+      steps: 1,
+      runs: 11,
+      body: {
+        target: { kind: 'instance', name: 'qwen' },
+        spec: {
+          shapes: [{ prompt_tokens: 256, output_tokens: 512 }],
+          depths: [0],
+          concurrency: [1],
+          warm_runs: 10,
+          prompts: 'synthetic',
+          api: 'chat',
+          unique_prefixes: true,
+          force_output: true,
+          temperature: 0,
+          min_acceptance: 0.6,
+          seed: 1,
+          request_timeout_s: 600,
+        },
+      },
+    });
+  });
+
+  it('reads typed lists and counts the steps and runs', () => {
+    const r = buildRequest(draft({ name: '  sweep ', shapes: '2048:512, 8192 : 512', depths: '0,32768 131072', concurrency: '1,2,4,8', warmRuns: 3 }));
+    if (!r.ok) throw new Error(r.message);
+    expect(r.body.name).toBe('sweep');
+    expect(r.body.spec.shapes).toEqual([
+      { prompt_tokens: 2048, output_tokens: 512 },
+      { prompt_tokens: 8192, output_tokens: 512 },
+    ]);
+    expect(r.body.spec.depths).toEqual([0, 32768, 131072]);
+    expect(r.body.spec.concurrency).toEqual([1, 2, 4, 8]);
+    expect(r.steps).toBe(24);
+    expect(r.runs).toBe(24 * 4);
+    expect(r.body.spec.rates).toBeUndefined();
+  });
+
+  it('sends rates and requests per run in rate mode, and SLO targets that are set', () => {
+    const r = buildRequest(draft({ loadMode: 'rate', rates: '0.5, 1, 2', rateRequests: 64, sloTtftMs: 500, sloE2eMs: 20000 }));
+    if (!r.ok) throw new Error(r.message);
+    expect(r.body.spec.rates).toEqual([0.5, 1, 2]);
+    expect(r.body.spec.rate_requests).toBe(64);
+    expect(r.body.spec.concurrency).toBeUndefined();
+    expect(r.body.spec.slo).toEqual({ ttft_ms: 500, e2e_ms: 20000 });
+  });
+
+  it('builds each kind of target; a URL’s key only when given', () => {
+    const url = buildRequest(draft({ targetKind: 'url', url: 'https://api.example.com/v1', urlModel: 'gpt-4o-mini', apiKey: ' sk-1 ' }));
+    expect(url.ok && url.body.target).toEqual({ kind: 'url', url: 'https://api.example.com/v1', model: 'gpt-4o-mini', api_key: 'sk-1' });
+    const keyless = buildRequest(draft({ targetKind: 'url', url: 'http://10.0.0.2:8000/v1', urlModel: 'm' }));
+    expect(keyless.ok && keyless.body.target).toEqual({ kind: 'url', url: 'http://10.0.0.2:8000/v1', model: 'm' });
+    const gw = buildRequest(draft({ targetKind: 'gateway', gatewayModel: 'fast' }));
+    expect(gw.ok && gw.body.target).toEqual({ kind: 'gateway', model: 'fast' });
+    const profile = buildRequest(draft({ targetKind: 'profile', profile: 'qwen-big' }));
+    expect(profile.ok && profile.body.target).toEqual({ kind: 'profile', name: 'qwen-big' });
+  });
+
+  it('names the field and the fix in the daemon’s words', () => {
+    expect(problem(draft({ instance: '' }))).toMatchObject({ field: 'instance' });
+    expect(problem(draft({ shapes: '2048x64' }))).toEqual({
+      field: 'shapes',
+      message: "workload shape '2048x64' is not PROMPT:OUTPUT tokens, e.g. 2048:512 (2048 prompt tokens, 512 output tokens)",
+    });
+    expect(problem(draft({ shapes: '' })).message).toBe('no workload shape: give at least one, e.g. 2048:512');
+    expect(problem(draft({ shapes: '0:64' })).message).toBe('workload shape 0:64: prompt and output tokens must both be at least 1');
+    expect(problem(draft({ depths: '' })).message).toBe('no context depth: use 0 for an empty context');
+    expect(problem(draft({ depths: '0,2000000' })).message).toBe('context depth 2000000: at most 1048576 tokens');
+    expect(problem(draft({ concurrency: '1,0' }))).toEqual({ field: 'concurrency', message: 'concurrency 0: use 1 to 1024 streams' });
+    expect(problem(draft({ concurrency: '1,two' })).message).toBe("concurrency 'two' is not a whole number: type them like 1,2,4,8");
+    expect(problem(draft({ loadMode: 'rate', rates: '-1' })).message).toBe('request rate -1: use a positive number of requests per second');
+    expect(problem(draft({ loadMode: 'rate', rates: '1', rateRequests: 0 }))).toEqual({ field: 'rateRequests', message: 'requests per rate run 0: use 1 to 16384' });
+    expect(problem(draft({ warmRuns: 1001 })).message).toBe('warm runs 1001: use 0 to 1000');
+    expect(problem(draft({ temperature: 3 })).message).toBe('temperature 3: use 0 to 2');
+    expect(problem(draft({ minAcceptance: 60 }))).toEqual({ field: 'minAcceptance', message: 'minimum acceptance 60: use a fraction from 0 to 1 (0.6 = 60 %)' });
+    expect(problem(draft({ requestTimeoutS: 0 })).message).toBe('request timeout 0 s: use at least 1 s');
+    expect(problem(draft({ sloTpotMs: -5 })).field).toBe('sloTpotMs');
+    expect(problem(draft({ targetKind: 'url', url: 'ftp://x', urlModel: 'm' })).message).toBe("target URL 'ftp://x': use http:// or https://");
+    expect(problem(draft({ targetKind: 'url', url: 'not a url', urlModel: 'm' })).field).toBe('url');
+    expect(problem(draft({ targetKind: 'url', url: 'https://a/v1', urlModel: ' ' })).message).toBe('the target URL needs a model name: the one its /v1/models lists');
+  });
+
+  it('refuses more than a thousand steps', () => {
+    const concurrency = Array.from({ length: 101 }, (_, i) => i + 1).join(',');
+    expect(problem(draft({ shapes: '1:1, 2:2', depths: '0,1,2,3,4', concurrency })).message).toBe(
+      '1010 steps (shapes × depths × load points): at most 1000; split the benchmark',
+    );
+  });
+});
+
+describe('shape presets', () => {
+  it('toggle in and out of the typed list', () => {
+    expect(hasShape('256 : 512', '256:512')).toBe(true);
+    expect(toggleShape('256:512', '2048:64')).toBe('256:512, 2048:64');
+    expect(toggleShape('256:512, 2048:64', '256:512')).toBe('2048:64');
+    expect(toggleShape('', '8192:512')).toBe('8192:512');
+  });
+});
+
+describe('draftFromRun', () => {
+  it('puts a past run back in the form, which builds the same spec', () => {
+    const spec = {
+      shapes: [{ prompt_tokens: 2048, output_tokens: 64 }],
+      depths: [0, 4096],
+      rates: [1, 2],
+      rate_requests: 16,
+      warm_runs: 5,
+      prompts: 'realistic' as const,
+      api: 'completions' as const,
+      unique_prefixes: false,
+      force_output: true,
+      temperature: 0.7,
+      slo: { ttft_ms: 800 },
+      min_acceptance: 0.5,
+      seed: 7,
+      request_timeout_s: 120,
+    };
+    const d = draftFromRun(summary(4, { name: 'baseline', target: { kind: 'gateway', model: 'fast' }, spec }));
+    expect(d).toMatchObject({ name: 'baseline', targetKind: 'gateway', gatewayModel: 'fast', loadMode: 'rate', rates: '1,2', depths: '0,4096' });
+    const r = buildRequest(d);
+    if (!r.ok) throw new Error(r.message);
+    expect(r.body.spec).toEqual({ ...spec, slo: { ttft_ms: 800 } });
+  });
+  it('asks for a URL target’s key again (it is never stored)', () => {
+    const d = draftFromRun(summary(5, { target: { kind: 'url', url: 'https://a/v1', model: 'm', with_key: true } }));
+    expect(d).toMatchObject({ targetKind: 'url', url: 'https://a/v1', urlModel: 'm', apiKey: '' });
+  });
+});

@@ -1,0 +1,335 @@
+// The "New benchmark" form as data: what the user typed (a draft, lists as text like "1,2,4,8"),
+// the defaults, the shape presets, and the request built from it — checked the way the daemon
+// checks it, with its wording, so most mistakes show before Start. The daemon stays the
+// authority: its 400 is shown as it says it.
+
+import type { BenchApi, BenchSpec, NewBenchmark, PromptSource, RunSummary, Shape, Slo, Target, TargetKind } from './types';
+
+export type LoadMode = 'concurrency' | 'rate';
+
+export interface BenchDraft {
+  name: string;
+  targetKind: TargetKind;
+  instance: string;
+  profile: string;
+  gatewayModel: string;
+  url: string;
+  apiKey: string;
+  urlModel: string;
+  /** "256:512, 2048:64" */
+  shapes: string;
+  /** "0,32768,131072" */
+  depths: string;
+  loadMode: LoadMode;
+  /** "1,2,4,8" */
+  concurrency: string;
+  /** "0.5,1,2" (requests per second) */
+  rates: string;
+  rateRequests: number | null;
+  warmRuns: number | null;
+  prompts: PromptSource;
+  api: BenchApi;
+  uniquePrefixes: boolean;
+  forceOutput: boolean;
+  temperature: number | null;
+  sloTtftMs: number | null;
+  sloTpotMs: number | null;
+  sloE2eMs: number | null;
+  /** A fraction: 0.6 is 60 %. */
+  minAcceptance: number | null;
+  seed: number | null;
+  requestTimeoutS: number | null;
+}
+
+/** The field a problem is about, so the form can mark it. */
+export type DraftField = keyof BenchDraft;
+
+export type BuiltRequest = { ok: true; body: NewBenchmark; steps: number; runs: number } | { ok: false; field: DraftField; message: string };
+
+/** The daemon's defaults (crates/bench spec.rs). */
+export function defaultDraft(): BenchDraft {
+  return {
+    name: '',
+    targetKind: 'instance',
+    instance: '',
+    profile: '',
+    gatewayModel: '',
+    url: '',
+    apiKey: '',
+    urlModel: '',
+    shapes: '256:512',
+    depths: '0',
+    loadMode: 'concurrency',
+    concurrency: '1',
+    rates: '',
+    rateRequests: 32,
+    warmRuns: 10,
+    prompts: 'synthetic',
+    api: 'chat',
+    uniquePrefixes: true,
+    forceOutput: true,
+    temperature: 0,
+    sloTtftMs: null,
+    sloTpotMs: null,
+    sloE2eMs: null,
+    minAcceptance: 0.6,
+    seed: 1,
+    requestTimeoutS: 600,
+  };
+}
+
+/** The shapes users want one click away. */
+export const SHAPE_PRESETS: { shape: string; label: string; note: string }[] = [
+  { shape: '256:512', label: '256→512', note: 'short prompt, long answer' },
+  { shape: '2048:512', label: '2048→512', note: 'a page of context' },
+  { shape: '8192:512', label: '8192→512', note: 'long context' },
+  { shape: '2048:64', label: '2048→64', note: 'prefill heavy' },
+];
+
+// The daemon's bounds, which keep a typo from queueing a week of work.
+const MAX_TOKENS = 1 << 20;
+const MAX_STREAMS = 1024;
+const MAX_WARM_RUNS = 1000;
+const MAX_STEPS = 1000;
+const MAX_RATE_REQUESTS = MAX_STREAMS * 16;
+
+function items(text: string): string[] {
+  return text.split(/[\s,;]+/).filter((s) => s !== '');
+}
+
+/** "2048:512, 256 : 64" → each shape's text without spaces. */
+function shapeItems(text: string): string[] {
+  return items(text.replace(/\s*:\s*/g, ':'));
+}
+
+/** Whether the shape list holds this shape. */
+export function hasShape(text: string, shape: string): boolean {
+  return shapeItems(text).includes(shape);
+}
+
+/** The shape list with this shape added, or taken out when it is there. */
+export function toggleShape(text: string, shape: string): string {
+  const list = shapeItems(text);
+  return (list.includes(shape) ? list.filter((s) => s !== shape) : [...list, shape]).join(', ');
+}
+
+type Parsed<T> = { ok: true; value: T } | { ok: false; message: string };
+
+export function parseShapes(text: string): Parsed<Shape[]> {
+  const shapes: Shape[] = [];
+  for (const t of shapeItems(text)) {
+    const m = /^(\d+):(\d+)$/.exec(t);
+    if (!m) return { ok: false, message: `workload shape '${t}' is not PROMPT:OUTPUT tokens, e.g. 2048:512 (2048 prompt tokens, 512 output tokens)` };
+    const shape = { prompt_tokens: Number(m[1]), output_tokens: Number(m[2]) };
+    if (shape.prompt_tokens === 0 || shape.output_tokens === 0) {
+      return { ok: false, message: `workload shape ${t}: prompt and output tokens must both be at least 1` };
+    }
+    if (shape.prompt_tokens > MAX_TOKENS || shape.output_tokens > MAX_TOKENS) {
+      return { ok: false, message: `workload shape ${t}: at most ${MAX_TOKENS} tokens each` };
+    }
+    shapes.push(shape);
+  }
+  if (shapes.length === 0) return { ok: false, message: 'no workload shape: give at least one, e.g. 2048:512' };
+  return { ok: true, value: shapes };
+}
+
+/** Whole numbers typed as "1,2,4,8"; `what` names them in the message. */
+export function parseWholeNumbers(text: string, what: string, example: string): Parsed<number[]> {
+  const values: number[] = [];
+  for (const t of items(text)) {
+    if (!/^\d+$/.test(t)) return { ok: false, message: `${what} '${t}' is not a whole number: type them like ${example}` };
+    values.push(Number(t));
+  }
+  return { ok: true, value: values };
+}
+
+function parseRates(text: string): Parsed<number[]> {
+  const values: number[] = [];
+  for (const t of items(text)) {
+    const r = Number(t);
+    if (!Number.isFinite(r) || r <= 0) return { ok: false, message: `request rate ${t}: use a positive number of requests per second` };
+    values.push(r);
+  }
+  if (values.length === 0) return { ok: false, message: 'no request rate: give requests per second like 0.5,1,2, or switch to concurrency' };
+  return { ok: true, value: values };
+}
+
+function blank(v: number | null | undefined): v is null | undefined {
+  return v == null || Number.isNaN(v);
+}
+
+function checkTarget(d: BenchDraft): { ok: true; target: Target } | { ok: false; field: DraftField; message: string } {
+  switch (d.targetKind) {
+    case 'instance':
+      if (!d.instance.trim()) {
+        return { ok: false, field: 'instance', message: 'pick a ready instance: start one on the Engines page, or pick its profile to start it for the run' };
+      }
+      return { ok: true, target: { kind: 'instance', name: d.instance.trim() } };
+    case 'profile':
+      if (!d.profile.trim()) return { ok: false, field: 'profile', message: 'pick a launch profile: it is started for the run and stopped after' };
+      return { ok: true, target: { kind: 'profile', name: d.profile.trim() } };
+    case 'gateway':
+      if (!d.gatewayModel.trim()) return { ok: false, field: 'gatewayModel', message: "the gateway target needs a model: a profile's name or alias" };
+      return { ok: true, target: { kind: 'gateway', model: d.gatewayModel.trim() } };
+    case 'url': {
+      const url = d.url.trim();
+      let parsed: URL;
+      try {
+        parsed = new URL(url);
+      } catch {
+        return { ok: false, field: 'url', message: `target URL '${url}' is not a URL: give the API's base, e.g. https://api.example.com/v1` };
+      }
+      if (parsed.protocol !== 'http:' && parsed.protocol !== 'https:') {
+        return { ok: false, field: 'url', message: `target URL '${url}': use http:// or https://` };
+      }
+      if (!d.urlModel.trim()) return { ok: false, field: 'urlModel', message: 'the target URL needs a model name: the one its /v1/models lists' };
+      const key = d.apiKey.trim();
+      return { ok: true, target: { kind: 'url', url, model: d.urlModel.trim(), ...(key ? { api_key: key } : {}) } };
+    }
+  }
+}
+
+function sloOf(d: BenchDraft): { ok: true; slo: Slo | null } | { ok: false; field: DraftField; message: string } {
+  const slo: Slo = {};
+  const targets: [keyof Slo, DraftField, number | null, string][] = [
+    ['ttft_ms', 'sloTtftMs', d.sloTtftMs, 'TTFT'],
+    ['tpot_ms', 'sloTpotMs', d.sloTpotMs, 'TPOT'],
+    ['e2e_ms', 'sloE2eMs', d.sloE2eMs, 'E2E'],
+  ];
+  for (const [key, field, v, label] of targets) {
+    if (blank(v)) continue;
+    if (!(v > 0)) return { ok: false, field, message: `the ${label} target ${v} ms: use a positive number of milliseconds, or leave it blank for none` };
+    slo[key] = v;
+  }
+  return { ok: true, slo: Object.keys(slo).length > 0 ? slo : null };
+}
+
+/** The request the draft makes, or the first problem with it (and the field to mark). */
+export function buildRequest(d: BenchDraft): BuiltRequest {
+  const target = checkTarget(d);
+  if (!target.ok) return target;
+  const shapes = parseShapes(d.shapes);
+  if (!shapes.ok) return { ok: false, field: 'shapes', message: shapes.message };
+  const depths = parseWholeNumbers(d.depths, 'context depth', '0,32768,131072');
+  if (!depths.ok) return { ok: false, field: 'depths', message: depths.message };
+  if (depths.value.length === 0) return { ok: false, field: 'depths', message: 'no context depth: use 0 for an empty context' };
+  const deep = depths.value.find((v) => v > MAX_TOKENS);
+  if (deep != null) return { ok: false, field: 'depths', message: `context depth ${deep}: at most ${MAX_TOKENS} tokens` };
+
+  const spec: BenchSpec = { shapes: shapes.value, depths: depths.value };
+  let loads: number;
+  if (d.loadMode === 'concurrency') {
+    const c = parseWholeNumbers(d.concurrency, 'concurrency', '1,2,4,8');
+    if (!c.ok) return { ok: false, field: 'concurrency', message: c.message };
+    if (c.value.length === 0) return { ok: false, field: 'concurrency', message: 'no load point: give concurrency values (1,2,4,8) or request rates' };
+    const bad = c.value.find((v) => v === 0 || v > MAX_STREAMS);
+    if (bad != null) return { ok: false, field: 'concurrency', message: `concurrency ${bad}: use 1 to ${MAX_STREAMS} streams` };
+    spec.concurrency = c.value;
+    loads = c.value.length;
+  } else {
+    const r = parseRates(d.rates);
+    if (!r.ok) return { ok: false, field: 'rates', message: r.message };
+    const n = d.rateRequests;
+    if (blank(n) || !Number.isInteger(n) || n < 1 || n > MAX_RATE_REQUESTS) {
+      return { ok: false, field: 'rateRequests', message: `requests per rate run ${blank(n) ? '(blank)' : n}: use 1 to ${MAX_RATE_REQUESTS}` };
+    }
+    spec.rates = r.value;
+    spec.rate_requests = n;
+    loads = r.value.length;
+  }
+
+  const warm = d.warmRuns;
+  if (blank(warm) || !Number.isInteger(warm) || warm < 0 || warm > MAX_WARM_RUNS) {
+    return { ok: false, field: 'warmRuns', message: `warm runs ${blank(warm) ? '(blank)' : warm}: use 0 to ${MAX_WARM_RUNS}` };
+  }
+  const temperature = d.temperature;
+  if (blank(temperature) || temperature < 0 || temperature > 2) {
+    return { ok: false, field: 'temperature', message: `temperature ${blank(temperature) ? '(blank)' : temperature}: use 0 to 2` };
+  }
+  const acceptance = d.minAcceptance;
+  if (blank(acceptance) || acceptance < 0 || acceptance > 1) {
+    return { ok: false, field: 'minAcceptance', message: `minimum acceptance ${blank(acceptance) ? '(blank)' : acceptance}: use a fraction from 0 to 1 (0.6 = 60 %)` };
+  }
+  const timeout = d.requestTimeoutS;
+  if (blank(timeout) || !Number.isInteger(timeout) || timeout < 1) {
+    return { ok: false, field: 'requestTimeoutS', message: `request timeout ${blank(timeout) ? '(blank)' : `${timeout} s`}: use at least 1 s` };
+  }
+  const seed = d.seed;
+  if (blank(seed) || !Number.isInteger(seed) || seed < 0) {
+    return { ok: false, field: 'seed', message: `seed ${blank(seed) ? '(blank)' : seed}: use a whole number from 0` };
+  }
+  const slo = sloOf(d);
+  if (!slo.ok) return slo;
+
+  const steps = shapes.value.length * depths.value.length * loads;
+  if (steps > MAX_STEPS) {
+    return { ok: false, field: 'shapes', message: `${steps} steps (shapes × depths × load points): at most ${MAX_STEPS}; split the benchmark` };
+  }
+
+  Object.assign(spec, {
+    warm_runs: warm,
+    prompts: d.prompts,
+    api: d.api,
+    unique_prefixes: d.uniquePrefixes,
+    force_output: d.forceOutput,
+    temperature,
+    min_acceptance: acceptance,
+    seed,
+    request_timeout_s: timeout,
+  } satisfies BenchSpec);
+  if (slo.slo) spec.slo = slo.slo;
+
+  const name = d.name.trim();
+  const body: NewBenchmark = { ...(name ? { name } : {}), target: target.target, spec };
+  return { ok: true, body, steps, runs: steps * (1 + warm) };
+}
+
+function list(values: number[] | undefined, fallback: string): string {
+  return values && values.length > 0 ? values.join(',') : fallback;
+}
+
+/** A past run's settings in the form, to run it again (a URL target's key is never stored, so
+ *  it is asked for again). */
+export function draftFromRun(r: Pick<RunSummary, 'name' | 'target' | 'spec'>): BenchDraft {
+  const d = defaultDraft();
+  const s = r.spec;
+  const t = r.target;
+  const str = (v: unknown) => (typeof v === 'string' ? v : '');
+  switch (t.kind) {
+    case 'instance':
+      Object.assign(d, { targetKind: 'instance', instance: str(t.name) });
+      break;
+    case 'profile':
+      Object.assign(d, { targetKind: 'profile', profile: str(t.name) });
+      break;
+    case 'gateway':
+      Object.assign(d, { targetKind: 'gateway', gatewayModel: str(t.model) });
+      break;
+    case 'url':
+      Object.assign(d, { targetKind: 'url', url: str(t.url), urlModel: str(t.model) });
+      break;
+  }
+  const rates = s.rates ?? [];
+  return {
+    ...d,
+    name: r.name,
+    shapes: s.shapes && s.shapes.length > 0 ? s.shapes.map((x) => `${x.prompt_tokens}:${x.output_tokens}`).join(', ') : d.shapes,
+    depths: list(s.depths, d.depths),
+    loadMode: rates.length > 0 ? 'rate' : 'concurrency',
+    concurrency: list(s.concurrency, d.concurrency),
+    rates: rates.join(','),
+    rateRequests: s.rate_requests ?? d.rateRequests,
+    warmRuns: s.warm_runs ?? d.warmRuns,
+    prompts: s.prompts ?? d.prompts,
+    api: s.api ?? d.api,
+    uniquePrefixes: s.unique_prefixes ?? d.uniquePrefixes,
+    forceOutput: s.force_output ?? d.forceOutput,
+    temperature: s.temperature ?? d.temperature,
+    sloTtftMs: s.slo?.ttft_ms ?? null,
+    sloTpotMs: s.slo?.tpot_ms ?? null,
+    sloE2eMs: s.slo?.e2e_ms ?? null,
+    minAcceptance: s.min_acceptance ?? d.minAcceptance,
+    seed: s.seed ?? d.seed,
+    requestTimeoutS: s.request_timeout_s ?? d.requestTimeoutS,
+  };
+}

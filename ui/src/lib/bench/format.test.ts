@@ -1,0 +1,94 @@
+// How runs, steps and figures are written: point labels as the daemon's reports write them,
+// targets, progress, the headline, tok/s, spreads, CV, ratios, file names and the spec in words.
+
+import { describe, expect, it } from 'vitest';
+import { digest, point, stats, summary } from '../../test/bench';
+import {
+  formatCv,
+  formatFraction,
+  formatRatio,
+  formatRps,
+  formatSpread,
+  formatTps,
+  headline,
+  loadLabel,
+  pointKey,
+  pointLabel,
+  progressPercent,
+  progressText,
+  runFileName,
+  specText,
+  statusTone,
+  targetLabel,
+} from './format';
+
+describe('points', () => {
+  it('are written like the daemon writes them', () => {
+    expect(pointLabel(point(2048, 512, 32768, { concurrency: 8 }))).toBe('2048:512 @ depth 32768, 8 streams');
+    expect(pointLabel(point(256, 512))).toBe('256:512, 1 stream');
+    expect(pointLabel(point(2048, 512, 0, { rate: 2 }))).toBe('2048:512, 2 req/s');
+    expect(loadLabel({ rate: 0.5 })).toBe('0.5 req/s');
+  });
+  it('match by shape, depth and load', () => {
+    expect(pointKey(point(2048, 512, 0, { concurrency: 8 }))).toBe(pointKey(point(2048, 512, 0, { concurrency: 8 })));
+    expect(pointKey(point(2048, 512, 0, { concurrency: 8 }))).not.toBe(pointKey(point(2048, 512, 0, { rate: 8 })));
+    expect(pointKey(point(2048, 512, 0))).not.toBe(pointKey(point(2048, 512, 4096)));
+  });
+});
+
+describe('runs in a list', () => {
+  it('name their target in a few words, never a key', () => {
+    expect(targetLabel({ kind: 'instance', name: 'qwen' })).toBe('qwen');
+    expect(targetLabel({ kind: 'profile', name: 'qwen' })).toBe('profile qwen');
+    expect(targetLabel({ kind: 'gateway', model: 'gpt-4o-mini' })).toBe('gateway/gpt-4o-mini');
+    expect(targetLabel({ kind: 'url', url: 'https://api.example.com/v1', model: 'm', with_key: true })).toBe('m at https://api.example.com/v1');
+    expect(targetLabel({ kind: 'socket' })).toBe('{"kind":"socket"}');
+  });
+  it('show progress and a tone per status', () => {
+    expect(progressText({ runs_done: 12, runs_total: 44 })).toBe('12 / 44 runs');
+    expect(progressPercent({ runs_done: 11, runs_total: 44 })).toBe(25);
+    expect(progressPercent({ runs_done: 0, runs_total: 0 })).toBe(0);
+    expect(statusTone('running')).toBe('info');
+    expect(statusTone('done')).toBe('ok');
+    expect(statusTone('failed')).toBe('bad');
+    expect(statusTone('cancelled')).toBe('warn');
+    expect(statusTone('aborted')).toBe('warn');
+  });
+  it('headline the first step', () => {
+    const r = summary(1, { steps: [digest(point(256, 512), { aggregate_tps: 41.2, stream_tps: 40.9 }), digest(point(256, 512, 0, { concurrency: 8 }))] });
+    expect(headline(r)).toEqual({ point: point(256, 512), aggregate: 41.2, stream: 40.9 });
+    expect(headline(summary(2, { steps: [] }))).toBeNull();
+  });
+});
+
+describe('figures', () => {
+  it('write tok/s with fewer decimals as they grow, and a dash for none', () => {
+    expect(formatTps(312.7)).toBe('313');
+    expect(formatTps(45.23)).toBe('45.2');
+    expect(formatTps(0.424)).toBe('0.42');
+    expect(formatTps(0)).toBe('0');
+    expect(formatTps(null)).toBe('—');
+    expect(formatTps(Number.NaN)).toBe('—');
+  });
+  it('write the spread, the noise and shares', () => {
+    expect(formatSpread(stats([40, 41, 42, 43, 44]))).toBe('40.4–43.6');
+    expect(formatSpread(null)).toBe('—');
+    expect(formatCv(0.0213)).toBe('2.1 %');
+    expect(formatCv(0.25)).toBe('25 %');
+    expect(formatFraction(0.734)).toBe('73 %');
+    expect(formatRps(0.5234)).toBe('0.52 req/s');
+    expect(formatRatio(1.234)).toBe('1.23×');
+    expect(formatRatio(null)).toBe('—');
+  });
+  it('name files after the run', () => {
+    expect(runFileName({ id: 12, name: 'qwen 8B / Q4' }, 'csv')).toBe('benchmark-12-qwen-8B-Q4.csv');
+    expect(runFileName({ id: 12, name: '///' }, 'md')).toBe('benchmark-12.md');
+    expect(runFileName({ id: 3, name: 'qwen' }, 'png', 'tps-load')).toBe('benchmark-3-qwen-tps-load.png');
+  });
+  it('say the settings in words, defaults filled in', () => {
+    expect(specText({})).toBe('10 warm runs per step, synthetic prompts, chat API, output length forced, temperature 0, seed 1');
+    expect(specText({ warm_runs: 1, rates: [2], rate_requests: 64, prompts: 'realistic', api: 'completions', unique_prefixes: false, force_output: false, slo: { ttft_ms: 500, e2e_ms: 9000 } })).toBe(
+      '1 warm run per step, 64 requests per run, realistic prompts, completions API, shared prefixes, output may end early, temperature 0, goodput targets TTFT ≤ 500 ms, E2E ≤ 9000 ms, seed 1',
+    );
+  });
+});

@@ -1,0 +1,160 @@
+// How the Benchmarks page writes a run's parts: step points ("2048:512 @ depth 32768, 8 streams",
+// as the daemon's reports write them), targets, statuses and progress, and the figures (tok/s,
+// spreads, CV, fractions, ratios). `null` renders as an em dash.
+
+import { MISSING } from '../format/units';
+import type { BenchSpec, Load, Point, RunStatus, RunSummary, Shape, Stats, TargetView } from './types';
+
+export function shapeLabel(s: Shape): string {
+  return `${s.prompt_tokens}:${s.output_tokens}`;
+}
+
+export function isRate(load: Load): load is { rate: number } {
+  return 'rate' in load;
+}
+
+/** The load's number: streams, or requests per second. */
+export function loadValue(load: Load): number {
+  return isRate(load) ? load.rate : load.concurrency;
+}
+
+/** "1 stream", "8 streams", "2 req/s". */
+export function loadLabel(load: Load): string {
+  if (isRate(load)) return `${load.rate} req/s`;
+  return `${load.concurrency} stream${load.concurrency === 1 ? '' : 's'}`;
+}
+
+/** "2048:512 @ depth 32768, 8 streams"; a depth of 0 is left out. */
+export function pointLabel(p: Point): string {
+  const depth = p.depth > 0 ? ` @ depth ${p.depth}` : '';
+  return `${shapeLabel(p.shape)}${depth}, ${loadLabel(p.load)}`;
+}
+
+/** Same shape, depth and load: the same key. */
+export function pointKey(p: Point): string {
+  const load = isRate(p.load) ? `r${p.load.rate}` : `c${p.load.concurrency}`;
+  return `${shapeLabel(p.shape)}@${p.depth}/${load}`;
+}
+
+function text(v: unknown): string | null {
+  return typeof v === 'string' && v !== '' ? v : null;
+}
+
+/** The run's target in a few words: "qwen", "profile qwen", "gateway/qwen", "gpt-4o at https://…/v1". */
+export function targetLabel(t: TargetView): string {
+  switch (t.kind) {
+    case 'instance':
+      return text(t.name) ?? 'an instance';
+    case 'profile':
+      return `profile ${text(t.name) ?? '?'}`;
+    case 'gateway':
+      return `gateway/${text(t.model) ?? '?'}`;
+    case 'url':
+      return `${text(t.model) ?? '?'} at ${text(t.url) ?? '?'}`;
+    default:
+      return JSON.stringify(t);
+  }
+}
+
+export type StatusTone = 'info' | 'ok' | 'bad' | 'warn';
+
+export function statusTone(status: RunStatus | (string & {})): StatusTone {
+  switch (status) {
+    case 'running':
+      return 'info';
+    case 'done':
+      return 'ok';
+    case 'failed':
+      return 'bad';
+    default:
+      return 'warn';
+  }
+}
+
+/** "12 / 44 runs". */
+export function progressText(r: Pick<RunSummary, 'runs_done' | 'runs_total'>): string {
+  return `${r.runs_done} / ${r.runs_total} run${r.runs_total === 1 ? '' : 's'}`;
+}
+
+/** Share of the runs done, 0–100. */
+export function progressPercent(r: Pick<RunSummary, 'runs_done' | 'runs_total'>): number {
+  return r.runs_total > 0 ? Math.min(100, (r.runs_done / r.runs_total) * 100) : 0;
+}
+
+/** The list's headline: the first step's median aggregate and per-stream tok/s (warm runs). */
+export function headline(r: Pick<RunSummary, 'steps'>): { point: Point; aggregate: number | null; stream: number | null } | null {
+  const first = r.steps[0];
+  return first ? { point: first.point, aggregate: first.aggregate_tps, stream: first.stream_tps } : null;
+}
+
+function finite(v: number | null | undefined): v is number {
+  return v != null && Number.isFinite(v);
+}
+
+/** Tokens per second without the unit (the column says it): 312.7 → "313", 45.23 → "45.2". */
+export function formatTps(v: number | null | undefined): string {
+  if (!finite(v)) return MISSING;
+  if (v === 0) return '0';
+  const digits = Math.abs(v) >= 100 ? 0 : Math.abs(v) >= 1 ? 1 : 2;
+  return v.toFixed(digits);
+}
+
+/** The middle 80 % of a figure: "40.1–44.0". */
+export function formatSpread(s: Stats | null | undefined, format: (v: number) => string = formatTps): string {
+  if (!s) return MISSING;
+  return `${format(s.p10)}–${format(s.p90)}`;
+}
+
+/** Coefficient of variation as a percentage: 0.0213 → "2.1 %". */
+export function formatCv(cv: number | null | undefined): string {
+  if (!finite(cv)) return MISSING;
+  return `${(cv * 100).toFixed(cv < 0.1 ? 1 : 0)} %`;
+}
+
+/** A fraction as a percentage: 0.734 → "73 %". */
+export function formatFraction(f: number | null | undefined): string {
+  if (!finite(f)) return MISSING;
+  return `${Math.round(f * 100)} %`;
+}
+
+/** Requests per second: 0.5234 → "0.52 req/s". */
+export function formatRps(v: number | null | undefined): string {
+  if (!finite(v)) return MISSING;
+  return `${v.toFixed(v >= 10 ? 1 : 2)} req/s`;
+}
+
+/** A ratio to a baseline: 1.234 → "1.23×". */
+export function formatRatio(r: number | null | undefined): string {
+  if (!finite(r)) return MISSING;
+  return `${r.toFixed(2)}×`;
+}
+
+/** A file name for a run's export or chart: "benchmark-12-qwen-8-streams.csv". */
+export function runFileName(r: Pick<RunSummary, 'id' | 'name'>, ext: string, part?: string): string {
+  const slug = (s: string) => s.replace(/[^\p{L}\p{N}]+/gu, '-').replace(/^-+|-+$/g, '').slice(0, 60);
+  const name = slug(r.name);
+  const what = part ? slug(part) : '';
+  return [`benchmark-${r.id}`, name, what].filter((s) => s !== '').join('-') + `.${ext}`;
+}
+
+/** The spec's settings besides the steps, in words: "10 warm runs, synthetic prompts, chat API, …". */
+export function specText(s: BenchSpec): string {
+  const parts: string[] = [];
+  const warm = s.warm_runs ?? 10;
+  parts.push(`${warm} warm run${warm === 1 ? '' : 's'} per step`);
+  if (s.rates && s.rates.length > 0) parts.push(`${s.rate_requests ?? 32} requests per run`);
+  parts.push(`${s.prompts ?? 'synthetic'} prompts`);
+  parts.push(s.api === 'completions' ? 'completions API' : 'chat API');
+  if (s.unique_prefixes === false) parts.push('shared prefixes');
+  parts.push(s.force_output === false ? 'output may end early' : 'output length forced');
+  parts.push(`temperature ${s.temperature ?? 0}`);
+  const slo = s.slo ?? {};
+  const targets = [
+    slo.ttft_ms != null ? `TTFT ≤ ${slo.ttft_ms} ms` : null,
+    slo.tpot_ms != null ? `TPOT ≤ ${slo.tpot_ms} ms` : null,
+    slo.e2e_ms != null ? `E2E ≤ ${slo.e2e_ms} ms` : null,
+  ].filter((t) => t != null);
+  if (targets.length > 0) parts.push(`goodput targets ${targets.join(', ')}`);
+  parts.push(`seed ${s.seed ?? 1}`);
+  return parts.join(', ');
+}

@@ -1,0 +1,147 @@
+// Benchmark answers for the store and shaping tests: runs as listed and in full, steps, runs,
+// requests, summary figures and telemetry, as the daemon sends them.
+
+import type { Point, RunDetail, RunResult, RunSummary, Sample, Stats, StepDigest, StepResult, StepSummary, TelemetryPoint } from '../lib/bench/types';
+
+export const T0 = 1_764_000_000_000;
+
+export function point(prompt: number, output: number, depth = 0, load: Point['load'] = { concurrency: 1 }): Point {
+  return { shape: { prompt_tokens: prompt, output_tokens: output }, depth, load };
+}
+
+/** Stats of these values, figured the way the daemon figures them (numpy's percentiles). */
+export function stats(values: number[]): Stats {
+  const v = [...values].sort((a, b) => a - b);
+  const n = v.length;
+  const pct = (p: number) => {
+    const rank = (p / 100) * (n - 1);
+    const lo = Math.floor(rank);
+    const hi = Math.ceil(rank);
+    return v[lo]! + (v[hi]! - v[lo]!) * (rank - lo);
+  };
+  const mean = v.reduce((a, x) => a + x, 0) / n;
+  const stdev = n > 1 ? Math.sqrt(v.reduce((a, x) => a + (x - mean) ** 2, 0) / (n - 1)) : 0;
+  return { n, mean, median: pct(50), p10: pct(10), p90: pct(90), p99: pct(99), min: v[0]!, max: v[n - 1]!, stdev, cv: mean === 0 ? 0 : stdev / mean };
+}
+
+export function digest(p: Point, extra: Partial<StepDigest> = {}): StepDigest {
+  return { point: p, runs: 11, complete: true, aggregate_tps: 40, stream_tps: 40, ttft_ms: 120, failed_requests: 0, ...extra };
+}
+
+export function summary(id: number, extra: Partial<RunSummary> = {}): RunSummary {
+  return {
+    id,
+    name: `run ${id}`,
+    kind: 'serving',
+    target: { kind: 'instance', name: 'qwen' },
+    spec: { warm_runs: 10 },
+    status: 'done',
+    error: null,
+    exact_prompts: true,
+    started_at_ms: T0 + id * 60_000,
+    finished_at_ms: T0 + id * 60_000 + 30_000,
+    steps: [digest(point(256, 512))],
+    runs_done: 11,
+    runs_total: 11,
+    ...extra,
+  };
+}
+
+export function sample(extra: Partial<Sample> = {}): Sample {
+  return {
+    offset_ms: 0,
+    ok: true,
+    ttft_ms: 100,
+    e2e_ms: 5200,
+    tpot_ms: 10,
+    prompt_tokens: 256,
+    output_tokens: 512,
+    cached_tokens: null,
+    output_counted: false,
+    chunks: 512,
+    engine_decode_tps: null,
+    engine_prompt_tps: null,
+    draft_tokens: null,
+    draft_accepted: null,
+    ...extra,
+  };
+}
+
+export function runResult(index: number, aggregate: number | null, extra: Partial<RunResult> = {}): RunResult {
+  return {
+    index,
+    cold: index === 0,
+    wall_ms: 5300,
+    ok: 1,
+    failed: 0,
+    prompt_tokens: 256,
+    output_tokens: 512,
+    aggregate_tps: aggregate,
+    total_tps: null,
+    stream_tps: aggregate,
+    ttft_ms: 100,
+    prefill_tps: 2560,
+    engine_decode_tps: null,
+    acceptance: null,
+    cache_hit_rate: null,
+    goodput_rps: null,
+    request_rps: 0.19,
+    requests: [sample()],
+    ...extra,
+  };
+}
+
+export function stepSummary(extra: Partial<StepSummary> = {}): StepSummary {
+  return {
+    runs: 3,
+    failed_requests: 0,
+    aggregate_tps: stats([40, 41, 42]),
+    stream_tps: stats([40, 41, 42]),
+    ttft_ms: stats([100, 110, 130]),
+    tpot_ms: stats([10, 10, 11]),
+    e2e_ms: stats([5200, 5300, 5400]),
+    itl_ms: null,
+    prefill_tps: stats([2500, 2560, 2600]),
+    engine_decode_tps: null,
+    prompt_tokens: stats([256, 256, 256]),
+    output_tokens: stats([512, 512, 512]),
+    acceptance: null,
+    acceptance_length: null,
+    runs_below_acceptance: null,
+    cache_hit_rate: null,
+    goodput_rps: null,
+    ...extra,
+  };
+}
+
+/** A step with a cold run and warm runs of these aggregate tok/s. */
+export function step(index: number, p: Point, cold: number | null, warm: number[], extra: Partial<StepResult> = {}): StepResult {
+  const runs = [...(cold == null ? [] : [runResult(0, cold)]), ...warm.map((v, i) => runResult(i + 1, v))];
+  return { index, point: p, runs, summary: warm.length > 0 ? stepSummary({ runs: warm.length, aggregate_tps: stats(warm) }) : null, complete: true, ...extra };
+}
+
+export function telemetryPoint(t_ms: number, gpus: { index: number; util?: number; temp?: number; clock?: number; power?: number }[]): TelemetryPoint {
+  return {
+    t_ms,
+    gpus: gpus.map((g) => ({
+      index: g.index,
+      name: 'NVIDIA GeForce RTX 3090',
+      util_pct: g.util ?? null,
+      temp_c: g.temp ?? null,
+      sm_clock_mhz: g.clock ?? null,
+      power_w: g.power ?? null,
+      mem_used_bytes: null,
+    })),
+    cpu_util_pct: 12,
+  };
+}
+
+export function detail(id: number, extra: Partial<RunDetail> = {}): RunDetail {
+  return {
+    ...summary(id),
+    context: { target: { kind: 'instance', name: 'qwen' }, command_line: 'llama-server -m /m/qwen.gguf --port 8080' },
+    telemetry: [],
+    results: [step(0, point(256, 512), 30, [40, 41, 42])],
+    ...extra,
+  };
+}
