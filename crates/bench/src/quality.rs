@@ -212,7 +212,7 @@ pub async fn probe(
         }
         let joined = tokio::select! {
             joined = tasks.join_next() => joined,
-            _ = cancel.wait_for(|c| *c) => { cancelled = true; None }
+            Ok(_) = cancel.wait_for(|c| *c) => { cancelled = true; None }
         };
         let Some(joined) = joined else { break };
         let Ok((index, reply)) = joined else { continue };

@@ -60,13 +60,14 @@ impl Sample {
 /// The largest error body kept in a message.
 const ERROR_BODY: usize = 400;
 
-/// Sends `body` to `url` and times the answer's stream. Never fails: what went wrong is the
-/// sample's `error`, with whatever was measured before it.
+/// Sends `body` (JSON, serialized before the clock starts) to `url` and times the answer's
+/// stream. Never fails: what went wrong is the sample's `error`, with whatever was measured
+/// before it.
 pub async fn send(
     client: &reqwest::Client,
     url: &str,
     key: Option<&str>,
-    body: &Value,
+    body: Vec<u8>,
     timeout: Duration,
     run_start: Instant,
 ) -> Sample {
@@ -88,10 +89,13 @@ async fn stream(
     client: &reqwest::Client,
     url: &str,
     key: Option<&str>,
-    body: &Value,
+    body: Vec<u8>,
     timing: &mut Timing,
 ) -> Result<(), String> {
-    let mut request = client.post(url).json(body);
+    let mut request = client
+        .post(url)
+        .header(reqwest::header::CONTENT_TYPE, "application/json")
+        .body(body);
     if let Some(key) = key {
         request = request.bearer_auth(key);
     }
@@ -111,6 +115,7 @@ async fn stream(
         let chunk = chunk.map_err(|e| format!("the stream broke: {}", root_cause(&e)))?;
         if let Some(whole) = splitter.push(&chunk) {
             if timing.events(&whole, now)? {
+                drain(body).await;
                 return Ok(());
             }
         }
@@ -124,6 +129,19 @@ async fn stream(
         return Err("the stream ended without any generated text".into());
     }
     Ok(())
+}
+
+/// Reads a body to its end after `[DONE]` (bounded), so the connection goes back to the pool
+/// instead of being dropped: a warm request must not pay for a new connection in its TTFT.
+async fn drain<S, B, E>(mut body: S)
+where
+    S: futures_util::Stream<Item = Result<B, E>> + Unpin,
+{
+    const LONGEST: Duration = Duration::from_secs(1);
+    let _ = tokio::time::timeout(LONGEST, async {
+        while let Some(Ok(_)) = body.next().await {}
+    })
+    .await;
 }
 
 /// What a stream showed so far.

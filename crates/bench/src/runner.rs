@@ -10,7 +10,6 @@ use std::time::{Duration, Instant};
 
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
-use serde_json::Value;
 use tokio::sync::watch;
 use tokio::task::JoinSet;
 
@@ -96,7 +95,7 @@ impl Runner {
             for run in 0..self.spec.runs_per_step() {
                 let result = tokio::select! {
                     result = self.run_once(&point, step.index, run) => result,
-                    _ = cancel.wait_for(|c| *c) => return Outcome::Cancelled,
+                    Ok(_) = cancel.wait_for(|c| *c) => return Outcome::Cancelled,
                 };
                 let result = match result {
                     Ok(result) => result,
@@ -142,7 +141,7 @@ impl Runner {
             tasks.spawn(async move {
                 tokio::time::sleep_until((start + offset).into()).await;
                 let key = endpoint.api_key.as_deref();
-                request::send(&client, &url, key, &planned.body, timeout, start).await
+                request::send(&client, &url, key, planned.body, timeout, start).await
             });
         }
         let mut samples: Vec<Sample> = Vec::with_capacity(tasks.len());
@@ -203,7 +202,9 @@ impl Runner {
                 })?;
                 let prime = self
                     .endpoint
-                    .body(self.spec.api, &context.text, 1, 0.0, false);
+                    .body(self.spec.api, &context.text, 1, 0.0, false)
+                    .to_string()
+                    .into_bytes();
                 (format!("{}\n\n{}", context.text, prompt.text), Some(prime))
             } else {
                 (prompt.text, None)
@@ -215,6 +216,7 @@ impl Runner {
                 self.spec.temperature,
                 self.spec.force_output,
             );
+            let body = body.to_string().into_bytes();
             planned.push(Planned { body, prime });
         }
         Ok(planned)
@@ -232,7 +234,7 @@ impl Runner {
                     &client,
                     &url,
                     endpoint.api_key.as_deref(),
-                    &body,
+                    body,
                     timeout,
                     Instant::now(),
                 )
@@ -248,10 +250,10 @@ impl Runner {
     }
 }
 
-/// One request of a run.
+/// One request of a run, its bodies serialized before the clock starts.
 struct Planned {
-    body: Value,
-    prime: Option<Value>,
+    body: Vec<u8>,
+    prime: Option<Vec<u8>>,
 }
 
 /// When each request is sent, from the run's start: all at once for a concurrency step,

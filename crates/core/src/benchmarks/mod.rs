@@ -259,7 +259,7 @@ impl Benchmarks {
     ) -> (Outcome, Option<String>) {
         let resolved = tokio::select! {
             resolved = self.endpoint(&new.target) => resolved,
-            _ = cancel.wait_for(|c| *c) => return (Outcome::Cancelled, None),
+            Ok(_) = cancel.wait_for(|c| *c) => return (Outcome::Cancelled, None),
         };
         let (endpoint, started) = match resolved {
             Ok(resolved) => resolved,
