@@ -36,6 +36,20 @@ pub enum Phase {
     },
 }
 
+impl Phase {
+    /// One word for messages: "loading", "crashed" …
+    pub fn name(&self) -> &'static str {
+        match self {
+            Phase::Starting => "starting",
+            Phase::Loading { .. } => "loading",
+            Phase::Ready => "ready",
+            Phase::Stopping => "stopping",
+            Phase::Stopped => "stopped",
+            Phase::Crashed { .. } => "crashed",
+        }
+    }
+}
+
 /// A restart the policy has scheduled.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub struct PendingRestart {
@@ -94,14 +108,7 @@ impl ProcessState {
 
     /// One word for messages: "loading", "crashed" …
     pub fn phase_name(&self) -> &'static str {
-        match self.phase {
-            Phase::Starting => "starting",
-            Phase::Loading { .. } => "loading",
-            Phase::Ready => "ready",
-            Phase::Stopping => "stopping",
-            Phase::Stopped => "stopped",
-            Phase::Crashed { .. } => "crashed",
-        }
+        self.phase.name()
     }
 }
 

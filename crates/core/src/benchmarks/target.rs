@@ -102,22 +102,11 @@ pub fn instance_root(instances: &Instances, name: &str) -> Result<String, String
     if phase != Phase::Ready {
         return Err(format!(
             "instance '{name}' is not ready ({}): wait until it is, or start it again",
-            phase_word(&phase)
+            phase.name()
         ));
     }
     let port = port.ok_or_else(|| format!("instance '{name}' has no port yet"))?;
     Ok(format!("http://{host}:{port}"))
-}
-
-fn phase_word(phase: &Phase) -> &'static str {
-    match phase {
-        Phase::Starting => "starting",
-        Phase::Loading { .. } => "loading",
-        Phase::Ready => "ready",
-        Phase::Stopping => "stopping",
-        Phase::Stopped => "stopped",
-        Phase::Crashed { .. } => "crashed",
-    }
 }
 
 /// The profile behind an instance or a gateway model (a name or an alias).
