@@ -109,7 +109,7 @@ impl Scraper {
         if let Some(key) = &self.key {
             request = request.bearer_auth(key);
         }
-        let response = request.send().await.ok()?;
+        let response = crate::request::send_request(request).await.ok()?;
         if !response.status().is_success() {
             return None;
         }

@@ -12,7 +12,7 @@ use tokio::sync::watch;
 use tokio::task::JoinSet;
 
 use crate::endpoint::Endpoint;
-use crate::request::{error_text, root_cause};
+use crate::request::{error_text, root_cause, send_request};
 
 /// How an answer is compared.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -245,8 +245,7 @@ async fn ask(
         request = request.bearer_auth(key);
     }
     let outcome: Result<Value, String> = async {
-        let response = request
-            .send()
+        let response = send_request(request)
             .await
             .map_err(|e| format!("cannot reach {url}: {}", root_cause(&e)))?;
         let status = response.status();

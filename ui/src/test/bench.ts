@@ -1,7 +1,21 @@
 // Benchmark answers for the store and shaping tests: runs as listed and in full, steps, runs,
-// requests, summary figures and telemetry, as the daemon sends them.
+// requests, summary figures and telemetry, and quality probes with their answers, as the daemon
+// sends them.
 
-import type { Point, RunDetail, RunResult, RunSummary, Sample, Stats, StepDigest, StepResult, StepSummary, TelemetryPoint } from '../lib/bench/types';
+import type {
+  Answer,
+  Point,
+  QualitySummary,
+  RunDetail,
+  RunResult,
+  RunSummary,
+  Sample,
+  Stats,
+  StepDigest,
+  StepResult,
+  StepSummary,
+  TelemetryPoint,
+} from '../lib/bench/types';
 
 export const T0 = 1_764_000_000_000;
 
@@ -43,6 +57,7 @@ export function summary(id: number, extra: Partial<RunSummary> = {}): RunSummary
     steps: [digest(point(256, 512))],
     runs_done: 11,
     runs_total: 11,
+    quality: null,
     ...extra,
   };
 }
@@ -142,6 +157,83 @@ export function detail(id: number, extra: Partial<RunDetail> = {}): RunDetail {
     context: { target: { kind: 'instance', name: 'qwen' }, command_line: 'llama-server -m /m/qwen.gguf --port 8080' },
     telemetry: [],
     results: [step(0, point(256, 512), 30, [40, 41, 42])],
+    answers: [],
     ...extra,
   };
+}
+
+/** The probe's categories and how many questions each has (crates/bench quality.rs). */
+export const PROBE_CATEGORIES: [string, number][] = [
+  ['arithmetic', 6],
+  ['reasoning', 8],
+  ['text', 5],
+  ['code', 5],
+  ['facts', 6],
+];
+
+/** An answer as the daemon stores it; passed unless told otherwise. */
+export function answer(id: string, category: string, extra: Partial<Answer> = {}): Answer {
+  return {
+    id,
+    category,
+    expected: '42',
+    got: '42',
+    pass: true,
+    reply_tail: 'Six times seven.\nAnswer: 42',
+    output_tokens: 120,
+    truncated: false,
+    error: null,
+    duration_ms: 1500,
+    ...extra,
+  };
+}
+
+/** A probe's answers: every question of each category, the first `passed[category]` passing. */
+export function probeAnswers(passed: Record<string, number>, answered = 30): Answer[] {
+  const all: Answer[] = [];
+  for (const [category, n] of PROBE_CATEGORIES) {
+    for (let i = 0; i < n; i++) {
+      const ok = i < (passed[category] ?? 0);
+      all.push(answer(`${category}-${i + 1}`, category, ok ? {} : { got: '7', pass: false }));
+    }
+  }
+  return all.slice(0, answered);
+}
+
+/** Pass counts of these answers, as the daemon figures them (ProbeSummary::of). */
+export function qualityOf(answers: readonly Answer[]): QualitySummary {
+  const by_category: Record<string, [number, number]> = {};
+  for (const a of answers) {
+    const c = (by_category[a.category] ??= [0, 0]);
+    c[1] += 1;
+    if (a.pass) c[0] += 1;
+  }
+  const passed = answers.filter((a) => a.pass).length;
+  return {
+    total: 30,
+    answered: answers.length,
+    passed,
+    pass_rate: answers.length > 0 ? passed / answers.length : null,
+    errors: answers.filter((a) => a.error != null).length,
+    by_category,
+  };
+}
+
+/** A quality probe as listed. */
+export function probeSummary(id: number, answers: readonly Answer[] = probeAnswers({ arithmetic: 6, reasoning: 4, text: 5, code: 3, facts: 6 }), extra: Partial<RunSummary> = {}): RunSummary {
+  return summary(id, {
+    kind: 'quality',
+    spec: { max_tokens: 2048, concurrency: 4, request_timeout_s: 600 },
+    exact_prompts: false,
+    steps: [],
+    runs_done: answers.length,
+    runs_total: 30,
+    quality: qualityOf(answers),
+    ...extra,
+  });
+}
+
+/** A quality probe in full. */
+export function probeDetail(id: number, answers: Answer[] = probeAnswers({ arithmetic: 6, reasoning: 4, text: 5, code: 3, facts: 6 }), extra: Partial<RunDetail> = {}): RunDetail {
+  return { ...detail(id), ...probeSummary(id, answers), results: [], answers, ...extra };
 }

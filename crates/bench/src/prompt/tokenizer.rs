@@ -5,7 +5,7 @@
 use serde_json::{json, Value};
 
 use crate::endpoint::{Endpoint, EngineKind};
-use crate::request::root_cause;
+use crate::request::{root_cause, send_request};
 
 /// An engine's `/tokenize`.
 #[derive(Clone)]
@@ -56,7 +56,7 @@ impl Tokenizer {
         if let Some(key) = &self.key {
             request = request.bearer_auth(key);
         }
-        let response = request.send().await.map_err(|e| root_cause(&e))?;
+        let response = send_request(request).await.map_err(|e| root_cause(&e))?;
         let status = response.status();
         if !status.is_success() {
             return Err(format!("{} answered {status}", self.url));

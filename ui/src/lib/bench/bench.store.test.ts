@@ -5,7 +5,7 @@
 // the same from the API alone, and a 401 signing out.
 
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
-import { detail, summary, telemetryPoint } from '../../test/bench';
+import { detail, digest, point, probeAnswers, probeDetail, probeSummary, summary, telemetryPoint } from '../../test/bench';
 import { frame, gpu } from '../../test/frames';
 import { flush, pendingCalls, withApi } from '../../test/pending';
 
@@ -38,6 +38,10 @@ class BenchState extends Store {
   }
 }
 const { ApiError } = await import('../api/client');
+const { buildRequest, defaultDraft } = await import('./draft');
+const { progressText, qualityHeadline } = await import('./format');
+const { byTarget, categoryRows } = await import('./quality');
+const { compareRuns, splitPicks } = await import('./compare');
 
 const running = (id: number, done: number, extra = {}) => summary(id, { status: 'running', runs_done: done, runs_total: 11, finished_at_ms: null, ...extra });
 
@@ -281,5 +285,82 @@ describe('the benchmarks store', () => {
     await loading;
     expect(out).toHaveBeenCalledTimes(1);
     expect(s.runsError).toBeNull();
+  });
+
+  describe('a quality probe', () => {
+    const probing = (answered: number, passed: Record<string, number> = {}) =>
+      probeSummary(4, probeAnswers(passed, answered), { status: 'running', finished_at_ms: null, target: { kind: 'instance', name: 'qwen' } });
+
+    it('starts from the form, answers arriving as events, the open probe read again with them', async () => {
+      const s = await listed([summary(2), summary(1)]);
+      const built = buildRequest({ ...defaultDraft(), kind: 'quality', instance: 'qwen', probeMaxTokens: 24 });
+      if (!built.ok) throw new Error(built.message);
+      const starting = s.start(built.body);
+      const call = take('start');
+      expect(call.arg).toEqual({ kind: 'quality', target: { kind: 'instance', name: 'qwen' }, probe: { max_tokens: 24, concurrency: 4, request_timeout_s: 600 } });
+      call.resolve(probing(0));
+      await expect(starting).resolves.toMatchObject({ id: 4, kind: 'quality' });
+      expect(s.runs?.map((r) => r.id)).toEqual([4, 2, 1]);
+      expect(qualityHeadline(s.runs?.[0]?.quality)).toBe('no answer yet');
+
+      s.open(4);
+      await answer('run', probeDetail(4, [], { status: 'running', finished_at_ms: null }));
+      expect(s.detail?.answers).toEqual([]);
+      vi.useFakeTimers();
+      s.ingest(probing(12, { arithmetic: 6, reasoning: 1 }));
+      expect(progressText(s.openSummary!)).toBe('12 / 30 answered');
+      expect(qualityHeadline(s.openSummary?.quality)).toBe('passed 7 of 12 (58 %)');
+      await vi.advanceTimersByTimeAsync(DETAIL_SPACING_MS);
+      expect(calls.map((c) => c.name)).toEqual(['run']);
+      take('run').resolve(probeDetail(4, probeAnswers({ arithmetic: 6, reasoning: 1 }, 12), { status: 'running', finished_at_ms: null }));
+      await vi.advanceTimersByTimeAsync(0);
+      expect(s.detail?.answers).toHaveLength(12);
+      expect(categoryRows(s.detail?.quality).map((c) => [c.category, c.passed, c.total])).toEqual([
+        ['arithmetic', 6, 6],
+        ['reasoning', 1, 6],
+      ]);
+
+      // Done: the list says so, and the target's pass rate sits beside its speed.
+      s.ingest(probeSummary(4, probeAnswers({ arithmetic: 6, reasoning: 1 }), { target: { kind: 'instance', name: 'qwen' } }));
+      expect(s.runs?.[0]?.status).toBe('done');
+      expect(byTarget(s.runs ?? [])).toEqual([
+        expect.objectContaining({ label: 'qwen', speed: expect.objectContaining({ id: 2 }), quality: expect.objectContaining({ id: 4, passed: 7, answered: 30 }) }),
+      ]);
+    });
+
+    it('shows the daemon’s refusal of a probe as it says it', async () => {
+      const s = await listed();
+      const starting = s.start({ kind: 'quality', target: { kind: 'instance', name: 'qwen' }, probe: { max_tokens: 8 } });
+      take('start').reject(new ApiError(400, 'invalid_benchmark', 'quality probe max_tokens 8: use 16 to 65536 (reasoning models need a few thousand)'));
+      await expect(starting).resolves.toBeNull();
+      expect(s.startError?.message).toMatch(/reasoning models need a few thousand/);
+    });
+
+    it('picked with speed benchmarks, is compared apart from them', async () => {
+      const speedA = summary(3, { steps: [digest(point(256, 512), { aggregate_tps: 40 })] });
+      const speedB = summary(1, { steps: [digest(point(256, 512), { aggregate_tps: 60 })] });
+      const s = await listed([probeSummary(5), probeSummary(4), speedA, speedB]);
+      s.togglePick(5);
+      s.togglePick(3);
+      s.togglePick(1);
+      const { speed, quality } = splitPicks(s.pickedRuns);
+      expect(quality.map((r) => r.id)).toEqual([5]);
+      expect(compareRuns(speed).rows[0]?.cells.map((c) => c?.aggregateRatio)).toEqual([null, 1.5]);
+    });
+
+    it('shows the same after a reload mid-probe: everything from the API', async () => {
+      const mid = probing(9, { arithmetic: 6 });
+      const d = probeDetail(4, probeAnswers({ arithmetic: 6 }, 9), { status: 'running', finished_at_ms: null });
+      const before = await opened(4, [mid], d);
+      const fresh = new BenchState();
+      const loading = fresh.load();
+      fresh.open(4);
+      await answer('runs', [mid]);
+      await loading;
+      await answer('run', d);
+      expect(fresh.runs).toEqual(before.runs);
+      expect(fresh.detail).toEqual(before.detail);
+      expect(fresh.detail?.answers).toHaveLength(9);
+    });
   });
 });

@@ -1,8 +1,8 @@
 // Comparing picked runs: a row per point two or more measured, the ratio to the first picked run.
 
 import { describe, expect, it } from 'vitest';
-import { digest, point, summary } from '../../test/bench';
-import { compareRuns } from './compare';
+import { digest, point, probeSummary, summary } from '../../test/bench';
+import { compareBases, compareRuns, splitPicks } from './compare';
 
 const c = (n: number) => ({ concurrency: n });
 
@@ -32,5 +32,33 @@ describe('compareRuns', () => {
     const zero = summary(4, { steps: [digest(point(256, 512, 0, c(8)), { aggregate_tps: 0, stream_tps: null })] });
     const { rows } = compareRuns([zero, other]);
     expect(rows[0]!.cells[1]).toMatchObject({ aggregateRatio: null, streamRatio: null });
+  });
+});
+
+describe('splitPicks', () => {
+  it('compares speed benchmarks and quality probes apart, each in pick order', () => {
+    const picks = [probeSummary(5), summary(3, { steps: [digest(point(256, 512))] }), probeSummary(4), summary(1, { steps: [digest(point(256, 512))] })];
+    const { speed, quality } = splitPicks(picks);
+    expect(speed.map((r) => r.id)).toEqual([3, 1]);
+    expect(quality.map((r) => r.id)).toEqual([5, 4]);
+    // The speed comparison's base is the first speed benchmark picked, not the probe before it.
+    const { rows } = compareRuns(speed);
+    expect(rows).toHaveLength(1);
+    expect(rows[0]!.cells).toHaveLength(2);
+    expect(rows[0]!.cells[0]?.aggregateRatio).toBeNull();
+    expect(rows[0]!.cells[1]?.aggregateRatio).toBe(1);
+  });
+});
+
+describe('compareBases', () => {
+  it('marks the first picked of each kind that has another picked', () => {
+    const p1 = probeSummary(5);
+    const s1 = summary(3);
+    const s2 = summary(1);
+    const p2 = probeSummary(4);
+    expect([...compareBases([p1, s1, s2])]).toEqual([3]);
+    expect([...compareBases([p1, s1, s2, p2])].sort()).toEqual([3, 5]);
+    expect([...compareBases([p1, s1])]).toEqual([]);
+    expect([...compareBases([])]).toEqual([]);
   });
 });

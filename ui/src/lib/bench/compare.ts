@@ -1,8 +1,9 @@
 // Comparing picked runs from their list entries: one row per point (same shape, depth and load)
 // that two or more of them measured, each run's medians side by side with the ratio to the first
-// picked run (the baseline).
+// picked run (the baseline). Speed benchmarks and quality probes are compared apart: a probe has
+// no points (its pass rates are set side by side by compareProbes, lib/bench/quality).
 
-import { pointKey, pointLabel } from './format';
+import { isQuality, pointKey, pointLabel } from './format';
 import type { Point, RunSummary, StepDigest } from './types';
 
 export interface CompareCell {
@@ -30,12 +31,24 @@ export interface Comparison {
   unmatched: number;
 }
 
+/** The picked runs by kind, each in pick order. */
+export function splitPicks(runs: readonly RunSummary[]): { speed: RunSummary[]; quality: RunSummary[] } {
+  return { speed: runs.filter((r) => !isQuality(r)), quality: runs.filter((r) => isQuality(r)) };
+}
+
+/** The runs the others are compared to: the first picked of each kind that has two or more picked. */
+export function compareBases(picked: readonly RunSummary[]): Set<number> {
+  const { speed, quality } = splitPicks(picked);
+  return new Set([speed, quality].filter((list) => list.length >= 2).map((list) => list[0]!.id));
+}
+
 function ratio(v: number | null, base: number | null): number | null {
   if (v == null || base == null || !Number.isFinite(v) || !Number.isFinite(base) || base === 0) return null;
   return v / base;
 }
 
-/** The rows, in the order the runs measured their points (the baseline's first). */
+/** The rows, in the order the runs measured their points (the baseline's first). Give it speed
+ *  benchmarks (splitPicks): a quality probe has no steps, so it would only add empty columns. */
 export function compareRuns(runs: readonly RunSummary[]): Comparison {
   const order: { key: string; point: Point }[] = [];
   const byRun = runs.map((r) => {

@@ -3,8 +3,8 @@
 // past run's settings come back into the form.
 
 import { describe, expect, it } from 'vitest';
-import { summary } from '../../test/bench';
-import { buildRequest, defaultDraft, draftFromRun, hasShape, toggleShape, type BenchDraft } from './draft';
+import { probeSummary, summary } from '../../test/bench';
+import { buildProbeRequest, buildRequest, buildSpeedRequest, defaultDraft, draftFromRun, hasShape, planText, toggleShape, type BenchDraft } from './draft';
 
 const draft = (extra: Partial<BenchDraft> = {}): BenchDraft => ({ ...defaultDraft(), instance: 'qwen', ...extra });
 
@@ -42,7 +42,7 @@ describe('buildRequest', () => {
   });
 
   it('reads typed lists and counts the steps and runs', () => {
-    const r = buildRequest(draft({ name: '  sweep ', shapes: '2048:512, 8192 : 512', depths: '0,32768 131072', concurrency: '1,2,4,8', warmRuns: 3 }));
+    const r = buildSpeedRequest(draft({ name: '  sweep ', shapes: '2048:512, 8192 : 512', depths: '0,32768 131072', concurrency: '1,2,4,8', warmRuns: 3 }));
     if (!r.ok) throw new Error(r.message);
     expect(r.body.name).toBe('sweep');
     expect(r.body.spec.shapes).toEqual([
@@ -57,7 +57,7 @@ describe('buildRequest', () => {
   });
 
   it('sends rates and requests per run in rate mode, and SLO targets that are set', () => {
-    const r = buildRequest(draft({ loadMode: 'rate', rates: '0.5, 1, 2', rateRequests: 64, sloTtftMs: 500, sloE2eMs: 20000 }));
+    const r = buildSpeedRequest(draft({ loadMode: 'rate', rates: '0.5, 1, 2', rateRequests: 64, sloTtftMs: 500, sloE2eMs: 20000 }));
     if (!r.ok) throw new Error(r.message);
     expect(r.body.spec.rates).toEqual([0.5, 1, 2]);
     expect(r.body.spec.rate_requests).toBe(64);
@@ -137,12 +137,60 @@ describe('draftFromRun', () => {
     };
     const d = draftFromRun(summary(4, { name: 'baseline', target: { kind: 'gateway', model: 'fast' }, spec }));
     expect(d).toMatchObject({ name: 'baseline', targetKind: 'gateway', gatewayModel: 'fast', loadMode: 'rate', rates: '1,2', depths: '0,4096' });
-    const r = buildRequest(d);
+    const r = buildSpeedRequest(d);
     if (!r.ok) throw new Error(r.message);
     expect(r.body.spec).toEqual({ ...spec, slo: { ttft_ms: 800 } });
   });
   it('asks for a URL target’s key again (it is never stored)', () => {
     const d = draftFromRun(summary(5, { target: { kind: 'url', url: 'https://a/v1', model: 'm', with_key: true } }));
     expect(d).toMatchObject({ targetKind: 'url', url: 'https://a/v1', urlModel: 'm', apiKey: '' });
+  });
+});
+
+describe('the quality probe in the form', () => {
+  const probe = (extra: Partial<BenchDraft> = {}) => draft({ kind: 'quality', ...extra });
+
+  it('makes the daemon’s default probe: only the target, the room per reply and questions at once', () => {
+    const r = buildRequest(probe({ name: ' q8 kv ' }));
+    expect(r).toEqual({
+      ok: true,
+      steps: 0,
+      runs: 30,
+      body: { name: 'q8 kv', kind: 'quality', target: { kind: 'instance', name: 'qwen' }, probe: { max_tokens: 2048, concurrency: 4, request_timeout_s: 600 } },
+    });
+    // The speed fields are not checked for a probe: a broken shape list does not block it.
+    expect(buildRequest(probe({ shapes: 'nonsense', concurrency: '0' })).ok).toBe(true);
+  });
+  it('checks the probe’s fields in the daemon’s words', () => {
+    expect(problem(probe({ probeMaxTokens: 8 }))).toEqual({
+      field: 'probeMaxTokens',
+      message: 'quality probe max_tokens 8: use 16 to 65536 (reasoning models need a few thousand)',
+    });
+    expect(problem(probe({ probeMaxTokens: null })).message).toBe('quality probe max_tokens (blank): use 16 to 65536 (reasoning models need a few thousand)');
+    expect(problem(probe({ probeConcurrency: 65 }))).toEqual({ field: 'probeConcurrency', message: 'quality probe concurrency 65: use 1 to 64' });
+    expect(problem(probe({ probeConcurrency: 1.5 })).field).toBe('probeConcurrency');
+    expect(problem(probe({ requestTimeoutS: 0 })).field).toBe('requestTimeoutS');
+    expect(problem(probe({ instance: '' })).field).toBe('instance');
+  });
+  it('says what Start will do, by kind', () => {
+    const p = buildProbeRequest(probe({ probeMaxTokens: 24, probeConcurrency: 2 }));
+    if (!p.ok) throw new Error(p.message);
+    expect(planText(p)).toBe('30 questions, 2 at once, up to 24 tokens each');
+    const s = buildRequest(draft({ concurrency: '1,2', warmRuns: 2 }));
+    if (!s.ok) throw new Error(s.message);
+    expect(planText(s)).toBe('2 steps × (1 cold + 2 warm) = 6 runs');
+  });
+  it('puts a past probe back in the form, which builds the same probe', () => {
+    const run = probeSummary(7, [], { name: 'tiny', target: { kind: 'profile', name: 'tiny' }, spec: { max_tokens: 4096, concurrency: 8, request_timeout_s: 900 } });
+    const d = draftFromRun(run);
+    expect(d).toMatchObject({ kind: 'quality', name: 'tiny', targetKind: 'profile', profile: 'tiny', probeMaxTokens: 4096, probeConcurrency: 8, requestTimeoutS: 900 });
+    // The speed fields are the defaults, not read from the probe's spec.
+    expect(d.shapes).toBe(defaultDraft().shapes);
+    const r = buildRequest(d);
+    if (!r.ok) throw new Error(r.message);
+    expect(r.body).toEqual({ name: 'tiny', kind: 'quality', target: { kind: 'profile', name: 'tiny' }, probe: { max_tokens: 4096, concurrency: 8, request_timeout_s: 900 } });
+  });
+  it('puts a past speed benchmark back as a speed benchmark', () => {
+    expect(draftFromRun(summary(3, { spec: { warm_runs: 2 } }))).toMatchObject({ kind: 'serving', warmRuns: 2, probeMaxTokens: 2048 });
   });
 });

@@ -1,13 +1,29 @@
 // The "New benchmark" form as data: what the user typed (a draft, lists as text like "1,2,4,8"),
-// the defaults, the shape presets, and the request built from it — checked the way the daemon
-// checks it, with its wording, so most mistakes show before Start. The daemon stays the
-// authority: its 400 is shown as it says it.
+// the defaults, the shape presets, and the request built from it — a speed benchmark or a quality
+// probe — checked the way the daemon checks it, with its wording, so most mistakes show before
+// Start. The daemon stays the authority: its 400 is shown as it says it.
 
-import type { BenchApi, BenchSpec, NewBenchmark, PromptSource, RunSummary, Shape, Slo, Target, TargetKind } from './types';
+import { probeSpec, speedSpec } from './format';
+import type {
+  BenchApi,
+  BenchSpec,
+  NewBenchmark,
+  NewQualityProbe,
+  NewSpeedRun,
+  PromptSource,
+  RunKind,
+  RunSummary,
+  Shape,
+  Slo,
+  Target,
+  TargetKind,
+} from './types';
 
 export type LoadMode = 'concurrency' | 'rate';
 
 export interface BenchDraft {
+  /** A speed benchmark (`serving`) or a quality probe. */
+  kind: RunKind;
   name: string;
   targetKind: TargetKind;
   instance: string;
@@ -39,16 +55,28 @@ export interface BenchDraft {
   minAcceptance: number | null;
   seed: number | null;
   requestTimeoutS: number | null;
+  /** The quality probe's room per reply, in tokens. */
+  probeMaxTokens: number | null;
+  /** Questions the probe asks at once. */
+  probeConcurrency: number | null;
 }
 
 /** The field a problem is about, so the form can mark it. */
 export type DraftField = keyof BenchDraft;
 
-export type BuiltRequest = { ok: true; body: NewBenchmark; steps: number; runs: number } | { ok: false; field: DraftField; message: string };
+type DraftProblem = { ok: false; field: DraftField; message: string };
+
+/** The request a draft makes: its steps and runs (a quality probe: no steps, its questions as
+ *  runs), or the first problem with it. */
+export type BuiltRequest<B extends NewBenchmark = NewBenchmark> = { ok: true; body: B; steps: number; runs: number } | DraftProblem;
+
+/** Questions in the built-in quality probe (the daemon's `runs_total` for one). */
+export const PROBE_QUESTIONS = 30;
 
 /** The daemon's defaults (crates/bench spec.rs). */
 export function defaultDraft(): BenchDraft {
   return {
+    kind: 'serving',
     name: '',
     targetKind: 'instance',
     instance: '',
@@ -75,6 +103,8 @@ export function defaultDraft(): BenchDraft {
     minAcceptance: 0.6,
     seed: 1,
     requestTimeoutS: 600,
+    probeMaxTokens: 2048,
+    probeConcurrency: 4,
   };
 }
 
@@ -92,6 +122,9 @@ const MAX_STREAMS = 1024;
 const MAX_WARM_RUNS = 1000;
 const MAX_STEPS = 1000;
 const MAX_RATE_REQUESTS = MAX_STREAMS * 16;
+const PROBE_MIN_TOKENS = 16;
+const PROBE_MAX_TOKENS = 65_536;
+const PROBE_MAX_CONCURRENCY = 64;
 
 function items(text: string): string[] {
   return text.split(/[\s,;]+/).filter((s) => s !== '');
@@ -158,7 +191,7 @@ function blank(v: number | null | undefined): v is null | undefined {
   return v == null || Number.isNaN(v);
 }
 
-function checkTarget(d: BenchDraft): { ok: true; target: Target } | { ok: false; field: DraftField; message: string } {
+function checkTarget(d: BenchDraft): { ok: true; target: Target } | DraftProblem {
   switch (d.targetKind) {
     case 'instance':
       if (!d.instance.trim()) {
@@ -189,7 +222,7 @@ function checkTarget(d: BenchDraft): { ok: true; target: Target } | { ok: false;
   }
 }
 
-function sloOf(d: BenchDraft): { ok: true; slo: Slo | null } | { ok: false; field: DraftField; message: string } {
+function sloOf(d: BenchDraft): { ok: true; slo: Slo | null } | DraftProblem {
   const slo: Slo = {};
   const targets: [keyof Slo, DraftField, number | null, string][] = [
     ['ttft_ms', 'sloTtftMs', d.sloTtftMs, 'TTFT'],
@@ -204,8 +237,60 @@ function sloOf(d: BenchDraft): { ok: true; slo: Slo | null } | { ok: false; fiel
   return { ok: true, slo: Object.keys(slo).length > 0 ? slo : null };
 }
 
-/** The request the draft makes, or the first problem with it (and the field to mark). */
+function checkTimeout(d: BenchDraft): DraftProblem | null {
+  const timeout = d.requestTimeoutS;
+  if (blank(timeout) || !Number.isInteger(timeout) || timeout < 1) {
+    return { ok: false, field: 'requestTimeoutS', message: `request timeout ${blank(timeout) ? '(blank)' : `${timeout} s`}: use at least 1 s` };
+  }
+  return null;
+}
+
+/** The request the draft makes, by its kind, or the first problem with it (and the field to mark). */
 export function buildRequest(d: BenchDraft): BuiltRequest {
+  return d.kind === 'quality' ? buildProbeRequest(d) : buildSpeedRequest(d);
+}
+
+/** A quality probe's request: the target, the room per reply, how many questions at once. */
+export function buildProbeRequest(d: BenchDraft): BuiltRequest<NewQualityProbe> {
+  const target = checkTarget(d);
+  if (!target.ok) return target;
+  const tokens = d.probeMaxTokens;
+  if (blank(tokens) || !Number.isInteger(tokens) || tokens < PROBE_MIN_TOKENS || tokens > PROBE_MAX_TOKENS) {
+    return {
+      ok: false,
+      field: 'probeMaxTokens',
+      message: `quality probe max_tokens ${blank(tokens) ? '(blank)' : tokens}: use ${PROBE_MIN_TOKENS} to ${PROBE_MAX_TOKENS} (reasoning models need a few thousand)`,
+    };
+  }
+  const concurrency = d.probeConcurrency;
+  if (blank(concurrency) || !Number.isInteger(concurrency) || concurrency < 1 || concurrency > PROBE_MAX_CONCURRENCY) {
+    return { ok: false, field: 'probeConcurrency', message: `quality probe concurrency ${blank(concurrency) ? '(blank)' : concurrency}: use 1 to ${PROBE_MAX_CONCURRENCY}` };
+  }
+  const timeout = checkTimeout(d);
+  if (timeout) return timeout;
+  const name = d.name.trim();
+  const body: NewQualityProbe = {
+    ...(name ? { name } : {}),
+    kind: 'quality',
+    target: target.target,
+    probe: { max_tokens: tokens, concurrency, request_timeout_s: d.requestTimeoutS! },
+  };
+  return { ok: true, body, steps: 0, runs: PROBE_QUESTIONS };
+}
+
+/** What Start will do, in words: "2 steps × (1 cold + 2 warm) = 6 runs", or a probe's
+ *  "30 questions, 4 at once, up to 2048 tokens each". */
+export function planText(built: Extract<BuiltRequest, { ok: true }>): string {
+  const body = built.body;
+  if (body.kind === 'quality') {
+    return `${built.runs} questions, ${body.probe.concurrency ?? 4} at once, up to ${body.probe.max_tokens ?? 2048} tokens each`;
+  }
+  const steps = `${built.steps} step${built.steps === 1 ? '' : 's'}`;
+  return `${steps} × (1 cold + ${body.spec.warm_runs ?? 10} warm) = ${built.runs} run${built.runs === 1 ? '' : 's'}`;
+}
+
+/** A speed benchmark's request: shapes × depths × load points, each once cold and then warm. */
+export function buildSpeedRequest(d: BenchDraft): BuiltRequest<NewSpeedRun> {
   const target = checkTarget(d);
   if (!target.ok) return target;
   const shapes = parseShapes(d.shapes);
@@ -250,10 +335,9 @@ export function buildRequest(d: BenchDraft): BuiltRequest {
   if (blank(acceptance) || acceptance < 0 || acceptance > 1) {
     return { ok: false, field: 'minAcceptance', message: `minimum acceptance ${blank(acceptance) ? '(blank)' : acceptance}: use a fraction from 0 to 1 (0.6 = 60 %)` };
   }
-  const timeout = d.requestTimeoutS;
-  if (blank(timeout) || !Number.isInteger(timeout) || timeout < 1) {
-    return { ok: false, field: 'requestTimeoutS', message: `request timeout ${blank(timeout) ? '(blank)' : `${timeout} s`}: use at least 1 s` };
-  }
+  const timeoutProblem = checkTimeout(d);
+  if (timeoutProblem) return timeoutProblem;
+  const timeout = d.requestTimeoutS!;
   const seed = d.seed;
   if (blank(seed) || !Number.isInteger(seed) || seed < 0) {
     return { ok: false, field: 'seed', message: `seed ${blank(seed) ? '(blank)' : seed}: use a whole number from 0` };
@@ -280,7 +364,7 @@ export function buildRequest(d: BenchDraft): BuiltRequest {
   if (slo.slo) spec.slo = slo.slo;
 
   const name = d.name.trim();
-  const body: NewBenchmark = { ...(name ? { name } : {}), target: target.target, spec };
+  const body: NewSpeedRun = { ...(name ? { name } : {}), target: target.target, spec };
   return { ok: true, body, steps, runs: steps * (1 + warm) };
 }
 
@@ -288,11 +372,10 @@ function list(values: number[] | undefined, fallback: string): string {
   return values && values.length > 0 ? values.join(',') : fallback;
 }
 
-/** A past run's settings in the form, to run it again (a URL target's key is never stored, so
- *  it is asked for again). */
-export function draftFromRun(r: Pick<RunSummary, 'name' | 'target' | 'spec'>): BenchDraft {
+/** A past run's settings in the form, to run it again, by its kind (a URL target's key is never
+ *  stored, so it is asked for again). */
+export function draftFromRun(r: Pick<RunSummary, 'name' | 'kind' | 'target' | 'spec'>): BenchDraft {
   const d = defaultDraft();
-  const s = r.spec;
   const t = r.target;
   const str = (v: unknown) => (typeof v === 'string' ? v : '');
   switch (t.kind) {
@@ -309,9 +392,22 @@ export function draftFromRun(r: Pick<RunSummary, 'name' | 'target' | 'spec'>): B
       Object.assign(d, { targetKind: 'url', url: str(t.url), urlModel: str(t.model) });
       break;
   }
+  const probe = probeSpec(r);
+  if (probe) {
+    return {
+      ...d,
+      kind: 'quality',
+      name: r.name,
+      probeMaxTokens: probe.max_tokens ?? d.probeMaxTokens,
+      probeConcurrency: probe.concurrency ?? d.probeConcurrency,
+      requestTimeoutS: probe.request_timeout_s ?? d.requestTimeoutS,
+    };
+  }
+  const s: BenchSpec = speedSpec(r) ?? {};
   const rates = s.rates ?? [];
   return {
     ...d,
+    kind: 'serving',
     name: r.name,
     shapes: s.shapes && s.shapes.length > 0 ? s.shapes.map((x) => `${x.prompt_tokens}:${x.output_tokens}`).join(', ') : d.shapes,
     depths: list(s.depths, d.depths),

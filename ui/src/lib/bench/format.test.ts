@@ -2,9 +2,16 @@
 // targets, progress, the headline, tok/s, spreads, CV, ratios, file names and the spec in words.
 
 import { describe, expect, it } from 'vitest';
-import { digest, point, stats, summary } from '../../test/bench';
+import { digest, point, probeAnswers, probeSummary, stats, summary } from '../../test/bench';
 import {
   formatCv,
+  formatPassRate,
+  isQuality,
+  probeSpec,
+  probeText,
+  qualityHeadline,
+  runSpecText,
+  speedSpec,
   formatFraction,
   formatRatio,
   formatRps,
@@ -90,5 +97,38 @@ describe('figures', () => {
     expect(specText({ warm_runs: 1, rates: [2], rate_requests: 64, prompts: 'realistic', api: 'completions', unique_prefixes: false, force_output: false, slo: { ttft_ms: 500, e2e_ms: 9000 } })).toBe(
       '1 warm run per step, 64 requests per run, realistic prompts, completions API, shared prefixes, output may end early, temperature 0, goodput targets TTFT ≤ 500 ms, E2E ≤ 9000 ms, seed 1',
     );
+  });
+});
+
+describe('quality probes', () => {
+  it('are told from speed benchmarks by their kind, and each spec is read by it', () => {
+    const probe = probeSummary(2);
+    const speed = summary(1, { spec: { warm_runs: 3 } });
+    expect(isQuality(probe)).toBe(true);
+    expect(isQuality(speed)).toBe(false);
+    expect(probeSpec(probe)).toEqual({ max_tokens: 2048, concurrency: 4, request_timeout_s: 600 });
+    expect(speedSpec(probe)).toBeNull();
+    expect(speedSpec(speed)).toEqual({ warm_runs: 3 });
+    expect(probeSpec(speed)).toBeNull();
+  });
+  it('show their progress as questions answered', () => {
+    expect(progressText({ kind: 'quality', runs_done: 12, runs_total: 30 })).toBe('12 / 30 answered');
+    expect(progressText({ kind: 'serving', runs_done: 1, runs_total: 1 })).toBe('1 / 1 run');
+  });
+  it('headline their passes out of the questions answered', () => {
+    expect(qualityHeadline(probeSummary(1, probeAnswers({ arithmetic: 6, reasoning: 6 })).quality)).toBe('passed 12 of 30 (40 %)');
+    expect(qualityHeadline(probeSummary(1, probeAnswers({}, 30)).quality)).toBe('passed 0 of 30 (0 %)');
+    expect(qualityHeadline(probeSummary(1, probeAnswers({ arithmetic: 1 }, 3)).quality)).toBe('passed 1 of 3 (33 %)');
+    expect(qualityHeadline(probeSummary(1, []).quality)).toBe('no answer yet');
+    expect(qualityHeadline(null)).toBe('no answer yet');
+    expect(formatPassRate(1 / 30)).toBe('3 %');
+    expect(formatPassRate(null)).toBe('—');
+  });
+  it('say their settings in words, by kind', () => {
+    expect(probeText({}, 30)).toBe('30 questions at temperature 0, up to 2048 tokens per reply, 4 at once, 600 s per request');
+    expect(runSpecText(probeSummary(1, [], { spec: { max_tokens: 24, concurrency: 2, request_timeout_s: 60 } }))).toBe(
+      '30 questions at temperature 0, up to 24 tokens per reply, 2 at once, 60 s per request',
+    );
+    expect(runSpecText(summary(1, { spec: {} }))).toBe(specText({}));
   });
 });

@@ -1,9 +1,25 @@
 // How the Benchmarks page writes a run's parts: step points ("2048:512 @ depth 32768, 8 streams",
-// as the daemon's reports write them), targets, statuses and progress, and the figures (tok/s,
-// spreads, CV, fractions, ratios). `null` renders as an em dash.
+// as the daemon's reports write them), targets, statuses and progress, a quality probe's pass
+// count, and the figures (tok/s, spreads, CV, fractions, ratios). `null` renders as an em dash.
+// A run's spec is read by its kind: a speed benchmark's BenchSpec or a quality probe's ProbeSpec.
 
 import { MISSING } from '../format/units';
-import type { BenchSpec, Load, Point, RunStatus, RunSummary, Shape, Stats, TargetView } from './types';
+import type { BenchSpec, Load, Point, ProbeSpec, QualitySummary, RunStatus, RunSummary, Shape, Stats, TargetView } from './types';
+
+/** A quality probe (else a speed benchmark). */
+export function isQuality(r: Pick<RunSummary, 'kind'>): boolean {
+  return r.kind === 'quality';
+}
+
+/** A speed benchmark's spec; null for a quality probe. */
+export function speedSpec(r: Pick<RunSummary, 'kind' | 'spec'>): BenchSpec | null {
+  return isQuality(r) ? null : (r.spec as BenchSpec);
+}
+
+/** A quality probe's spec; null for a speed benchmark. */
+export function probeSpec(r: Pick<RunSummary, 'kind' | 'spec'>): ProbeSpec | null {
+  return isQuality(r) ? (r.spec as ProbeSpec) : null;
+}
 
 export function shapeLabel(s: Shape): string {
   return `${s.prompt_tokens}:${s.output_tokens}`;
@@ -71,14 +87,26 @@ export function statusTone(status: RunStatus | (string & {})): StatusTone {
   }
 }
 
-/** "12 / 44 runs". */
-export function progressText(r: Pick<RunSummary, 'runs_done' | 'runs_total'>): string {
+/** "12 / 44 runs"; a quality probe's "12 / 30 answered". */
+export function progressText(r: Pick<RunSummary, 'runs_done' | 'runs_total'> & Partial<Pick<RunSummary, 'kind'>>): string {
+  if (r.kind === 'quality') return `${r.runs_done} / ${r.runs_total} answered`;
   return `${r.runs_done} / ${r.runs_total} run${r.runs_total === 1 ? '' : 's'}`;
 }
 
 /** Share of the runs done, 0–100. */
 export function progressPercent(r: Pick<RunSummary, 'runs_done' | 'runs_total'>): number {
   return r.runs_total > 0 ? Math.min(100, (r.runs_done / r.runs_total) * 100) : 0;
+}
+
+/** A pass rate as a percentage: 0.4 → "40 %", 1 / 30 → "3 %". */
+export function formatPassRate(rate: number | null | undefined): string {
+  return formatFraction(rate);
+}
+
+/** A quality probe's headline: "passed 12 of 30 (40 %)", out of the questions answered so far. */
+export function qualityHeadline(q: QualitySummary | null | undefined): string {
+  if (!q || q.answered === 0) return 'no answer yet';
+  return `passed ${q.passed} of ${q.answered} (${formatPassRate(q.pass_rate)})`;
 }
 
 /** The list's headline: the first step's median aggregate and per-stream tok/s (warm runs). */
@@ -135,6 +163,23 @@ export function runFileName(r: Pick<RunSummary, 'id' | 'name'>, ext: string, par
   const name = slug(r.name);
   const what = part ? slug(part) : '';
   return [`benchmark-${r.id}`, name, what].filter((s) => s !== '').join('-') + `.${ext}`;
+}
+
+/** A probe's settings in words: "30 questions at temperature 0, up to 2048 tokens per reply, 4 at
+ *  once, 600 s per request" (the daemon's defaults where the spec leaves them out). */
+export function probeText(s: ProbeSpec, questions: number): string {
+  return [
+    `${questions} question${questions === 1 ? '' : 's'} at temperature 0`,
+    `up to ${s.max_tokens ?? 2048} tokens per reply`,
+    `${s.concurrency ?? 4} at once`,
+    `${s.request_timeout_s ?? 600} s per request`,
+  ].join(', ');
+}
+
+/** A run's settings in words, by its kind. */
+export function runSpecText(r: Pick<RunSummary, 'kind' | 'spec' | 'runs_total'>): string {
+  const probe = probeSpec(r);
+  return probe ? probeText(probe, r.runs_total) : specText(r.spec as BenchSpec);
 }
 
 /** The spec's settings besides the steps, in words: "10 warm runs, synthetic prompts, chat API, …". */

@@ -1,6 +1,7 @@
-// The benchmarks API's shapes (/api/v1/bench, crates/bench): what a benchmark does (BenchSpec),
-// what it is pointed at (Target), a run as lists show it (RunSummary, also the `bench.run`
-// event's data) and in full (RunDetail: context, telemetry, every run of every step).
+// The benchmarks API's shapes (/api/v1/bench, crates/bench): what a benchmark does (BenchSpec for
+// a speed benchmark, ProbeSpec for a quality probe), what it is pointed at (Target), a run as
+// lists show it (RunSummary, also the `bench.run` event's data) and in full (RunDetail: context,
+// telemetry, every run of every step, or every answer of a probe).
 
 import type { UnixMillis } from '../api/types';
 
@@ -65,11 +66,67 @@ export type TargetKind = Target['kind'];
 /** The target as stored with a run: never the key (a URL target says `with_key` instead). */
 export type TargetView = { kind?: string; name?: string; model?: string; url?: string; with_key?: boolean } & Record<string, unknown>;
 
-/** POST /bench/runs. */
-export interface NewBenchmark {
+/** A quality probe: questions with one exact answer each, asked at temperature 0. Every field
+ *  optional on input (the daemon's defaults: 2048, 4, 600). */
+export interface ProbeSpec {
+  /** Room per reply for reasoning before the answer line. */
+  max_tokens?: number;
+  /** Questions asked at once. */
+  concurrency?: number;
+  request_timeout_s?: number;
+}
+
+/** `serving`: a speed benchmark; `quality`: a quality probe. */
+export type RunKind = 'serving' | 'quality';
+
+/** POST /bench/runs for a speed benchmark (the default kind). */
+export interface NewSpeedRun {
   name?: string;
+  kind?: 'serving';
   target: Target;
   spec: BenchSpec;
+}
+
+/** POST /bench/runs for a quality probe. */
+export interface NewQualityProbe {
+  name?: string;
+  kind: 'quality';
+  target: Target;
+  probe: ProbeSpec;
+}
+
+/** POST /bench/runs. */
+export type NewBenchmark = NewSpeedRun | NewQualityProbe;
+
+/** A quality probe's pass counts: overall, and `[passed, asked]` per category. */
+export interface QualitySummary {
+  /** Questions in the probe. */
+  total: number;
+  /** Questions answered so far (a reply came back, whatever it said, or failed). */
+  answered: number;
+  passed: number;
+  /** passed / answered, 0–1; null before any answer. */
+  pass_rate: number | null;
+  /** Answers that are a failed request. */
+  errors: number;
+  by_category: Record<string, [number, number]>;
+}
+
+/** One question of a quality probe and what the model answered. */
+export interface Answer {
+  id: string;
+  category: string;
+  expected: string;
+  /** The reply's answer line; null when it has none. */
+  got: string | null;
+  pass: boolean;
+  /** The last 300 characters of the reply. */
+  reply_tail: string;
+  output_tokens: number | null;
+  /** Cut at max_tokens before it answered. */
+  truncated: boolean;
+  error: string | null;
+  duration_ms: number;
 }
 
 export type RunStatus = 'running' | 'done' | 'failed' | 'cancelled' | 'aborted';
@@ -89,18 +146,24 @@ export interface StepDigest {
 export interface RunSummary {
   id: number;
   name: string;
-  kind: 'serving' | (string & {});
+  kind: RunKind | (string & {});
   target: TargetView;
-  spec: BenchSpec;
+  /** By kind: a BenchSpec (serving) or a ProbeSpec (quality); read it through `speedSpec` or
+   *  `probeSpec` (lib/bench/format). */
+  spec: BenchSpec | ProbeSpec;
   status: RunStatus | (string & {});
   error: string | null;
   /** False: prompt lengths were estimated, not counted by the engine's tokenizer. */
   exact_prompts: boolean;
   started_at_ms: UnixMillis;
   finished_at_ms: UnixMillis | null;
+  /** A speed benchmark's steps; empty for a quality probe. */
   steps: StepDigest[];
+  /** Runs (serving) or questions answered (quality), of all. */
   runs_done: number;
   runs_total: number;
+  /** A quality probe's pass counts; null for a speed benchmark. */
+  quality?: QualitySummary | null;
 }
 
 /** A sample's summary (numpy's linear percentiles; sample stdev; cv = stdev / mean). */
@@ -218,7 +281,10 @@ export interface TelemetryPoint {
 export interface RunDetail extends RunSummary {
   context: Record<string, unknown>;
   telemetry: TelemetryPoint[];
+  /** A speed benchmark's steps; empty for a quality probe. */
   results: StepResult[];
+  /** A quality probe's answers in question order; empty for a speed benchmark. */
+  answers?: Answer[];
 }
 
 /** GET /bench/runs/{id}/export?format=… */
