@@ -7,7 +7,7 @@ DEBUG := $(CARGO_TARGET_DIR)/debug
 RELEASE := $(CARGO_TARGET_DIR)/release
 ARTIFACTS ?= $(CURDIR)/tests/artifacts
 
-.PHONY: run setup ui build test test-rust test-ui test-e2e test-desktop test-hub bench bench-download bench-gateway lint
+.PHONY: run setup ui build test test-rust test-ui test-e2e test-desktop test-hub bench bench-download bench-gateway bench-harness lint
 
 ## run: install what is missing, build, prepare the bundled llama.cpp engine (CUDA when NVIDIA GPUs
 ## and nvcc are there, else CPU; reused afterwards), open the desktop app (or `rigdeck serve`
@@ -81,6 +81,12 @@ bench-download:
 ## direct, the proxy's CPU and RSS
 bench-gateway:
 	bash tests/bench/gateway_vs_litellm.sh
+
+## bench-harness: `rigdeck bench` against llama-benchy on one real llama-server (the cached CPU
+## build, tiny model; 1 and 4 streams): TTFT, per-stream and aggregate tok/s, prefill, as ratios,
+## beside the engine's own figures
+bench-harness:
+	bash tests/bench/bench_vs_llama_benchy.sh
 
 ## bench: telemetry cost of `rigdeck serve` (8 GPUs + host at 1 Hz, 60 s idle and 60 s with a browser),
 ## then reading + planning a GLM-5.2-shaped split model, and its headers over HTTP

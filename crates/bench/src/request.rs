@@ -279,7 +279,9 @@ pub(crate) fn error_text(body: &str) -> String {
 /// already closed. llama-server answers `Keep-Alive` yet closes after a streamed reply, so the
 /// next request can pick that connection up; the server never saw the first try, and a new
 /// connection is what a client without a pool would have paid for anyway.
-pub(crate) async fn send_request(request: reqwest::RequestBuilder) -> reqwest::Result<reqwest::Response> {
+pub(crate) async fn send_request(
+    request: reqwest::RequestBuilder,
+) -> reqwest::Result<reqwest::Response> {
     let again = request.try_clone();
     match (request.send().await, again) {
         (Err(err), Some(again)) if closed_before_answer(&err) => again.send().await,
@@ -291,7 +293,10 @@ pub(crate) async fn send_request(request: reqwest::RequestBuilder) -> reqwest::R
 fn closed_before_answer(err: &(dyn std::error::Error + 'static)) -> bool {
     let mut cause: Option<&(dyn std::error::Error + 'static)> = Some(err);
     while let Some(current) = cause {
-        if current.downcast_ref::<hyper::Error>().is_some_and(hyper::Error::is_incomplete_message) {
+        if current
+            .downcast_ref::<hyper::Error>()
+            .is_some_and(hyper::Error::is_incomplete_message)
+        {
             return true;
         }
         cause = current.source();

@@ -35,6 +35,9 @@ enum Kind {
 pub struct PromptBook {
     source: PromptSource,
     seed: u64,
+    /// Drawn anew for every benchmark and mixed into the tags, so a second benchmark with the
+    /// same seed (same material) still finds nothing of the first's in the prefix cache.
+    nonce: u64,
     tokenizer: Option<Tokenizer>,
     /// Fitted texts by (material, role, tokens), so each length is searched for once.
     fitted: HashMap<(Kind, bool, usize), String>,
@@ -52,6 +55,7 @@ impl PromptBook {
             source,
             seed,
             tokenizer,
+            nonce: rand::random(),
             fitted: HashMap::new(),
         }
     }
@@ -132,7 +136,7 @@ impl PromptBook {
     /// A distinct opening per request: random hex, so tags share no prefix beyond a word.
     fn tag(&self, index: u64, context: bool) -> String {
         let mut rng = StdRng::seed_from_u64(
-            self.seed ^ index.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ u64::from(context),
+            self.seed ^ self.nonce ^ index.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ u64::from(context),
         );
         format!("Ticket {:08X}. ", rng.random::<u32>())
     }

@@ -8,8 +8,8 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::{bail, Context};
-use rigdeck_core::bench::spec::{Api, PromptSource, Slo};
 use rigdeck_core::bench::quality::ProbeSummary;
+use rigdeck_core::bench::spec::{Api, PromptSource, Slo};
 use rigdeck_core::bench::store::{RunDetail, RunSummary, Status};
 use rigdeck_core::bench::{BenchSpec, Shape, Stats};
 use rigdeck_core::launch::client::DaemonClient;
@@ -284,7 +284,9 @@ fn answers_table(run: &RunDetail, quality: &ProbeSummary) -> String {
         })
         .collect();
     let mut out = table::render(&["QUESTION", "EXPECTED", "ANSWERED", "PASS"], &rows);
-    let rate = quality.pass_rate.map_or_else(|| "–".to_owned(), |r| format!("{:.0} %", r * 100.0));
+    let rate = quality
+        .pass_rate
+        .map_or_else(|| "–".to_owned(), |r| format!("{:.0} %", r * 100.0));
     out += &format!("passed {} of {} ({rate})", quality.passed, quality.answered);
     let categories: Vec<String> = quality
         .by_category
@@ -371,7 +373,9 @@ async fn list(client: &DaemonClient) -> anyhow::Result<ExitCode> {
             let headline = match &r.quality {
                 Some(q) => format!("{} of {} correct", q.passed, q.answered),
                 None => first.map_or_else(String::new, |s| {
-                    let tps = s.aggregate_tps.map_or_else(|| "–".to_owned(), |t| format!("{t:.1}"));
+                    let tps = s
+                        .aggregate_tps
+                        .map_or_else(|| "–".to_owned(), |t| format!("{t:.1}"));
                     format!("{}: {tps} tok/s", s.point)
                 }),
             };
