@@ -12,7 +12,7 @@ import assert from "node:assert/strict";
 import { execFileSync } from "node:child_process";
 import { mkdirSync, readFileSync } from "node:fs";
 import { dirname, join } from "node:path";
-import { startDaemon, launchChromium, requiredFile } from "./daemon.mjs";
+import { adminRequest, startDaemon, launchChromium, requiredFile } from "./daemon.mjs";
 
 const llamaServer = requiredFile("RIGDECK_LLAMA_SERVER", "a built llama-server binary");
 const tinyModel = requiredFile("RIGDECK_TINY_MODEL", "a tiny GGUF model");
@@ -26,21 +26,7 @@ let speedId;
 let probeId;
 let secondId;
 
-async function api(method, path, body) {
-  const res = await fetch(`${daemon.base}${path}`, {
-    method,
-    headers: { authorization: `Bearer ${daemon.token}`, ...(body ? { "content-type": "application/json" } : {}) },
-    body: body ? JSON.stringify(body) : undefined,
-  });
-  const text = await res.text();
-  let parsed = null;
-  try {
-    parsed = text ? JSON.parse(text) : null;
-  } catch {
-    parsed = text;
-  }
-  return { status: res.status, body: parsed, headers: res.headers };
-}
+const api = (method, path, body) => adminRequest(daemon, method, path, body);
 
 /** Waits until `check(answer body)` holds for GET `path` (admin token); says what it saw if not. */
 async function until(path, check, what, timeoutMs = 30_000) {

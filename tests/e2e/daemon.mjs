@@ -103,3 +103,21 @@ export async function launchChromium() {
 export function readJson(path) {
   return JSON.parse(readFileSync(path, "utf8"));
 }
+
+/** A call to the daemon's API with its admin token: the status, the body (JSON, else text) and
+ *  the headers. */
+export async function adminRequest(daemon, method, path, body) {
+  const res = await fetch(`${daemon.base}${path}`, {
+    method,
+    headers: { authorization: `Bearer ${daemon.token}`, ...(body ? { "content-type": "application/json" } : {}) },
+    body: body ? JSON.stringify(body) : undefined,
+  });
+  const text = await res.text();
+  let parsed = null;
+  try {
+    parsed = text ? JSON.parse(text) : null;
+  } catch {
+    parsed = text;
+  }
+  return { status: res.status, body: parsed, headers: res.headers };
+}

@@ -145,6 +145,18 @@ pub struct Answer {
     pub duration_ms: f64,
 }
 
+impl Answer {
+    /// What the reply answered, as tables show it: the answer, the error, or why there is none.
+    pub fn shown(&self) -> String {
+        match (&self.error, &self.got) {
+            (Some(error), _) => format!("error: {error}"),
+            (None, Some(got)) => got.clone(),
+            (None, None) if self.truncated => "(cut at max_tokens)".to_owned(),
+            (None, None) => "(no answer)".to_owned(),
+        }
+    }
+}
+
 /// Pass counts, overall and per category.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ProbeSummary {

@@ -195,12 +195,7 @@ fn quality_section(out: &mut String, run: &RunDetail) {
         "\n| Question | Expected | Answered | Pass |\n|---|---|---|---|"
     );
     for a in &run.answers {
-        let got = match (&a.error, &a.got) {
-            (Some(error), _) => format!("error: {error}"),
-            (None, Some(got)) => got.clone(),
-            (None, None) if a.truncated => "(cut at max_tokens)".to_owned(),
-            (None, None) => "(no answer)".to_owned(),
-        };
+        let got = a.shown();
         let cell = |t: &str| t.replace('|', "\\|").replace('\n', " ");
         let _ = writeln!(
             out,
@@ -217,15 +212,7 @@ fn step_row(step: &StepResult) -> String {
     let Some(summary) = &step.summary else {
         return format!("| {} | 0 | | | | | | | | | | |", step.point);
     };
-    let spread = |s: Option<Stats>| {
-        s.map_or_else(String::new, |s| {
-            format!("{:.1} ({:.1}–{:.1})", s.median, s.p10, s.p90)
-        })
-    };
-    let median = |s: Option<Stats>| s.map_or_else(String::new, |s| format!("{:.1}", s.median));
-    let tail = |s: Option<Stats>| {
-        s.map_or_else(String::new, |s| format!("{:.1} / {:.1}", s.median, s.p99))
-    };
+    let (spread, median, tail) = (median_and_spread, median_of, median_and_p99);
     let acceptance = summary.acceptance.map_or_else(String::new, |a| {
         let below = summary.runs_below_acceptance.unwrap_or(0);
         format!("{:.0} % ({below} runs below)", a.median * 100.0)
@@ -251,6 +238,27 @@ fn step_row(step: &StepResult) -> String {
         cold,
         summary.failed_requests,
     )
+}
+
+/// `median (p10–p90)`, or a dash when there is nothing to summarize.
+pub fn median_and_spread(stats: Option<Stats>) -> String {
+    stats.map_or_else(
+        || "–".to_owned(),
+        |s| format!("{:.1} ({:.1}–{:.1})", s.median, s.p10, s.p90),
+    )
+}
+
+/// `median / p99`, or a dash.
+pub fn median_and_p99(stats: Option<Stats>) -> String {
+    stats.map_or_else(
+        || "–".to_owned(),
+        |s| format!("{:.1} / {:.1}", s.median, s.p99),
+    )
+}
+
+/// The median alone, or a dash.
+pub fn median_of(stats: Option<Stats>) -> String {
+    stats.map_or_else(|| "–".to_owned(), |s| format!("{:.1}", s.median))
 }
 
 fn cold_cell(run: &RunResult) -> String {

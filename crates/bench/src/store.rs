@@ -284,6 +284,16 @@ impl BenchStore {
         rows.iter().map(summary).collect()
     }
 
+    /// A run's list entry alone (its steps' rows are not read).
+    pub async fn summary(&self, id: i64) -> Result<RunSummary, StoreError> {
+        let row = sqlx::query(&format!("SELECT {COLUMNS} FROM bench_runs WHERE id = ?"))
+            .bind(id)
+            .fetch_optional(&self.pool)
+            .await?
+            .ok_or(StoreError::NoRun(id))?;
+        summary(&row)
+    }
+
     pub async fn get(&self, id: i64) -> Result<RunDetail, StoreError> {
         let row = sqlx::query(&format!(
             "SELECT {COLUMNS}, context, telemetry FROM bench_runs WHERE id = ?"

@@ -192,7 +192,7 @@ impl Benchmarks {
     }
 
     pub async fn summary(&self, id: i64) -> Result<RunSummary, StoreError> {
-        Ok(self.store.get(id).await?.summary)
+        self.store.summary(id).await
     }
 
     fn instances(&self) -> Result<&Arc<Instances>, BenchError> {

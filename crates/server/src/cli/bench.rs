@@ -9,9 +9,10 @@ use std::time::Duration;
 
 use anyhow::{bail, Context};
 use rigdeck_core::bench::quality::ProbeSummary;
+use rigdeck_core::bench::report::{median_and_p99, median_and_spread, median_of};
 use rigdeck_core::bench::spec::{Api, PromptSource, Slo};
 use rigdeck_core::bench::store::{RunDetail, RunSummary, Status};
-use rigdeck_core::bench::{BenchSpec, Shape, Stats};
+use rigdeck_core::bench::{BenchSpec, Shape};
 use rigdeck_core::launch::client::DaemonClient;
 use serde_json::{json, Value};
 
@@ -273,12 +274,7 @@ fn answers_table(run: &RunDetail, quality: &ProbeSummary) -> String {
         .answers
         .iter()
         .map(|a| {
-            let got = match (&a.error, &a.got) {
-                (Some(error), _) => format!("error: {error}"),
-                (None, Some(got)) => got.chars().take(40).collect(),
-                (None, None) if a.truncated => "(cut at max_tokens)".to_owned(),
-                (None, None) => "(no answer)".to_owned(),
-            };
+            let got: String = a.shown().chars().take(40).collect();
             let mark = if a.pass { "yes" } else { "no" };
             vec![a.id.clone(), a.expected.clone(), got, mark.to_owned()]
         })
@@ -299,20 +295,7 @@ fn answers_table(run: &RunDetail, quality: &ProbeSummary) -> String {
 
 /// One line per step: medians over the warm runs, spreads, the cold run beside them.
 fn steps_table(run: &RunDetail) -> String {
-    let spread = |s: Option<Stats>| {
-        s.map_or_else(
-            || "–".to_owned(),
-            |s| format!("{:.1} ({:.1}–{:.1})", s.median, s.p10, s.p90),
-        )
-    };
-    let tail = |s: Option<Stats>| {
-        s.map_or_else(
-            || "–".to_owned(),
-            |s| format!("{:.1} / {:.1}", s.median, s.p99),
-        )
-    };
-    let median =
-        |s: Option<Stats>| s.map_or_else(|| "–".to_owned(), |s| format!("{:.1}", s.median));
+    let (spread, tail, median) = (median_and_spread, median_and_p99, median_of);
     let rows: Vec<Vec<String>> = run
         .results
         .iter()
