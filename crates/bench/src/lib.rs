@@ -8,6 +8,7 @@
 
 pub mod endpoint;
 pub mod engine_metrics;
+pub mod llama_bench;
 pub mod prompt;
 pub mod quality;
 pub mod report;
@@ -17,6 +18,7 @@ pub mod runner;
 pub mod spec;
 pub mod stats;
 pub mod store;
+pub mod tune;
 
 pub use endpoint::{Endpoint, EngineKind};
 pub use result::{RunResult, StepResult, StepSummary};

@@ -15,8 +15,13 @@ use crate::store::{RunDetail, RunSpec};
 const RUN_COLUMNS: &str = "step,prompt_tokens,output_tokens,depth,concurrency,rate_rps,run,cold,wall_ms,ok,failed,prompt_tokens_total,output_tokens_total,aggregate_tps,total_tps,stream_tps,ttft_ms,prefill_tps,engine_decode_tps,drafted,accepted,acceptance,cache_hit_rate,goodput_rps,request_rps";
 const REQUEST_COLUMNS: &str = "step,run,request,offset_ms,ok,error,ttft_ms,tpot_ms,e2e_ms,prompt_tokens,output_tokens,cached_tokens,chunks,engine_decode_tps,draft_tokens,draft_accepted";
 
-/// One row per run of every step.
+const TEST_COLUMNS: &str = "test,n_prompt,n_gen,n_depth,repetition,tokens_per_s,avg_ts,stddev_ts";
+
+/// One row per run of every step (per repetition of every test for llama-bench).
 pub fn runs_csv(run: &RunDetail) -> String {
+    if matches!(run.summary.spec, RunSpec::LlamaBench(_)) {
+        return tests_csv(run);
+    }
     let mut out = format!("{RUN_COLUMNS}\n");
     for step in &run.results {
         for r in &step.runs {
@@ -46,6 +51,28 @@ pub fn runs_csv(run: &RunDetail) -> String {
                 ],
             ]
             .concat();
+            out.push_str(&cells.join(","));
+            out.push('\n');
+        }
+    }
+    out
+}
+
+/// One row per repetition of every llama-bench test.
+fn tests_csv(run: &RunDetail) -> String {
+    let mut out = format!("{TEST_COLUMNS}\n");
+    for t in &run.tests {
+        for (i, tps) in t.samples_ts.iter().enumerate() {
+            let cells = [
+                quote(&t.test),
+                t.n_prompt.to_string(),
+                t.n_gen.to_string(),
+                t.n_depth.to_string(),
+                (i + 1).to_string(),
+                num(Some(*tps)),
+                num(Some(t.avg_ts)),
+                num(Some(t.stddev_ts)),
+            ];
             out.push_str(&cells.join(","));
             out.push('\n');
         }
@@ -147,6 +174,7 @@ pub fn markdown(run: &RunDetail) -> String {
     match &s.spec {
         RunSpec::Serving(spec) => serving_section(&mut out, run, spec),
         RunSpec::Quality(_) => quality_section(&mut out, run),
+        RunSpec::LlamaBench(_) => llama_bench_section(&mut out, run),
     }
     out
 }
@@ -204,6 +232,42 @@ fn quality_section(out: &mut String, run: &RunDetail) {
             cell(&a.expected),
             cell(&got),
             if a.pass { "yes" } else { "no" }
+        );
+    }
+}
+
+/// llama-bench's tests: tokens/s per test with the spread over its repetitions.
+fn llama_bench_section(out: &mut String, run: &RunDetail) {
+    if let Some(dropped) = run
+        .context
+        .pointer("/llama_bench/dropped")
+        .and_then(Value::as_array)
+        .filter(|d| !d.is_empty())
+    {
+        let _ = writeln!(
+            out,
+            "- Profile flags llama-bench has no use for: `{}`",
+            compact(&Value::Array(dropped.clone()))
+        );
+    }
+    let _ = writeln!(
+        out,
+        "\nllama-bench (inside the engine, no HTTP): tokens/s per test, median over its repetitions with p10–p90.\n"
+    );
+    let _ = writeln!(
+        out,
+        "| Test | Depth | Repetitions | tok/s | Mean ± stdev |\n|---|---|---|---|---|"
+    );
+    for t in &run.tests {
+        let _ = writeln!(
+            out,
+            "| {} | {} | {} | {} | {:.1} ± {:.1} |",
+            t.test,
+            t.n_depth,
+            t.samples_ts.len(),
+            median_and_spread(t.stats),
+            t.avg_ts,
+            t.stddev_ts
         );
     }
 }

@@ -131,6 +131,9 @@ impl RunningServer {
             tracing::warn!("server task ended abnormally: {err}");
         }
         // Benchmarks in progress end as cancelled, keeping what they measured.
+        if let Some(tunings) = &self.state.tunings {
+            tunings.cancel_all();
+        }
         if let Some(benchmarks) = &self.state.benchmarks {
             benchmarks.cancel_all_and_wait(BENCH_STOP_WAIT).await;
         }
@@ -229,6 +232,12 @@ pub async fn start(options: ServeOptions) -> anyhow::Result<RunningServer> {
         }
         None => None,
     };
+    let tunings = match (&benchmarks, &store, &instances) {
+        (Some(benchmarks), Some(store), Some(instances)) => {
+            start_tunings(benchmarks, store, instances, &bus).await
+        }
+        _ => None,
+    };
     let (stop, stop_rx) = watch::channel(false);
     let state = Arc::new(AppState {
         stopping: stop_rx.clone(),
@@ -254,6 +263,7 @@ pub async fn start(options: ServeOptions) -> anyhow::Result<RunningServer> {
         gateway,
         chat,
         benchmarks,
+        tunings,
     });
     let gateway_addr = match options.gateway_bind {
         Some(address) => {
@@ -339,6 +349,29 @@ async fn start_benchmarks(
         Ok(benchmarks) => Some(benchmarks),
         Err(err) => {
             tracing::warn!("benchmarks are off: {err}");
+            None
+        }
+    }
+}
+
+/// Tuning over the benchmarks; tunings a stopped daemon left unfinished are marked aborted.
+async fn start_tunings(
+    benchmarks: &Arc<rigdeck_core::benchmarks::Benchmarks>,
+    store: &Store,
+    instances: &Arc<Instances>,
+    bus: &EventBus,
+) -> Option<Arc<rigdeck_core::benchmarks::tuning::Tunings>> {
+    let started = rigdeck_core::benchmarks::tuning::Tunings::start(
+        benchmarks.clone(),
+        store.clone(),
+        instances.clone(),
+        bus.clone(),
+    )
+    .await;
+    match started {
+        Ok(tunings) => Some(tunings),
+        Err(err) => {
+            tracing::warn!("tuning is off: {err}");
             None
         }
     }

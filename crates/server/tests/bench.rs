@@ -343,3 +343,105 @@ async fn the_quality_probe_grades_every_question_and_prints_the_pass_rate() {
     assert!(ok);
     assert!(md.contains("Quality probe: 0 of 30"), "{md}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn llama_bench_runs_with_the_profiles_flags_and_is_stored_like_a_benchmark() {
+    let rig = Rig::start("2x5060ti.json").await;
+    rig.profile(
+        "tiny",
+        json!({"placement": {"context": 2048, "threads": 1, "ubatch": 64}}),
+    )
+    .await;
+    let body = |target: Value| {
+        json!({"target": target, "kind": "llama_bench",
+            "llama_bench": {"prompt_tokens": [16], "gen_tokens": [8], "depths": [0, 16], "repetitions": 2}})
+    };
+    // Only a profile's model and flags can be measured this way.
+    let (status, refused) = rig
+        .api(
+            "POST",
+            "/api/v1/bench/runs",
+            Some(body(json!({"kind": "gateway", "model": "tiny"}))),
+        )
+        .await;
+    assert_eq!(status, 400, "{refused}");
+    assert!(refused["message"]
+        .as_str()
+        .unwrap_or_default()
+        .contains("pick a profile"));
+
+    let id = start(&rig, body(json!({"kind": "profile", "name": "tiny"}))).await;
+    let run = ended(&rig, id).await;
+    assert_eq!(run["status"], "done", "{}", run["error"]);
+    assert_eq!(run["kind"], "llama_bench");
+    assert_eq!(
+        (run["runs_done"].as_u64(), run["runs_total"].as_u64()),
+        (Some(4), Some(4))
+    );
+    let tests = run["tests"].as_array().expect("tests");
+    let labels: Vec<&str> = tests.iter().filter_map(|t| t["test"].as_str()).collect();
+    assert_eq!(labels, ["pp16 @ d0", "tg8 @ d0", "pp16 @ d16", "tg8 @ d16"]);
+    for t in tests {
+        assert!(t["avg_ts"].as_f64().expect("tok/s") > 0.0, "{t}");
+        assert_eq!(t["samples_ts"].as_array().map(Vec::len), Some(2), "{t}");
+        // The profile's flags reached llama-bench.
+        assert_eq!(
+            (t["n_ubatch"].as_u64(), t["n_threads"].as_u64()),
+            (Some(64), Some(1)),
+            "{t}"
+        );
+    }
+    let llama_bench = &run["context"]["llama_bench"];
+    let command = llama_bench["command_line"].as_str().expect("command line");
+    assert!(
+        command.contains("llama-bench") && command.contains("-ub 64"),
+        "{command}"
+    );
+    let dropped: Vec<&str> = llama_bench["dropped"]
+        .as_array()
+        .expect("dropped")
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    assert!(dropped.iter().any(|d| d.starts_with("-c")), "{dropped:?}");
+    assert!(run["context"]["hardware_before"]["gpus"].is_array());
+
+    let (ok, csv, _) = rig
+        .cli(&["bench", "--show", &id.to_string(), "--format", "csv"])
+        .await;
+    assert!(ok);
+    assert_eq!(csv.lines().count(), 1 + 4 * 2, "{csv}");
+    let (ok, table, stderr) = rig
+        .cli(&[
+            "bench",
+            "tiny",
+            "--llama-bench",
+            "--pp",
+            "16",
+            "--tg",
+            "8",
+            "--repetitions",
+            "2",
+        ])
+        .await;
+    assert!(ok, "{stderr}");
+    assert!(
+        table.contains("pp16 @ d0") && table.contains("tg8 @ d0"),
+        "{table}"
+    );
+
+    // A running instance would share the memory and cores with llama-bench: refused.
+    rig.run("tiny").await;
+    let (status, refused) = rig
+        .api(
+            "POST",
+            "/api/v1/bench/runs",
+            Some(body(json!({"kind": "profile", "name": "tiny"}))),
+        )
+        .await;
+    assert_eq!(status, 400, "{refused}");
+    assert!(refused["message"]
+        .as_str()
+        .unwrap_or_default()
+        .contains("is running"));
+}

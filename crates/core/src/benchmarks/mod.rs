@@ -6,7 +6,10 @@
 //! or (when the daemon stopped) aborted at the next start.
 
 pub mod context;
+pub mod knobs;
+pub mod llama_bench;
 pub mod target;
+pub mod tuning;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -16,6 +19,7 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 use tokio::sync::{mpsc, watch};
 
+use crate::bench::llama_bench::LlamaBenchSpec;
 use crate::bench::quality::{self, Answer, ProbeSpec};
 use crate::bench::store::{BenchStore, NewRun, RunSpec, RunSummary, Status, StoreError};
 use crate::bench::{BenchSpec, Endpoint, Outcome, Runner, StepResult, StepSink};
@@ -44,6 +48,9 @@ pub struct NewBenchmark {
     /// A quality probe's spec.
     #[serde(default)]
     pub probe: ProbeSpec,
+    /// llama-bench's tests.
+    #[serde(default)]
+    pub llama_bench: LlamaBenchSpec,
 }
 
 /// What a run measures.
@@ -55,6 +62,18 @@ pub enum RunKind {
     Serving,
     /// Accuracy: questions with exact answers at temperature 0.
     Quality,
+    /// llama.cpp's own pp/tg tests at depth with a profile's flags (no HTTP in between).
+    LlamaBench,
+}
+
+impl RunKind {
+    fn name(self) -> &'static str {
+        match self {
+            RunKind::Serving => "serving",
+            RunKind::Quality => "quality",
+            RunKind::LlamaBench => "llama_bench",
+        }
+    }
 }
 
 impl NewBenchmark {
@@ -62,6 +81,7 @@ impl NewBenchmark {
         match self.kind {
             RunKind::Serving => RunSpec::Serving(self.spec.clone()),
             RunKind::Quality => RunSpec::Quality(self.probe.clone()),
+            RunKind::LlamaBench => RunSpec::LlamaBench(self.llama_bench.clone()),
         }
     }
 
@@ -69,6 +89,7 @@ impl NewBenchmark {
         match self.kind {
             RunKind::Serving => self.spec.validate(),
             RunKind::Quality => self.probe.validate(),
+            RunKind::LlamaBench => self.llama_bench.validate(),
         }?;
         self.target.check()
     }
@@ -104,6 +125,9 @@ pub struct Benchmarks {
     running: Mutex<HashMap<i64, watch::Sender<bool>>>,
 }
 
+/// The longest a llama-bench run may take (a large model at deep contexts takes a while).
+const LLAMA_BENCH_LIMIT: Duration = Duration::from_secs(4 * 3600);
+
 /// How often telemetry is sampled during a run.
 const TELEMETRY_EVERY: Duration = Duration::from_secs(1);
 
@@ -137,6 +161,40 @@ impl Benchmarks {
 
     /// Stores the run and starts it in the background; returns it as stored.
     pub async fn begin(self: &Arc<Self>, new: NewBenchmark) -> Result<RunSummary, BenchError> {
+        let (id, context, cancel) = self.create(&new).await?;
+        let this = self.clone();
+        tokio::spawn(async move { this.execute(id, new, context, cancel).await });
+        let summary = self.summary(id).await?;
+        self.bus.publish(Event::BenchRun(Arc::new(summary.clone())));
+        Ok(summary)
+    }
+
+    /// Runs a benchmark to its end (a tuning trial) and returns its id. `stop` turning true
+    /// cancels it, as the run's own cancel does.
+    pub async fn run_to_end(
+        self: &Arc<Self>,
+        new: NewBenchmark,
+        mut stop: watch::Receiver<bool>,
+    ) -> Result<i64, BenchError> {
+        let (id, context, cancel) = self.create(&new).await?;
+        self.announce(id).await;
+        let run = self.clone().execute(id, new, context, cancel);
+        tokio::pin!(run);
+        tokio::select! {
+            () = &mut run => return Ok(id),
+            Ok(()) = async { stop.wait_for(|s| *s).await.map(|_| ()) } => {
+                let _ = self.cancel(id).await;
+            }
+        }
+        run.await;
+        Ok(id)
+    }
+
+    /// Checks the request, stores the run as running and registers its cancel switch.
+    async fn create(
+        &self,
+        new: &NewBenchmark,
+    ) -> Result<(i64, Value, watch::Receiver<bool>), BenchError> {
         new.validate().map_err(BenchError::Invalid)?;
         if let Target::Instance { name } = &new.target {
             target::instance_root(self.instances()?, name).map_err(BenchError::Invalid)?;
@@ -146,15 +204,16 @@ impl Benchmarks {
             .clone()
             .filter(|n| !n.trim().is_empty())
             .unwrap_or_else(|| new.target.label());
-        let context = self.context(&new.target).await;
+        let mut context = self.context(&new.target).await;
+        if new.kind == RunKind::LlamaBench {
+            let prepared = self.llama_bench(new).await?;
+            context["llama_bench"] = prepared.context();
+        }
         let id = self
             .store
             .create(NewRun {
                 name: &name,
-                kind: match new.kind {
-                    RunKind::Serving => "serving",
-                    RunKind::Quality => "quality",
-                },
+                kind: new.kind.name(),
                 target: &new.target.view(),
                 spec: &new.run_spec(),
                 context: &context,
@@ -164,11 +223,7 @@ impl Benchmarks {
             .await?;
         let (cancel_tx, cancel_rx) = watch::channel(false);
         lock(&self.running).insert(id, cancel_tx);
-        let this = self.clone();
-        tokio::spawn(async move { this.execute(id, new, context, cancel_rx).await });
-        let summary = self.summary(id).await?;
-        self.bus.publish(Event::BenchRun(Arc::new(summary.clone())));
-        Ok(summary)
+        Ok((id, context, cancel_rx))
     }
 
     /// Asks a running benchmark to stop; what it measured is kept.
@@ -257,6 +312,9 @@ impl Benchmarks {
         writer: mpsc::UnboundedSender<Progress>,
         mut cancel: watch::Receiver<bool>,
     ) -> (Outcome, Option<String>) {
+        if new.kind == RunKind::LlamaBench {
+            return (self.run_llama_bench(id, new, cancel).await, None);
+        }
         let resolved = tokio::select! {
             resolved = self.endpoint(&new.target) => resolved,
             Ok(_) = cancel.wait_for(|c| *c) => return (Outcome::Cancelled, None),
@@ -284,6 +342,46 @@ impl Benchmarks {
         }
         let sink = ChannelSink(writer);
         (runner.run(&sink, cancel).await, started)
+    }
+
+    async fn llama_bench(&self, new: &NewBenchmark) -> Result<llama_bench::Prepared, BenchError> {
+        llama_bench::prepare(
+            &self.profiles,
+            self.instances.as_deref(),
+            &new.target,
+            &new.llama_bench,
+        )
+        .await
+        .map_err(BenchError::Invalid)
+    }
+
+    /// Runs llama-bench to its end and stores its tests.
+    async fn run_llama_bench(
+        &self,
+        id: i64,
+        new: &NewBenchmark,
+        cancel: watch::Receiver<bool>,
+    ) -> Outcome {
+        let prepared = match self.llama_bench(new).await {
+            Ok(prepared) => prepared,
+            Err(err) => return Outcome::Failed(err.to_string()),
+        };
+        let stopped = cancel.clone();
+        let ran = crate::bench::llama_bench::run(
+            &prepared.argv,
+            &prepared.env,
+            cancel,
+            LLAMA_BENCH_LIMIT,
+        )
+        .await;
+        match ran {
+            Ok(run) => match self.store.save_tests(id, &run.tests).await {
+                Ok(()) => Outcome::Done,
+                Err(err) => Outcome::Failed(format!("the results could not be stored: {err}")),
+            },
+            Err(_) if *stopped.borrow() => Outcome::Cancelled,
+            Err(why) => Outcome::Failed(why),
+        }
     }
 
     /// The endpoint for a target; a profile that is not running is started and waited for.
@@ -501,7 +599,7 @@ async fn probe_quality(
 }
 
 /// Waits until a profile's instance is ready; its root URL, or why it never became ready.
-async fn wait_ready(instances: &Instances, name: &str) -> Result<String, String> {
+pub(crate) async fn wait_ready(instances: &Instances, name: &str) -> Result<String, String> {
     let deadline = Instant::now() + READY_TIMEOUT;
     loop {
         match instances.phase_and_address(name) {

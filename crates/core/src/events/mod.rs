@@ -51,6 +51,9 @@ pub enum Event {
     /// A benchmark run started, finished a run of a step, or ended: its list entry.
     #[serde(rename = "bench.run")]
     BenchRun(Arc<crate::bench::store::RunSummary>),
+    /// A tuning run started, began or ended a trial, or ended: its full view.
+    #[serde(rename = "bench.tune")]
+    BenchTune(Arc<crate::bench::store::tunes::TuneView>),
 }
 
 impl Event {
@@ -71,7 +74,8 @@ impl Event {
             | Event::InstanceState(_)
             | Event::DownloadState(_)
             | Event::ChatMessage(_)
-            | Event::BenchRun(_) => false,
+            | Event::BenchRun(_)
+            | Event::BenchTune(_) => false,
         }
     }
 }

@@ -369,17 +369,50 @@ impl Instances {
                     profile: profile.name.clone(),
                     id: profile.engine_build_id,
                 })?;
-            if let Some(handle) = self.supervisor.get(name) {
-                if !handle.is_finished() {
-                    return Err(SuperviseError::AlreadyRunning {
-                        name: name.clone(),
-                        pid: handle.pid().unwrap_or_default(),
-                    }
-                    .into());
-                }
-            }
+            self.refuse_if_running(name)?;
             prepared.push((profile, build));
         }
+        self.launch(prepared, force).await
+    }
+
+    /// Starts a profile as given rather than as saved (a tuning trial: the saved profile with
+    /// some knobs changed), under its name, through the same release wait and admission.
+    pub async fn start_variant(
+        &self,
+        profile: LaunchProfile,
+        force: bool,
+    ) -> Result<InstanceView, LaunchError> {
+        let build = self
+            .store
+            .engine_build(profile.engine_build_id)
+            .await?
+            .ok_or_else(|| ProfileError::UnknownBuild {
+                profile: profile.name.clone(),
+                id: profile.engine_build_id,
+            })?;
+        self.refuse_if_running(&profile.name)?;
+        let name = profile.name.clone();
+        let mut views = self.launch(vec![(profile, build)], force).await?;
+        views.pop().ok_or(LaunchError::NotRunning(name))
+    }
+
+    fn refuse_if_running(&self, name: &str) -> Result<(), LaunchError> {
+        match self.supervisor.get(name) {
+            Some(handle) if !handle.is_finished() => Err(SuperviseError::AlreadyRunning {
+                name: name.to_owned(),
+                pid: handle.pid().unwrap_or_default(),
+            }
+            .into()),
+            _ => Ok(()),
+        }
+    }
+
+    /// The release wait, admission (unless forced), then each start.
+    async fn launch(
+        &self,
+        prepared: Vec<(LaunchProfile, EngineBuild)>,
+        force: bool,
+    ) -> Result<Vec<InstanceView>, LaunchError> {
         self.wait_for_release(&prepared, force).await?;
         if !force {
             self.admit(&prepared)?;

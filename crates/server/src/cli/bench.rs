@@ -11,7 +11,7 @@ use anyhow::{bail, Context};
 use rigdeck_core::bench::quality::ProbeSummary;
 use rigdeck_core::bench::report::{median_and_p99, median_and_spread, median_of};
 use rigdeck_core::bench::spec::{Api, PromptSource, Slo};
-use rigdeck_core::bench::store::{RunDetail, RunSummary, Status};
+use rigdeck_core::bench::store::{RunDetail, RunSpec, RunSummary, Status};
 use rigdeck_core::bench::{BenchSpec, Shape};
 use rigdeck_core::launch::client::DaemonClient;
 use serde_json::{json, Value};
@@ -104,6 +104,29 @@ pub struct BenchArgs {
     /// The quality probe's room per reply (reasoning models need a few thousand tokens).
     #[arg(long, default_value_t = 2048, requires = "quality")]
     pub max_tokens: u32,
+    /// llama.cpp's own llama-bench instead, with the profile's flags (the profile must not be
+    /// running): pp and tg tokens/s at each --depth.
+    #[arg(long, requires = "target", conflicts_with_all = ["quality", "gateway", "url", "start"])]
+    pub llama_bench: bool,
+    /// llama-bench's prompt sizes (pp tests).
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "512",
+        requires = "llama_bench"
+    )]
+    pub pp: Vec<u32>,
+    /// llama-bench's generation sizes (tg tests).
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "128",
+        requires = "llama_bench"
+    )]
+    pub tg: Vec<u32>,
+    /// llama-bench's repetitions per test.
+    #[arg(long, default_value_t = 5, requires = "llama_bench")]
+    pub repetitions: u32,
     /// Print the finished run as JSON instead of the table.
     #[arg(long)]
     pub json: bool,
@@ -121,6 +144,10 @@ pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
         let body = if args.quality {
             json!({"name": args.name, "target": target(&args)?, "kind": "quality",
                 "probe": {"max_tokens": args.max_tokens, "request_timeout_s": args.timeout}})
+        } else if args.llama_bench {
+            json!({"name": args.name, "target": {"kind": "profile", "name": args.target},
+                "kind": "llama_bench", "llama_bench": {"prompt_tokens": args.pp,
+                "gen_tokens": args.tg, "depths": args.depths, "repetitions": args.repetitions}})
         } else {
             json!({"name": args.name, "target": target(&args)?, "spec": spec(&args)})
         };
@@ -260,12 +287,48 @@ fn status_word(status: Status) -> &'static str {
     }
 }
 
-/// A serving run's steps, or a quality probe's answers.
+/// A serving run's steps, a quality probe's answers, or llama-bench's tests.
 fn result_table(run: &RunDetail) -> String {
+    if matches!(run.summary.spec, RunSpec::LlamaBench(_)) {
+        return tests_table(run);
+    }
     match &run.summary.quality {
         Some(quality) => answers_table(run, quality),
         None => steps_table(run),
     }
+}
+
+/// One line per llama-bench test: tokens/s with the spread over its repetitions.
+fn tests_table(run: &RunDetail) -> String {
+    let rows: Vec<Vec<String>> = run
+        .tests
+        .iter()
+        .map(|t| {
+            vec![
+                t.test.clone(),
+                t.samples_ts.len().to_string(),
+                median_and_spread(t.stats),
+                format!("{:.1} ± {:.1}", t.avg_ts, t.stddev_ts),
+            ]
+        })
+        .collect();
+    let mut out = table::render(
+        &["TEST", "REPS", "TOK/S MEDIAN (P10–P90)", "MEAN ± STDEV"],
+        &rows,
+    );
+    if let Some(dropped) = run
+        .context
+        .pointer("/llama_bench/dropped")
+        .and_then(Value::as_array)
+        .filter(|d| !d.is_empty())
+    {
+        let words: Vec<&str> = dropped.iter().filter_map(Value::as_str).collect();
+        out += &format!(
+            "profile flags llama-bench has no use for: {}\n",
+            words.join(" ")
+        );
+    }
+    out
 }
 
 /// Every question with the model's answer, then the pass rate overall and per category.

@@ -28,9 +28,10 @@ fn benchmarks(state: &AppState) -> ApiResult<&Arc<Benchmarks>> {
     })
 }
 
-fn store_error(err: StoreError) -> ApiError {
+pub(super) fn store_error(err: StoreError) -> ApiError {
     let (status, code) = match &err {
         StoreError::NoRun(_) => (StatusCode::NOT_FOUND, "no_such_run"),
+        StoreError::NoTune(_) => (StatusCode::NOT_FOUND, "no_such_tuning"),
         StoreError::Unreadable { .. } => (StatusCode::INTERNAL_SERVER_ERROR, "unreadable_run"),
         StoreError::Query(_) => (StatusCode::INTERNAL_SERVER_ERROR, "database"),
     };

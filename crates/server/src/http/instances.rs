@@ -126,15 +126,23 @@ pub async fn create_profile(
     Query(query): Query<SaveQuery>,
     Json(profile): Json<LaunchProfile>,
 ) -> ApiResult<(StatusCode, Json<Value>)> {
-    let (profile, warnings) = prepare(&state, profile, query.auto, None).await?;
-    store(&state)?
+    let saved = save_new_profile(&state, profile, query.auto).await?;
+    Ok((StatusCode::CREATED, Json(saved)))
+}
+
+/// Checks, plans and stores a new profile; the stored profile with its command line and the
+/// warnings (the tuning's "save the best as a profile" goes this way too).
+pub(crate) async fn save_new_profile(
+    state: &AppState,
+    profile: LaunchProfile,
+    auto: bool,
+) -> ApiResult<Value> {
+    let (profile, warnings) = prepare(state, profile, auto, None).await?;
+    store(state)?
         .create_launch_profile(&profile, rigdeck_core::now_ms())
         .await
         .map_err(store_error)?;
-    Ok((
-        StatusCode::CREATED,
-        Json(saved(&state, profile, warnings).await?),
-    ))
+    saved(state, profile, warnings).await
 }
 
 /// `PUT /profiles/{name}`: replaces a profile (the body may rename it).

@@ -10,6 +10,7 @@ mod hub;
 mod instances;
 mod placement;
 mod telemetry_metrics;
+mod tune;
 mod ui_assets;
 mod ws;
 
@@ -72,6 +73,8 @@ pub struct AppState {
     pub chat: Option<Arc<rigdeck_core::chat::Chat>>,
     /// Benchmark runs (`None` without a database).
     pub benchmarks: Option<Arc<rigdeck_core::benchmarks::Benchmarks>>,
+    /// Tuning runs (`None` without a database or engine instances).
+    pub tunings: Option<Arc<rigdeck_core::benchmarks::tuning::Tunings>>,
 }
 
 impl AppState {
@@ -251,6 +254,16 @@ fn api_endpoints() -> Vec<Endpoint> {
         at(Method::DELETE, "/bench/runs/{id}", delete(bench::delete)),
         at(Method::POST, "/bench/runs/{id}/cancel", post(bench::cancel)),
         at(Method::GET, "/bench/runs/{id}/export", get(bench::export)),
+        at(Method::GET, "/bench/tunes", get(tune::list)),
+        at(Method::POST, "/bench/tunes", post(tune::start)),
+        at(Method::GET, "/bench/tunes/{id}", get(tune::get)),
+        at(Method::DELETE, "/bench/tunes/{id}", delete(tune::delete)),
+        at(Method::POST, "/bench/tunes/{id}/cancel", post(tune::cancel)),
+        at(
+            Method::POST,
+            "/bench/tunes/{id}/save",
+            post(tune::save_best),
+        ),
         at(Method::GET, "/events", get(ws::events)),
     ]
 }

@@ -1,11 +1,15 @@
 //! Benchmark runs in the daemon's SQLite database: a row per run (target, spec, context,
-//! status, a digest of each step for lists), a row per step with every run's requests.
+//! status, a digest of each step for lists), a row per step with every run's requests; and
+//! tuning runs with their trials ([`tunes`]).
+
+pub mod tunes;
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use sqlx::sqlite::SqliteRow;
 use sqlx::{Row, SqlitePool};
 
+use crate::llama_bench::{LlamaBenchSpec, LlamaBenchTest};
 use crate::quality::{Answer, ProbeSpec, ProbeSummary};
 use crate::result::StepResult;
 use crate::spec::{BenchSpec, Point};
@@ -14,6 +18,8 @@ use crate::spec::{BenchSpec, Point};
 pub enum StoreError {
     #[error("no benchmark run with id {0}: the Benchmarks page lists them")]
     NoRun(i64),
+    #[error("no tuning run with id {0}: the Benchmarks page's Tuning tab lists them")]
+    NoTune(i64),
     #[error("benchmark run {id} has a stored {what} this Rigdeck cannot read: {reason}")]
     Unreadable {
         id: i64,
@@ -39,7 +45,7 @@ pub enum Status {
 }
 
 impl Status {
-    fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             Status::Running => "running",
             Status::Done => "done",
@@ -49,7 +55,7 @@ impl Status {
         }
     }
 
-    fn parse(text: &str) -> Status {
+    pub(crate) fn parse(text: &str) -> Status {
         match text {
             "running" => Status::Running,
             "done" => Status::Done,
@@ -88,12 +94,14 @@ impl StepDigest {
     }
 }
 
-/// What a run does: a serving benchmark or a quality probe (told apart by their fields).
+/// What a run does: a serving benchmark, a quality probe or llama-bench's tests (told apart
+/// by their fields).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(untagged)]
 pub enum RunSpec {
     Serving(BenchSpec),
     Quality(ProbeSpec),
+    LlamaBench(LlamaBenchSpec),
 }
 
 impl RunSpec {
@@ -102,6 +110,7 @@ impl RunSpec {
         match self {
             RunSpec::Serving(spec) => spec.points().len() as u32 * spec.runs_per_step(),
             RunSpec::Quality(spec) => spec.total(),
+            RunSpec::LlamaBench(spec) => spec.tests(),
         }
     }
 }
@@ -141,6 +150,8 @@ pub struct RunDetail {
     pub results: Vec<StepResult>,
     /// A quality probe's graded answers.
     pub answers: Vec<Answer>,
+    /// llama-bench's tests.
+    pub tests: Vec<LlamaBenchTest>,
 }
 
 /// A new run's fixed facts.
@@ -154,7 +165,7 @@ pub struct NewRun<'a> {
     pub started_at_ms: i64,
 }
 
-const COLUMNS: &str = "id, name, kind, target, spec, digest, answers, status, error, exact_prompts, started_at_ms, finished_at_ms";
+const COLUMNS: &str = "id, name, kind, target, spec, digest, answers, tests, status, error, exact_prompts, started_at_ms, finished_at_ms";
 
 /// The benchmark tables over the daemon's database.
 #[derive(Clone)]
@@ -228,6 +239,11 @@ impl BenchStore {
     /// A quality probe's answers so far.
     pub async fn save_answers(&self, id: i64, answers: &[Answer]) -> Result<(), StoreError> {
         self.set(id, "answers", json(answers)).await
+    }
+
+    /// llama-bench's results.
+    pub async fn save_tests(&self, id: i64, tests: &[LlamaBenchTest]) -> Result<(), StoreError> {
+        self.set(id, "tests", json(tests)).await
     }
 
     pub async fn set_context(&self, id: i64, context: &Value) -> Result<(), StoreError> {
@@ -318,6 +334,7 @@ impl BenchStore {
             })?;
         Ok(RunDetail {
             answers: answers(&row),
+            tests: tests(&row),
             summary: summary(&row)?,
             context: parse_or_null(&row.get::<String, _>("context")),
             telemetry: serde_json::from_str(&row.get::<String, _>("telemetry")).unwrap_or_default(),
@@ -353,6 +370,7 @@ fn summary(row: &SqliteRow) -> Result<RunSummary, StoreError> {
     let runs_done = match &spec {
         RunSpec::Serving(_) => steps.iter().map(|s| s.runs).sum(),
         RunSpec::Quality(_) => answers.len() as u32,
+        RunSpec::LlamaBench(_) => tests(row).len() as u32,
     };
     Ok(RunSummary {
         id,
@@ -376,11 +394,15 @@ fn answers(row: &SqliteRow) -> Vec<Answer> {
     serde_json::from_str(&row.get::<String, _>("answers")).unwrap_or_default()
 }
 
-fn parse_or_null(text: &str) -> Value {
+fn tests(row: &SqliteRow) -> Vec<LlamaBenchTest> {
+    serde_json::from_str(&row.get::<String, _>("tests")).unwrap_or_default()
+}
+
+pub(crate) fn parse_or_null(text: &str) -> Value {
     serde_json::from_str(text).unwrap_or(Value::Null)
 }
 
 /// Our own types always serialize.
-fn json<T: Serialize + ?Sized>(value: &T) -> String {
+pub(crate) fn json<T: Serialize + ?Sized>(value: &T) -> String {
     serde_json::to_string(value).unwrap_or_else(|_| "null".into())
 }

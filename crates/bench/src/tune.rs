@@ -1,0 +1,633 @@
+//! The tuning loop's search and its decisions, apart from any engine: which knob values to try
+//! next (walk each knob upward from the best so far and stop when the curve gets worse, or
+//! sweep the whole grid), and whether a trial beat the best so far by more than the noise its
+//! warm runs showed. The daemon applies the values to a profile, restarts the engine, measures
+//! and reports each trial's outcome back here.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use crate::result::StepResult;
+use crate::spec::BenchSpec;
+use crate::stats::{beats_noise, Stats};
+
+/// One knob and the values to try, in the order given (a walk goes through them upward).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Knob {
+    /// A setting (`threads`, `ubatch`, `n_cpu_moe`, …) or any engine flag (`--draft-max`).
+    pub name: String,
+    #[serde(default, deserialize_with = "values_as_text")]
+    pub values: Vec<String>,
+    /// Instead of `values`: every value from `from` to `to` by `step`.
+    #[serde(default)]
+    pub range: Option<Range>,
+}
+
+/// `from`, `from + step`, … up to `to`.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Range {
+    pub from: i64,
+    pub to: i64,
+    pub step: i64,
+}
+
+impl Knob {
+    /// The values to try: the list, or the range spelled out.
+    pub fn candidates(&self) -> Vec<String> {
+        match self.range {
+            Some(Range { from, to, step }) if step > 0 && from <= to => {
+                let count = ((to - from) / step + 1) as usize;
+                (0..count.min(MAX_TRIALS as usize + 1))
+                    .map(|i| (from + i as i64 * step).to_string())
+                    .collect()
+            }
+            Some(_) => Vec::new(),
+            None => self.values.clone(),
+        }
+    }
+}
+
+/// JSON numbers and strings alike become text (`4`, `"q8_0"`, `"3,1"`).
+fn values_as_text<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<String>, D::Error> {
+    let raw = Vec::<serde_json::Value>::deserialize(d)?;
+    raw.into_iter()
+        .map(|v| match v {
+            serde_json::Value::String(s) => Ok(s),
+            serde_json::Value::Number(n) => Ok(n.to_string()),
+            serde_json::Value::Bool(b) => Ok(if b { "on" } else { "off" }.to_owned()),
+            other => Err(serde::de::Error::custom(format!(
+                "knob value {other} is neither a number nor text"
+            ))),
+        })
+        .collect()
+}
+
+/// How the values are searched.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Strategy {
+    /// One knob at a time from the best so far, upward through its values, stopping at the
+    /// first value that is worse beyond the noise, or that fails to run.
+    #[default]
+    Walk,
+    /// Every combination of every knob's values.
+    Grid,
+}
+
+/// The figure a trial is judged by, from its warm runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Objective {
+    /// All streams' output tokens per second of wall time.
+    #[default]
+    AggregateTps,
+    /// One stream's decode speed (the median stream of each run).
+    StreamTps,
+    /// Prompt tokens per second.
+    PrefillTps,
+    /// Time to first token (lower is better).
+    TtftMs,
+}
+
+impl Objective {
+    pub fn higher_is_better(self) -> bool {
+        !matches!(self, Objective::TtftMs)
+    }
+
+    pub fn unit(self) -> &'static str {
+        match self {
+            Objective::TtftMs => "ms",
+            _ => "tok/s",
+        }
+    }
+
+    pub fn label(self) -> &'static str {
+        match self {
+            Objective::AggregateTps => "aggregate output tok/s",
+            Objective::StreamTps => "per-stream tok/s",
+            Objective::PrefillTps => "prefill tok/s",
+            Objective::TtftMs => "TTFT",
+        }
+    }
+
+    /// Each warm run's figure (the cold run is left out when warm ones exist).
+    pub fn of_step(self, step: &StepResult) -> Option<Stats> {
+        let warm: Vec<_> = step.runs.iter().filter(|r| !r.cold).collect();
+        let runs = if warm.is_empty() {
+            step.runs.iter().collect()
+        } else {
+            warm
+        };
+        Stats::of(runs.iter().filter_map(|r| match self {
+            Objective::AggregateTps => r.aggregate_tps,
+            Objective::StreamTps => r.stream_tps,
+            Objective::PrefillTps => r.prefill_tps,
+            Objective::TtftMs => r.ttft_ms,
+        }))
+    }
+}
+
+/// The most trials one tuning run may have.
+pub const MAX_TRIALS: u32 = 64;
+
+/// What to tune and how each trial is measured.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct TuneSpec {
+    pub knobs: Vec<Knob>,
+    pub strategy: Strategy,
+    pub objective: Objective,
+    /// The benchmark each trial runs: one workload point, a cold run and warm ones.
+    pub bench: BenchSpec,
+    pub max_trials: u32,
+}
+
+impl Default for TuneSpec {
+    fn default() -> Self {
+        TuneSpec {
+            knobs: Vec::new(),
+            strategy: Strategy::Walk,
+            objective: Objective::AggregateTps,
+            bench: BenchSpec {
+                shapes: vec![crate::Shape {
+                    prompt_tokens: 512,
+                    output_tokens: 128,
+                }],
+                warm_runs: 5,
+                ..BenchSpec::default()
+            },
+            max_trials: 24,
+        }
+    }
+}
+
+impl TuneSpec {
+    /// Checks the spec; each message names the field and the fix.
+    pub fn validate(&self) -> Result<(), String> {
+        if self.knobs.is_empty() {
+            return Err(
+                "no knob to tune: give at least one, e.g. threads with values 4, 8, 16".into(),
+            );
+        }
+        for knob in &self.knobs {
+            if knob.range.is_some() && !knob.values.is_empty() {
+                return Err(format!(
+                    "knob '{}': give values or a range, not both",
+                    knob.name
+                ));
+            }
+            if let Some(r) = knob.range {
+                if r.step <= 0 || r.from > r.to {
+                    return Err(format!(
+                        "knob '{}': the range must go upward (from ≤ to, step ≥ 1), e.g. from 2 to 16 step 2",
+                        knob.name
+                    ));
+                }
+            }
+            if knob.candidates().is_empty() {
+                return Err(format!(
+                    "knob '{}' has no value to try: list some, e.g. 128, 256, 512",
+                    knob.name
+                ));
+            }
+        }
+        let mut names: Vec<&str> = self.knobs.iter().map(|k| k.name.as_str()).collect();
+        names.sort_unstable();
+        if let Some(pair) = names.windows(2).find(|w| w[0] == w[1]) {
+            return Err(format!(
+                "knob '{}' is given twice: list all its values in one knob",
+                pair[0]
+            ));
+        }
+        if !(1..=MAX_TRIALS).contains(&self.max_trials) {
+            return Err(format!("max_trials must be 1–{MAX_TRIALS}"));
+        }
+        let needed = self.trials_needed();
+        if needed > self.max_trials as usize {
+            return Err(format!(
+                "this search needs up to {needed} trials (the profile as it is, then each value), more than max_trials {}: \
+                 give fewer values, or raise max_trials (at most {MAX_TRIALS})",
+                self.max_trials
+            ));
+        }
+        self.bench.validate()?;
+        if self.bench.points().len() != 1 {
+            return Err("a trial measures one workload point: give one shape, one depth and one concurrency (or one rate)".into());
+        }
+        if self.bench.warm_runs < 3 {
+            return Err("a trial needs at least 3 warm runs to measure the noise a change must beat: set warm_runs to 3 or more".into());
+        }
+        Ok(())
+    }
+
+    /// Trials the search may run at most: the baseline, then each value (walk) or each
+    /// combination (grid).
+    pub fn trials_needed(&self) -> usize {
+        let counts = self.knobs.iter().map(|k| k.candidates().len());
+        1 + match self.strategy {
+            Strategy::Walk => counts.sum::<usize>(),
+            Strategy::Grid => counts.product::<usize>(),
+        }
+    }
+}
+
+/// Knob values of one trial; a knob absent keeps the profile's own setting.
+pub type Assignment = BTreeMap<String, String>;
+
+/// How a trial came out, as the search needs it.
+#[derive(Debug, Clone, PartialEq)]
+pub enum TrialScore {
+    /// The objective across the trial's warm runs.
+    Measured(Stats),
+    /// It did not run to the end: out of memory, a crash, a failed benchmark.
+    Failed,
+}
+
+/// A trial against the best so far.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Verdict {
+    /// The first trial: the profile as it is.
+    Baseline,
+    /// Better than the best so far beyond the noise: the new best.
+    Better,
+    /// Inside the noise of the best so far: not a win.
+    WithinNoise,
+    /// Worse than the best so far beyond the noise.
+    Worse,
+    /// The trial did not produce a figure.
+    Failed,
+}
+
+/// The verdict with the figures behind it, in words a user can check.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Decision {
+    pub verdict: Verdict,
+    pub reason: String,
+}
+
+/// Compares a trial with the best so far: a win must beat twice the larger standard deviation
+/// of the two trials' warm runs ([`beats_noise`]).
+pub fn decide(objective: Objective, candidate: &Stats, best: &Stats) -> Decision {
+    let higher = objective.higher_is_better();
+    let unit = objective.unit();
+    let diff = candidate.median - best.median;
+    let noise = 2.0 * candidate.stdev.max(best.stdev);
+    let figures = format!(
+        "median {:.1} {unit} vs best {:.1} {unit} ({diff:+.1}); noise bound 2 × stdev = {noise:.1} {unit}",
+        candidate.median, best.median
+    );
+    let (verdict, words) = if beats_noise(candidate, best, higher) {
+        (Verdict::Better, "beats the best beyond the noise")
+    } else if beats_noise(best, candidate, higher) {
+        (Verdict::Worse, "worse than the best beyond the noise")
+    } else {
+        (
+            Verdict::WithinNoise,
+            "within the noise of the best: not a win",
+        )
+    };
+    Decision {
+        verdict,
+        reason: format!("{words}: {figures}"),
+    }
+}
+
+/// Where the search stands: the trials it asked for, the best so far, what to try next.
+#[derive(Debug, Clone)]
+pub struct Search {
+    spec: TuneSpec,
+    /// The best trial's values and figure (the baseline until something beats it).
+    best: Option<(Assignment, Stats)>,
+    /// Walk: the knob being walked and the next value's index. Grid: the next combination.
+    cursor: (usize, usize),
+    asked: usize,
+    baseline_failed: bool,
+}
+
+impl Search {
+    pub fn new(spec: TuneSpec) -> Self {
+        Search {
+            spec,
+            best: None,
+            cursor: (0, 0),
+            asked: 0,
+            baseline_failed: false,
+        }
+    }
+
+    /// The next trial's values, or `None` when the search is over. The first is always the
+    /// baseline (no knob changed).
+    pub fn next_trial(&mut self) -> Option<Assignment> {
+        if self.baseline_failed || self.asked >= self.spec.max_trials as usize {
+            return None;
+        }
+        let next = if self.asked == 0 {
+            Some(Assignment::new())
+        } else {
+            match self.spec.strategy {
+                Strategy::Walk => self.next_walk(),
+                Strategy::Grid => self.next_grid(),
+            }
+        };
+        if next.is_some() {
+            self.asked += 1;
+        }
+        next
+    }
+
+    fn next_walk(&mut self) -> Option<Assignment> {
+        let (knob, value) = self.cursor;
+        let knob_spec = self.spec.knobs.get(knob)?;
+        let candidates = knob_spec.candidates();
+        let Some(v) = candidates.get(value) else {
+            self.cursor = (knob + 1, 0);
+            return self.next_walk();
+        };
+        let mut assignment = self.best_values();
+        assignment.insert(knob_spec.name.clone(), v.clone());
+        self.cursor.1 += 1;
+        Some(assignment)
+    }
+
+    fn next_grid(&mut self) -> Option<Assignment> {
+        let lists: Vec<Vec<String>> = self.spec.knobs.iter().map(Knob::candidates).collect();
+        let total: usize = lists.iter().map(Vec::len).product();
+        let mut index = self.cursor.1;
+        if index >= total {
+            return None;
+        }
+        self.cursor.1 += 1;
+        let mut assignment = Assignment::new();
+        // The last knob varies fastest, like nested loops in the order the knobs were given.
+        for (knob, values) in self.spec.knobs.iter().zip(&lists).rev() {
+            assignment.insert(knob.name.clone(), values[index % values.len()].clone());
+            index /= values.len();
+        }
+        Some(assignment)
+    }
+
+    /// Records how the trial the search last asked for came out, and decides on it.
+    pub fn record(&mut self, values: &Assignment, score: &TrialScore) -> Decision {
+        let objective = self.spec.objective;
+        let (stats, best) = match (score, &self.best) {
+            (TrialScore::Failed, _) => {
+                if values.is_empty() {
+                    self.baseline_failed = true;
+                    return Decision {
+                        verdict: Verdict::Failed,
+                        reason: "the profile as it is did not run: nothing to compare with, so the search stops".into(),
+                    };
+                }
+                self.end_walk_of_knob();
+                return Decision {
+                    verdict: Verdict::Failed,
+                    reason: match self.spec.strategy {
+                        Strategy::Walk => "did not run: higher values of this knob are not tried; the search goes on with the next knob".into(),
+                        Strategy::Grid => "did not run; the search goes on".into(),
+                    },
+                };
+            }
+            (TrialScore::Measured(stats), None) => {
+                self.best = Some((values.clone(), *stats));
+                return Decision {
+                    verdict: Verdict::Baseline,
+                    reason: format!(
+                        "the profile as it is: median {:.1} {} (stdev {:.1}); later trials must beat it by more than the noise",
+                        stats.median,
+                        objective.unit(),
+                        stats.stdev
+                    ),
+                };
+            }
+            (TrialScore::Measured(stats), Some((_, best))) => (*stats, *best),
+        };
+        let decision = decide(objective, &stats, &best);
+        match decision.verdict {
+            Verdict::Better => self.best = Some((values.clone(), stats)),
+            Verdict::Worse => self.end_walk_of_knob(),
+            _ => {}
+        }
+        decision
+    }
+
+    /// A walk stops climbing the current knob (the curve got worse or the engine failed).
+    fn end_walk_of_knob(&mut self) {
+        if self.spec.strategy == Strategy::Walk {
+            self.cursor = (self.cursor.0 + 1, 0);
+        }
+    }
+
+    /// The best trial's values so far (empty: the profile as it is).
+    pub fn best_values(&self) -> Assignment {
+        self.best
+            .as_ref()
+            .map(|(v, _)| v.clone())
+            .unwrap_or_default()
+    }
+
+    /// The best trial's figure so far.
+    pub fn best_stats(&self) -> Option<Stats> {
+        self.best.as_ref().map(|(_, s)| *s)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn knob(name: &str, values: &[&str]) -> Knob {
+        Knob {
+            name: name.into(),
+            values: values.iter().map(|v| v.to_string()).collect(),
+            range: None,
+        }
+    }
+
+    /// Three warm runs with this median and (sample) standard deviation.
+    fn measured(median: f64, stdev: f64) -> TrialScore {
+        TrialScore::Measured(Stats::of([median - stdev, median, median + stdev]).expect("values"))
+    }
+
+    fn spec(strategy: Strategy, knobs: Vec<Knob>) -> TuneSpec {
+        TuneSpec {
+            knobs,
+            strategy,
+            ..TuneSpec::default()
+        }
+    }
+
+    #[test]
+    fn a_walk_climbs_until_worse_then_moves_to_the_next_knob() {
+        let mut search = Search::new(spec(
+            Strategy::Walk,
+            vec![
+                knob("threads", &["2", "4", "8", "16"]),
+                knob("ubatch", &["256", "512"]),
+            ],
+        ));
+        let mut trials = Vec::new();
+        // The figure each threads value gives; ubatch 512 is inside the noise.
+        let score = |a: &Assignment| match (
+            a.get("threads").map(String::as_str),
+            a.get("ubatch").map(String::as_str),
+        ) {
+            (None, _) => measured(10.0, 0.2),
+            (Some("2"), None) => measured(12.0, 0.2),
+            (Some("4"), None) => measured(15.0, 0.2),
+            (Some("8"), None) => measured(11.0, 0.2),
+            (Some("4"), Some("256")) => TrialScore::Failed,
+            _ => measured(15.1, 0.2),
+        };
+        while let Some(values) = search.next_trial() {
+            let decision = search.record(&values, &score(&values));
+            trials.push((values, decision.verdict));
+        }
+        let verdicts: Vec<&Verdict> = trials.iter().map(|(_, v)| v).collect();
+        assert_eq!(
+            verdicts,
+            [
+                &Verdict::Baseline,
+                &Verdict::Better,
+                &Verdict::Better,
+                &Verdict::Worse,
+                &Verdict::Failed
+            ],
+            "{trials:?}"
+        );
+        // threads 16 is never tried (8 was worse); ubatch stops at its first failure.
+        assert!(trials
+            .iter()
+            .all(|(v, _)| v.get("threads").map(String::as_str) != Some("16")));
+        assert_eq!(
+            search.best_values().get("threads").map(String::as_str),
+            Some("4")
+        );
+        assert_eq!(search.best_values().get("ubatch"), None);
+    }
+
+    #[test]
+    fn a_gain_inside_the_noise_is_not_a_win() {
+        let mut search = Search::new(spec(Strategy::Walk, vec![knob("threads", &["8"])]));
+        let base = search.next_trial().expect("baseline");
+        search.record(&base, &measured(20.0, 1.0));
+        let trial = search.next_trial().expect("threads 8");
+        let decision = search.record(&trial, &measured(20.5, 1.0));
+        assert_eq!(decision.verdict, Verdict::WithinNoise);
+        assert!(
+            decision.reason.contains("noise bound"),
+            "{}",
+            decision.reason
+        );
+        assert!(search.best_values().is_empty());
+        assert!(search.next_trial().is_none());
+    }
+
+    #[test]
+    fn a_grid_tries_every_combination_and_goes_on_after_a_failure() {
+        let mut search = Search::new(spec(
+            Strategy::Grid,
+            vec![knob("a", &["1", "2"]), knob("b", &["x", "y", "z"])],
+        ));
+        let mut seen = Vec::new();
+        while let Some(values) = search.next_trial() {
+            let score = if values.get("b").map(String::as_str) == Some("y") {
+                TrialScore::Failed
+            } else {
+                measured(seen.len() as f64 * 10.0, 0.1)
+            };
+            search.record(&values, &score);
+            seen.push(values);
+        }
+        assert_eq!(seen.len(), 7);
+        assert_eq!(seen[1].get("a").map(String::as_str), Some("1"));
+        assert_eq!(seen[2].get("b").map(String::as_str), Some("y"));
+        assert_eq!(seen[6].get("a").map(String::as_str), Some("2"));
+        assert_eq!(search.best_values(), seen[6]);
+    }
+
+    #[test]
+    fn a_failed_baseline_ends_the_search() {
+        let mut search = Search::new(spec(Strategy::Walk, vec![knob("threads", &["8"])]));
+        let base = search.next_trial().expect("baseline");
+        let decision = search.record(&base, &TrialScore::Failed);
+        assert_eq!(decision.verdict, Verdict::Failed);
+        assert!(search.next_trial().is_none());
+    }
+
+    #[test]
+    fn ttft_is_better_when_lower() {
+        let fast = Stats::of([100.0, 101.0, 99.0]).expect("stats");
+        let slow = Stats::of([150.0, 151.0, 149.0]).expect("stats");
+        assert_eq!(
+            decide(Objective::TtftMs, &fast, &slow).verdict,
+            Verdict::Better
+        );
+        assert_eq!(
+            decide(Objective::AggregateTps, &fast, &slow).verdict,
+            Verdict::Worse
+        );
+    }
+
+    #[test]
+    fn specs_are_checked_with_the_fix_named() {
+        let parsed: TuneSpec = serde_json::from_value(serde_json::json!({
+            "knobs": [{"name": "threads", "values": [2, 4]}, {"name": "cache_type", "values": ["f16", "q8_0"]},
+                      {"name": "ubatch", "range": {"from": 128, "to": 512, "step": 128}}],
+            "strategy": "grid"
+        }))
+        .expect("a spec");
+        assert_eq!(parsed.knobs[0].candidates(), ["2", "4"]);
+        assert_eq!(parsed.knobs[2].candidates(), ["128", "256", "384", "512"]);
+        assert_eq!(parsed.trials_needed(), 1 + 2 * 2 * 4);
+        assert!(parsed.validate().is_ok(), "{:?}", parsed.validate());
+
+        let too_many = TuneSpec {
+            max_trials: 8,
+            ..parsed.clone()
+        };
+        assert!(too_many
+            .validate()
+            .expect_err("17 > 8")
+            .contains("max_trials"));
+        let none = TuneSpec {
+            knobs: vec![],
+            ..parsed.clone()
+        };
+        assert!(none
+            .validate()
+            .expect_err("no knob")
+            .contains("at least one"));
+        let twice = TuneSpec {
+            knobs: vec![knob("t", &["1"]), knob("t", &["2"])],
+            ..parsed.clone()
+        };
+        assert!(twice.validate().expect_err("twice").contains("given twice"));
+        let mut noisy = parsed.clone();
+        noisy.bench.warm_runs = 1;
+        assert!(noisy
+            .validate()
+            .expect_err("1 warm run")
+            .contains("3 warm runs"));
+        let mut sweep = parsed;
+        sweep.bench.concurrency = vec![1, 2];
+        assert!(sweep
+            .validate()
+            .expect_err("two points")
+            .contains("one workload point"));
+        let downward = serde_json::from_value::<TuneSpec>(serde_json::json!({
+            "knobs": [{"name": "threads", "range": {"from": 8, "to": 2, "step": 1}}]}))
+        .expect("parses");
+        assert!(downward
+            .validate()
+            .expect_err("downward")
+            .contains("upward"));
+        assert!(serde_json::from_value::<TuneSpec>(
+            serde_json::json!({"knobs": [{"name": "t", "values": [[1]]}]})
+        )
+        .is_err());
+    }
+}

@@ -1,0 +1,575 @@
+//! The tuning loop: a saved profile, knobs and values. For each trial the search asks for, the
+//! profile's engine is stopped and started again with those values through the supervisor
+//! (after the GPUs released the old engine's memory), benchmarked, and judged against the best
+//! so far by the noise of the warm runs. Every trial is stored as it ends, OOM and crashes
+//! included; the best values can be saved as a new profile. The profile's own engine is
+//! brought back afterwards when it was running before.
+
+use std::sync::{Arc, Mutex, PoisonError};
+
+use serde::Deserialize;
+use tokio::sync::watch;
+
+use super::{knobs, wait_ready, Benchmarks, NewBenchmark, RunKind, Target};
+use crate::bench::store::tunes::{Best, Trial, TrialOutcome, TuneStore, TuneView};
+use crate::bench::store::{Status, StoreError};
+use crate::bench::tune::{Assignment, Objective, Search, TrialScore, TuneSpec, Verdict};
+use crate::bench::Stats;
+use crate::events::{Event, EventBus};
+use crate::launch::{Instances, LaunchError};
+use crate::profiles::profile::{self, LaunchProfile, RestartSetting};
+use crate::store::Store;
+use crate::supervisor::{CrashCause, Phase};
+
+/// A tuning run to start.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NewTune {
+    #[serde(default)]
+    pub name: Option<String>,
+    /// The saved launch profile whose engine is restarted for each trial.
+    pub profile: String,
+    pub spec: TuneSpec,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum TuneError {
+    #[error("{0}")]
+    Invalid(String),
+    #[error("tuning run {0} is in progress: wait for it to end, or cancel it")]
+    Busy(i64),
+    #[error("tuning run {0} is not running")]
+    NotRunning(i64),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+/// Starts, tracks and cancels tuning runs (one at a time: two would measure each other).
+pub struct Tunings {
+    store: TuneStore,
+    benchmarks: Arc<Benchmarks>,
+    profiles: Store,
+    instances: Arc<Instances>,
+    bus: EventBus,
+    running: Mutex<Option<(i64, watch::Sender<bool>)>>,
+}
+
+/// How one trial ended, before the search judges it.
+struct TrialEnd {
+    outcome: TrialOutcome,
+    run_id: Option<i64>,
+    command_line: Option<String>,
+    objective: Option<Stats>,
+    error: Option<String>,
+}
+
+impl TrialEnd {
+    fn failed(outcome: TrialOutcome, error: String) -> Self {
+        TrialEnd {
+            outcome,
+            run_id: None,
+            command_line: None,
+            objective: None,
+            error: Some(error),
+        }
+    }
+}
+
+impl Tunings {
+    /// Marks tunings a stopped daemon left unfinished as aborted.
+    pub async fn start(
+        benchmarks: Arc<Benchmarks>,
+        profiles: Store,
+        instances: Arc<Instances>,
+        bus: EventBus,
+    ) -> Result<Arc<Self>, StoreError> {
+        let store = TuneStore::new(profiles.pool().clone());
+        store.mark_aborted(crate::now_ms()).await?;
+        Ok(Arc::new(Tunings {
+            store,
+            benchmarks,
+            profiles,
+            instances,
+            bus,
+            running: Mutex::new(None),
+        }))
+    }
+
+    pub fn store(&self) -> &TuneStore {
+        &self.store
+    }
+
+    /// Checks every value against the profile before any engine restarts, stores the tuning
+    /// and starts it in the background.
+    pub async fn begin(self: &Arc<Self>, new: NewTune) -> Result<TuneView, TuneError> {
+        new.spec.validate().map_err(TuneError::Invalid)?;
+        let base = self.profile(&new.profile).await?;
+        self.check_values(&base, &new.spec).await?;
+        let (cancel_tx, cancel_rx) = watch::channel(false);
+        // Reserved before the row exists, so two requests at once cannot both start.
+        self.reserve(cancel_tx)?;
+        let name = new
+            .name
+            .clone()
+            .filter(|n| !n.trim().is_empty())
+            .unwrap_or_else(|| format!("tune {}", base.name));
+        let created = self
+            .store
+            .create(&name, &base.name, &new.spec, crate::now_ms())
+            .await;
+        let id = match created {
+            Ok(id) => id,
+            Err(err) => {
+                *lock(&self.running) = None;
+                return Err(err.into());
+            }
+        };
+        if let Some(slot) = lock(&self.running).as_mut() {
+            slot.0 = id;
+        }
+        let this = self.clone();
+        tokio::spawn(async move { this.execute(id, base, new.spec, cancel_rx).await });
+        let view = self.store.get(id).await?;
+        self.bus.publish(Event::BenchTune(Arc::new(view.clone())));
+        Ok(view)
+    }
+
+    fn reserve(&self, cancel: watch::Sender<bool>) -> Result<(), TuneError> {
+        let mut running = lock(&self.running);
+        if let Some((id, _)) = running.as_ref() {
+            return Err(TuneError::Busy(*id));
+        }
+        *running = Some((0, cancel));
+        Ok(())
+    }
+
+    /// Asks the running tuning to stop; its current trial's benchmark is cancelled.
+    pub fn cancel(&self, id: i64) -> Result<(), TuneError> {
+        match lock(&self.running).as_ref() {
+            Some((running, sender)) if *running == id => {
+                let _ = sender.send(true);
+                Ok(())
+            }
+            _ => Err(TuneError::NotRunning(id)),
+        }
+    }
+
+    /// Cancels the running tuning (the daemon is stopping).
+    pub fn cancel_all(&self) {
+        if let Some((_, sender)) = lock(&self.running).as_ref() {
+            let _ = sender.send(true);
+        }
+    }
+
+    /// The saved profile with the tuning's best values, named `name`, for the caller to
+    /// validate, plan and save like any new profile.
+    pub async fn best_profile(&self, id: i64, name: &str) -> Result<LaunchProfile, TuneError> {
+        let view = self.store.get(id).await?;
+        let best = view.best.ok_or_else(|| {
+            TuneError::Invalid(format!(
+                "tuning run {id} has no trial that beat the profile as it was beyond the noise: there is nothing better to save"
+            ))
+        })?;
+        let mut profile = self.profile(&view.profile).await?;
+        apply_all(&mut profile, &best.values).map_err(TuneError::Invalid)?;
+        profile.name = name.to_owned();
+        // The saved plan was for the old values; the caller plans the new ones.
+        profile.planned_memory.clear();
+        profile.autostart = false;
+        profile.gateway.aliases.clear();
+        Ok(profile)
+    }
+
+    async fn profile(&self, name: &str) -> Result<LaunchProfile, TuneError> {
+        super::target::profile_for(&self.profiles, name)
+            .await
+            .filter(|p| p.name == name)
+            .ok_or_else(|| {
+                TuneError::Invalid(format!(
+                    "no launch profile named '{name}': `rigdeck profiles list` shows them"
+                ))
+            })
+    }
+
+    /// Applies every value of every knob to a copy of the profile and validates the copy.
+    async fn check_values(&self, base: &LaunchProfile, spec: &TuneSpec) -> Result<(), TuneError> {
+        let build = self
+            .profiles
+            .engine_build(base.engine_build_id)
+            .await
+            .map_err(|e| TuneError::Invalid(e.to_string()))?;
+        for knob in &spec.knobs {
+            for value in knob.candidates() {
+                let mut variant = base.clone();
+                knobs::apply(&mut variant, &knob.name, &value).map_err(TuneError::Invalid)?;
+                profile::validate(&variant, build.as_ref(), 0)
+                    .map_err(|e| TuneError::Invalid(format!("{} = {value}: {e}", knob.name)))?;
+            }
+        }
+        Ok(())
+    }
+
+    async fn execute(
+        self: Arc<Self>,
+        id: i64,
+        base: LaunchProfile,
+        spec: TuneSpec,
+        cancel: watch::Receiver<bool>,
+    ) {
+        let was_running = self
+            .instances
+            .phase_and_address(&base.name)
+            .is_some_and(|(phase, _, _)| is_up(&phase));
+        let (status, error) = self.search(id, &base, &spec, cancel).await;
+        self.stop_engine(&base.name).await;
+        if was_running {
+            if let Err(err) = self.instances.start(&base.name, false).await {
+                tracing::warn!(
+                    "tuning {id}: could not start '{}' again as saved: {err}",
+                    base.name
+                );
+            }
+        }
+        if let Err(err) = self
+            .store
+            .finish(id, status, error.as_deref(), crate::now_ms())
+            .await
+        {
+            tracing::warn!("tuning {id}: end not saved: {err}");
+        }
+        *lock(&self.running) = None;
+        self.announce(id).await;
+    }
+
+    /// Runs the trials the search asks for; how the tuning ended.
+    async fn search(
+        &self,
+        id: i64,
+        base: &LaunchProfile,
+        spec: &TuneSpec,
+        cancel: watch::Receiver<bool>,
+    ) -> (Status, Option<String>) {
+        let mut search = Search::new(spec.clone());
+        let mut trials: Vec<Trial> = Vec::new();
+        while let Some(values) = search.next_trial() {
+            if *cancel.borrow() {
+                break;
+            }
+            trials.push(Trial {
+                index: trials.len() as u32,
+                values: values.clone(),
+                outcome: TrialOutcome::Running,
+                run_id: None,
+                command_line: None,
+                objective: None,
+                decision: None,
+                error: None,
+                started_at_ms: crate::now_ms(),
+                finished_at_ms: None,
+            });
+            self.save(id, &trials, spec.objective).await;
+            let index = trials.len() as u32;
+            let end = self.trial(base, &values, spec, index, cancel.clone()).await;
+            let score = match end.objective {
+                Some(stats) if end.outcome == TrialOutcome::Measured => TrialScore::Measured(stats),
+                _ => TrialScore::Failed,
+            };
+            let decision =
+                (end.outcome != TrialOutcome::Cancelled).then(|| search.record(&values, &score));
+            if let Some(trial) = trials.last_mut() {
+                trial.outcome = end.outcome;
+                trial.run_id = end.run_id;
+                trial.command_line = end.command_line;
+                trial.objective = end.objective;
+                trial.error = end.error;
+                trial.decision = decision;
+                trial.finished_at_ms = Some(crate::now_ms());
+            }
+            self.save(id, &trials, spec.objective).await;
+            if end.outcome == TrialOutcome::Cancelled {
+                break;
+            }
+        }
+        if *cancel.borrow() {
+            return (
+                Status::Cancelled,
+                Some("cancelled; the trials measured before are kept".into()),
+            );
+        }
+        match trials.first() {
+            Some(first) if first.outcome != TrialOutcome::Measured => (
+                Status::Failed,
+                Some(format!(
+                    "the profile as it is did not run, so there is nothing to compare with: {}",
+                    first.error.as_deref().unwrap_or("no figure")
+                )),
+            ),
+            _ => (Status::Done, None),
+        }
+    }
+
+    /// One trial: the engine restarted with the values, benchmarked, stopped.
+    async fn trial(
+        &self,
+        base: &LaunchProfile,
+        values: &Assignment,
+        spec: &TuneSpec,
+        index: u32,
+        cancel: watch::Receiver<bool>,
+    ) -> TrialEnd {
+        let mut variant = base.clone();
+        if let Err(why) = apply_all(&mut variant, values) {
+            return TrialEnd::failed(TrialOutcome::Failed, why);
+        }
+        // A crashed trial is an answer, not something to retry.
+        variant.restart = RestartSetting::Never;
+        if !values.is_empty() {
+            // The plan saved with the profile was for its own values: the engine itself says
+            // whether the new ones fit (an OOM is recorded as the trial's outcome).
+            variant.planned_memory.clear();
+        }
+        self.stop_engine(&base.name).await;
+        if let Err(err) = self.instances.start_variant(variant, false).await {
+            return TrialEnd::failed(TrialOutcome::Failed, format!("not started: {err}"));
+        }
+        let command_line = self
+            .instances
+            .get(&base.name)
+            .and_then(|view| view.command_line);
+        let ready = tokio::select! {
+            ready = wait_ready(&self.instances, &base.name) => ready,
+            () = cancelled(cancel.clone()) => Err("cancelled".into()),
+        };
+        if let Err(why) = ready {
+            let outcome = match *cancel.borrow() {
+                true => TrialOutcome::Cancelled,
+                false => self.crash_outcome(&base.name),
+            };
+            self.stop_engine(&base.name).await;
+            return TrialEnd {
+                command_line,
+                ..TrialEnd::failed(outcome, why)
+            };
+        }
+        let bench = NewBenchmark {
+            name: Some(format!("{} trial {index}: {}", base.name, describe(values))),
+            target: Target::Instance {
+                name: base.name.clone(),
+            },
+            kind: RunKind::Serving,
+            spec: spec.bench.clone(),
+            probe: Default::default(),
+            llama_bench: Default::default(),
+        };
+        let end = self
+            .measure(bench, spec.objective, &base.name, cancel)
+            .await;
+        self.stop_engine(&base.name).await;
+        TrialEnd {
+            command_line,
+            ..end
+        }
+    }
+
+    /// Benchmarks the ready engine and reads the objective from the stored run.
+    async fn measure(
+        &self,
+        bench: NewBenchmark,
+        objective: Objective,
+        name: &str,
+        cancel: watch::Receiver<bool>,
+    ) -> TrialEnd {
+        let run_id = match self.benchmarks.run_to_end(bench, cancel).await {
+            Ok(id) => id,
+            Err(err) => return TrialEnd::failed(TrialOutcome::Failed, err.to_string()),
+        };
+        let run = match self.benchmarks.store().get(run_id).await {
+            Ok(run) => run,
+            Err(err) => return TrialEnd::failed(TrialOutcome::Failed, err.to_string()),
+        };
+        let stats = run.results.first().and_then(|step| objective.of_step(step));
+        let (outcome, error) = match run.summary.status {
+            Status::Done if stats.is_some() => (TrialOutcome::Measured, None),
+            Status::Cancelled => (TrialOutcome::Cancelled, run.summary.error),
+            _ if !self.engine_up(name) => (
+                self.crash_outcome(name),
+                Some(format!(
+                    "the engine ended during the benchmark: {}",
+                    run.summary.error.as_deref().unwrap_or("no figure")
+                )),
+            ),
+            _ => (
+                TrialOutcome::Failed,
+                Some(
+                    run.summary
+                        .error
+                        .unwrap_or_else(|| format!("no {} was measured", objective.label())),
+                ),
+            ),
+        };
+        TrialEnd {
+            outcome,
+            run_id: Some(run_id),
+            command_line: None,
+            objective: stats,
+            error,
+        }
+    }
+
+    fn engine_up(&self, name: &str) -> bool {
+        self.instances
+            .phase_and_address(name)
+            .is_some_and(|(phase, _, _)| is_up(&phase))
+    }
+
+    /// Out of memory when the supervisor's reading of the engine's last lines says so.
+    fn crash_outcome(&self, name: &str) -> TrialOutcome {
+        match self.instances.phase_and_address(name) {
+            Some((
+                Phase::Crashed {
+                    cause: CrashCause::OutOfGpuMemory,
+                    ..
+                },
+                _,
+                _,
+            )) => TrialOutcome::OutOfMemory,
+            _ => TrialOutcome::Crashed,
+        }
+    }
+
+    async fn stop_engine(&self, name: &str) {
+        if !self.engine_up(name) {
+            return;
+        }
+        match self.instances.stop(name).await {
+            Ok(_) | Err(LaunchError::NotRunning(_)) => {}
+            Err(err) => tracing::warn!("tuning: could not stop '{name}': {err}"),
+        }
+    }
+
+    async fn save(&self, id: i64, trials: &[Trial], objective: Objective) {
+        let best = best_of(trials, objective);
+        if let Err(err) = self.store.save_trials(id, trials, best.as_ref()).await {
+            tracing::warn!("tuning {id}: trials not saved: {err}");
+        }
+        self.announce(id).await;
+    }
+
+    async fn announce(&self, id: i64) {
+        match self.store.get(id).await {
+            Ok(view) => self.bus.publish(Event::BenchTune(Arc::new(view))),
+            Err(err) => tracing::warn!("tuning {id}: {err}"),
+        }
+    }
+}
+
+/// The last trial judged better than the best before it (the search's own best), against the
+/// baseline; none while nothing beat the baseline beyond the noise.
+fn best_of(trials: &[Trial], objective: Objective) -> Option<Best> {
+    let baseline = trials.first()?.objective?;
+    let best = trials.iter().rev().find(|t| {
+        t.decision
+            .as_ref()
+            .is_some_and(|d| d.verdict == Verdict::Better)
+    })?;
+    let figure = best.objective?;
+    let ratio = figure.median / baseline.median;
+    let gain = if objective.higher_is_better() {
+        ratio - 1.0
+    } else {
+        1.0 - ratio
+    };
+    Some(Best {
+        trial: best.index,
+        values: best.values.clone(),
+        objective: figure,
+        baseline,
+        gain_percent: if baseline.median > 0.0 {
+            gain * 100.0
+        } else {
+            0.0
+        },
+    })
+}
+
+fn apply_all(profile: &mut LaunchProfile, values: &Assignment) -> Result<(), String> {
+    values
+        .iter()
+        .try_for_each(|(knob, value)| knobs::apply(profile, knob, value))
+}
+
+/// `threads=8, ubatch=256`, or the baseline's words.
+fn describe(values: &Assignment) -> String {
+    if values.is_empty() {
+        return "as saved".into();
+    }
+    values
+        .iter()
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+fn is_up(phase: &Phase) -> bool {
+    !matches!(phase, Phase::Stopped | Phase::Crashed { .. })
+}
+
+async fn cancelled(mut cancel: watch::Receiver<bool>) {
+    if cancel.wait_for(|c| *c).await.is_err() {
+        std::future::pending::<()>().await;
+    }
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::bench::tune::Decision;
+
+    fn trial(index: u32, median: f64, verdict: Verdict) -> Trial {
+        Trial {
+            index,
+            values: Assignment::from([("threads".to_owned(), index.to_string())]),
+            outcome: TrialOutcome::Measured,
+            run_id: None,
+            command_line: None,
+            objective: Stats::of([median - 0.1, median, median + 0.1]),
+            decision: Some(Decision {
+                verdict,
+                reason: String::new(),
+            }),
+            error: None,
+            started_at_ms: 0,
+            finished_at_ms: None,
+        }
+    }
+
+    #[test]
+    fn the_best_is_the_last_win_measured_against_the_baseline() {
+        let trials = [
+            trial(0, 10.0, Verdict::Baseline),
+            trial(1, 12.0, Verdict::Better),
+            trial(2, 11.0, Verdict::Worse),
+            trial(3, 12.1, Verdict::WithinNoise),
+        ];
+        let best = best_of(&trials, Objective::AggregateTps).expect("a win");
+        assert_eq!(best.trial, 1);
+        assert!((best.gain_percent - 20.0).abs() < 1e-9);
+        assert!(best_of(&trials[..1], Objective::AggregateTps).is_none());
+        let faster = best_of(&trials[..2], Objective::TtftMs).expect("ttft");
+        assert!((faster.gain_percent + 20.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn values_read_as_a_user_wrote_them() {
+        assert_eq!(describe(&Assignment::new()), "as saved");
+        let values = Assignment::from([
+            ("ubatch".to_owned(), "256".to_owned()),
+            ("threads".to_owned(), "8".to_owned()),
+        ]);
+        assert_eq!(describe(&values), "threads=8, ubatch=256");
+    }
+}
