@@ -361,7 +361,8 @@ fn parse_ngl(flag: &str, value: &str, notes: &mut Vec<String>) -> Result<Option<
     }
 }
 
-fn parse_split(flag: &str, value: &str) -> Result<Vec<f64>, FlagError> {
+/// `-ts` proportions: `3,1` or `3/1`.
+pub fn parse_split(flag: &str, value: &str) -> Result<Vec<f64>, FlagError> {
     value
         .split([',', '/'])
         .map(|part| {

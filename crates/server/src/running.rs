@@ -132,7 +132,7 @@ impl RunningServer {
         }
         // Benchmarks in progress end as cancelled, keeping what they measured.
         if let Some(tunings) = &self.state.tunings {
-            tunings.cancel_all();
+            tunings.cancel_all_and_wait(BENCH_STOP_WAIT).await;
         }
         if let Some(benchmarks) = &self.state.benchmarks {
             benchmarks.cancel_all_and_wait(BENCH_STOP_WAIT).await;

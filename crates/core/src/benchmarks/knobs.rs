@@ -86,17 +86,10 @@ fn switch(knob: &str, value: &str) -> Result<bool, String> {
     }
 }
 
-/// `3,1` or `3/1`: proportions per GPU.
+/// `3,1` or `3/1`: proportions per GPU, as `-ts` reads them.
 fn split(value: &str) -> Result<Vec<f64>, String> {
-    value
-        .split([',', '/'])
-        .map(|part| {
-            part.trim()
-                .parse::<f64>()
-                .ok()
-                .filter(|v| v.is_finite() && *v >= 0.0)
-        })
-        .collect::<Option<Vec<f64>>>()
+    crate::placement::flags::parse_split("tensor_split", value)
+        .ok()
         .filter(|parts| parts.iter().any(|v| *v > 0.0))
         .ok_or_else(|| {
             format!("tensor_split = '{value}' is not proportions per GPU, e.g. 3,1 (three quarters on GPU 0)")

@@ -5,7 +5,9 @@
 //! included; the best values can be saved as a new profile. The profile's own engine is
 //! brought back afterwards when it was running before.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
 
 use serde::Deserialize;
 use tokio::sync::watch;
@@ -52,6 +54,8 @@ pub struct Tunings {
     instances: Arc<Instances>,
     bus: EventBus,
     running: Mutex<Option<(i64, watch::Sender<bool>)>>,
+    /// The daemon is stopping: a cancelled tuning leaves the profile's engine stopped.
+    stopping: AtomicBool,
 }
 
 /// How one trial ended, before the search judges it.
@@ -92,6 +96,7 @@ impl Tunings {
             instances,
             bus,
             running: Mutex::new(None),
+            stopping: AtomicBool::new(false),
         }))
     }
 
@@ -154,10 +159,16 @@ impl Tunings {
         }
     }
 
-    /// Cancels the running tuning (the daemon is stopping).
-    pub fn cancel_all(&self) {
+    /// Cancels the running tuning (the daemon is stopping) and waits, up to `wait`, until it
+    /// has stored how it ended; its engine is not started again.
+    pub async fn cancel_all_and_wait(&self, wait: Duration) {
+        self.stopping.store(true, Ordering::SeqCst);
         if let Some((_, sender)) = lock(&self.running).as_ref() {
             let _ = sender.send(true);
+        }
+        let deadline = Instant::now() + wait;
+        while lock(&self.running).is_some() && Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(50)).await;
         }
     }
 
@@ -222,7 +233,7 @@ impl Tunings {
             .is_some_and(|(phase, _, _)| is_up(&phase));
         let (status, error) = self.search(id, &base, &spec, cancel).await;
         self.stop_engine(&base.name).await;
-        if was_running {
+        if was_running && !self.stopping.load(Ordering::SeqCst) {
             if let Err(err) = self.instances.start(&base.name, false).await {
                 tracing::warn!(
                     "tuning {id}: could not start '{}' again as saved: {err}",

@@ -361,14 +361,7 @@ impl Instances {
         let mut prepared = Vec::new();
         for name in names {
             let profile = self.store.launch_profile(name).await?;
-            let build = self
-                .store
-                .engine_build(profile.engine_build_id)
-                .await?
-                .ok_or_else(|| ProfileError::UnknownBuild {
-                    profile: profile.name.clone(),
-                    id: profile.engine_build_id,
-                })?;
+            let build = self.build_of(&profile).await?;
             self.refuse_if_running(name)?;
             prepared.push((profile, build));
         }
@@ -382,18 +375,24 @@ impl Instances {
         profile: LaunchProfile,
         force: bool,
     ) -> Result<InstanceView, LaunchError> {
-        let build = self
-            .store
-            .engine_build(profile.engine_build_id)
-            .await?
-            .ok_or_else(|| ProfileError::UnknownBuild {
-                profile: profile.name.clone(),
-                id: profile.engine_build_id,
-            })?;
+        let build = self.build_of(&profile).await?;
         self.refuse_if_running(&profile.name)?;
         let name = profile.name.clone();
         let mut views = self.launch(vec![(profile, build)], force).await?;
         views.pop().ok_or(LaunchError::NotRunning(name))
+    }
+
+    async fn build_of(&self, profile: &LaunchProfile) -> Result<EngineBuild, LaunchError> {
+        self.store
+            .engine_build(profile.engine_build_id)
+            .await?
+            .ok_or_else(|| {
+                ProfileError::UnknownBuild {
+                    profile: profile.name.clone(),
+                    id: profile.engine_build_id,
+                }
+                .into()
+            })
     }
 
     fn refuse_if_running(&self, name: &str) -> Result<(), LaunchError> {
