@@ -1,6 +1,7 @@
 //! Counters an engine exposes on its Prometheus `/metrics`, read before and after each run so
-//! the run gets its own speculative acceptance and prefix-cache hits (vLLM names them; llama.cpp
-//! reports drafts per request instead, see [`crate::request`]).
+//! the run gets its own speculative acceptance and prefix-cache hits (vLLM counts drafts and
+//! cache hits; SGLang counts cached and prompt tokens but only reports acceptance as gauges over
+//! its latest batches; llama.cpp reports drafts per request instead, see [`crate::request`]).
 
 use std::collections::HashMap;
 
@@ -19,11 +20,19 @@ const ACCEPTED: &[&str] = &[
     "vllm:spec_decode_num_accepted_tokens_total",
     "vllm:spec_decode_num_accepted_tokens",
 ];
-const CACHE_HITS: &[&str] = &["vllm:prefix_cache_hits_total", "vllm:prefix_cache_hits"];
+const CACHE_HITS: &[&str] = &[
+    "vllm:prefix_cache_hits_total",
+    "vllm:prefix_cache_hits",
+    "sglang:cached_tokens_total",
+];
 const CACHE_QUERIES: &[&str] = &[
     "vllm:prefix_cache_queries_total",
     "vllm:prefix_cache_queries",
+    "sglang:prompt_tokens_total",
 ];
+/// SGLang's gauges (averages over recent batches, not counters).
+const ACCEPT_RATE: &str = "sglang:spec_accept_rate";
+const ACCEPT_LENGTH: &str = "sglang:spec_accept_length";
 
 /// Counter values at one moment.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -62,6 +71,17 @@ impl Counters {
         names.iter().find_map(|n| self.0.get(*n).copied())
     }
 
+    /// SGLang's acceptance gauges; none when speculative decoding is off (the length is then
+    /// absent, or 0 or 1: one token a step).
+    fn reported_acceptance(&self) -> Option<Acceptance> {
+        let length = self.get(&[ACCEPT_LENGTH]).filter(|l| *l > 1.0)?;
+        Some(Acceptance {
+            reported_length: Some(length),
+            reported_rate: self.get(&[ACCEPT_RATE]),
+            ..Acceptance::default()
+        })
+    }
+
     /// What changed from `before` to `self`.
     pub fn since(&self, before: &Counters) -> EngineDeltas {
         let delta = |names: &[&str]| {
@@ -72,8 +92,9 @@ impl Counters {
                 drafted: drafted as u64,
                 accepted: accepted as u64,
                 drafts: delta(DRAFTS).map(|d| d as u64),
+                ..Acceptance::default()
             }),
-            _ => None,
+            _ => self.reported_acceptance(),
         };
         let prefix_cache = match (delta(CACHE_HITS), delta(CACHE_QUERIES)) {
             (Some(hits), Some(queries)) if queries > 0.0 => Some((hits, queries)),
@@ -142,5 +163,22 @@ mod tests {
             Counters::default().since(&Counters::default()),
             EngineDeltas::default()
         );
+    }
+
+    #[test]
+    fn sglang_reports_acceptance_as_gauges_and_cache_hits_as_token_counters() {
+        let before = Counters::parse(
+            "sglang:cached_tokens_total{model_name=\"m\"} 100\nsglang:prompt_tokens_total{model_name=\"m\"} 1000\nsglang:spec_accept_length{tp_rank=\"0\"} 1.0\n",
+        );
+        let after = Counters::parse(
+            "sglang:cached_tokens_total{model_name=\"m\"} 400\nsglang:prompt_tokens_total{model_name=\"m\"} 3000\nsglang:spec_accept_rate{tp_rank=\"0\"} 0.55\nsglang:spec_accept_length{tp_rank=\"0\"} 2.9\n",
+        );
+        let deltas = after.since(&before);
+        assert_eq!(deltas.prefix_cache, Some((300.0, 2000.0)));
+        let acceptance = deltas.acceptance.expect("gauges");
+        assert_eq!(acceptance.rate(), Some(0.55));
+        assert_eq!(acceptance.mean_length(), Some(2.9));
+        // Without speculative decoding SGLang's length gauge stays at 1 (or 0): no acceptance.
+        assert_eq!(before.since(&before).acceptance, None);
     }
 }

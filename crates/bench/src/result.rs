@@ -9,25 +9,35 @@ use crate::spec::{Point, Slo};
 use crate::stats::Stats;
 
 /// Speculative decoding in one run: draft tokens proposed and accepted.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
 pub struct Acceptance {
     pub drafted: u64,
     pub accepted: u64,
     /// Draft rounds, where the engine counts them (vLLM); gives the mean acceptance length.
     pub drafts: Option<u64>,
+    /// What an engine that counts nothing reports instead (SGLang's gauges, averaged over its
+    /// latest batches and read at the end of the run): the acceptance rate and mean length.
+    #[serde(default)]
+    pub reported_rate: Option<f64>,
+    #[serde(default)]
+    pub reported_length: Option<f64>,
 }
 
 impl Acceptance {
-    /// accepted / drafted.
+    /// accepted / drafted, or the engine's own figure.
     pub fn rate(&self) -> Option<f64> {
-        (self.drafted > 0).then(|| self.accepted as f64 / self.drafted as f64)
+        if self.drafted > 0 {
+            return Some(self.accepted as f64 / self.drafted as f64);
+        }
+        self.reported_rate
     }
 
-    /// 1 + accepted / draft rounds.
+    /// 1 + accepted / draft rounds, or the engine's own figure.
     pub fn mean_length(&self) -> Option<f64> {
-        self.drafts
-            .filter(|d| *d > 0)
-            .map(|d| 1.0 + self.accepted as f64 / d as f64)
+        match self.drafts.filter(|d| *d > 0) {
+            Some(d) => Some(1.0 + self.accepted as f64 / d as f64),
+            None => self.reported_length,
+        }
     }
 }
 
@@ -126,7 +136,7 @@ fn drafts_reported(ok: &[&Sample]) -> Option<Acceptance> {
     (drafted > 0).then_some(Acceptance {
         drafted,
         accepted,
-        drafts: None,
+        ..Acceptance::default()
     })
 }
 
@@ -274,6 +284,7 @@ mod tests {
                 drafted: 100,
                 accepted,
                 drafts: Some(25),
+                ..Acceptance::default()
             }),
             ..RunResult::new(
                 index,
