@@ -2,7 +2,8 @@
 // llama-server registered with the CLI and a launch profile for a tiny GGUF (context 4096, one
 // thread, two slots) started through the API and waited for. On the page: a speed benchmark filled
 // in and started against the instance (32:16 at 1 and 2 streams, 2 warm runs), its progress, both
-// steps with their numbers and cold runs, a drawn chart, the same after a reload; a quality probe
+// steps with their numbers and cold runs, a drawn chart, the same after a reload, its report ZIP
+// (report.md and the charts shown as PNGs); a quality probe
 // (max tokens 24) that the tiny model's random weights fail entirely — "passed 0 of 30" and the 30
 // answers — with its pass rate beside the speed in "By target" and its Markdown report downloaded;
 // and a second speed benchmark (started through the API) compared with the first.
@@ -13,6 +14,7 @@ import { execFileSync } from "node:child_process";
 import { mkdirSync, readFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { adminRequest, startDaemon, launchChromium, requiredFile } from "./daemon.mjs";
+import { PNG_SIGNATURE, unzipTest, zipFiles } from "./zip.mjs";
 
 const llamaServer = requiredFile("RIGDECK_LLAMA_SERVER", "a built llama-server binary");
 const tinyModel = requiredFile("RIGDECK_TINY_MODEL", "a tiny GGUF model");
@@ -230,6 +232,30 @@ test("a reload shows the same run, from the daemon", async () => {
   await page.locator('[data-testid="bench-chart-tps-load"] canvas').waitFor({ timeout: 10_000 });
 });
 
+test("the report ZIP holds the Markdown report and the charts shown, as PNGs", async () => {
+  const detail = page.locator(`[data-testid="bench-detail"][data-id="${speedId}"]`);
+  await page.locator('[data-testid="bench-chart-tps-load"] canvas').waitFor({ timeout: 10_000 });
+  const download = page.waitForEvent("download");
+  await detail.locator('[data-testid="bench-export-zip"]').click();
+  const file = await download;
+  assert.match(file.suggestedFilename(), /^benchmark-\d+-tiny-speed-report\.zip$/);
+  const path = await file.path();
+  const files = zipFiles(path);
+  const names = [...files.keys()];
+  assert.equal(names[0], "report.md");
+  // tok/s against the load, the runs' box plot, TTFT and E2E at least.
+  assert.ok(names.includes("charts/tps-load.png"), `the chart against the load: ${names}`);
+  const pngs = names.filter((n) => /^charts\/[^/]+\.png$/.test(n));
+  assert.ok(pngs.length >= 4, `the charts as PNGs: ${names}`);
+  for (const n of pngs) assert.ok(files.get(n).subarray(0, 8).equals(PNG_SIGNATURE), `${n} is a PNG`);
+  const md = files.get("report.md").toString("utf8");
+  assert.match(md, /^# tiny speed/);
+  assert.match(md, /\n## Charts\n/);
+  for (const n of pngs) assert.ok(md.includes(`](${n})`), `report.md shows ${n}`);
+  const checked = unzipTest(path);
+  if (checked != null) assert.match(checked, /No errors detected/);
+});
+
 test("a quality probe: the tiny model passes none of the 30 questions, every answer shown", async () => {
   const form = page.locator('[data-testid="bench-form"]');
   await form.locator('[data-testid="bench-kind-quality"]').check();
@@ -285,6 +311,7 @@ test("a quality probe: the tiny model passes none of the 30 questions, every ans
   assert.equal(await detail.locator('[data-testid="bench-steps"]').count(), 0);
   assert.equal(await detail.locator('[data-testid="bench-charts"]').count(), 0);
   assert.equal(await detail.locator('[data-testid="bench-export-csv"]').count(), 0);
+  assert.equal(await detail.locator('[data-testid="bench-export-zip"]').count(), 0, "a probe's report is its Markdown");
   assert.match(await detail.locator('[data-testid="bench-spec"]').textContent(), /30 questions at temperature 0, up to 24 tokens per reply/);
 
   // By target: the instance's speed beside its pass rate.

@@ -3,7 +3,7 @@
 // It is framework-free and takes its socket factory and timers as options so tests can drive it.
 
 import type { BuildProgress, ChatDelta, ChatMessage, DownloadView, Hello, InstanceView, LogLine, ModelEntry, ServerEvent, TelemetryFrame } from './types';
-import type { RunSummary } from '../bench/types';
+import type { RunSummary, TuneView } from '../bench/types';
 
 // ---- Message parsing ----
 
@@ -133,6 +133,13 @@ export function parseServerMessage(text: string): ParseResult {
         return { ok: false, error: 'bench.run needs id, status and steps' };
       }
       return { ok: true, event: { type: 'bench.run', data: d as unknown as RunSummary } };
+    }
+    case 'bench.tune': {
+      const d = msg.data;
+      if (!isObject(d) || typeof d.id !== 'number' || typeof d.status !== 'string' || !Array.isArray(d.trials)) {
+        return { ok: false, error: 'bench.tune needs id, status and trials' };
+      }
+      return { ok: true, event: { type: 'bench.tune', data: d as unknown as TuneView } };
     }
     case 'resync': {
       const d = msg.data;

@@ -3,7 +3,7 @@
 // Units stay raw (bytes, milli-watts, milli-degrees Celsius, bytes per second, MHz, epoch ms);
 // src/lib/format turns them into text.
 
-import type { RunSummary } from '../bench/types';
+import type { RunSummary, TuneView } from '../bench/types';
 
 /** Milliseconds since the Unix epoch. */
 export type UnixMillis = number;
@@ -286,6 +286,8 @@ export type ServerEvent =
   | { type: 'chat.delta'; data: ChatDelta }
   /** A benchmark run started, finished a run of a step, or ended: its list entry. */
   | { type: 'bench.run'; data: RunSummary }
+  /** A tuning started, began or ended a trial, or ended: the tuning whole. */
+  | { type: 'bench.tune'; data: TuneView }
   /** A type this UI does not know yet (a newer daemon); ignored, never an error. */
   | { type: 'other'; name: string };
 

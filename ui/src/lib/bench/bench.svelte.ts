@@ -16,8 +16,8 @@ import type { NewBenchmark, RunDetail, RunSummary, TelemetryPoint } from './type
 /** Reads of the open run are at least this far apart (a busy run sends an event per run). */
 export const DETAIL_SPACING_MS = 1000;
 
-/** The list with a run put in (or replaced), newest first. */
-export function placeRun(list: readonly RunSummary[], run: RunSummary): RunSummary[] {
+/** The list with a run (or a tuning) put in, or replaced, newest first. */
+export function placeRun<T extends Pick<RunSummary, 'id' | 'started_at_ms'>>(list: readonly T[], run: T): T[] {
   return [run, ...list.filter((r) => r.id !== run.id)].sort((a, b) => b.started_at_ms - a.started_at_ms || b.id - a.id);
 }
 

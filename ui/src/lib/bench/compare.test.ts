@@ -2,6 +2,7 @@
 
 import { describe, expect, it } from 'vitest';
 import { digest, point, probeSummary, summary } from '../../test/bench';
+import { llamaSummary } from '../../test/llamaBench';
 import { compareBases, compareRuns, splitPicks } from './compare';
 
 const c = (n: number) => ({ concurrency: n });
@@ -60,5 +61,16 @@ describe('compareBases', () => {
     expect([...compareBases([p1, s1, s2, p2])].sort()).toEqual([3, 5]);
     expect([...compareBases([p1, s1])]).toEqual([]);
     expect([...compareBases([])]).toEqual([]);
+  });
+});
+
+describe('llama-bench runs among the picks', () => {
+  it('are compared apart, with a base of their own', () => {
+    const picks = [llamaSummary(7), summary(3), llamaSummary(6), probeSummary(5), summary(1)];
+    const { speed, quality, llamaBench } = splitPicks(picks);
+    expect(speed.map((r) => r.id)).toEqual([3, 1]);
+    expect(quality.map((r) => r.id)).toEqual([5]);
+    expect(llamaBench.map((r) => r.id)).toEqual([7, 6]);
+    expect([...compareBases(picks)].sort()).toEqual([3, 7]);
   });
 });

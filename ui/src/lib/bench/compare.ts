@@ -1,9 +1,10 @@
 // Comparing picked runs from their list entries: one row per point (same shape, depth and load)
 // that two or more of them measured, each run's medians side by side with the ratio to the first
-// picked run (the baseline). Speed benchmarks and quality probes are compared apart: a probe has
-// no points (its pass rates are set side by side by compareProbes, lib/bench/quality).
+// picked run (the baseline). Speed benchmarks, quality probes and llama-bench runs are compared
+// apart: a probe has no points (its pass rates are set side by side by compareProbes,
+// lib/bench/quality), llama-bench has tests (compareTests, lib/bench/llamaBench).
 
-import { isQuality, pointKey, pointLabel } from './format';
+import { isLlamaBench, isQuality, pointKey, pointLabel } from './format';
 import type { Point, RunSummary, StepDigest } from './types';
 
 export interface CompareCell {
@@ -32,14 +33,18 @@ export interface Comparison {
 }
 
 /** The picked runs by kind, each in pick order. */
-export function splitPicks(runs: readonly RunSummary[]): { speed: RunSummary[]; quality: RunSummary[] } {
-  return { speed: runs.filter((r) => !isQuality(r)), quality: runs.filter((r) => isQuality(r)) };
+export function splitPicks(runs: readonly RunSummary[]): { speed: RunSummary[]; quality: RunSummary[]; llamaBench: RunSummary[] } {
+  return {
+    speed: runs.filter((r) => !isQuality(r) && !isLlamaBench(r)),
+    quality: runs.filter((r) => isQuality(r)),
+    llamaBench: runs.filter((r) => isLlamaBench(r)),
+  };
 }
 
 /** The runs the others are compared to: the first picked of each kind that has two or more picked. */
 export function compareBases(picked: readonly RunSummary[]): Set<number> {
-  const { speed, quality } = splitPicks(picked);
-  return new Set([speed, quality].filter((list) => list.length >= 2).map((list) => list[0]!.id));
+  const { speed, quality, llamaBench } = splitPicks(picked);
+  return new Set([speed, quality, llamaBench].filter((list) => list.length >= 2).map((list) => list[0]!.id));
 }
 
 function ratio(v: number | null, base: number | null): number | null {

@@ -4,7 +4,8 @@
 
 import { describe, expect, it } from 'vitest';
 import { probeSummary, summary } from '../../test/bench';
-import { buildProbeRequest, buildRequest, buildSpeedRequest, defaultDraft, draftFromRun, hasShape, planText, toggleShape, type BenchDraft } from './draft';
+import { llamaSummary } from '../../test/llamaBench';
+import { buildLlamaBenchRequest, buildProbeRequest, buildRequest, buildSpeedRequest, defaultDraft, draftFromRun, hasShape, planText, toggleShape, type BenchDraft } from './draft';
 
 const draft = (extra: Partial<BenchDraft> = {}): BenchDraft => ({ ...defaultDraft(), instance: 'qwen', ...extra });
 
@@ -192,5 +193,49 @@ describe('the quality probe in the form', () => {
   });
   it('puts a past speed benchmark back as a speed benchmark', () => {
     expect(draftFromRun(summary(3, { spec: { warm_runs: 2 } }))).toMatchObject({ kind: 'serving', warmRuns: 2, probeMaxTokens: 2048 });
+  });
+});
+
+describe('llama-bench in the form', () => {
+  const llama = (extra: Partial<BenchDraft> = {}) => draft({ kind: 'llama_bench', targetKind: 'profile', profile: 'qwen', ...extra });
+
+  it('makes llama-bench’s default run against the profile: one pp and one tg test, 5 repetitions', () => {
+    expect(buildRequest(llama())).toEqual({
+      ok: true,
+      steps: 2,
+      runs: 2,
+      body: { kind: 'llama_bench', target: { kind: 'profile', name: 'qwen' }, llama_bench: { prompt_tokens: [512], gen_tokens: [128], depths: [0], repetitions: 5 } },
+    });
+    // The speed fields are not checked for llama-bench.
+    expect(buildRequest(llama({ shapes: 'nonsense', requestTimeoutS: 0 })).ok).toBe(true);
+  });
+  it('reads typed lists and counts a test per size and depth', () => {
+    const r = buildLlamaBenchRequest(llama({ name: ' tiny lb ', llamaPrompts: '16', llamaGens: '8', llamaDepths: '0, 16', llamaRepetitions: 2 }));
+    if (!r.ok) throw new Error(r.message);
+    expect(r.body).toEqual({ name: 'tiny lb', kind: 'llama_bench', target: { kind: 'profile', name: 'qwen' }, llama_bench: { prompt_tokens: [16], gen_tokens: [8], depths: [0, 16], repetitions: 2 } });
+    expect(r.runs).toBe(4);
+    expect(planText(r)).toBe('4 tests × 2 repetitions, inside the engine');
+  });
+  it('takes a profile only, and names the field and the fix in the daemon’s words', () => {
+    expect(problem(llama({ targetKind: 'instance' }))).toEqual({ field: 'profile', message: "llama-bench runs a launch profile's model file with its flags: pick a profile" });
+    expect(problem(llama({ profile: '' })).field).toBe('profile');
+    expect(problem(llama({ llamaPrompts: '' }))).toEqual({ field: 'llamaPrompts', message: 'no prompt size: give at least one, e.g. 512' });
+    expect(problem(llama({ llamaPrompts: '0' }))).toEqual({ field: 'llamaPrompts', message: 'prompt size 0: use 1 to 1000000 tokens' });
+    expect(problem(llama({ llamaGens: '12x' })).message).toBe("generation size '12x' is not a whole number: type them like 128");
+    expect(problem(llama({ llamaDepths: '0,2000000' }))).toEqual({ field: 'llamaDepths', message: 'depth 2000000: use 0 to 1000000 tokens' });
+    const many = Array.from({ length: 33 }, (_, i) => i).join(',');
+    expect(problem(llama({ llamaDepths: many })).message).toBe('33 depths: give at most 32 (llama-bench runs every combination)');
+    expect(problem(llama({ llamaRepetitions: 0 }))).toEqual({ field: 'llamaRepetitions', message: "repetitions 0: use 1 to 100 (5 is llama-bench's default)" });
+    expect(problem(llama({ llamaRepetitions: null })).message).toBe("repetitions (blank): use 1 to 100 (5 is llama-bench's default)");
+  });
+  it('puts a past llama-bench run back in the form, which builds the same request', () => {
+    const run = llamaSummary(9, { name: 'lb', spec: { prompt_tokens: [16, 32], gen_tokens: [8], depths: [0, 16], repetitions: 2 } });
+    const d = draftFromRun(run);
+    expect(d).toMatchObject({ kind: 'llama_bench', name: 'lb', targetKind: 'profile', profile: 'qwen', llamaPrompts: '16,32', llamaGens: '8', llamaDepths: '0,16', llamaRepetitions: 2 });
+    const r = buildRequest(d);
+    if (!r.ok) throw new Error(r.message);
+    expect(r.body).toEqual({ name: 'lb', kind: 'llama_bench', target: { kind: 'profile', name: 'qwen' }, llama_bench: { prompt_tokens: [16, 32], gen_tokens: [8], depths: [0, 16], repetitions: 2 } });
+    // llama-bench's defaults where the stored spec leaves a field out.
+    expect(draftFromRun(llamaSummary(9, { spec: {} }))).toMatchObject({ llamaPrompts: '512', llamaGens: '128', llamaDepths: '0', llamaRepetitions: 5 });
   });
 });

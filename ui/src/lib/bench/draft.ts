@@ -1,13 +1,14 @@
 // The "New benchmark" form as data: what the user typed (a draft, lists as text like "1,2,4,8"),
-// the defaults, the shape presets, and the request built from it — a speed benchmark or a quality
-// probe — checked the way the daemon checks it, with its wording, so most mistakes show before
-// Start. The daemon stays the authority: its 400 is shown as it says it.
+// the defaults, the shape presets, and the request built from it — a speed benchmark, a quality
+// probe or llama-bench — checked the way the daemon checks it, with its wording, so most mistakes
+// show before Start. The daemon stays the authority: its 400 is shown as it says it.
 
-import { probeSpec, speedSpec } from './format';
+import { llamaBenchSpec, probeSpec, speedSpec } from './format';
 import type {
   BenchApi,
   BenchSpec,
   NewBenchmark,
+  NewLlamaBench,
   NewQualityProbe,
   NewSpeedRun,
   PromptSource,
@@ -22,7 +23,7 @@ import type {
 export type LoadMode = 'concurrency' | 'rate';
 
 export interface BenchDraft {
-  /** A speed benchmark (`serving`) or a quality probe. */
+  /** A speed benchmark (`serving`), a quality probe or llama-bench. */
   kind: RunKind;
   name: string;
   targetKind: TargetKind;
@@ -59,6 +60,14 @@ export interface BenchDraft {
   probeMaxTokens: number | null;
   /** Questions the probe asks at once. */
   probeConcurrency: number | null;
+  /** llama-bench's prompt sizes (pp tests), "512,2048". */
+  llamaPrompts: string;
+  /** llama-bench's generation sizes (tg tests), "128". */
+  llamaGens: string;
+  /** llama-bench's depths, "0,4096". */
+  llamaDepths: string;
+  /** Timed repetitions of each llama-bench test. */
+  llamaRepetitions: number | null;
 }
 
 /** The field a problem is about, so the form can mark it. */
@@ -105,6 +114,10 @@ export function defaultDraft(): BenchDraft {
     requestTimeoutS: 600,
     probeMaxTokens: 2048,
     probeConcurrency: 4,
+    llamaPrompts: '512',
+    llamaGens: '128',
+    llamaDepths: '0',
+    llamaRepetitions: 5,
   };
 }
 
@@ -125,6 +138,9 @@ const MAX_RATE_REQUESTS = MAX_STREAMS * 16;
 const PROBE_MIN_TOKENS = 16;
 const PROBE_MAX_TOKENS = 65_536;
 const PROBE_MAX_CONCURRENCY = 64;
+const LLAMA_MAX_TOKENS = 1_000_000;
+const LLAMA_MAX_VALUES = 32;
+const LLAMA_MAX_REPETITIONS = 100;
 
 function items(text: string): string[] {
   return text.split(/[\s,;]+/).filter((s) => s !== '');
@@ -247,7 +263,49 @@ function checkTimeout(d: BenchDraft): DraftProblem | null {
 
 /** The request the draft makes, by its kind, or the first problem with it (and the field to mark). */
 export function buildRequest(d: BenchDraft): BuiltRequest {
-  return d.kind === 'quality' ? buildProbeRequest(d) : buildSpeedRequest(d);
+  if (d.kind === 'quality') return buildProbeRequest(d);
+  if (d.kind === 'llama_bench') return buildLlamaBenchRequest(d);
+  return buildSpeedRequest(d);
+}
+
+/** One of llama-bench's size lists: whole numbers from `min`, at most 32 of them (it runs every
+ *  combination). */
+function llamaList(text: string, field: DraftField, what: string, min: number, example: string): { ok: true; value: number[] } | DraftProblem {
+  const parsed = parseWholeNumbers(text, what, example);
+  if (!parsed.ok) return { ok: false, field, message: parsed.message };
+  const values = parsed.value;
+  if (values.length === 0) return { ok: false, field, message: `no ${what}: give at least one, e.g. ${example}` };
+  if (values.length > LLAMA_MAX_VALUES) return { ok: false, field, message: `${values.length} ${what}s: give at most ${LLAMA_MAX_VALUES} (llama-bench runs every combination)` };
+  const bad = values.find((v) => v < min || v > LLAMA_MAX_TOKENS);
+  if (bad != null) return { ok: false, field, message: `${what} ${bad}: use ${min} to ${LLAMA_MAX_TOKENS} tokens` };
+  return { ok: true, value: values };
+}
+
+/** llama-bench's request: a launch profile (its model file and flags, no server), the pp and tg
+ *  sizes, the depths and the repetitions; a test per size and depth. */
+export function buildLlamaBenchRequest(d: BenchDraft): BuiltRequest<NewLlamaBench> {
+  if (d.targetKind !== 'profile') return { ok: false, field: 'profile', message: "llama-bench runs a launch profile's model file with its flags: pick a profile" };
+  const target = checkTarget(d);
+  if (!target.ok) return target;
+  const prompts = llamaList(d.llamaPrompts, 'llamaPrompts', 'prompt size', 1, '512');
+  if (!prompts.ok) return prompts;
+  const gens = llamaList(d.llamaGens, 'llamaGens', 'generation size', 1, '128');
+  if (!gens.ok) return gens;
+  const depths = llamaList(d.llamaDepths, 'llamaDepths', 'depth', 0, '0,4096');
+  if (!depths.ok) return depths;
+  const reps = d.llamaRepetitions;
+  if (blank(reps) || !Number.isInteger(reps) || reps < 1 || reps > LLAMA_MAX_REPETITIONS) {
+    return { ok: false, field: 'llamaRepetitions', message: `repetitions ${blank(reps) ? '(blank)' : reps}: use 1 to ${LLAMA_MAX_REPETITIONS} (5 is llama-bench's default)` };
+  }
+  const name = d.name.trim();
+  const body: NewLlamaBench = {
+    ...(name ? { name } : {}),
+    kind: 'llama_bench',
+    target: target.target,
+    llama_bench: { prompt_tokens: prompts.value, gen_tokens: gens.value, depths: depths.value, repetitions: reps },
+  };
+  const tests = (prompts.value.length + gens.value.length) * depths.value.length;
+  return { ok: true, body, steps: tests, runs: tests };
 }
 
 /** A quality probe's request: the target, the room per reply, how many questions at once. */
@@ -278,12 +336,16 @@ export function buildProbeRequest(d: BenchDraft): BuiltRequest<NewQualityProbe> 
   return { ok: true, body, steps: 0, runs: PROBE_QUESTIONS };
 }
 
-/** What Start will do, in words: "2 steps × (1 cold + 2 warm) = 6 runs", or a probe's
- *  "30 questions, 4 at once, up to 2048 tokens each". */
+/** What Start will do, in words: "2 steps × (1 cold + 2 warm) = 6 runs", a probe's
+ *  "30 questions, 4 at once, up to 2048 tokens each", llama-bench's "4 tests × 5 repetitions". */
 export function planText(built: Extract<BuiltRequest, { ok: true }>): string {
   const body = built.body;
   if (body.kind === 'quality') {
     return `${built.runs} questions, ${body.probe.concurrency ?? 4} at once, up to ${body.probe.max_tokens ?? 2048} tokens each`;
+  }
+  if (body.kind === 'llama_bench') {
+    const reps = body.llama_bench.repetitions ?? 5;
+    return `${built.runs} test${built.runs === 1 ? '' : 's'} × ${reps} repetition${reps === 1 ? '' : 's'}, inside the engine`;
   }
   const steps = `${built.steps} step${built.steps === 1 ? '' : 's'}`;
   return `${steps} × (1 cold + ${body.spec.warm_runs ?? 10} warm) = ${built.runs} run${built.runs === 1 ? '' : 's'}`;
@@ -391,6 +453,21 @@ export function draftFromRun(r: Pick<RunSummary, 'name' | 'kind' | 'target' | 's
     case 'url':
       Object.assign(d, { targetKind: 'url', url: str(t.url), urlModel: str(t.model) });
       break;
+  }
+  const llama = llamaBenchSpec(r);
+  if (llama) {
+    return {
+      ...d,
+      kind: 'llama_bench',
+      name: r.name,
+      targetKind: 'profile',
+      // The daemon also takes an instance's name for its profile.
+      profile: d.profile || str(t.name),
+      llamaPrompts: list(llama.prompt_tokens, d.llamaPrompts),
+      llamaGens: list(llama.gen_tokens, d.llamaGens),
+      llamaDepths: list(llama.depths, d.llamaDepths),
+      llamaRepetitions: llama.repetitions ?? d.llamaRepetitions,
+    };
   }
   const probe = probeSpec(r);
   if (probe) {

@@ -3,7 +3,11 @@
 
 import { describe, expect, it } from 'vitest';
 import { digest, point, probeAnswers, probeSummary, stats, summary } from '../../test/bench';
+import { llamaSummary } from '../../test/llamaBench';
 import {
+  isLlamaBench,
+  llamaBenchSpec,
+  llamaBenchText,
   formatCv,
   formatPassRate,
   isQuality,
@@ -130,5 +134,29 @@ describe('quality probes', () => {
       '30 questions at temperature 0, up to 24 tokens per reply, 2 at once, 60 s per request',
     );
     expect(runSpecText(summary(1, { spec: {} }))).toBe(specText({}));
+  });
+});
+
+describe('llama-bench runs', () => {
+  it('are told apart by their kind, and their spec is read by it', () => {
+    const run = llamaSummary(3);
+    expect(isLlamaBench(run)).toBe(true);
+    expect(isLlamaBench(summary(1))).toBe(false);
+    expect(isQuality(run)).toBe(false);
+    expect(speedSpec(run)).toBeNull();
+    expect(probeSpec(run)).toBeNull();
+    expect(llamaBenchSpec(run)).toEqual({ prompt_tokens: [512], gen_tokens: [128], depths: [0, 4096], repetitions: 5 });
+    expect(llamaBenchSpec(summary(1))).toBeNull();
+  });
+  it('show their progress as tests', () => {
+    expect(progressText({ kind: 'llama_bench', runs_done: 0, runs_total: 4 })).toBe('0 / 4 tests');
+    expect(progressText({ kind: 'llama_bench', runs_done: 1, runs_total: 1 })).toBe('1 / 1 test');
+  });
+  it('say their settings in words, llama-bench’s defaults where left out', () => {
+    expect(runSpecText(llamaSummary(3))).toBe('pp 512, tg 128 at depths 0 and 4096, 5 repetitions each, inside the engine (no HTTP)');
+    expect(llamaBenchText({})).toBe('pp 512, tg 128 at depth 0, 5 repetitions each, inside the engine (no HTTP)');
+    expect(llamaBenchText({ prompt_tokens: [16, 32], gen_tokens: [8], depths: [0, 16, 64], repetitions: 1 })).toBe(
+      'pp 16, 32, tg 8 at depths 0, 16 and 64, 1 repetition each, inside the engine (no HTTP)',
+    );
   });
 });

@@ -1,19 +1,30 @@
 // How the Benchmarks page writes a run's parts: step points ("2048:512 @ depth 32768, 8 streams",
 // as the daemon's reports write them), targets, statuses and progress, a quality probe's pass
 // count, and the figures (tok/s, spreads, CV, fractions, ratios). `null` renders as an em dash.
-// A run's spec is read by its kind: a speed benchmark's BenchSpec or a quality probe's ProbeSpec.
+// A run's spec is read by its kind: a speed benchmark's BenchSpec, a quality probe's ProbeSpec or
+// llama-bench's LlamaBenchSpec.
 
 import { MISSING } from '../format/units';
-import type { BenchSpec, Load, Point, ProbeSpec, QualitySummary, RunStatus, RunSummary, Shape, Stats, TargetView } from './types';
+import type { BenchSpec, LlamaBenchSpec, Load, Point, ProbeSpec, QualitySummary, RunStatus, RunSummary, Shape, Stats, TargetView } from './types';
 
 /** A quality probe (else a speed benchmark). */
 export function isQuality(r: Pick<RunSummary, 'kind'>): boolean {
   return r.kind === 'quality';
 }
 
-/** A speed benchmark's spec; null for a quality probe. */
+/** A llama-bench run (llama.cpp's own benchmark inside the engine). */
+export function isLlamaBench(r: Pick<RunSummary, 'kind'>): boolean {
+  return r.kind === 'llama_bench';
+}
+
+/** A speed benchmark's spec; null for a quality probe or llama-bench. */
 export function speedSpec(r: Pick<RunSummary, 'kind' | 'spec'>): BenchSpec | null {
-  return isQuality(r) ? null : (r.spec as BenchSpec);
+  return isQuality(r) || isLlamaBench(r) ? null : (r.spec as BenchSpec);
+}
+
+/** llama-bench's spec; null for the other kinds. */
+export function llamaBenchSpec(r: Pick<RunSummary, 'kind' | 'spec'>): LlamaBenchSpec | null {
+  return isLlamaBench(r) ? (r.spec as LlamaBenchSpec) : null;
 }
 
 /** A quality probe's spec; null for a speed benchmark. */
@@ -87,9 +98,10 @@ export function statusTone(status: RunStatus | (string & {})): StatusTone {
   }
 }
 
-/** "12 / 44 runs"; a quality probe's "12 / 30 answered". */
+/** "12 / 44 runs"; a quality probe's "12 / 30 answered"; llama-bench's "0 / 4 tests". */
 export function progressText(r: Pick<RunSummary, 'runs_done' | 'runs_total'> & Partial<Pick<RunSummary, 'kind'>>): string {
   if (r.kind === 'quality') return `${r.runs_done} / ${r.runs_total} answered`;
+  if (r.kind === 'llama_bench') return `${r.runs_done} / ${r.runs_total} test${r.runs_total === 1 ? '' : 's'}`;
   return `${r.runs_done} / ${r.runs_total} run${r.runs_total === 1 ? '' : 's'}`;
 }
 
@@ -176,10 +188,22 @@ export function probeText(s: ProbeSpec, questions: number): string {
   ].join(', ');
 }
 
+/** llama-bench's settings in words: "pp 512, tg 128 at depth 0 and 4096, 5 repetitions each,
+ *  inside the engine (no HTTP)" (llama-bench's defaults where the spec leaves them out). */
+export function llamaBenchText(s: LlamaBenchSpec): string {
+  const list = (v: number[] | undefined, fallback: number) => (v && v.length > 0 ? v : [fallback]).join(', ');
+  const depths = s.depths && s.depths.length > 0 ? s.depths : [0];
+  const reps = s.repetitions ?? 5;
+  const at = depths.length === 1 ? `depth ${depths[0]}` : `depths ${depths.slice(0, -1).join(', ')} and ${depths[depths.length - 1]}`;
+  return `pp ${list(s.prompt_tokens, 512)}, tg ${list(s.gen_tokens, 128)} at ${at}, ${reps} repetition${reps === 1 ? '' : 's'} each, inside the engine (no HTTP)`;
+}
+
 /** A run's settings in words, by its kind. */
 export function runSpecText(r: Pick<RunSummary, 'kind' | 'spec' | 'runs_total'>): string {
   const probe = probeSpec(r);
-  return probe ? probeText(probe, r.runs_total) : specText(r.spec as BenchSpec);
+  if (probe) return probeText(probe, r.runs_total);
+  const llama = llamaBenchSpec(r);
+  return llama ? llamaBenchText(llama) : specText(r.spec as BenchSpec);
 }
 
 /** The spec's settings besides the steps, in words: "10 warm runs, synthetic prompts, chat API, …". */

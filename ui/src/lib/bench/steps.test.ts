@@ -3,7 +3,7 @@
 
 import { describe, expect, it } from 'vitest';
 import { point, runResult, sample, stats, step, stepSummary } from '../../test/bench';
-import { coldFigures, coldRun, median, optionalColumns, warmRuns } from './steps';
+import { acceptanceRate, coldFigures, coldRun, median, optionalColumns, warmRuns } from './steps';
 
 describe('the cold run', () => {
   it('is found and figured on its own', () => {
@@ -31,5 +31,13 @@ describe('optionalColumns', () => {
     expect(optionalColumns(plain)).toEqual({ prefill: true, engineDecode: false, acceptance: false, cacheHits: false, goodput: false, itl: false });
     const spec = [step(0, point(256, 512), 12, [40], { summary: stepSummary({ acceptance: stats([0.7]), itl_ms: stats([10]), goodput_rps: stats([0.2]) }) })];
     expect(optionalColumns(spec)).toMatchObject({ acceptance: true, itl: true, goodput: true, cacheHits: false });
+  });
+});
+
+describe('acceptanceRate', () => {
+  it('divides accepted by drafted, or takes the rate an engine reported itself', () => {
+    expect(acceptanceRate({ acceptance: { drafted: 200, accepted: 150, drafts: 50 } })).toBe(0.75);
+    expect(acceptanceRate({ acceptance: { drafted: 0, accepted: 0, drafts: null, reported_rate: 0.55, reported_length: 2.9 } })).toBe(0.55);
+    expect(acceptanceRate({ acceptance: null })).toBeNull();
   });
 });

@@ -31,7 +31,8 @@ export function median(values: readonly (number | null | undefined)[]): number |
 
 export function acceptanceRate(r: Pick<RunResult, 'acceptance'>): number | null {
   const a = r.acceptance;
-  return a && a.drafted > 0 ? a.accepted / a.drafted : null;
+  if (!a) return null;
+  return a.drafted > 0 ? a.accepted / a.drafted : (a.reported_rate ?? null);
 }
 
 export function coldFigures(run: RunResult): ColdFigures {

@@ -1,7 +1,8 @@
 // The benchmarks API's shapes (/api/v1/bench, crates/bench): what a benchmark does (BenchSpec for
 // a speed benchmark, ProbeSpec for a quality probe), what it is pointed at (Target), a run as
 // lists show it (RunSummary, also the `bench.run` event's data) and in full (RunDetail: context,
-// telemetry, every run of every step, or every answer of a probe).
+// telemetry, every run of every step, or every answer of a probe); and a tuning of a profile's
+// knobs (TuneSpec, TuneView with its trials, also the `bench.tune` event's data).
 
 import type { UnixMillis } from '../api/types';
 
@@ -76,8 +77,9 @@ export interface ProbeSpec {
   request_timeout_s?: number;
 }
 
-/** `serving`: a speed benchmark; `quality`: a quality probe. */
-export type RunKind = 'serving' | 'quality';
+/** `serving`: a speed benchmark; `quality`: a quality probe; `llama_bench`: llama.cpp's own
+ *  llama-bench with a profile's flags. */
+export type RunKind = 'serving' | 'quality' | 'llama_bench';
 
 /** POST /bench/runs for a speed benchmark (the default kind). */
 export interface NewSpeedRun {
@@ -95,8 +97,26 @@ export interface NewQualityProbe {
   probe: ProbeSpec;
 }
 
+/** What llama-bench measures (its `-p`, `-n`, `-d`, `-r`): each prompt size and each generation
+ *  size at each depth, repeated. Every field optional on input (llama-bench's defaults: 512, 128,
+ *  0, 5). */
+export interface LlamaBenchSpec {
+  prompt_tokens?: number[];
+  gen_tokens?: number[];
+  depths?: number[];
+  repetitions?: number;
+}
+
+/** POST /bench/runs for llama-bench: the target must be a stopped llama.cpp profile. */
+export interface NewLlamaBench {
+  name?: string;
+  kind: 'llama_bench';
+  target: Target;
+  llama_bench: LlamaBenchSpec;
+}
+
 /** POST /bench/runs. */
-export type NewBenchmark = NewSpeedRun | NewQualityProbe;
+export type NewBenchmark = NewSpeedRun | NewQualityProbe | NewLlamaBench;
 
 /** A quality probe's pass counts: overall, and `[passed, asked]` per category. */
 export interface QualitySummary {
@@ -148,9 +168,9 @@ export interface RunSummary {
   name: string;
   kind: RunKind | (string & {});
   target: TargetView;
-  /** By kind: a BenchSpec (serving) or a ProbeSpec (quality); read it through `speedSpec` or
-   *  `probeSpec` (lib/bench/format). */
-  spec: BenchSpec | ProbeSpec;
+  /** By kind: a BenchSpec (serving), a ProbeSpec (quality) or a LlamaBenchSpec; read it through
+   *  `speedSpec`, `probeSpec` or `llamaBenchSpec` (lib/bench/format). */
+  spec: BenchSpec | ProbeSpec | LlamaBenchSpec;
   status: RunStatus | (string & {});
   error: string | null;
   /** False: prompt lengths were estimated, not counted by the engine's tokenizer. */
@@ -186,6 +206,9 @@ export interface Acceptance {
   accepted: number;
   /** Draft rounds, where the engine counts them. */
   drafts: number | null;
+  /** SGLang counts nothing: its own rate and mean length (gauges read after the run). */
+  reported_rate?: number | null;
+  reported_length?: number | null;
 }
 
 /** One request. Times are milliseconds from the start of its run. */
@@ -285,7 +308,148 @@ export interface RunDetail extends RunSummary {
   results: StepResult[];
   /** A quality probe's answers in question order; empty for a speed benchmark. */
   answers?: Answer[];
+  /** llama-bench's tests, all at once at the end; empty for the other kinds. */
+  tests?: LlamaBenchTest[];
+}
+
+/** One llama-bench test (`pp512 @ d0`, `tg128 @ d4096`): tok/s over its repetitions and what it
+ *  ran on, as llama-bench reports it with every test. */
+export interface LlamaBenchTest {
+  test: string;
+  n_prompt: number;
+  n_gen: number;
+  n_depth: number;
+  /** llama-bench's mean tok/s over the repetitions, and its stdev. */
+  avg_ts: number;
+  stddev_ts: number;
+  /** tok/s of each repetition. */
+  samples_ts: number[];
+  stats: Stats | null;
+  build_commit?: string | null;
+  build_number?: number | null;
+  /** ggml backends compiled in: `CUDA`, `CPU`… */
+  backends?: string | null;
+  gpu_info?: string | null;
+  cpu_info?: string | null;
+  model_filename?: string | null;
+  model_type?: string | null;
+  model_size?: number | null;
+  model_n_params?: number | null;
+  n_threads?: number | null;
+  n_gpu_layers?: number | null;
+  n_cpu_moe?: number | null;
+  n_batch?: number | null;
+  n_ubatch?: number | null;
+  type_k?: string | null;
+  type_v?: string | null;
+  split_mode?: string | null;
+  main_gpu?: number | null;
+  /** `on`, `off` or `auto`. */
+  flash_attn?: string | null;
+  no_kv_offload?: boolean | null;
+  tensor_split?: string | null;
+  tensor_buft_overrides?: string | null;
+  devices?: string | null;
+  test_time?: string | null;
 }
 
 /** GET /bench/runs/{id}/export?format=… */
 export type ExportFormat = 'csv' | 'json' | 'md';
+
+// ---- Tuning (/api/v1/bench/tunes) ----
+
+/** Every value from `from` to `to` by `step`. */
+export interface TuneRange {
+  from: number;
+  to: number;
+  step: number;
+}
+
+/** A knob (`threads`, `ubatch`, …, or any engine flag like `--draft-min`) and its values, or a
+ *  range instead. Values come back as text whatever was sent. */
+export interface TuneKnob {
+  name: string;
+  values?: (string | number)[];
+  range?: TuneRange | null;
+}
+
+/** walk: one knob at a time from the best so far, upward, stopping at the first value worse
+ *  beyond the noise or failing; grid: every combination. */
+export type TuneStrategy = 'walk' | 'grid';
+
+/** The figure trials are judged by; TTFT: lower is better. */
+export type TuneObjective = 'aggregate_tps' | 'stream_tps' | 'prefill_tps' | 'ttft_ms';
+
+/** Every field optional on input but the knobs (the daemon's defaults: walk, aggregate_tps, one
+ *  512:128 point at 1 stream with 5 warm runs, 24 trials at most). */
+export interface TuneSpec {
+  knobs: TuneKnob[];
+  strategy?: TuneStrategy;
+  objective?: TuneObjective;
+  /** One workload point (one shape, depth and concurrency), at least 3 warm runs. */
+  bench?: BenchSpec;
+  /** 1–64. */
+  max_trials?: number;
+}
+
+/** POST /bench/tunes. */
+export interface NewTune {
+  name?: string;
+  /** A saved launch profile: its engine is restarted with each trial's values. */
+  profile: string;
+  spec: TuneSpec;
+}
+
+export type TrialOutcome = 'running' | 'measured' | 'out_of_memory' | 'crashed' | 'failed' | 'cancelled';
+
+export type Verdict = 'baseline' | 'better' | 'within_noise' | 'worse' | 'failed';
+
+/** A trial against the best so far; the reason gives the figures behind it. */
+export interface Decision {
+  verdict: Verdict | (string & {});
+  reason: string;
+}
+
+/** One trial: the profile with some knobs changed (none: the baseline), restarted and benchmarked. */
+export interface Trial {
+  index: number;
+  values: Record<string, string>;
+  outcome: TrialOutcome | (string & {});
+  /** The benchmark run that measured it. */
+  run_id: number | null;
+  command_line: string | null;
+  /** The objective across the warm runs. */
+  objective: Stats | null;
+  decision: Decision | null;
+  error: string | null;
+  started_at_ms: UnixMillis;
+  finished_at_ms: UnixMillis | null;
+}
+
+/** The trial that beat the baseline beyond the noise last, and by how much. */
+export interface TuneBest {
+  trial: number;
+  values: Record<string, string>;
+  objective: Stats;
+  baseline: Stats;
+  /** Positive is better, whatever the objective's direction. */
+  gain_percent: number;
+}
+
+/** A tuning as GET /bench/tunes lists it and the `bench.tune` event carries it. */
+export interface TuneView {
+  id: number;
+  name: string;
+  profile: string;
+  spec: TuneSpec;
+  status: RunStatus | (string & {});
+  error: string | null;
+  trials: Trial[];
+  /** At most this many trials (a walk may stop earlier). */
+  trials_planned: number;
+  best: TuneBest | null;
+  /** The profile the best values were saved as. */
+  saved_profile: string | null;
+  started_at_ms: UnixMillis;
+  finished_at_ms: UnixMillis | null;
+}

@@ -1,7 +1,7 @@
 // Hash routes.
 
 import { describe, expect, it } from 'vitest';
-import { benchHash, benchRunId, chatConversationId, chatHash, GATEWAY_TABS, hashParams, hubModelHash, hubRepo, MODELS_TABS, navRoute, parseHash, planHash } from './hash';
+import { benchHash, benchRunId, benchTuneId, benchHalf, BENCH_TABS, tuneHash, chatConversationId, chatHash, GATEWAY_TABS, hashParams, hubModelHash, hubRepo, MODELS_TABS, navRoute, parseHash, planHash } from './hash';
 
 describe('parseHash', () => {
   it('maps the routes', () => {
@@ -112,5 +112,27 @@ describe('benchmark addresses', () => {
     expect(benchRunId('#/bench')).toBeNull();
     expect(benchRunId('#/bench/x')).toBeNull();
     expect(benchRunId('#/chat/7')).toBeNull();
+  });
+});
+
+describe('tuning addresses', () => {
+  it('stay on the Benchmarks page, in its Tuning half', () => {
+    expect(parseHash('#/bench/tune')).toBe('bench');
+    expect(parseHash('#/bench/tune/3')).toBe('bench');
+    expect(benchHalf('#/bench/tune')).toBe('tune');
+    expect(benchHalf('#/bench/tune/3/')).toBe('tune');
+    expect(benchHalf('#/bench')).toBe('runs');
+    expect(benchHalf('#/bench/3')).toBe('runs');
+    expect(benchHalf('#/bench/tuner')).toBe('runs');
+    expect(BENCH_TABS.map((t) => benchHalf(t.hash))).toEqual(['runs', 'tune']);
+    expect(benchRunId('#/bench/tune/3')).toBeNull();
+  });
+  it('round-trip a tuning id', () => {
+    expect(tuneHash(3)).toBe('#/bench/tune/3');
+    expect(tuneHash(null)).toBe('#/bench/tune');
+    expect(benchTuneId(tuneHash(3))).toBe(3);
+    expect(benchTuneId('#/bench/tune')).toBeNull();
+    expect(benchTuneId('#/bench/3')).toBeNull();
+    expect(benchTuneId('#/bench/tune/x')).toBeNull();
   });
 });

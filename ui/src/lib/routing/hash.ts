@@ -1,6 +1,6 @@
 // Hash routes (#/, #/history, #/models, #/hub, #/hub/org/name, #/plan?model=…, #/instances,
 // #/gateway, #/gateway/usage, #/chat, #/chat/<conversation id>, #/bench, #/bench/<run id>,
-// #/settings):
+// #/bench/tune, #/bench/tune/<tuning id>, #/settings):
 // the daemon serves one index.html, so routing stays on the client and a reload keeps the page.
 
 export type Route =
@@ -30,9 +30,10 @@ export const ROUTES: { route: Route; hash: string; label: string }[] = [
   { route: 'settings', hash: '#/settings', label: 'Settings' },
 ];
 
-/** A tab of a page in two halves (components/common/PageTabs): where it leads, its text, its test id. */
-export interface PageTab {
-  route: Route;
+/** A tab of a page in two halves (components/common/PageTabs): where it leads, its text, its test
+ *  id. Its key is a route, or a half of one page (the Benchmarks page's runs and tunings). */
+export interface PageTab<R extends string = Route> {
+  route: R;
   hash: string;
   label: string;
   testid: string;
@@ -50,8 +51,13 @@ export const GATEWAY_TABS: PageTab[] = [
   { route: 'usage', hash: '#/gateway/usage', label: 'Usage', testid: 'tab-usage' },
 ];
 
+/** The address' path: no `#`, no query, no trailing slash. */
+function hashPath(hash: string): string {
+  return hash.replace(/^#/, '').replace(/[?].*$/, '').replace(/\/+$/, '');
+}
+
 export function parseHash(hash: string): Route {
-  const path = hash.replace(/^#/, '').replace(/[?].*$/, '').replace(/\/+$/, '');
+  const path = hashPath(hash);
   if (path.startsWith('/hub/')) return hubRepo(hash) ? 'hub-model' : 'hub';
   if (path === '/chat' || path.startsWith('/chat/')) return 'chat';
   if (path === '/bench' || path.startsWith('/bench/')) return 'bench';
@@ -84,6 +90,13 @@ export function navRoute(route: Route): Route {
 }
 
 /** The query part of a hash route: `#/plan?model=%2Fm%2Fx.gguf&rig=4x3090`. */
+/** Benchmarks: the runs, and the tunings of a profile's knobs (one page, two halves). */
+export type BenchHalf = 'runs' | 'tune';
+export const BENCH_TABS: PageTab<BenchHalf>[] = [
+  { route: 'runs', hash: '#/bench', label: 'Runs', testid: 'bench-tab-runs' },
+  { route: 'tune', hash: '#/bench/tune', label: 'Tuning', testid: 'bench-tab-tune' },
+];
+
 export function hashParams(hash: string): URLSearchParams {
   const q = hash.indexOf('?');
   return new URLSearchParams(q >= 0 ? hash.slice(q + 1) : '');
@@ -105,7 +118,7 @@ export function hubModelHash(repo: string, quant?: string | null): string {
 
 /** The `org/name` of a hub model page's address, or null when it names none. */
 export function hubRepo(hash: string): string | null {
-  const path = hash.replace(/^#/, '').replace(/[?].*$/, '').replace(/\/+$/, '');
+  const path = hashPath(hash);
   const m = /^\/hub\/([^/]+)\/([^/]+)$/.exec(path);
   if (!m) return null;
   try {
@@ -123,7 +136,7 @@ export function chatHash(id: number | null): string {
 
 /** The conversation a chat address names, or null (a new chat, or an id that is not one). */
 export function chatConversationId(hash: string): number | null {
-  const path = hash.replace(/^#/, '').replace(/[?].*$/, '').replace(/\/+$/, '');
+  const path = hashPath(hash);
   const m = /^\/chat\/(\d{1,15})$/.exec(path);
   return m ? Number(m[1]) : null;
 }
@@ -135,7 +148,25 @@ export function benchHash(id: number | null): string {
 
 /** The run a benchmarks address names, or null (none open, or an id that is not one). */
 export function benchRunId(hash: string): number | null {
-  const path = hash.replace(/^#/, '').replace(/[?].*$/, '').replace(/\/+$/, '');
+  const path = hashPath(hash);
   const m = /^\/bench\/(\d{1,15})$/.exec(path);
+  return m ? Number(m[1]) : null;
+}
+
+/** The Tuning half of the Benchmarks page: `#/bench/tune`, or a tuning open: `#/bench/tune/3`. */
+export function tuneHash(id: number | null): string {
+  return id == null ? '#/bench/tune' : `#/bench/tune/${id}`;
+}
+
+/** The half of the Benchmarks page an address shows. */
+export function benchHalf(hash: string): BenchHalf {
+  const path = hashPath(hash);
+  return path === '/bench/tune' || path.startsWith('/bench/tune/') ? 'tune' : 'runs';
+}
+
+/** The tuning a benchmarks address names, or null (none open, or an id that is not one). */
+export function benchTuneId(hash: string): number | null {
+  const path = hashPath(hash);
+  const m = /^\/bench\/tune\/(\d{1,15})$/.exec(path);
   return m ? Number(m[1]) : null;
 }

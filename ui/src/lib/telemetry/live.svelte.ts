@@ -11,6 +11,7 @@ import { downloads } from '../hub/downloads.svelte';
 import { hubCache } from '../hub/cache.svelte';
 import { chat } from '../chat/chat.svelte';
 import { bench } from '../bench/bench.svelte';
+import { tune } from '../bench/tune.svelte';
 
 /** A pause longer than three periods is a gap in the charts, not a straight line. */
 export function gapThresholdMs(periodMs: number): number {
@@ -48,6 +49,7 @@ class LiveTelemetry {
         else if (ev.type === 'chat.delta') chat.ingestDelta(ev.data);
         else if (ev.type === 'chat.message') chat.ingestMessage(ev.data);
         else if (ev.type === 'bench.run') bench.ingest(ev.data);
+        else if (ev.type === 'bench.tune') tune.ingest(ev.data);
         else if (ev.type === 'telemetry.frame') this.ingest(ev.data);
         else if (ev.type === 'library.changed') this.libraryChanged(ev.data);
         else if (ev.type === 'instance.state') engines.upsert(ev.data);
@@ -65,11 +67,12 @@ class LiveTelemetry {
     this.client.start();
   }
 
-  /** The stream (re)started: a reply written (or a benchmark run) while it was down is read again. */
+  /** The stream (re)started: a reply written (or a benchmark run, a tuning) while it was down is read again. */
   private helloed(hello: Hello): void {
     this.hello = hello;
     chat.resync();
     bench.resync();
+    tune.resync();
   }
 
   ingest(frame: TelemetryFrame): void {
@@ -100,6 +103,7 @@ class LiveTelemetry {
     if (library.entries) void library.load();
     chat.resync();
     bench.resync();
+    tune.resync();
   }
 
   retryNow(): void {
