@@ -8,13 +8,14 @@ use crate::placement::{DeviceId, KvType, PlacementOptions, TensorOverride};
 use crate::profiles::profile::LaunchProfile;
 
 /// Knob names the tuning form offers (any `-flag` or `--flag` works besides).
-pub const SETTINGS: [&str; 12] = [
+pub const SETTINGS: [&str; 13] = [
     "threads",
     "batch",
     "ubatch",
     "parallel",
     "n_gpu_layers",
     "n_cpu_moe",
+    "gpu_expert_layers",
     "tensor_split",
     "cache_type",
     "cache_type_k",
@@ -34,6 +35,7 @@ pub fn apply(profile: &mut LaunchProfile, knob: &str, value: &str) -> Result<(),
         "parallel" => placement.parallel = number(knob, value, 1)?,
         "n_gpu_layers" => placement.n_gpu_layers = Some(number(knob, value, 0)?),
         "n_cpu_moe" => set_cpu_moe(placement, number(knob, value, 0)?),
+        "gpu_expert_layers" => set_gpu_experts(placement, &per_gpu(knob, value)?),
         "tensor_split" => placement.tensor_split = split(value)?,
         "cache_type" => {
             let kind = kv_type(knob, value)?;
@@ -106,6 +108,43 @@ fn set_cpu_moe(placement: &mut PlacementOptions, layers: u32) {
     placement.overrides = overrides;
 }
 
+/// `8,6`: layers whose experts each GPU keeps, in order.
+fn per_gpu(knob: &str, value: &str) -> Result<Vec<u32>, String> {
+    value
+        .split([',', '/'])
+        .map(|part| part.trim().parse::<u32>().ok())
+        .collect::<Option<Vec<u32>>>()
+        .filter(|counts| !counts.is_empty())
+        .ok_or_else(|| {
+            format!("{knob} = '{value}' is not expert layers per GPU, e.g. 8,6 (GPU 0 keeps the experts of layers 0–7, GPU 1 of 8–13)")
+        })
+}
+
+/// The experts of the first layers on the GPUs, `counts[g]` layers each in layer order (as
+/// the layers themselves are split), every other expert on the CPU: the `-ot` lines the seeds
+/// write by hand. Earlier expert overrides are replaced; others keep their order after these.
+fn set_gpu_experts(placement: &mut PlacementOptions, counts: &[u32]) {
+    let mut overrides = Vec::new();
+    let mut layer = 0;
+    for (gpu, count) in counts.iter().enumerate() {
+        for _ in 0..*count {
+            overrides.push(TensorOverride {
+                pattern: format!(r"blk\.{layer}{EXPERTS_REGEX}"),
+                device: DeviceId::Gpu(gpu as u32),
+            });
+            layer += 1;
+        }
+    }
+    overrides.push(PlacementOptions::cpu_moe_override());
+    overrides.extend(
+        placement
+            .overrides
+            .drain(..)
+            .filter(|o| !o.pattern.ends_with(EXPERTS_REGEX)),
+    );
+    placement.overrides = overrides;
+}
+
 /// Sets `flag value` in the extra arguments, replacing the flag where it is already given.
 /// The value `off` removes the flag; an empty value leaves it as a switch.
 fn set_flag(args: &mut Vec<String>, flag: &str, value: &str) {
@@ -157,6 +196,29 @@ mod tests {
         assert_eq!(overrides[3], custom);
         apply(&mut profile, "n_cpu_moe", "0").expect("none");
         assert_eq!(profile.placement.overrides, [custom]);
+    }
+
+    #[test]
+    fn gpu_expert_layers_put_leading_experts_on_each_gpu_and_the_rest_on_the_cpu() {
+        let mut profile = LaunchProfile::default();
+        apply(&mut profile, "n_cpu_moe", "4").expect("ncmoe");
+        apply(&mut profile, "gpu_expert_layers", "2,1").expect("per gpu");
+        let overrides = &profile.placement.overrides;
+        let devices: Vec<DeviceId> = overrides.iter().map(|o| o.device).collect();
+        assert_eq!(
+            devices,
+            [
+                DeviceId::Gpu(0),
+                DeviceId::Gpu(0),
+                DeviceId::Gpu(1),
+                DeviceId::Cpu
+            ]
+        );
+        assert!(overrides[2].pattern.starts_with(r"blk\.2\."));
+        assert_eq!(overrides[3], PlacementOptions::cpu_moe_override());
+        assert!(apply(&mut profile, "gpu_expert_layers", "x")
+            .expect_err("x")
+            .contains("8,6"));
     }
 
     #[test]

@@ -39,6 +39,7 @@ describe('parseValues', () => {
   it('splits tensor_split on ";", its commas belonging to each value', () => {
     expect(parseValues('3,1; 1,1 ;1,3', 'tensor_split')).toEqual(['3,1', '1,1', '1,3']);
     expect(parseValues('3,1', 'tensor_split')).toEqual(['3,1']);
+    expect(parseValues('8,6; 10,8', 'gpu_expert_layers')).toEqual(['8,6', '10,8']);
   });
   it('reads "" as the empty value (a flag alone) and drops other empty entries', () => {
     expect(parseValues('off, "", ,', '--no-mmap')).toEqual(['off', '']);

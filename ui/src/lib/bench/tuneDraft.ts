@@ -16,6 +16,7 @@ export const KNOB_NAMES = [
   'parallel',
   'n_gpu_layers',
   'n_cpu_moe',
+  'gpu_expert_layers',
   'tensor_split',
   'cache_type',
   'cache_type_k',
@@ -35,6 +36,7 @@ const EXAMPLES: Record<string, string> = {
   parallel: '1, 2, 4',
   n_gpu_layers: '20, 30, 40',
   n_cpu_moe: '0, 8, 16',
+  gpu_expert_layers: '4,4; 6,6; 8,8',
   tensor_split: '3,1; 1,1; 1,3',
   cache_type: 'f16, q8_0, q4_0',
   cache_type_k: 'f16, q8_0, q4_0',
@@ -109,9 +111,12 @@ export function knobName(k: KnobDraft): string {
   return k.name === OTHER_FLAG ? k.flag.trim() : k.name;
 }
 
-/** Values are split on `;` for tensor_split (whose values are like `3,1`), on commas otherwise. */
+/** Knobs whose values are lists per GPU (`3,1`, `8,6`): their values are split on `;`. */
+const PER_GPU_KNOBS = ['tensor_split', 'gpu_expert_layers'];
+
+/** Values are split on `;` for knobs whose values are per-GPU lists, on commas otherwise. */
 export function listSeparator(name: string): string {
-  return name === 'tensor_split' ? ';' : ',';
+  return PER_GPU_KNOBS.includes(name) ? ';' : ',';
 }
 
 /** The values box's placeholder for a knob. */
@@ -123,6 +128,7 @@ export function valuesExample(k: KnobDraft): string {
 export function valuesHint(k: KnobDraft): string {
   const name = knobName(k);
   if (name === 'tensor_split') return 'Separate the values with ";": each value is a split like 3,1 (proportions per GPU, as the engine takes them).';
+  if (name === 'gpu_expert_layers') return 'Separate the values with ";": each value is layers per GPU like 8,6 (GPU 0 keeps the experts of layers 0–7, GPU 1 of 8–13, the rest on the CPU).';
   if (k.name === OTHER_FLAG) return 'Separated by commas; each value is given after the flag. off leaves the flag out; "" gives the flag alone, without a value.';
   return 'Separated by commas; tried in this order (a walk goes upward through them).';
 }
