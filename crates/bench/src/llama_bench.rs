@@ -18,8 +18,7 @@ use tokio::process::Command;
 use tokio::sync::watch;
 
 use crate::stats::Stats;
-/// llama.cpp's `LLM_FFN_EXPS_REGEX`: the expert tensors `-cmoe`/`-ncmoe` keep on the CPU.
-use rigdeck_placement::options::EXPERTS_REGEX;
+use rigdeck_placement::{PlacementOptions, TensorOverride};
 
 /// Largest prompt, generation or depth size accepted: beyond it a run is a typo, not a benchmark.
 const MAX_TOKENS: u32 = 1_000_000;
@@ -313,13 +312,17 @@ pub fn bench_flags(server_args: &[String]) -> (Vec<String>, Vec<String>) {
             Rule::CpuMoeLayers => match value.parse::<u32>() {
                 Ok(n) => {
                     overrides_here(&mut out);
-                    overrides.extend((0..n).map(|i| format!(r"blk\.{i}{EXPERTS_REGEX}=CPU")));
+                    overrides.extend(
+                        PlacementOptions::n_cpu_moe_overrides(n)
+                            .iter()
+                            .map(ot_entry),
+                    );
                 }
                 Err(_) => dropped.push(format!("{flag} {value}")),
             },
             Rule::CpuMoe => {
                 overrides_here(&mut out);
-                overrides.push(format!("{EXPERTS_REGEX}=CPU"));
+                overrides.push(ot_entry(&PlacementOptions::cpu_moe_override()));
             }
         }
     }
@@ -345,6 +348,11 @@ fn fa_value(value: &str) -> Option<&'static str> {
         "auto" | "-1" => Some("auto"),
         _ => None,
     }
+}
+
+/// `PATTERN=BUFFER`, as `-ot` takes it (the placement crate's own spelling of `-ncmoe`/`-cmoe`).
+fn ot_entry(o: &TensorOverride) -> String {
+    format!("{}={}", o.pattern, o.device.buffer_name())
 }
 
 /// Places the one `-ot` where the first override appeared; its value is filled in at the end.

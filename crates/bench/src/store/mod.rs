@@ -180,14 +180,13 @@ impl BenchStore {
 
     /// Runs a daemon left 'running' when it stopped are marked aborted; their steps are kept.
     pub async fn mark_aborted(&self, now_ms: i64) -> Result<u64, StoreError> {
-        let done = sqlx::query(
-            "UPDATE bench_runs SET status = 'aborted', finished_at_ms = ?, \
-             error = 'Rigdeck stopped during this run; the steps measured before are kept' WHERE status = 'running'",
+        mark_aborted(
+            &self.pool,
+            "bench_runs",
+            "Rigdeck stopped during this run; the steps measured before are kept",
+            now_ms,
         )
-        .bind(now_ms)
-        .execute(&self.pool)
-        .await?;
-        Ok(done.rows_affected())
+        .await
     }
 
     pub async fn create(&self, run: NewRun<'_>) -> Result<i64, StoreError> {
@@ -280,14 +279,7 @@ impl BenchStore {
         error: Option<&str>,
         now_ms: i64,
     ) -> Result<(), StoreError> {
-        sqlx::query("UPDATE bench_runs SET status = ?, error = ?, finished_at_ms = ? WHERE id = ?")
-            .bind(status.as_str())
-            .bind(error)
-            .bind(now_ms)
-            .bind(id)
-            .execute(&self.pool)
-            .await?;
-        Ok(())
+        finish(&self.pool, "bench_runs", id, status, error, now_ms).await
     }
 
     /// Every run, newest first.
@@ -392,6 +384,44 @@ fn summary(row: &SqliteRow) -> Result<RunSummary, StoreError> {
 
 fn answers(row: &SqliteRow) -> Vec<Answer> {
     serde_json::from_str(&row.get::<String, _>("answers")).unwrap_or_default()
+}
+
+/// Rows of `table` a stopped daemon left 'running' become 'aborted', with `why` as their error.
+pub(crate) async fn mark_aborted(
+    pool: &SqlitePool,
+    table: &'static str,
+    why: &str,
+    now_ms: i64,
+) -> Result<u64, StoreError> {
+    let done = sqlx::query(&format!(
+        "UPDATE {table} SET status = 'aborted', finished_at_ms = ?, error = ? WHERE status = 'running'"
+    ))
+    .bind(now_ms)
+    .bind(why)
+    .execute(pool)
+    .await?;
+    Ok(done.rows_affected())
+}
+
+/// How a row of `table` ended.
+pub(crate) async fn finish(
+    pool: &SqlitePool,
+    table: &'static str,
+    id: i64,
+    status: Status,
+    error: Option<&str>,
+    now_ms: i64,
+) -> Result<(), StoreError> {
+    sqlx::query(&format!(
+        "UPDATE {table} SET status = ?, error = ?, finished_at_ms = ? WHERE id = ?"
+    ))
+    .bind(status.as_str())
+    .bind(error)
+    .bind(now_ms)
+    .bind(id)
+    .execute(pool)
+    .await?;
+    Ok(())
 }
 
 fn tests(row: &SqliteRow) -> Vec<LlamaBenchTest> {

@@ -97,14 +97,13 @@ impl TuneStore {
 
     /// Tunings a daemon left 'running' when it stopped are marked aborted; trials are kept.
     pub async fn mark_aborted(&self, now_ms: i64) -> Result<u64, StoreError> {
-        let done = sqlx::query(
-            "UPDATE bench_tunes SET status = 'aborted', finished_at_ms = ?, \
-             error = 'Rigdeck stopped during this tuning; the trials measured before are kept' WHERE status = 'running'",
+        super::mark_aborted(
+            &self.pool,
+            "bench_tunes",
+            "Rigdeck stopped during this tuning; the trials measured before are kept",
+            now_ms,
         )
-        .bind(now_ms)
-        .execute(&self.pool)
-        .await?;
-        Ok(done.rows_affected())
+        .await
     }
 
     pub async fn create(
@@ -150,16 +149,7 @@ impl TuneStore {
         error: Option<&str>,
         now_ms: i64,
     ) -> Result<(), StoreError> {
-        sqlx::query(
-            "UPDATE bench_tunes SET status = ?, error = ?, finished_at_ms = ? WHERE id = ?",
-        )
-        .bind(status.as_str())
-        .bind(error)
-        .bind(now_ms)
-        .bind(id)
-        .execute(&self.pool)
-        .await?;
-        Ok(())
+        super::finish(&self.pool, "bench_tunes", id, status, error, now_ms).await
     }
 
     pub async fn set_saved_profile(&self, id: i64, profile: &str) -> Result<(), StoreError> {

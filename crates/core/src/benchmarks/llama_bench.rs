@@ -7,14 +7,12 @@ use std::path::PathBuf;
 
 use serde_json::{json, Value};
 
-use super::target::profile_for;
 use super::Target;
 use crate::bench::llama_bench::{self, LlamaBenchSpec};
 use crate::engines::EngineKind;
 use crate::launch::Instances;
 use crate::profiles::profile;
 use crate::store::Store;
-use crate::supervisor::Phase;
 
 /// What runs: the argv, the environment, and the profile flags llama-bench has no use for.
 pub struct Prepared {
@@ -47,12 +45,10 @@ pub async fn prepare(
                 .into(),
         ),
     };
-    let profile = profile_for(profiles, name)
+    let profile = profiles
+        .launch_profile(name)
         .await
-        .filter(|p| &p.name == name)
-        .ok_or_else(|| {
-            format!("no launch profile named '{name}': `rigdeck profiles list` shows them")
-        })?;
+        .map_err(|e| e.to_string())?;
     let build = profiles
         .engine_build(profile.engine_build_id)
         .await
@@ -77,7 +73,7 @@ pub async fn prepare(
         )
     })?;
     if let Some((phase, _, _)) = instances.and_then(|i| i.phase_and_address(name)) {
-        if !matches!(phase, Phase::Stopped | Phase::Crashed { .. }) {
+        if super::is_up(&phase) {
             return Err(format!(
                 "'{name}' is running: llama-bench loads the model itself, so the two would share the memory and the cores; stop the instance first, or run a serving benchmark against it"
             ));

@@ -161,9 +161,10 @@ impl Benchmarks {
 
     /// Stores the run and starts it in the background; returns it as stored.
     pub async fn begin(self: &Arc<Self>, new: NewBenchmark) -> Result<RunSummary, BenchError> {
-        let (id, context, cancel) = self.create(&new).await?;
+        let created = self.create(&new).await?;
+        let id = created.id;
         let this = self.clone();
-        tokio::spawn(async move { this.execute(id, new, context, cancel).await });
+        tokio::spawn(async move { this.execute(new, created).await });
         let summary = self.summary(id).await?;
         self.bus.publish(Event::BenchRun(Arc::new(summary.clone())));
         Ok(summary)
@@ -176,9 +177,10 @@ impl Benchmarks {
         new: NewBenchmark,
         mut stop: watch::Receiver<bool>,
     ) -> Result<i64, BenchError> {
-        let (id, context, cancel) = self.create(&new).await?;
+        let created = self.create(&new).await?;
+        let id = created.id;
         self.announce(id).await;
-        let run = self.clone().execute(id, new, context, cancel);
+        let run = self.clone().execute(new, created);
         tokio::pin!(run);
         tokio::select! {
             () = &mut run => return Ok(id),
@@ -191,10 +193,7 @@ impl Benchmarks {
     }
 
     /// Checks the request, stores the run as running and registers its cancel switch.
-    async fn create(
-        &self,
-        new: &NewBenchmark,
-    ) -> Result<(i64, Value, watch::Receiver<bool>), BenchError> {
+    async fn create(&self, new: &NewBenchmark) -> Result<Created, BenchError> {
         new.validate().map_err(BenchError::Invalid)?;
         if let Target::Instance { name } = &new.target {
             target::instance_root(self.instances()?, name).map_err(BenchError::Invalid)?;
@@ -205,8 +204,11 @@ impl Benchmarks {
             .filter(|n| !n.trim().is_empty())
             .unwrap_or_else(|| new.target.label());
         let mut context = self.context(&new.target).await;
-        if new.kind == RunKind::LlamaBench {
-            let prepared = self.llama_bench(new).await?;
+        let llama_bench = match new.kind {
+            RunKind::LlamaBench => Some(self.llama_bench(new).await?),
+            _ => None,
+        };
+        if let Some(prepared) = &llama_bench {
             context["llama_bench"] = prepared.context();
         }
         let id = self
@@ -223,7 +225,12 @@ impl Benchmarks {
             .await?;
         let (cancel_tx, cancel_rx) = watch::channel(false);
         lock(&self.running).insert(id, cancel_tx);
-        Ok((id, context, cancel_rx))
+        Ok(Created {
+            id,
+            context,
+            cancel: cancel_rx,
+            llama_bench,
+        })
     }
 
     /// Asks a running benchmark to stop; what it measured is kept.
@@ -256,18 +263,25 @@ impl Benchmarks {
         })
     }
 
-    async fn execute(
-        self: Arc<Self>,
-        id: i64,
-        new: NewBenchmark,
-        mut context: Value,
-        cancel: watch::Receiver<bool>,
-    ) {
+    async fn execute(self: Arc<Self>, new: NewBenchmark, created: Created) {
+        let Created {
+            id,
+            mut context,
+            cancel,
+            llama_bench,
+        } = created;
         let (writer, steps) = mpsc::unbounded_channel();
         let samples = Arc::new(Mutex::new(Vec::new()));
         let saver = tokio::spawn(self.clone().save_steps(id, steps, samples.clone()));
         let sampler = tokio::spawn(sample_telemetry(self.telemetry.clone(), samples.clone()));
-        let (outcome, started_profile) = self.measure(id, &new, writer, cancel).await;
+        let (outcome, started_profile) = match llama_bench {
+            Some(prepared) => {
+                // Its results are stored at the end, not streamed: the saver has nothing to wait for.
+                drop(writer);
+                (self.run_llama_bench(id, &prepared, cancel).await, None)
+            }
+            None => self.measure(id, &new, writer, cancel).await,
+        };
         sampler.abort();
         let _ = saver.await;
         let telemetry = lock(&samples).clone();
@@ -312,9 +326,6 @@ impl Benchmarks {
         writer: mpsc::UnboundedSender<Progress>,
         mut cancel: watch::Receiver<bool>,
     ) -> (Outcome, Option<String>) {
-        if new.kind == RunKind::LlamaBench {
-            return (self.run_llama_bench(id, new, cancel).await, None);
-        }
         let resolved = tokio::select! {
             resolved = self.endpoint(&new.target) => resolved,
             Ok(_) = cancel.wait_for(|c| *c) => return (Outcome::Cancelled, None),
@@ -359,13 +370,9 @@ impl Benchmarks {
     async fn run_llama_bench(
         &self,
         id: i64,
-        new: &NewBenchmark,
+        prepared: &llama_bench::Prepared,
         cancel: watch::Receiver<bool>,
     ) -> Outcome {
-        let prepared = match self.llama_bench(new).await {
-            Ok(prepared) => prepared,
-            Err(err) => return Outcome::Failed(err.to_string()),
-        };
         let stopped = cancel.clone();
         let ran = crate::bench::llama_bench::run(
             &prepared.argv,
@@ -561,6 +568,15 @@ impl Benchmarks {
     }
 }
 
+/// A run as stored before it starts: its id, context, cancel switch and, for llama-bench, the
+/// command checked when the run was asked for.
+struct Created {
+    id: i64,
+    context: Value,
+    cancel: watch::Receiver<bool>,
+    llama_bench: Option<llama_bench::Prepared>,
+}
+
 /// What the saver task stores as a run goes.
 enum Progress {
     Step(Box<StepResult>),
@@ -619,6 +635,11 @@ pub(crate) async fn wait_ready(instances: &Instances, name: &str) -> Result<Stri
             _ => tokio::time::sleep(Duration::from_millis(250)).await,
         }
     }
+}
+
+/// Whether an instance in this phase holds (or is about to hold) its engine's resources.
+pub(crate) fn is_up(phase: &Phase) -> bool {
+    !matches!(phase, Phase::Stopped | Phase::Crashed { .. })
 }
 
 /// A telemetry point each second, from the collector's latest frame.

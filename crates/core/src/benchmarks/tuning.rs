@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use serde::Deserialize;
 use tokio::sync::watch;
 
-use super::{knobs, wait_ready, Benchmarks, NewBenchmark, RunKind, Target};
+use super::{is_up, knobs, wait_ready, Benchmarks, NewBenchmark, RunKind, Target};
 use crate::bench::store::tunes::{Best, Trial, TrialOutcome, TuneStore, TuneView};
 use crate::bench::store::{Status, StoreError};
 use crate::bench::tune::{Assignment, Objective, Search, TrialScore, TuneSpec, Verdict};
@@ -192,14 +192,10 @@ impl Tunings {
     }
 
     async fn profile(&self, name: &str) -> Result<LaunchProfile, TuneError> {
-        super::target::profile_for(&self.profiles, name)
+        self.profiles
+            .launch_profile(name)
             .await
-            .filter(|p| p.name == name)
-            .ok_or_else(|| {
-                TuneError::Invalid(format!(
-                    "no launch profile named '{name}': `rigdeck profiles list` shows them"
-                ))
-            })
+            .map_err(|e| TuneError::Invalid(e.to_string()))
     }
 
     /// Applies every value of every knob to a copy of the profile and validates the copy.
@@ -227,10 +223,7 @@ impl Tunings {
         spec: TuneSpec,
         cancel: watch::Receiver<bool>,
     ) {
-        let was_running = self
-            .instances
-            .phase_and_address(&base.name)
-            .is_some_and(|(phase, _, _)| is_up(&phase));
+        let was_running = self.engine_up(&base.name);
         let (status, error) = self.search(id, &base, &spec, cancel).await;
         self.stop_engine(&base.name).await;
         if was_running && !self.stopping.load(Ordering::SeqCst) {
@@ -519,10 +512,6 @@ fn describe(values: &Assignment) -> String {
         .map(|(k, v)| format!("{k}={v}"))
         .collect::<Vec<_>>()
         .join(", ")
-}
-
-fn is_up(phase: &Phase) -> bool {
-    !matches!(phase, Phase::Stopped | Phase::Crashed { .. })
 }
 
 async fn cancelled(mut cancel: watch::Receiver<bool>) {
