@@ -24,6 +24,7 @@ const CACHED_RUNS: usize = 128;
 /// Ours against llama.cpp's, for one device.
 #[derive(Clone, Debug, Serialize)]
 pub struct DeviceComparison {
+    pub id: DeviceId,
     /// Our device's name, and llama.cpp's name for it.
     pub device: String,
     pub llama_device: String,
@@ -35,7 +36,10 @@ pub struct DeviceComparison {
 pub struct Figures {
     pub model_bytes: u64,
     pub context_bytes: u64,
+    /// Ours: after this rig's correction, as the plan counts it.
     pub compute_bytes: u64,
+    /// Ours: the estimate before the correction; llama.cpp's: its figure.
+    pub compute_estimate_bytes: u64,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -163,6 +167,12 @@ async fn run_on_disk(bin: &Path, model: &str, args: &[String]) -> Result<DryRun,
     result
 }
 
+/// The backend of the build a dry run of a plan would use (and so the backend this rig's
+/// records for the plan are kept under); `None` when no build can run one.
+pub fn planning_backend(builds: &[EngineBuild], plan_has_gpus: bool) -> Option<Backend> {
+    choose_build(builds, plan_has_gpus).map(|(b, _)| b.backend)
+}
+
 /// A ready llama.cpp build that has `llama-fit-params`: for a plan with GPUs a GPU build
 /// (CUDA first), else a CPU build first (a CPU build cannot place anything on a GPU).
 fn choose_build(
@@ -208,17 +218,20 @@ fn compare(plan: &[DevicePlan], theirs: &[DeviceMemory]) -> Vec<DeviceComparison
             let id = llama_device_id(&t.device)?;
             let ours = plan.iter().find(|d| d.spec.id == id)?;
             Some(DeviceComparison {
+                id,
                 device: ours.spec.name.clone(),
                 llama_device: t.device.clone(),
                 ours: Figures {
                     model_bytes: ours.usage.weights_bytes,
                     context_bytes: ours.usage.kv_bytes,
                     compute_bytes: ours.usage.compute_bytes,
+                    compute_estimate_bytes: ours.usage.compute_estimate_bytes,
                 },
                 llama_cpp: Figures {
                     model_bytes: t.model_bytes,
                     context_bytes: t.context_bytes,
                     compute_bytes: t.compute_bytes,
+                    compute_estimate_bytes: t.compute_bytes,
                 },
             })
         })

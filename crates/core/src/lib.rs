@@ -6,6 +6,7 @@
 
 pub mod auth;
 pub mod benchmarks;
+pub mod calibration;
 pub mod downloads;
 pub mod dry_run;
 pub mod events;

@@ -101,6 +101,7 @@ fn host_only() -> Vec<DeviceSpec> {
         overhead_bytes: 0,
         bandwidth_bytes_per_s: None,
         link_degraded: false,
+        correction: None,
     }]
 }
 

@@ -2,6 +2,7 @@
 //! and the memory every device then needs, following llama.cpp's own rules.
 
 pub mod ceiling;
+pub mod correction;
 pub mod flags;
 pub mod from_gguf;
 pub mod kv;
@@ -16,6 +17,7 @@ pub mod solver;
 pub(crate) mod testing;
 pub mod verdict;
 
+pub use correction::Correction;
 pub use model::{AttentionLayout, ExpertShape, ModelShape, ModelTensor, TensorRole};
 pub use options::{DeviceId, KvType, PlacementOptions, SplitMode, TensorOverride};
 pub use plan::{plan, DevicePlan, DeviceSpec, DeviceUsage, Plan, PlanError};

@@ -4,6 +4,7 @@
 use regex::Regex;
 use serde::{Deserialize, Serialize};
 
+use super::correction::Correction;
 use super::kv::{self, ContextGeometry, KvError};
 use super::layers::{assign_layers, LayerDevices};
 use super::model::{ModelShape, TensorRole};
@@ -25,6 +26,9 @@ pub struct DeviceSpec {
     /// The GPU sits on a link of x4 or less (a riser): fine alone, bad inside a split.
     #[serde(default)]
     pub link_degraded: bool,
+    /// Learned from this rig's records: scales the compute estimate, replaces the overhead.
+    #[serde(default)]
+    pub correction: Option<Correction>,
 }
 
 /// What one device ends up holding.
@@ -32,7 +36,11 @@ pub struct DeviceSpec {
 pub struct DeviceUsage {
     pub weights_bytes: u64,
     pub kv_bytes: u64,
+    /// The compute buffer counted in the total: the estimate after this rig's correction.
     pub compute_bytes: u64,
+    /// The compute-buffer estimate itself, before any correction (what records compare).
+    #[serde(default)]
+    pub compute_estimate_bytes: u64,
     pub overhead_bytes: u64,
     /// Layers whose non-expert tensors are here.
     pub layers: Vec<u32>,
@@ -201,10 +209,11 @@ pub fn plan(
         let compute = compute_estimate(model, spec.id, &layer_devices, &geometry, options);
         if let Some(u) = ledger.at(spec.id) {
             u.expert_layers.sort_unstable();
-            u.compute_bytes = compute;
+            u.compute_estimate_bytes = compute;
+            u.compute_bytes = Correction::compute(spec.correction.as_ref(), compute);
             // A GPU pays its context even when it holds nothing; host memory has no such cost.
             u.overhead_bytes = if matches!(spec.id, DeviceId::Gpu(_)) {
-                spec.overhead_bytes
+                Correction::overhead(spec.correction.as_ref(), spec.overhead_bytes)
             } else {
                 0
             };

@@ -107,6 +107,7 @@ impl RigPreset {
                 overhead_bytes: margins.gpu_overhead_bytes,
                 bandwidth_bytes_per_s: Some((g.bandwidth_gb_s * 1e9) as u64),
                 link_degraded: degraded(g.pcie_width, g.pcie_max_width),
+                correction: None,
             })
             .collect();
         devices.push(DeviceSpec {
@@ -117,6 +118,7 @@ impl RigPreset {
             overhead_bytes: 0,
             bandwidth_bytes_per_s: Some((self.cpu.bandwidth_gb_s * 1e9) as u64),
             link_degraded: false,
+            correction: None,
         });
         devices
     }

@@ -93,6 +93,7 @@ pub fn gpus(n: u32, each: u64) -> Vec<DeviceSpec> {
             overhead_bytes: 300 * MIB,
             bandwidth_bytes_per_s: Some(936_000_000_000),
             link_degraded: false,
+            correction: None,
         })
         .collect();
     devices.push(DeviceSpec {
@@ -103,6 +104,7 @@ pub fn gpus(n: u32, each: u64) -> Vec<DeviceSpec> {
         overhead_bytes: 0,
         bandwidth_bytes_per_s: Some(89_600_000_000),
         link_degraded: false,
+        correction: None,
     });
     devices
 }

@@ -99,6 +99,7 @@ mod tests {
                 overhead_bytes: 0,
                 bandwidth_bytes_per_s: None,
                 link_degraded: false,
+                correction: None,
             },
             usage: DeviceUsage {
                 layers,

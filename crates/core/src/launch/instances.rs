@@ -13,6 +13,9 @@ use serde::Serialize;
 use tokio::sync::broadcast::error::RecvError;
 use tokio::task::AbortHandle;
 
+mod measure;
+
+use crate::calibration::record::StartEstimate;
 use crate::engines::registry::{EngineBuild, RegistryError};
 use crate::engines::Backend;
 use crate::profiles::admission::{
@@ -144,6 +147,8 @@ struct Meta {
     api_key: Option<String>,
     adopted: bool,
     log_forwarder: Option<AbortHandle>,
+    /// The plan made as the engine started, measured against once it is ready.
+    estimate: Option<StartEstimate>,
 }
 
 /// Where the instances service reports what happens: every state change (the full view) and
@@ -221,6 +226,9 @@ impl Instances {
                     Ok(state) => match weak.upgrade() {
                         Some(this) => {
                             let adopted_crash = this.is_adopted_crash(&state);
+                            if state.is_ready() {
+                                tokio::spawn(this.clone().measure_after_load(state.clone()));
+                            }
                             this.on_state(state.clone());
                             if adopted_crash {
                                 tokio::spawn(this.restart_adopted(state.name));
@@ -609,6 +617,7 @@ impl Instances {
             .collect();
         spec.restart = profile.restart.policy();
         spec.health.ready_timeout = self.ready_timeout;
+        let estimate = self.estimate_for(&profile, build).await;
         let old = lock(&self.meta).insert(
             profile.name.clone(),
             Meta {
@@ -619,6 +628,7 @@ impl Instances {
                 api_key: profile.api_key.clone(),
                 adopted: false,
                 log_forwarder: None,
+                estimate,
             },
         );
         if let Some(forwarder) = old.and_then(|m| m.log_forwarder) {

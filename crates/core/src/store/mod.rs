@@ -8,6 +8,7 @@ pub mod downloads;
 pub mod engine_builds;
 pub mod history;
 pub mod launch_profiles;
+pub mod plan_observations;
 
 use std::path::{Path, PathBuf};
 use std::str::FromStr;

@@ -8,6 +8,7 @@ use axum::extract::{Path, Query, State};
 use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
+use rigdeck_core::calibration;
 use rigdeck_core::engines::registry::EngineBuild;
 use rigdeck_core::engines::{Backend, EngineKind, UnknownKind};
 use rigdeck_core::launch::export::{export_port, shell_script, systemd_unit, ExportError};
@@ -214,7 +215,7 @@ async fn prepare(
         }
     } else if profile.planned_memory.is_empty() && build.backend != Backend::Cpu {
         match sample {
-            Some(sample) => match plan_memory(&mut profile, &sample, auto) {
+            Some(sample) => match plan_memory(state, &mut profile, &sample, auto).await {
                 Ok(mut notes) => warnings.append(&mut notes),
                 Err(why) => warnings.push(format!(
                     "planned memory unknown ({why}): starts will not be checked against free VRAM"
@@ -226,13 +227,19 @@ async fn prepare(
     Ok((profile, warnings))
 }
 
-fn plan_memory(
+/// The profile's plan on the GPUs now, corrected by this rig's records, as its planned memory.
+async fn plan_memory(
+    state: &AppState,
     profile: &mut LaunchProfile,
     sample: &rigdeck_core::telemetry::snapshot::RigSample,
     auto: bool,
 ) -> Result<Vec<String>, String> {
     let loaded = load_shape(&profile.model).map_err(|e| e.to_string())?;
-    let devices = live_devices(sample, &Margins::default());
+    let mut devices = live_devices(sample, &Margins::default());
+    if let Some(store) = &state.store {
+        let architecture = &loaded.shape.architecture;
+        calibration::correct(store, Some(&sample.gpus), architecture, &mut devices).await;
+    }
     let model = profile.model.to_string_lossy().into_owned();
     let planned = report(&loaded.shape, &model, &devices, &profile.placement, auto)
         .map_err(|e| e.to_string())?;

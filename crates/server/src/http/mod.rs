@@ -117,6 +117,11 @@ fn api_endpoints() -> Vec<Endpoint> {
         at(Method::POST, "/plan", post(placement::plan)),
         at(Method::POST, "/plan/parse", post(placement::parse)),
         at(Method::POST, "/plan/dry-run", post(placement::dry_run)),
+        at(
+            Method::GET,
+            "/plan/calibration",
+            get(placement::calibrations),
+        ),
         at(Method::GET, "/engines", get(instances::engines)),
         at(
             Method::POST,

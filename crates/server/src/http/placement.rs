@@ -7,6 +7,7 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
+use rigdeck_core::calibration::{self, record, DeviceCalibration};
 use rigdeck_core::live_rig::live_devices;
 use rigdeck_core::placement::flags::parse_command;
 use rigdeck_core::placement::from_gguf::{load_remote_shape, load_shape, LoadedModel};
@@ -147,6 +148,23 @@ pub async fn dry_run(State(state): State<Arc<AppState>>, body: axum::body::Bytes
                 &planned.report.plan.devices,
             )
             .await;
+        if let Some(store) = &state.store {
+            let frame = live_frame(state.as_ref(), &request.rig);
+            let models = record::device_models(frame.as_ref().map(|f| &f.sample.gpus));
+            let records = record::from_dry_run(
+                &outcome,
+                &planned.report.plan.devices,
+                &planned.loaded.shape.architecture,
+                &models,
+                &request.model,
+                rigdeck_core::now_ms(),
+            );
+            for (key, observation) in records {
+                if let Err(e) = store.record_plan_observation(&key, &observation).await {
+                    tracing::warn!("could not keep the dry run's figures: {e}");
+                }
+            }
+        }
         Ok(serde_json::json!(*outcome))
     }
     .await;
@@ -172,6 +190,8 @@ struct Planned {
     /// HTTP requests the headers took (a model on a web server).
     requests: Option<u64>,
     report: PlanReport,
+    /// This rig's records that corrected the plan, per device.
+    calibration: Vec<DeviceCalibration>,
 }
 
 async fn planned(
@@ -182,15 +202,46 @@ async fn planned(
     margins: &Margins,
     auto: bool,
 ) -> Result<Planned, ApiError> {
-    let devices = devices_for(state, rig, margins)?;
+    let mut devices = devices_for(state, rig, margins)?;
     let (loaded, requests) = load(model_path).await?;
+    let calibration = match &state.store {
+        Some(store) => {
+            let frame = live_frame(state, rig);
+            let gpus = frame.as_ref().map(|f| &f.sample.gpus);
+            calibration::correct(store, gpus, &loaded.shape.architecture, &mut devices).await
+        }
+        None => Vec::new(),
+    };
     let report = report(&loaded.shape, model_path, &devices, options, auto)
         .map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, "bad_placement", e.to_string()))?;
     Ok(Planned {
         loaded,
         requests,
         report,
+        calibration,
     })
+}
+
+/// The telemetry frame of the live rig (none for a hypothetical one, whose GPUs are not these).
+fn live_frame(state: &AppState, rig: &str) -> Option<Arc<rigdeck_core::events::TelemetryFrame>> {
+    (rig == "live").then(|| state.telemetry.latest()).flatten()
+}
+
+/// What this rig's records say: per (architecture, backend, device model) the last check of the
+/// estimate and the correction later plans use.
+pub async fn calibrations(State(state): State<Arc<AppState>>) -> Response {
+    let Some(store) = &state.store else {
+        return Json(serde_json::json!([])).into_response();
+    };
+    match store.plan_observations().await {
+        Ok(records) => Json(serde_json::json!(calibration::calibrate(&records))).into_response(),
+        Err(e) => ApiError::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "store_failed",
+            format!("the planner's records cannot be read: {e}"),
+        )
+        .into_response(),
+    }
 }
 
 async fn plan_response(
@@ -206,6 +257,7 @@ async fn plan_response(
         loaded,
         requests,
         report,
+        calibration,
     } = planned(state, model_path, rig, options, margins, auto).await?;
     Ok(serde_json::json!({
         "model": loaded.summary,
@@ -214,6 +266,7 @@ async fn plan_response(
         "rig": rig,
         "remote_requests": requests,
         "report": report,
+        "calibration": calibration,
         "parsed": parsed,
     }))
 }
