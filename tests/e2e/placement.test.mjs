@@ -3,11 +3,12 @@
 // written by the `plan_bench` example into the daemon's models folder. Then llama.cpp's dry run
 // beside the plan: refused in plain words on the GPU rig (only a CPU build is registered, the
 // cached llama-server of RIGDECK_LLAMA_SERVER), and measured on the CPU-only preset for the tiny
-// real GGUF of RIGDECK_TINY_MODEL.
+// real GGUF of RIGDECK_TINY_MODEL; the next plan then says how far the estimate was off on this
+// rig, and so does the library for models of that architecture.
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
 import { execFileSync } from "node:child_process";
-import { mkdirSync, writeFileSync } from "node:fs";
+import { copyFileSync, mkdirSync, writeFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { startDaemon, launchChromium, requiredFile } from "./daemon.mjs";
 
@@ -245,4 +246,41 @@ test("with a CPU build registered, the dry run of the tiny model on the CPU-only
   const shot = join(artifacts, "placement-dry-run.png");
   await page.screenshot({ path: shot, fullPage: true });
   console.log(`dry run screenshot saved to ${shot}`);
+});
+
+test("after the dry run, the next plan of the tiny model says how far the estimate was off on this rig, and Models says it of the model", async () => {
+  // The dry run above kept llama.cpp's figures next to ours: the next plan of the same
+  // architecture on the same device model (host memory, CPU build) is corrected by them.
+  await page.locator('[data-testid="ctx-input"]').fill("2048");
+  const note = page.locator('[data-testid="calibration-note"][data-device="cpu"]');
+  await until("the CPU column's calibration note", () => document.querySelector('[data-testid="calibration-note"][data-device="cpu"]') != null, undefined, 20_000);
+  assert.equal(await note.count(), 1);
+  assert.equal(await column("cpu").locator('[data-testid="calibration-note"]').count(), 1, "the note sits in its device's column");
+  assert.match((await note.locator('[data-testid="calibration-off"]').textContent()).trim(), /^([+−]\d+(\.\d)?|0) %$/);
+  assert.equal((await note.locator('[data-testid="calibration-source"]').textContent()).trim(), "llama.cpp dry run");
+  assert.match(await note.textContent(), /Estimate off by .+ on this rig last time \(llama\.cpp dry run, (just now|\d+ (s|min) ago)\)/);
+  assert.match(await note.textContent(), /figures corrected: compute × \d+\.\d\d|no correction needed/);
+  assert.match(await note.getAttribute("title"), /Records for llama on CPU \(cpu\): \d+ dry runs?, 0 measured engines/);
+  await page.locator('[data-testid="ctx-input"]').fill("4096");
+  await until("the plan back at 4096", () => document.querySelector('[data-testid="plan-page"]')?.dataset.busy === "false");
+  assert.equal(await page.locator('[data-testid="calibration-note"][data-device="cpu"]').count(), 1);
+  await page.evaluate(() => window.scrollTo(0, 0));
+  await page.screenshot({ path: join(artifacts, "placement-calibration-plan.png"), fullPage: true });
+
+  // In the library, a model of the same architecture (the tiny model, copied into the models
+  // folder) carries the last check; the GLM-5.2 fixture (another architecture) none.
+  const tinyInLibrary = join(daemon.dataDir, "models", "tiny-llama.gguf");
+  copyFileSync(tinyModel, tinyInLibrary);
+  await page.locator('[data-testid="nav-models"]').click();
+  await page.locator('[data-testid="rescan"]').click();
+  const row = page.locator(`[data-testid="model-row"][data-path="${tinyInLibrary}"]`);
+  await row.waitFor({ timeout: 20_000 });
+  const badge = row.locator('[data-testid="model-calibration"]');
+  await badge.waitFor({ timeout: 10_000 });
+  assert.match((await badge.textContent()).trim(), /^estimate off by ([+−]\d+(\.\d)?|0) % on this rig last time$/);
+  assert.match(await badge.getAttribute("title"), /^CPU \(cpu\): ([+−]\d+(\.\d)?|0) % · llama\.cpp dry run, /m);
+  assert.equal(await page.locator(`[data-testid="model-row"][data-path="${modelPath}"] [data-testid="model-calibration"]`).count(), 0);
+  const shot = join(artifacts, "placement-calibration.png");
+  await row.screenshot({ path: shot });
+  console.log(`calibration screenshots saved to ${shot} and placement-calibration-plan.png`);
 });

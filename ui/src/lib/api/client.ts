@@ -17,6 +17,7 @@ import type {
   GatewayUsage,
   GatewayView,
   BuildBackend,
+  Calibration,
   CacheRemoved,
   CacheVerification,
   DownloadAction,
@@ -165,6 +166,8 @@ export const api = {
    *  never awaited before the plan is shown. `error` set says why there are none. */
   dryRun: (body: DryRunRequest, signal?: AbortSignal) =>
     request<DryRunResponse>('POST', '/api/v1/plan/dry-run', body, signal),
+  /** This rig's records per (architecture, backend, device model), newest check first. */
+  planCalibrations: () => request<Calibration[]>('GET', '/api/v1/plan/calibration'),
   engines: () => request<EngineBuild[]>('GET', '/api/v1/engines'),
   /** Starts building the bundled llama.cpp; progress comes as `engine.build` events. A CUDA
    *  build is for the GPUs the daemon sees. */

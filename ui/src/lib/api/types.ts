@@ -406,6 +406,8 @@ export interface DeviceSpec {
   bandwidth_bytes_per_s: number | null;
   /** On a link of x4 or less: fine alone, bad inside a split. */
   link_degraded: boolean;
+  /** This rig's records for the device, applied by the plan (absent from a preset's spec). */
+  correction?: PlanCorrection | null;
 }
 
 export interface RigPreset {
@@ -460,7 +462,12 @@ export interface Margins {
 export interface DeviceUsage {
   weights_bytes: number;
   kv_bytes: number;
+  /** The compute buffer the total counts: the estimate after this rig's correction. */
   compute_bytes: number;
+  /** The compute-buffer estimate itself, before any correction. Optional: a plan kept from a
+   *  daemon older than the calibration records has none (0 after serde's default). */
+  compute_estimate_bytes?: number;
+  /** A GPU's context: the user's margin, or what engines measured on this rig held. */
   overhead_bytes: number;
   /** Layers whose non-expert tensors are here. */
   layers: number[];
@@ -526,6 +533,55 @@ export interface PlanResponse {
   rig: string;
   parsed: ParsedCommand | null;
   report: PlanReport;
+  /** This rig's records that corrected the plan, one per device that has any (optional: an
+   *  older daemon sends none). */
+  calibration?: DeviceCalibration[];
+}
+
+// ---- The planner's records on this rig (crates/core/src/calibration/mod.rs) ----
+
+/** What a record measured: llama.cpp's dry run (each term, no GPU context) or an engine's
+ *  memory after load (the total, context included). */
+export type CalibrationSource = 'dry_run' | 'measured';
+
+/** The newest check of a key (`LastCheck`). */
+export interface CalibrationCheck {
+  source: CalibrationSource;
+  at_ms: UnixMillis;
+  /** The model's path or address. */
+  model: string;
+  /** What the planner said, before any correction. */
+  estimated_bytes: number;
+  observed_bytes: number;
+  /** (estimated − observed) / observed in %: + = the estimate was too high; null when nothing was
+   *  observed. */
+  off_by_percent: number | null;
+}
+
+/** crates/placement/src/correction.rs `Correction`: what the records change on a device. */
+export interface PlanCorrection {
+  /** Multiplies the compute-buffer estimate (llama.cpp's figure / ours). */
+  compute_factor: number;
+  /** Replaces a GPU's overhead margin (measured engines); null on the CPU or with no measurement. */
+  overhead_bytes: number | null;
+}
+
+/** What the records say for one (architecture, backend, device model): GET
+ *  /api/v1/plan/calibration lists these, newest check first. */
+export interface Calibration {
+  architecture: string;
+  backend: EngineBackend | (string & {});
+  /** The GPU's name as NVML gives it, or `CPU` for host memory. */
+  device_model: string;
+  last: CalibrationCheck;
+  correction: PlanCorrection;
+  dry_runs: number;
+  measured: number;
+}
+
+/** A device's calibration as a plan shows it. */
+export interface DeviceCalibration extends Calibration {
+  device: DeviceId;
 }
 
 /** Body of POST /api/v1/plan; all but `model` optional. */
@@ -553,13 +609,22 @@ export interface LlamaDeviceMemory extends MemoryFigures {
   device: string;
 }
 
+/** A dry run's figures beside ours (`Figures`): ours' `compute_bytes` is after this rig's
+ *  correction, `compute_estimate_bytes` before it; llama.cpp's two are its one figure. Optional:
+ *  an older daemon sends none. */
+export interface ComparedFigures extends MemoryFigures {
+  compute_estimate_bytes?: number;
+}
+
 /** Ours against llama.cpp's, for one device (crates/core/src/dry_run.rs `DeviceComparison`). */
 export interface DryRunDevice {
+  /** Optional: an older daemon sends none. */
+  id?: DeviceId;
   /** Our device's name. */
   device: string;
   llama_device: string;
-  ours: MemoryFigures;
-  llama_cpp: MemoryFigures;
+  ours: ComparedFigures;
+  llama_cpp: ComparedFigures;
 }
 
 /** POST /api/v1/plan/dry-run's answer: llama.cpp's table beside ours, or why there is none. */

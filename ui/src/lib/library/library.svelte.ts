@@ -1,9 +1,10 @@
 // The model library as the UI knows it: loaded once from GET /api/v1/models, then replaced by every
 // `library.changed` event the WebSocket brings (models appearing, vanishing or changing on disk), and
-// by the answer of a rescan. One instance for the whole app.
+// by the answer of a rescan. One instance for the whole app. Beside it, the memory planner's records
+// on this rig (GET /api/v1/plan/calibration), for the "estimate off by x %" badges.
 
 import { api, ApiError } from '../api/client';
-import type { ModelEntry } from '../api/types';
+import type { Calibration, ModelEntry } from '../api/types';
 
 class ModelLibrary {
   entries = $state.raw<ModelEntry[] | null>(null);
@@ -13,6 +14,10 @@ class ModelLibrary {
   /** When the list last changed, and why: shown so a user sees that a change on disk arrived. */
   updatedAt = $state<number | null>(null);
   updatedBy = $state<'load' | 'rescan' | 'disk' | null>(null);
+  /** This rig's planner records, newest check first; empty until read, or when there are none. */
+  calibrations = $state.raw<Calibration[]>([]);
+  /** When they were read: "2 h ago" counts from there. */
+  calibrationsAt = $state(0);
 
   private onUnauthorized: () => void = () => {};
 
@@ -58,6 +63,19 @@ class ModelLibrary {
       this.fail(e);
     } finally {
       this.rescanning = false;
+    }
+  }
+
+  /** Reads the planner's records again. No event announces a new one (dry runs on the Plan page,
+   *  engines measured after load add them), so the Models page asks each time it opens. */
+  async loadCalibrations(): Promise<void> {
+    try {
+      this.calibrations = await api.planCalibrations();
+      this.calibrationsAt = Date.now();
+    } catch (e) {
+      // The badges are extra: a failure keeps the last list rather than putting the library's
+      // error (with its "Try again" that reloads the models) on the page.
+      if (e instanceof ApiError && e.unauthorized) this.onUnauthorized();
     }
   }
 

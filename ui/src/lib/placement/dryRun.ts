@@ -43,7 +43,8 @@ export interface PartDiff {
   title: string;
 }
 
-function signedPct(pct: number): string {
+/** A difference in %, signed: "+1.2 %", "−0.4 %", "+12 %" (whole past 10), "0 %". */
+export function signedPct(pct: number): string {
   const r = Math.abs(pct) >= 10 ? Math.round(pct) : Math.round(pct * 10) / 10;
   if (r === 0) return '0 %';
   return `${r > 0 ? '+' : '−'}${Math.abs(r)} %`;
