@@ -56,6 +56,10 @@ pub struct DryRunOutcome {
     pub dry_run: Option<DryRun>,
     pub devices: Vec<DeviceComparison>,
     pub error: Option<String>,
+    /// llama.cpp itself ran and refused the plan (unknown architecture, a cache type the head
+    /// size does not allow…): llama-server would refuse to start with these flags too.
+    #[serde(default)]
+    pub refused: bool,
 }
 
 #[derive(Clone)]
@@ -107,10 +111,18 @@ impl DryRuns {
                 build: Some(build_ref),
                 dry_run: Some(dry_run),
                 error: None,
+                refused: false,
             },
-            Err(e) => failed(Some(build_ref), e.to_string()),
+            Err(e) => DryRunOutcome {
+                refused: e.refused,
+                ..failed(Some(build_ref), e.message)
+            },
         };
         let outcome = Arc::new(outcome);
+        // A timeout or a build that would not start may pass next time: only answers are kept.
+        if outcome.error.is_some() && !outcome.refused {
+            return outcome;
+        }
         let mut cache = self.lock();
         if cache.len() >= CACHED_RUNS {
             cache.clear();
@@ -130,15 +142,39 @@ fn failed(build: Option<BuildRef>, error: String) -> DryRunOutcome {
         dry_run: None,
         devices: Vec::new(),
         error: Some(error),
+        refused: false,
+    }
+}
+
+/// Why a dry run gave no table.
+struct NoTable {
+    message: String,
+    /// llama.cpp ran and said no (not a timeout, not a binary that would not start).
+    refused: bool,
+}
+
+impl From<String> for NoTable {
+    fn from(message: String) -> Self {
+        NoTable {
+            message,
+            refused: false,
+        }
+    }
+}
+
+impl From<fit_params::DryRunError> for NoTable {
+    fn from(e: fit_params::DryRunError) -> Self {
+        NoTable {
+            refused: matches!(e, fit_params::DryRunError::Failed { .. }),
+            message: e.to_string(),
+        }
     }
 }
 
 /// Runs the dry run on the model as given, or on a sparse mirror of a remote one.
-async fn run_on_disk(bin: &Path, model: &str, args: &[String]) -> Result<DryRun, String> {
+async fn run_on_disk(bin: &Path, model: &str, args: &[String]) -> Result<DryRun, NoTable> {
     if !(model.starts_with("http://") || model.starts_with("https://")) {
-        return fit_params::run(bin, args, DRY_RUN_TIMEOUT)
-            .await
-            .map_err(|e| e.to_string());
+        return Ok(fit_params::run(bin, args, DRY_RUN_TIMEOUT).await?);
     }
     let headers = rigdeck_gguf::remote::HttpReader::new()
         .read_model(model)
@@ -160,11 +196,9 @@ async fn run_on_disk(bin: &Path, model: &str, args: &[String]) -> Result<DryRun,
         .iter()
         .map(|a| if a == model { local.clone() } else { a.clone() })
         .collect();
-    let result = fit_params::run(bin, &args, DRY_RUN_TIMEOUT)
-        .await
-        .map_err(|e| e.to_string());
+    let result = fit_params::run(bin, &args, DRY_RUN_TIMEOUT).await;
     drop(dir); // the sparse copy goes with its folder
-    result
+    Ok(result?)
 }
 
 /// The backend of the build a dry run of a plan would use (and so the backend this rig's

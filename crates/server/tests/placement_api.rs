@@ -236,6 +236,22 @@ async fn llama_cpps_dry_run_is_set_beside_the_estimate() {
         "{refused}"
     );
 
+    // A plan llama.cpp refuses (a quantized V cache without flash attention): its own words,
+    // marked as a refusal of the plan.
+    let refusing = serde_json::json!({"model": model, "rig": "cpu-minipc",
+        "options": {"context": 4096, "flash_attention": false, "cache_type_v": "q8_0"}});
+    let (status, refusal) = post(&t, "/api/v1/plan/dry-run", refusing).await;
+    assert_eq!(status, StatusCode::OK, "{refusal}");
+    assert_eq!(refusal["refused"], true, "{refusal}");
+    assert!(
+        refusal["error"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("flash_attn"),
+        "{refusal}"
+    );
+    assert_eq!(outcome["refused"], false, "{outcome}");
+
     // A broken model file: llama.cpp's own words.
     let broken = t.dir.path().join("broken.gguf");
     let mut bytes = std::fs::read(&model).unwrap();

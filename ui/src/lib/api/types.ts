@@ -633,6 +633,8 @@ export interface DryRunResponse {
   dry_run: { devices: LlamaDeviceMemory[]; args: string[]; notes: string[] } | null;
   devices: DryRunDevice[];
   error: string | null;
+  /** llama.cpp itself ran and refused the plan: llama-server would not start with these flags. */
+  refused?: boolean;
 }
 
 /** Body of POST /api/v1/plan/parse. */

@@ -81,9 +81,9 @@ describe('dryRunView', () => {
 
   it('shows an error as a message, and knows the one the Engines page fixes', () => {
     const v = dryRunView(answer({ build: null, dry_run: null, devices: [], error: NO_BUILD }));
-    expect(v).toEqual({ kind: 'error', message: NO_BUILD, noBuild: true, build: null });
-    const failed = dryRunView(answer({ dry_run: null, devices: [], error: "llama.cpp's dry run failed: failed to load model" }));
-    expect(failed).toMatchObject({ kind: 'error', noBuild: false, build: 'llama.cpp b6123 cuda' });
+    expect(v).toEqual({ kind: 'error', message: NO_BUILD, noBuild: true, refused: false, build: null });
+    const failed = dryRunView(answer({ dry_run: null, devices: [], error: "llama.cpp's dry run failed: failed to load model", refused: true }));
+    expect(failed).toMatchObject({ kind: 'error', noBuild: false, refused: true, build: 'llama.cpp b6123 cuda' });
     expect(isNoBuildError(null)).toBe(false);
   });
 

@@ -97,7 +97,7 @@ export function isNoBuildError(error: string | null | undefined): boolean {
 }
 
 export type DryRunView =
-  | { kind: 'error'; message: string; noBuild: boolean; build: string | null }
+  | { kind: 'error'; message: string; noBuild: boolean; refused: boolean; build: string | null }
   | { kind: 'table'; rows: DryRunRow[]; build: string | null; notes: string[]; args: string[] };
 
 /** What the panel shows for an answer. */
@@ -105,7 +105,7 @@ export function dryRunView(res: DryRunResponse): DryRunView {
   const build = buildLabel(res.build);
   if (res.error != null || !res.dry_run) {
     const message = res.error ?? 'llama.cpp’s dry run gave no table.';
-    return { kind: 'error', message, noBuild: isNoBuildError(message), build };
+    return { kind: 'error', message, noBuild: isNoBuildError(message), refused: res.refused === true, build };
   }
   return { kind: 'table', rows: dryRunRows(res), build, notes: res.dry_run.notes, args: res.dry_run.args };
 }
