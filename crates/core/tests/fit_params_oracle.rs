@@ -10,6 +10,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use rigdeck_gguf::tiny::{TinyMla, TinyModel};
+use rigdeck_gguf::tiny_recurrent::{TinyMamba, TinyQwen3Next};
 use rigdeck_placement::from_gguf::load_shape;
 use rigdeck_placement::plan::{plan, DeviceSpec};
 use rigdeck_placement::{DeviceId, KvType, PlacementOptions};
@@ -107,12 +108,17 @@ fn host_only() -> Vec<DeviceSpec> {
 
 /// A real tokenizer from llama.cpp's source tree (llama.cpp will not load a model without one).
 fn vocab() -> PathBuf {
+    vocab_named("llama-bpe")
+}
+
+/// `models/ggml-vocab-{name}.gguf` from llama.cpp's source tree.
+fn vocab_named(name: &str) -> PathBuf {
     locate(
         "RIGDECK_LLAMA_SOURCE_DIR",
         &cache().join("sources"),
         "llama.cpp",
     )
-    .join("models/ggml-vocab-llama-bpe.gguf")
+    .join(format!("models/ggml-vocab-{name}.gguf"))
 }
 
 /// llama-fit-params has no -kvu flag and keeps one KV stream per slot, so the plan must too.
@@ -350,5 +356,75 @@ fn an_mtp_block_at_the_end_is_neither_loaded_nor_cached_as_in_llama_cpp() {
         "mtp",
         5,
         &[("nextn_predict_layers", rigdeck_gguf::Value::U32(1))],
+    );
+}
+
+#[test]
+fn a_recurrent_mamba_model_matches_llama_cpp() {
+    // Mamba 1: no attention, so no KV cache; every layer keeps a conv state ((d_conv - 1) ×
+    // d_inner) and an SSM state (d_state × d_inner) in F32 per sequence, whatever the
+    // context. Five slots make the state large enough to compare (24 × 5 × 0.99 MiB). A wide
+    // embedding (d_inner 11 264) and GPT-NeoX's tokenizer (the one Mamba checkpoints ship,
+    // 50k tokens) make the selective scan, not the logits, the largest compute phase.
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("mamba.gguf");
+    let model = TinyMamba {
+        name: "mamba".into(),
+        n_layer: 24,
+        n_embd: 5632,
+        d_state: 20,
+        d_conv: 4,
+        dt_rank: 352,
+        context_length: 1 << 20,
+    };
+    model.write(&vocab_named("gpt-neox"), &path).unwrap();
+    compare_file(
+        "mamba",
+        &path,
+        PlacementOptions {
+            context: 4096,
+            parallel: 5,
+            ..Default::default()
+        },
+    );
+}
+
+#[test]
+fn a_hybrid_qwen3next_model_matches_llama_cpp() {
+    // Qwen3-Next: gated delta net layers with a full attention layer every third here (the
+    // file's `full_attention_interval`; Qwen ships 4). The attention layers cache K and V per
+    // slot (the header's single head_count_kv does not apply to the linear layers); the
+    // linear ones keep Q/K/V conv and head-size² × value-heads states per sequence. Wide
+    // linear attention (96 value heads over 32 key heads) with GPT-NeoX's 50k tokenizer makes
+    // the delta net the largest compute phase.
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("qwen3next.gguf");
+    let model = TinyQwen3Next {
+        name: "qwen3next".into(),
+        n_layer: 12,
+        n_embd: 2560,
+        n_head: 16,
+        n_head_kv: 2,
+        head_dim: 256,
+        full_attention_interval: 3,
+        conv_kernel: 4,
+        linear_head_dim: 128,
+        linear_key_heads: 32,
+        linear_value_heads: 96,
+        experts: (16, 4),
+        expert_ff: 512,
+        shared_ff: 512,
+        n_ff: 5120,
+        context_length: 262_144,
+    };
+    model.write(&vocab_named("gpt-neox"), &path).unwrap();
+    compare_file(
+        "qwen3next",
+        &path,
+        PlacementOptions {
+            context: 16_384,
+            parallel: 4,
+            ..Default::default()
+        },
     );
 }

@@ -5,7 +5,9 @@
 //!   file, the byte offset and the fix.
 //! - [`GgufModel`]: a model as llama.cpp loads it, merging the parts of a split model.
 //! - [`remote`]: the same from a URL with a few HTTP Range requests.
-//! - [`GgufWriter`]: files for tests, fixtures and tiny models, sparse where data is zero.
+//! - [`GgufWriter`]: files for tests, fixtures and tiny models, sparse where data is zero
+//!   ([`tiny`]: dense, MoE, sliding-window and MLA models; [`tiny_recurrent`]: Mamba and a
+//!   Qwen3-Next hybrid).
 //! - [`ModelSummary`]: architecture, size, quantization and shape, serialisable.
 //! - [`GgmlType`] and [`tensor_bytes`]: ggml's type table.
 //!
@@ -53,6 +55,7 @@ pub mod rng;
 pub mod split;
 pub mod summary;
 pub mod tiny;
+pub mod tiny_recurrent;
 pub mod types;
 pub mod value;
 pub mod write;

@@ -1,4 +1,6 @@
-//! Builds the planner's `ModelShape` from a GGUF header (one file or all shards of a split).
+//! Builds the planner's `ModelShape` from a GGUF header (one file or all shards of a split),
+//! including the recurrent layers of SSM and hybrid models (`{arch}.ssm.*`, which layers are
+//! recurrent), read as each architecture's `load_arch_hparams` in llama.cpp reads them.
 
 use std::path::Path;
 
@@ -8,6 +10,9 @@ use rigdeck_gguf::summary::{ModelSummary, PerLayer, SlidingWindowPattern};
 use serde::Serialize;
 
 use super::model::{classify, AttentionLayout, ExpertShape, ModelShape, ModelTensor};
+
+mod recurrent;
+use recurrent::recurrent_layout;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ShapeError {
@@ -205,7 +210,8 @@ pub fn shape_of(model: &GgufModel, label: &str) -> Result<ModelShape, ShapeError
         what,
         key: format!("{arch}.{suffix}"),
     };
-    check_bounds(&summary, &TableBounds::of(model), &arch, label)?;
+    let table = TableBounds::of(model);
+    check_bounds(&summary, &table, &arch, label)?;
     let blocks = u32_of(summary.layers).ok_or_else(|| missing("layer count", "block_count"))?;
     let n_layer = trunk_layers(model, &arch, blocks);
     let n_embd = u32_of(summary.embedding_length)
@@ -213,8 +219,16 @@ pub fn shape_of(model: &GgufModel, label: &str) -> Result<ModelShape, ShapeError
     let head_count = expand(summary.head_count.as_ref(), n_layer)
         .ok_or_else(|| missing("attention head count", "attention.head_count"))?;
     // llama.cpp: head_count_kv defaults to head_count; key/value length to n_embd / n_head.
-    let head_count_kv =
+    let mut head_count_kv =
         expand(summary.head_count_kv.as_ref(), n_layer).unwrap_or_else(|| head_count.clone());
+    let recurrent = recurrent_layout(
+        model,
+        &arch,
+        &mut head_count_kv,
+        summary.feed_forward_length.as_ref(),
+        &table,
+        label,
+    )?;
     let n_head = head_count.iter().copied().max().unwrap_or(1).max(1);
     let key_length = u32_of(summary.key_length).unwrap_or(n_embd / n_head);
     let value_length = u32_of(summary.value_length).unwrap_or(n_embd / n_head);
@@ -264,6 +278,8 @@ pub fn shape_of(model: &GgufModel, label: &str) -> Result<ModelShape, ShapeError
                 .metadata
                 .get_u32(&format!("{arch}.attention.indexer.top_k"))
                 .unwrap_or(0),
+            recurrent: recurrent.shape,
+            recurrent_layers: recurrent.layers,
         },
         experts: summary
             .experts
@@ -397,6 +413,7 @@ fn glm_5_2_full_indexer(il: usize) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::model::{RecurrentKind, RecurrentShape};
     use rigdeck_gguf::fixtures::MoeShape;
     use rigdeck_gguf::Value;
 
@@ -540,5 +557,154 @@ mod tests {
             swa_layers("x", Some(8), Some(&explicit), 3),
             vec![true, false, false]
         );
+    }
+
+    /// A tokenizer of `n` made-up tokens (enough for the reader; llama.cpp needs a real one).
+    fn tokens(n: usize) -> rigdeck_gguf::Metadata {
+        let mut w = rigdeck_gguf::GgufWriter::new();
+        let names: rigdeck_gguf::StringArray = (0..n).map(|i| format!("t{i}")).collect();
+        w.set("tokenizer.ggml.model", "gpt2");
+        w.set(
+            "tokenizer.ggml.tokens",
+            Value::Array(rigdeck_gguf::Array::String(names)),
+        );
+        w.metadata().clone()
+    }
+
+    fn load_writer(writer: &rigdeck_gguf::GgufWriter) -> Result<ModelShape, ShapeError> {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("recurrent.gguf");
+        writer.write_to_path(&path).unwrap();
+        load_shape(&path).map(|loaded| loaded.shape)
+    }
+
+    fn small_qwen3next() -> rigdeck_gguf::tiny_recurrent::TinyQwen3Next {
+        rigdeck_gguf::tiny_recurrent::TinyQwen3Next {
+            name: "q".into(),
+            n_layer: 8,
+            n_embd: 256,
+            n_head: 4,
+            n_head_kv: 2,
+            head_dim: 64,
+            full_attention_interval: 4,
+            conv_kernel: 4,
+            linear_head_dim: 32,
+            linear_key_heads: 2,
+            linear_value_heads: 4,
+            experts: (4, 2),
+            expert_ff: 64,
+            shared_ff: 64,
+            n_ff: 512,
+            context_length: 4096,
+        }
+    }
+
+    #[test]
+    fn mamba_layers_are_all_recurrent_with_the_header_ssm_geometry() {
+        let mamba = rigdeck_gguf::tiny_recurrent::TinyMamba {
+            name: "m".into(),
+            n_layer: 3,
+            n_embd: 192,
+            d_state: 20,
+            d_conv: 4,
+            dt_rank: 12,
+            context_length: 1 << 20,
+        };
+        let mut writer = mamba.writer(&tokens(16));
+        // Mamba 1 does not read a group count: a stray one must not change the state.
+        writer.set("mamba.ssm.group_count", Value::U32(8));
+        let shape = load_writer(&writer).unwrap();
+        let attention = &shape.attention;
+        assert_eq!(
+            attention.recurrent,
+            Some(RecurrentShape {
+                kind: RecurrentKind::Mamba,
+                conv_kernel: 4,
+                inner_size: 384,
+                state_size: 20,
+                group_count: 0,
+                time_step_rank: 12,
+            })
+        );
+        assert_eq!(attention.recurrent_layers, vec![true; 3]);
+        assert_eq!(
+            attention.head_count_kv,
+            vec![0; 3],
+            "no attention, no KV cache"
+        );
+    }
+
+    #[test]
+    fn qwen3next_attends_every_interval_and_caches_no_kv_on_its_linear_layers() {
+        let q = small_qwen3next();
+        let shape = load_writer(&q.writer(&tokens(16))).unwrap();
+        let attention = &shape.attention;
+        let recurrent: Vec<bool> = (0..8).map(|il| il % 4 != 3).collect();
+        assert_eq!(attention.recurrent_layers, recurrent);
+        assert_eq!(attention.head_count_kv, vec![0, 0, 0, 2, 0, 0, 0, 2]);
+        let gdn = attention.recurrent.unwrap();
+        assert_eq!(gdn.kind, RecurrentKind::GatedDeltaNet);
+        assert_eq!(
+            (gdn.inner_size, gdn.state_size, gdn.group_count),
+            (128, 32, 2)
+        );
+        assert_eq!(gdn.conv_channels(), 2 * 64 + 128);
+
+        // Without the key llama.cpp's default interval is 4; an explicit flag list wins.
+        let mut writer = q.writer(&tokens(16));
+        writer.set("qwen3next.full_attention_interval", Value::U32(2));
+        let every_other = load_writer(&writer).unwrap().attention.recurrent_layers;
+        assert_eq!(
+            every_other,
+            (0..8).map(|il| il % 2 == 0).collect::<Vec<_>>()
+        );
+        let flags = vec![true, false, true, true, true, true, true, false];
+        writer.set(
+            "qwen3next.attention.recurrent_layers",
+            Value::Array(rigdeck_gguf::Array::Bool(flags.clone())),
+        );
+        let listed = load_writer(&writer).unwrap().attention;
+        assert_eq!(listed.recurrent_layers, flags);
+        assert_eq!(listed.head_count_kv, vec![0, 2, 0, 0, 0, 0, 0, 2]);
+        // A zero interval (a division by zero in llama.cpp) reads as full attention everywhere.
+        let mut writer = q.writer(&tokens(16));
+        writer.set("qwen3next.full_attention_interval", Value::U32(0));
+        let zero = load_writer(&writer).unwrap().attention;
+        assert_eq!(zero.recurrent_layers, vec![false; 8]);
+    }
+
+    #[test]
+    fn hostile_ssm_widths_are_refused() {
+        let mut writer = small_qwen3next().writer(&tokens(16));
+        writer.set("qwen3next.ssm.inner_size", Value::U32(4_000_000_000));
+        let e = load_writer(&writer).unwrap_err();
+        assert!(
+            e.to_string().contains(
+                "qwen3next.ssm.inner_size = 4000000000, which is more than the largest tensor \
+                 dimension"
+            ),
+            "{e}"
+        );
+        let mut writer = small_qwen3next().writer(&tokens(16));
+        writer.set("qwen3next.ssm.state_size", Value::U64(u64::MAX));
+        assert!(matches!(
+            load_writer(&writer).unwrap_err(),
+            ShapeError::Implausible { .. }
+        ));
+    }
+
+    #[test]
+    fn older_shapes_without_recurrent_fields_still_deserialize() {
+        let shape = MoeShape::small();
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("dsa.gguf");
+        shape.writer().write_to_path(&path).unwrap();
+        let loaded = load_shape(&path).unwrap().shape;
+        let mut json = serde_json::to_value(&loaded).unwrap();
+        let attention = json["attention"].as_object_mut().unwrap();
+        assert!(attention.remove("recurrent").is_some());
+        assert!(attention.remove("recurrent_layers").is_some());
+        let back: ModelShape = serde_json::from_value(json).unwrap();
+        assert_eq!(back, loaded, "absent recurrent fields read as none");
     }
 }

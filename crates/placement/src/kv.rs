@@ -1,6 +1,9 @@
 //! KV cache size per layer, with llama.cpp's own rules (`src/llama-context.cpp`,
 //! `src/llama-kv-cache*.cpp`): context padded to 256, one stream per slot unless unified,
-//! sliding-window layers capped at the window, MLA caching K only.
+//! sliding-window layers capped at the window, MLA caching K only. Recurrent layers (Mamba,
+//! gated delta net) keep a fixed F32 state per sequence instead (`src/llama-memory-recurrent.cpp`),
+//! counted here too: it lives on the layer's device as the KV cache does, and llama.cpp reports
+//! both as "context" memory.
 //!
 //! Every product saturates: the factors come from a model header and the user's options, and a
 //! wrapped byte count would turn "needs 2^70 bytes" into "fits".
@@ -88,8 +91,38 @@ fn cells(
     }
 }
 
-/// KV bytes of each layer (K + V, plus the K-only indexer cache where the model has one).
+/// KV bytes of each layer (K + V, plus the K-only indexer cache where the model has one, plus
+/// the recurrent state of a recurrent layer).
 pub fn layer_kv_bytes(
+    attention: &AttentionLayout,
+    options: &PlacementOptions,
+    g: &ContextGeometry,
+) -> Result<Vec<u64>, KvError> {
+    let attention_kv = attention_kv_bytes(attention, options, g)?;
+    Ok(attention_kv
+        .into_iter()
+        .enumerate()
+        .map(|(il, kv)| kv.saturating_add(recurrent_state_bytes(attention, il, options)))
+        .collect())
+}
+
+/// The recurrent state of layer `il`: conv + SSM state, F32, one row per sequence
+/// (`mem_size = max(1, n_seq_max)` in `llama_model::create_memory`), whatever the context,
+/// `-ctk`/`-ctv` or `-kvu`. (llama.cpp keeps `1 + n_rs_seq` rows per sequence when speculative
+/// decoding needs rollback; the plan has no such option, so one.) 0 for an attention layer.
+fn recurrent_state_bytes(
+    attention: &AttentionLayout,
+    il: usize,
+    options: &PlacementOptions,
+) -> u64 {
+    match attention.recurrent {
+        Some(shape) if attention.is_recurrent(il) => shape.state_bytes(options.parallel),
+        _ => 0,
+    }
+}
+
+/// The attention KV cache of each layer (0 for a layer without attention).
+fn attention_kv_bytes(
     attention: &AttentionLayout,
     options: &PlacementOptions,
     g: &ContextGeometry,
@@ -145,6 +178,7 @@ pub fn layer_kv_bytes(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::model::{RecurrentKind, RecurrentShape};
 
     fn dense(n_layer: usize, kv_heads: u32, head: u32) -> AttentionLayout {
         AttentionLayout {
@@ -158,6 +192,8 @@ mod tests {
             indexer_key_length: vec![0; n_layer],
             indexer_heads: 0,
             indexer_top_k: 0,
+            recurrent: None,
+            recurrent_layers: Vec::new(),
         }
     }
 
@@ -256,5 +292,73 @@ mod tests {
         let row = 2 * 8 * 128 * 2; // K + V, f16
         assert_eq!(per_layer[0], row * 1536);
         assert_eq!(per_layer[5], row * 32_768);
+    }
+
+    fn mamba(n_layer: usize) -> AttentionLayout {
+        let mut layout = dense(n_layer, 0, 0);
+        layout.recurrent = Some(RecurrentShape {
+            kind: RecurrentKind::Mamba,
+            conv_kernel: 4,
+            inner_size: 4096,
+            state_size: 16,
+            group_count: 0,
+            time_step_rank: 128,
+        });
+        layout.recurrent_layers = vec![true; n_layer];
+        layout
+    }
+
+    #[test]
+    fn recurrent_state_is_f32_per_sequence_whatever_the_context_and_cache_type() {
+        let layout = mamba(8);
+        let per_layer_seq = (3 + 16) * 4096 * 4;
+        let at = |context: u32, parallel: u32, kind: KvType| {
+            let options = PlacementOptions {
+                context,
+                parallel,
+                kv_unified: false,
+                cache_type_k: kind,
+                cache_type_v: kind,
+                ..Default::default()
+            };
+            total(&layout, &options)
+        };
+        assert_eq!(at(4096, 1, KvType::F16), 8 * per_layer_seq);
+        assert_eq!(at(131_072, 1, KvType::Q4_0), 8 * per_layer_seq);
+        assert_eq!(at(4096, 6, KvType::F16), 6 * 8 * per_layer_seq);
+        // -np 0 still allocates one sequence.
+        assert_eq!(at(4096, 0, KvType::F16), 8 * per_layer_seq);
+    }
+
+    #[test]
+    fn a_hybrid_caches_kv_on_attention_layers_and_state_on_recurrent_ones() {
+        // Qwen3-Next style: three linear-attention layers, then a full attention layer (whose
+        // KV heads the reader keeps; the recurrent layers' are 0).
+        let mut layout = dense(4, 2, 256);
+        layout.head_count_kv = vec![0, 0, 0, 2];
+        layout.recurrent = Some(RecurrentShape {
+            kind: RecurrentKind::GatedDeltaNet,
+            conv_kernel: 4,
+            inner_size: 4096,
+            state_size: 128,
+            group_count: 16,
+            time_step_rank: 32,
+        });
+        layout.recurrent_layers = vec![true, true, true, false];
+        let options = PlacementOptions {
+            context: 8192,
+            parallel: 2,
+            kv_unified: false,
+            ..Default::default()
+        };
+        let g = geometry(&options, 0);
+        let per_layer = layer_kv_bytes(&layout, &options, &g).unwrap();
+        let state = 2 * (3 * 8192 + 128 * 4096) * 4;
+        assert_eq!(per_layer[..3], [state, state, state]);
+        assert_eq!(
+            per_layer[3],
+            2 * 2 * 256 * 2 * 8192,
+            "K + V, f16, two streams of 4096"
+        );
     }
 }

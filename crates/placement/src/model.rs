@@ -1,5 +1,6 @@
 //! The facts about a model that placement needs: its tensors (name, bytes, layer, role) and its
-//! attention layout, independent of where they were read from (a local or remote GGUF header).
+//! attention layout (with the recurrent state of SSM and linear-attention layers), independent of
+//! where they were read from (a local or remote GGUF header).
 
 use serde::{Deserialize, Serialize};
 
@@ -53,6 +54,85 @@ pub struct AttentionLayout {
     pub indexer_heads: u32,
     #[serde(default)]
     pub indexer_top_k: u32,
+    /// The recurrent geometry (Mamba-style SSM or gated delta net), for models with recurrent
+    /// layers (`mamba`, `qwen3next`, `jamba`, …); `None` for pure transformers.
+    #[serde(default)]
+    pub recurrent: Option<RecurrentShape>,
+    /// Which layers are recurrent: they keep a conv state and an SSM state per sequence
+    /// (see [`RecurrentShape`]) instead of, or (Falcon-H1) besides, a KV cache. Empty = none.
+    #[serde(default)]
+    pub recurrent_layers: Vec<bool>,
+}
+
+impl AttentionLayout {
+    /// Whether layer `il` keeps a recurrent state.
+    pub fn is_recurrent(&self, il: usize) -> bool {
+        self.recurrent.is_some() && self.recurrent_layers.get(il).copied().unwrap_or(false)
+    }
+}
+
+/// How a recurrent layer computes (its compute-buffer terms differ; its state is sized alike).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RecurrentKind {
+    /// A Mamba (1 or 2) selective scan: `mamba`, `mamba2`, and the SSM layers of `jamba`,
+    /// `falcon-h1`, `granitehybrid`, `nemotron_h`, `plamo2`.
+    Mamba,
+    /// Qwen3-Next's gated delta net (`qwen3next`, `qwen35`, `qwen35moe`).
+    GatedDeltaNet,
+}
+
+/// The `{arch}.ssm.*` hyperparameters of a recurrent model, as llama.cpp reads them
+/// (`load_arch_hparams` of each architecture; absent keys are 0).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RecurrentShape {
+    pub kind: RecurrentKind,
+    /// `ssm.conv_kernel` (d_conv).
+    pub conv_kernel: u32,
+    /// `ssm.inner_size` (d_inner; the value width of a gated delta net).
+    pub inner_size: u32,
+    /// `ssm.state_size` (d_state; the key/value head size of a gated delta net).
+    pub state_size: u32,
+    /// `ssm.group_count` (n_group; the key heads of a gated delta net). Mamba 1 and Jamba have
+    /// none: llama.cpp does not read the key for them.
+    pub group_count: u32,
+    /// `ssm.time_step_rank` (dt_rank; the value heads of a gated delta net).
+    pub time_step_rank: u32,
+}
+
+impl RecurrentShape {
+    /// Channels the causal convolution runs over: `d_inner + 2 × n_group × d_state` (for a
+    /// gated delta net: Q, K and V together).
+    pub fn conv_channels(&self) -> u64 {
+        u64::from(self.inner_size).saturating_add(
+            u64::from(self.group_count)
+                .saturating_mul(u64::from(self.state_size))
+                .saturating_mul(2),
+        )
+    }
+
+    /// F32 elements of one sequence's conv state: `(d_conv - 1) × conv channels`
+    /// (`llama_hparams::n_embd_r`; the oldest column is shifted out, so it is not kept).
+    pub fn conv_state_elements(&self) -> u64 {
+        u64::from(self.conv_kernel.saturating_sub(1)).saturating_mul(self.conv_channels())
+    }
+
+    /// F32 elements of one sequence's SSM state: `d_state × d_inner`
+    /// (`llama_hparams::n_embd_s`; for a gated delta net head size² × value heads).
+    pub fn ssm_state_elements(&self) -> u64 {
+        u64::from(self.state_size).saturating_mul(u64::from(self.inner_size))
+    }
+
+    /// Bytes of one recurrent layer's state for `sequences` sequences: llama.cpp allocates an
+    /// R (conv) and an S (SSM) tensor per recurrent layer, both F32 whatever `-ctk`/`-ctv` say,
+    /// with `max(1, n_seq_max)` rows (`llama_model::create_memory`,
+    /// `llama_memory_recurrent::llama_memory_recurrent`); the context length plays no part.
+    pub fn state_bytes(&self, sequences: u32) -> u64 {
+        self.conv_state_elements()
+            .saturating_add(self.ssm_state_elements())
+            .saturating_mul(4)
+            .saturating_mul(u64::from(sequences.max(1)))
+    }
 }
 
 /// Mixture-of-experts shape.
@@ -154,5 +234,62 @@ mod tests {
             (Some(40), TensorRole::Output)
         );
         assert_eq!(classify("rope_freqs.weight", 40), (None, TensorRole::Other));
+    }
+
+    #[test]
+    fn mamba_2_8b_keeps_23_75_mib_of_state_per_sequence() {
+        // state-spaces/mamba-2.8b: 64 layers, d_inner 5120, d_state 16, d_conv 4, no groups.
+        let mamba = RecurrentShape {
+            kind: RecurrentKind::Mamba,
+            conv_kernel: 4,
+            inner_size: 5120,
+            state_size: 16,
+            group_count: 0,
+            time_step_rank: 160,
+        };
+        assert_eq!(mamba.conv_state_elements(), 3 * 5120);
+        assert_eq!(mamba.ssm_state_elements(), 16 * 5120);
+        assert_eq!(64 * mamba.state_bytes(1), 95 << 18); // 23.75 MiB
+        assert_eq!(mamba.state_bytes(4), 4 * mamba.state_bytes(1));
+        assert_eq!(
+            mamba.state_bytes(0),
+            mamba.state_bytes(1),
+            "at least one sequence"
+        );
+    }
+
+    #[test]
+    fn qwen3_next_linear_layers_keep_q_k_v_conv_and_a_head_size_squared_state() {
+        // Qwen3-Next-80B-A3B: 16 key heads and 32 value heads of 128, conv kernel 4.
+        let gdn = RecurrentShape {
+            kind: RecurrentKind::GatedDeltaNet,
+            conv_kernel: 4,
+            inner_size: 32 * 128,
+            state_size: 128,
+            group_count: 16,
+            time_step_rank: 32,
+        };
+        assert_eq!(gdn.conv_channels(), 2 * 16 * 128 + 32 * 128);
+        assert_eq!(gdn.conv_state_elements(), 3 * 8192);
+        assert_eq!(gdn.ssm_state_elements(), 128 * 128 * 32);
+        assert_eq!(gdn.state_bytes(1), (24_576 + 524_288) * 4);
+    }
+
+    #[test]
+    fn hostile_recurrent_widths_saturate() {
+        let huge = RecurrentShape {
+            kind: RecurrentKind::Mamba,
+            conv_kernel: u32::MAX,
+            inner_size: u32::MAX,
+            state_size: u32::MAX,
+            group_count: u32::MAX,
+            time_step_rank: u32::MAX,
+        };
+        assert_eq!(huge.state_bytes(u32::MAX), u64::MAX);
+        let none = RecurrentShape {
+            conv_kernel: 0,
+            ..huge
+        };
+        assert_eq!(none.conv_state_elements(), 0);
     }
 }

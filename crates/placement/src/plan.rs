@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 use super::correction::Correction;
 use super::kv::{self, ContextGeometry, KvError};
 use super::layers::{assign_layers, LayerDevices};
-use super::model::{ModelShape, TensorRole};
+use super::model::{ModelShape, RecurrentKind, TensorRole};
 use super::options::{DeviceId, PlacementOptions, SplitMode};
 
 /// A device as the planner sees it: what it holds and what must stay free.
@@ -348,6 +348,88 @@ impl RowSplit {
 /// width (measured: 7 × ubatch × n_embd floats covers every shape we tried).
 const ACTIVATION_ROWS: u64 = 7;
 
+/// Rows of the embedding width a purely recurrent graph (no attention layer at all, e.g. Mamba)
+/// holds beside the logits: 3 measured, one more for margin. Such a graph has no attention
+/// phase to keep Q, K, V and scores alive, so the 7 rows of a transformer overestimated Mamba's
+/// buffer by a quarter.
+const RECURRENT_ACTIVATION_ROWS: u64 = 4;
+
+/// The largest phase of a recurrent layer, whole: its own live activations are included, so it
+/// competes with the other phases plus theirs instead of adding to them. llama.cpp reserves
+/// the graph for ubatch tokens spread over `n_seq_max` sequences (`sched_reserve`). Envelopes
+/// measured against `llama-fit-params` on the CPU backend (the allocator's reuse rules out a
+/// closed form): over 48 Mamba and 108 Qwen3-Next shapes (n_embd 2048–8192, 1–8 sequences,
+/// 512- and 1024-token micro-batches) never under llama.cpp's figure and at most 15 % over.
+/// - Mamba (`build_mamba_layer`): per token the x/z projection (2 × d_inner), the conv input and
+///   output, the scan output and the gated product: 6 × d_inner for Mamba 1 (written here as
+///   4 × d_inner + 2 × conv channels so that Mamba-2's B/C groups count), and 2 rows of n_embd
+///   (1 measured); per sequence the SSM state (the scan's final state) and the conv state twice
+///   (gathered, then inside the conv input).
+/// - Gated delta net (`qwen3next`, the fused `ggml_gated_delta_net` op of `build_delta_net`):
+///   the larger of the convolution (its input, output and SiLU: 3 × conv channels per token,
+///   with the output gate z (d_inner) and 5/2 rows of n_embd) and the delta net itself (per
+///   token 7/4 × conv channels, 3/2 × d_inner for z and the output, 3/2 × the width of Q and K
+///   (d_inner when they are repeated to more value heads), 21/4 rows of n_embd; per sequence
+///   the state read and the state written, 2 × n_embd_s).
+fn recurrent_phase(model: &ModelShape, ub: u64, sequences: u64) -> u64 {
+    let Some(shape) = model.attention.recurrent else {
+        return 0;
+    };
+    let floats = |n: u64| n.saturating_mul(4);
+    let per_token = |n: u64| floats(n.saturating_mul(ub));
+    let d_inner = u64::from(shape.inner_size);
+    let channels = shape.conv_channels();
+    let n_embd = u64::from(model.n_embd);
+    let conv_state = shape.conv_state_elements();
+    let ssm_state = shape.ssm_state_elements();
+    match shape.kind {
+        RecurrentKind::Mamba => {
+            let tokens = d_inner
+                .saturating_mul(4)
+                .saturating_add(channels.saturating_mul(2))
+                .saturating_add(n_embd.saturating_mul(2));
+            let sequence = ssm_state.saturating_add(conv_state.saturating_mul(2));
+            per_token(tokens).saturating_add(floats(sequence.saturating_mul(sequences)))
+        }
+        RecurrentKind::GatedDeltaNet => {
+            let keys = u64::from(shape.state_size).saturating_mul(u64::from(shape.group_count));
+            let q_k = if shape.group_count == shape.time_step_rank {
+                keys
+            } else {
+                d_inner
+            };
+            let convolution = channels
+                .saturating_mul(3)
+                .saturating_add(d_inner)
+                .saturating_add(n_embd.saturating_mul(5).div_ceil(2));
+            let quarters = channels
+                .saturating_mul(7)
+                .saturating_add(q_k.saturating_mul(6))
+                .saturating_add(d_inner.saturating_mul(6))
+                .saturating_add(n_embd.saturating_mul(21));
+            let delta_net = per_token(quarters.div_ceil(4)).saturating_add(floats(
+                ssm_state.saturating_mul(2).saturating_mul(sequences),
+            ));
+            per_token(convolution).max(delta_net)
+        }
+    }
+}
+
+/// Without flash attention, queries wider than the embedding (heads × head size > n_embd, as
+/// Qwen3-Next's 16 × 256 over 2048, whose Q projection also carries an output gate) keep more
+/// alive beside the scores than the activation rows cover: about 7/2 floats per token for each
+/// extra query column (measured against `llama-fit-params` at 1×, 2× and 4× the embedding
+/// width), 4 with a margin.
+/// 0 for MLA, whose key length is the latent width, not a per-head query width.
+fn wide_queries(model: &ModelShape, heads: u64, ub: u64) -> u64 {
+    if model.attention.mla {
+        return 0;
+    }
+    let width = heads.saturating_mul(u64::from(model.attention.key_length));
+    let extra = width.saturating_sub(u64::from(model.n_embd));
+    extra.saturating_mul(4).saturating_mul(ub).saturating_mul(4)
+}
+
 /// The DSA indexer's share of the attention phase (GLM-5.x), measured against
 /// `llama-fit-params`: its scores over the whole context (indexer heads × n_kv × ubatch
 /// floats) and the selected keys ((heads + 2) × top-k × ubatch floats); without flash
@@ -387,10 +469,13 @@ fn sparse_attention(model: &ModelShape, heads: u64, n_ctx: u64, ub: u64, flash: 
 /// (summing them overestimated by 12 % to 37 %). The phases, calibrated against
 /// `llama-fit-params -fitp on` on the CPU backend over dense, GQA, MoE, sliding-window and MLA
 /// shapes (`crates/core/tests/fit_params_oracle.rs`):
-/// - attention: without flash attention the scores (heads × n_kv × ubatch f32) and the mask
-///   (n_kv × ubatch f32); with it only an f16 mask;
+/// - attention: without flash attention the scores (heads × n_kv × ubatch f32), the mask
+///   (n_kv × ubatch f32) and what queries wider than the embedding add (`wide_queries`); with
+///   it only an f16 mask; none for a model without attention layers;
 /// - feed-forward: gate, up and their product (3 × n_ff × ubatch);
-/// - on the output device, the logits (n_vocab × ubatch f32).
+/// - on the output device, the logits (n_vocab × ubatch f32);
+/// - on a device with recurrent layers, the recurrent phase (see `recurrent_phase`), which
+///   carries its own activations.
 fn compute_estimate(
     model: &ModelShape,
     device: DeviceId,
@@ -405,7 +490,15 @@ fn compute_estimate(
     }
     let ub = u64::from(options.ubatch.min(options.batch).max(1));
     let floats = |n: u64| n.saturating_mul(ub).saturating_mul(4);
-    let activations = floats(u64::from(model.n_embd)).saturating_mul(ACTIVATION_ROWS);
+    // A recurrent model without any attention layer (Mamba) has neither a mask nor scores.
+    let attends =
+        model.attention.recurrent.is_none() || model.attention.head_count_kv.iter().any(|&h| h > 0);
+    let rows = if attends {
+        ACTIVATION_ROWS
+    } else {
+        RECURRENT_ACTIVATION_ROWS
+    };
+    let activations = floats(u64::from(model.n_embd)).saturating_mul(rows);
     let heads = u64::from(
         model
             .attention
@@ -417,12 +510,13 @@ fn compute_estimate(
     );
     let sparse = sparse_attention(model, heads, g.n_ctx_seq, ub, options.flash_attention);
     let attention = match (options.flash_attention, sparse) {
+        _ if !attends => 0,
         // With flash attention a sparse (DSA) graph keeps no full mask.
         (true, 0) => g.n_ctx_seq.saturating_mul(ub).saturating_mul(2),
         (true, _) => sparse,
-        (false, _) => {
-            floats(g.n_ctx_seq.saturating_mul(heads.saturating_add(1))).saturating_add(sparse)
-        }
+        (false, _) => floats(g.n_ctx_seq.saturating_mul(heads.saturating_add(1)))
+            .saturating_add(sparse)
+            .saturating_add(wide_queries(model, heads, ub)),
     };
     let feed_forward = floats(u64::from(model.n_ff).saturating_mul(3));
     let logits = if holds_output {
@@ -435,7 +529,19 @@ fn compute_estimate(
     } else {
         0
     };
-    activations.saturating_add(layer_phase.max(logits))
+    let holds_recurrent = layers
+        .layers
+        .iter()
+        .enumerate()
+        .any(|(il, &d)| d == device && model.attention.is_recurrent(il));
+    let recurrent = if holds_recurrent {
+        recurrent_phase(model, ub, u64::from(options.parallel.max(1)))
+    } else {
+        0
+    };
+    activations
+        .saturating_add(layer_phase.max(logits))
+        .max(recurrent)
 }
 
 #[cfg(test)]
@@ -605,5 +711,89 @@ mod tests {
             .devices
             .iter()
             .any(|d| d.usage.kv_bytes == u64::MAX && d.usage.total_bytes() == u64::MAX));
+    }
+
+    /// A Mamba-shaped model: no attention, every layer recurrent, `n_embd` wide.
+    fn mamba_model(n_layer: u32, n_embd: u32, n_vocab: u32) -> ModelShape {
+        let mut model = moe_model(n_layer, n_layer, 10 * MIB, 0);
+        model.architecture = "mamba".into();
+        model.n_embd = n_embd;
+        model.n_vocab = n_vocab;
+        model.n_ff = 0;
+        model.experts = None;
+        let attention = &mut model.attention;
+        attention.head_count_kv = vec![0; n_layer as usize];
+        attention.head_count = vec![0; n_layer as usize];
+        attention.mla = false;
+        attention.recurrent = Some(crate::model::RecurrentShape {
+            kind: RecurrentKind::Mamba,
+            conv_kernel: 4,
+            inner_size: 2 * n_embd,
+            state_size: 16,
+            group_count: 0,
+            time_step_rank: n_embd / 16,
+        });
+        attention.recurrent_layers = vec![true; n_layer as usize];
+        model
+    }
+
+    #[test]
+    fn a_wide_mamba_sizes_its_compute_buffer_by_the_scan_and_its_context_by_the_state() {
+        // 8192 wide, a 50k vocabulary: the selective scan's tensors (6 × d_inner per token)
+        // outgrow the logits; the state is per sequence, the context length plays no part.
+        let model = mamba_model(4, 8192, 50_277);
+        let options = PlacementOptions {
+            context: 65_536,
+            parallel: 8,
+            ubatch: 512,
+            ..Default::default()
+        };
+        let plan = plan(&model, &gpus(1, 80 * GIB), &options).unwrap();
+        let gpu = &plan.device(DeviceId::Gpu(0)).unwrap().usage;
+        let (d, e) = (16_384u64, 8192u64);
+        let (conv, ssm) = (3 * d, 16 * d);
+        assert_eq!(gpu.kv_bytes, 4 * 8 * (conv + ssm) * 4);
+        let scan = (6 * d + 2 * e) * 512 * 4 + 8 * (ssm + 2 * conv) * 4;
+        assert_eq!(gpu.compute_estimate_bytes, scan);
+        // llama-fit-params: 451 MiB at 1024 tokens, so about 225 at 512.
+        let mib = gpu.compute_estimate_bytes / MIB;
+        assert!((225..260).contains(&mib), "{mib} MiB");
+    }
+
+    #[test]
+    fn a_narrow_mamba_holds_the_logits_and_fewer_activation_rows_than_a_transformer() {
+        let model = mamba_model(4, 2048, 50_277);
+        let options = PlacementOptions {
+            ubatch: 512,
+            ..Default::default()
+        };
+        let plan = plan(&model, &gpus(1, 80 * GIB), &options).unwrap();
+        let gpu = &plan.device(DeviceId::Gpu(0)).unwrap().usage;
+        // llama-fit-params: 110 MiB (the logits, 98 MiB, and 3 rows of n_embd).
+        assert_eq!(gpu.compute_estimate_bytes, (50_277 + 4 * 2048) * 512 * 4);
+    }
+
+    #[test]
+    fn hostile_recurrent_shapes_saturate_the_compute_estimate() {
+        let mut model = mamba_model(4, 2048, 50_277);
+        model.attention.recurrent = Some(crate::model::RecurrentShape {
+            kind: RecurrentKind::GatedDeltaNet,
+            conv_kernel: u32::MAX,
+            inner_size: u32::MAX,
+            state_size: u32::MAX,
+            group_count: u32::MAX,
+            time_step_rank: 1,
+        });
+        let options = PlacementOptions {
+            parallel: u32::MAX,
+            ubatch: u32::MAX,
+            batch: u32::MAX,
+            ..Default::default()
+        };
+        let plan = plan(&model, &gpus(1, 24 * GIB), &options).unwrap();
+        let gpu = &plan.device(DeviceId::Gpu(0)).unwrap().usage;
+        assert_eq!(gpu.compute_estimate_bytes, u64::MAX);
+        assert_eq!(gpu.kv_bytes, u64::MAX);
+        assert!(!plan.fits());
     }
 }

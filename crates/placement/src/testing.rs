@@ -73,6 +73,8 @@ pub fn moe_model(n_layer: u32, dense: u32, layer_bytes: u64, expert_bytes: u64) 
             indexer_key_length: vec![0; n_layer as usize],
             indexer_heads: 0,
             indexer_top_k: 0,
+            recurrent: None,
+            recurrent_layers: Vec::new(),
         },
         experts: Some(ExpertShape {
             count: 256,
