@@ -198,17 +198,13 @@ fn correction(dry: &[&Observation], measured: &[&Observation]) -> Correction {
     }
 }
 
+/// The median (the bench statistics' 50th percentile, interpolated between the middle two).
 fn median(mut values: Vec<f64>) -> Option<f64> {
     if values.is_empty() {
         return None;
     }
     values.sort_by(f64::total_cmp);
-    let mid = values.len() / 2;
-    Some(if values.len().is_multiple_of(2) {
-        (values[mid - 1] + values[mid]) / 2.0
-    } else {
-        values[mid]
-    })
+    Some(crate::bench::stats::percentile(&values, 50.0))
 }
 
 /// A device's calibration as a plan shows it.
