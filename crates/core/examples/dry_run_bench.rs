@@ -21,21 +21,14 @@ use rigdeck_gguf::fixtures::MoeShape;
 const DRY_RUNS: usize = 5;
 const ESTIMATES: usize = 50;
 
-/// The first `suffix` under a folder of `under`, unless `env` names it.
+/// The cached folder (or the one `env` names), or how to get it.
 fn locate(env: &str, under: &Path, suffix: &str) -> anyhow::Result<PathBuf> {
-    if let Some(dir) = std::env::var_os(env) {
-        return Ok(PathBuf::from(dir));
-    }
-    std::fs::read_dir(under)?
-        .flatten()
-        .map(|e| e.path().join(suffix))
-        .find(|p| p.exists())
-        .ok_or_else(|| {
-            anyhow::anyhow!(
-                "no {suffix} under {}: run `make test` or set {env}",
-                under.display()
-            )
-        })
+    rigdeck_core::engines::source::cached_or_env(env, under, suffix).ok_or_else(|| {
+        anyhow::anyhow!(
+            "no {suffix} under {}: run `make test` or set {env}",
+            under.display()
+        )
+    })
 }
 
 fn spread(mut samples: Vec<Duration>) -> String {

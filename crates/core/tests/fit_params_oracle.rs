@@ -24,16 +24,7 @@ fn cache() -> PathBuf {
 
 /// The first directory that matches, from the environment or the build cache.
 fn locate(env: &str, under: &Path, suffix: &str) -> PathBuf {
-    if let Some(dir) = std::env::var_os(env) {
-        return PathBuf::from(dir);
-    }
-    let found = std::fs::read_dir(under).ok().and_then(|entries| {
-        entries
-            .flatten()
-            .map(|e| e.path().join(suffix))
-            .find(|p| p.exists())
-    });
-    found.unwrap_or_else(|| {
+    rigdeck_core::engines::source::cached_or_env(env, under, suffix).unwrap_or_else(|| {
         panic!(
             "no {suffix} under {}: run `make test` (it builds the bundled llama.cpp) or set {env}",
             under.display()

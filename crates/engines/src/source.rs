@@ -198,6 +198,20 @@ pub fn cache_root() -> Result<PathBuf, SourceError> {
         .ok_or(SourceError::NoCacheDir)
 }
 
+/// `<entry>/<suffix>` for the first entry of `under` (a cache folder) that has it, unless the
+/// environment variable `env` names the folder itself: how tests and benchmarks find the cached
+/// llama.cpp build (`engines`, `bin`) and source tree (`sources`, `llama.cpp`).
+pub fn cached_or_env(env: &str, under: &Path, suffix: &str) -> Option<PathBuf> {
+    if let Some(dir) = std::env::var_os(env) {
+        return Some(PathBuf::from(dir));
+    }
+    std::fs::read_dir(under)
+        .ok()?
+        .flatten()
+        .map(|e| e.path().join(suffix))
+        .find(|p| p.exists())
+}
+
 /// Where archives and unpacked trees live under the cache root.
 pub fn sources_dir(cache_root: &Path) -> PathBuf {
     cache_root.join("sources")

@@ -8,6 +8,7 @@ mod support;
 
 use std::time::{Duration, Instant};
 
+use reqwest::StatusCode;
 use rigdeck_core::engines::registry::register_path;
 use rigdeck_core::engines::Backend;
 use serde_json::{json, Value};
@@ -15,20 +16,6 @@ use support::engine_rig::Rig;
 use support::TestServer;
 
 const MIB: f64 = (1u64 << 20) as f64;
-
-async fn call(t: &TestServer, method: &str, path: &str, body: Option<Value>) -> (u16, Value) {
-    let method = reqwest::Method::from_bytes(method.as_bytes()).unwrap();
-    let mut request = t
-        .client
-        .request(method, t.url(path))
-        .bearer_auth(t.server.token());
-    if let Some(body) = body {
-        request = request.json(&body);
-    }
-    let response = request.send().await.unwrap();
-    let status = response.status().as_u16();
-    (status, response.json().await.unwrap_or(Value::Null))
-}
 
 fn mib(v: &Value) -> f64 {
     v.as_u64()
@@ -45,14 +32,14 @@ async fn a_dry_run_corrects_the_compute_estimate_and_says_how_far_off_it_was() {
         "options": {"context": 4096, "parallel": 1, "kv_unified": false}});
 
     // Nothing recorded yet: the estimate stands alone.
-    let (status, first) = call(&t, "POST", "/api/v1/plan", Some(body.clone())).await;
-    assert_eq!(status, 200, "{first}");
+    let (status, first) = t.post_json("/api/v1/plan", &body).await;
+    assert_eq!(status, StatusCode::OK, "{first}");
     assert_eq!(first["calibration"], json!([]), "{first}");
-    let (_, none) = call(&t, "GET", "/api/v1/plan/calibration", None).await;
+    let none = t.get_json("/api/v1/plan/calibration").await;
     assert_eq!(none, json!([]));
 
-    let (status, dry) = call(&t, "POST", "/api/v1/plan/dry-run", Some(body.clone())).await;
-    assert_eq!(status, 200, "{dry}");
+    let (status, dry) = t.post_json("/api/v1/plan/dry-run", &body).await;
+    assert_eq!(status, StatusCode::OK, "{dry}");
     assert!(dry["error"].is_null(), "{dry}");
     let host = &dry["devices"][0];
     let theirs = mib(&host["llama_cpp"]["compute_bytes"]);
@@ -64,7 +51,7 @@ async fn a_dry_run_corrects_the_compute_estimate_and_says_how_far_off_it_was() {
     );
 
     // The record: llama architecture, CPU build, host memory; off by what the two totals say.
-    let (_, kept) = call(&t, "GET", "/api/v1/plan/calibration", None).await;
+    let kept = t.get_json("/api/v1/plan/calibration").await;
     let kept = &kept[0];
     assert_eq!(kept["architecture"], "llama", "{kept}");
     assert_eq!(kept["backend"], "cpu", "{kept}");
@@ -83,7 +70,7 @@ async fn a_dry_run_corrects_the_compute_estimate_and_says_how_far_off_it_was() {
     assert!((factor - theirs / ours).abs() < 1e-6, "{kept}");
 
     // The next plan of this architecture on the host is corrected: compute now llama.cpp's.
-    let (_, second) = call(&t, "POST", "/api/v1/plan", Some(body.clone())).await;
+    let (_, second) = t.post_json("/api/v1/plan", &body).await;
     let calibration = &second["calibration"][0];
     assert_eq!(calibration["device"]["kind"], "cpu", "{second}");
     assert_eq!(calibration["last"]["source"], "dry_run", "{second}");
@@ -98,8 +85,8 @@ async fn a_dry_run_corrects_the_compute_estimate_and_says_how_far_off_it_was() {
     );
 
     // Asking for the same dry run again updates its record instead of counting it twice.
-    call(&t, "POST", "/api/v1/plan/dry-run", Some(body)).await;
-    let (_, again) = call(&t, "GET", "/api/v1/plan/calibration", None).await;
+    t.post_json("/api/v1/plan/dry-run", &body).await;
+    let again = t.get_json("/api/v1/plan/calibration").await;
     assert_eq!(again[0]["dry_runs"], 1, "{again}");
 
     // Another architecture on the same host has no record to use.
@@ -109,8 +96,8 @@ async fn a_dry_run_corrects_the_compute_estimate_and_says_how_far_off_it_was() {
         .write_to_path(&moe)
         .unwrap();
     let other = json!({"model": moe, "rig": "cpu-minipc", "options": {"context": 4096}});
-    let (status, plan) = call(&t, "POST", "/api/v1/plan", Some(other)).await;
-    assert_eq!(status, 200, "{plan}");
+    let (status, plan) = t.post_json("/api/v1/plan", &other).await;
+    assert_eq!(status, StatusCode::OK, "{plan}");
     assert_eq!(plan["calibration"], json!([]), "{plan}");
 }
 
