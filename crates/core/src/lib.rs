@@ -14,6 +14,7 @@ pub mod hub_fit;
 pub mod launch;
 pub mod library;
 pub mod live_rig;
+pub mod packaged_engines;
 pub mod paths;
 pub mod profiles;
 pub mod service_unit;

@@ -62,6 +62,7 @@ fn cpu_request(source: SourceSpec, engines_dir: &Path, cache_dir: &Path) -> Buil
         build_dir: None,
         cache_dir: cache_dir.to_owned(),
         jobs: None,
+        portable: false,
     }
 }
 
@@ -84,7 +85,13 @@ async fn builds_the_bundled_llama_cpp_registers_it_and_reuses_the_cache() {
     );
     assert_eq!(
         built.build_dir,
-        default_build_dir(&engines_dir, EngineKind::LlamaCpp, "0c1e570", Backend::Cpu)
+        default_build_dir(
+            &engines_dir,
+            EngineKind::LlamaCpp,
+            "0c1e570",
+            Backend::Cpu,
+            false
+        )
     );
     assert_eq!(built.llama_server, built.build_dir.join("bin/llama-server"));
     for name in ["llama-server", "llama-bench", "llama-fit-params"] {

@@ -6,7 +6,9 @@
 //! - [`package_index`]: one file from a Python package index's simple API, hashed as it streams.
 //! - [`cmake_build`]: configure and compile llama.cpp/ik_llama.cpp with CMake + Ninja, streaming
 //!   progress as [`cmake_build::BuildProgress`] events.
-//! - [`registry`]: the installed builds, in SQLite (built by Rigdeck or registered by the user).
+//! - [`registry`]: the installed builds, in SQLite (built by Rigdeck, shipped in its package or
+//!   registered by the user).
+//! - [`packaged`]: the llama.cpp builds a package ships beside Rigdeck's binaries, found at start.
 //! - [`capabilities`]: what a binary supports, read from its `--version` and `--help`.
 //! - [`python_env`]: vLLM and SGLang installed with pip into managed virtual environments.
 //! - [`progress`]: the steps of a build and one progress report, heard by a listener.
@@ -19,6 +21,7 @@ pub mod cmake_build;
 pub mod fit_params;
 pub mod install;
 pub mod package_index;
+pub mod packaged;
 pub mod progress;
 pub mod python_env;
 pub mod registry;

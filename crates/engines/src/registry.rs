@@ -25,6 +25,8 @@ pub const PYTHON_IMPORT_TIMEOUT: Duration = Duration::from_secs(120);
 pub enum BuildOrigin {
     Built,
     Registered,
+    /// Shipped in the package next to Rigdeck's binaries (see [`super::packaged`]).
+    Packaged,
 }
 
 impl BuildOrigin {
@@ -32,6 +34,7 @@ impl BuildOrigin {
         match self {
             BuildOrigin::Built => "built",
             BuildOrigin::Registered => "registered",
+            BuildOrigin::Packaged => "packaged",
         }
     }
 }
@@ -161,7 +164,7 @@ pub async fn register_built(
 }
 
 /// The version the binary reports, else what the source was called.
-fn version_text(capabilities: &Capabilities, fallback: &str) -> String {
+pub(crate) fn version_text(capabilities: &Capabilities, fallback: &str) -> String {
     let v = &capabilities.version;
     if v.version.is_some() || v.commit.is_some() {
         capabilities.version_label()

@@ -158,6 +158,9 @@ pub async fn start(options: ServeOptions) -> anyhow::Result<RunningServer> {
         .local_addr()
         .context("cannot read the bound address")?;
     let store = open_store(paths).await;
+    if let Some(store) = &store {
+        rigdeck_core::packaged_engines::adopt(store).await;
+    }
     let (settings_tx, settings_rx) = watch::channel(settings.current());
     let bus = EventBus::new();
     let library_bus = bus.clone();

@@ -226,3 +226,66 @@ fn a_cuda_build_needs_nvcc_and_takes_the_architectures_from_the_gpus() {
         );
     }
 }
+
+/// `rigdeck engines list --json`, with `packaged` as the folder of shipped builds.
+fn list_with_packaged(dir: &Path, packaged: &Path) -> Vec<serde_json::Value> {
+    let output = support::rigdeck_in(dir)
+        .env("RIGDECK_PACKAGED_ENGINES", packaged)
+        .args(["engines", "list", "--json"])
+        .output()
+        .unwrap();
+    let (stdout, stderr) = support::output_text(&output);
+    assert!(output.status.success(), "{stderr}");
+    serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("{e}: {stdout}"))
+}
+
+/// A package's shipped build, as `make package` lays it out.
+fn ship(packaged: &Path, build: &str) -> PathBuf {
+    let bin = packaged.join(build).join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let server = fake_server(&bin);
+    std::fs::canonicalize(server).unwrap()
+}
+
+#[test]
+fn the_engine_a_package_ships_is_registered_at_first_start_and_an_upgrade_keeps_its_id() {
+    let dir = tempfile::tempdir().unwrap();
+    let packaged = dir.path().join("lib/rigdeck/engines");
+    let first = ship(&packaged, "llama.cpp-abc1234-cpu-portable");
+
+    let builds = list_with_packaged(dir.path(), &packaged);
+    assert_eq!(builds.len(), 1, "{builds:?}");
+    assert_eq!(builds[0]["source"], "packaged");
+    assert_eq!(builds[0]["kind"], "llama.cpp");
+    assert_eq!(builds[0]["backend"], "cpu");
+    assert_eq!(builds[0]["status"], "ready");
+    assert_eq!(builds[0]["location"], first.to_str().unwrap());
+    let id = builds[0]["id"].clone();
+    // Started again: nothing new, nothing duplicated.
+    assert_eq!(list_with_packaged(dir.path(), &packaged).len(), 1);
+
+    // An upgrade takes the old build's folder away and ships a newer one: same id, new place.
+    std::fs::remove_dir_all(packaged.join("llama.cpp-abc1234-cpu-portable")).unwrap();
+    let second = ship(&packaged, "llama.cpp-def5678-cpu-portable");
+    let builds = list_with_packaged(dir.path(), &packaged);
+    assert_eq!(builds.len(), 1, "{builds:?}");
+    assert_eq!(builds[0]["id"], id);
+    assert_eq!(builds[0]["location"], second.to_str().unwrap());
+    assert_eq!(builds[0]["status"], "ready");
+
+    // A build the user registered is never taken over by a shipped one.
+    let own = fake_server(dir.path());
+    let output = support::rigdeck_in(dir.path())
+        .args(["engines", "register"])
+        .arg(&own)
+        .output()
+        .unwrap();
+    assert!(output.status.success());
+    std::fs::remove_file(&own).unwrap();
+    std::fs::remove_dir_all(packaged.join("llama.cpp-def5678-cpu-portable")).unwrap();
+    ship(&packaged, "llama.cpp-0c1e570-cpu-portable");
+    let builds = list_with_packaged(dir.path(), &packaged);
+    let sources: Vec<&str> = builds.iter().filter_map(|b| b["source"].as_str()).collect();
+    assert_eq!(sources, ["packaged", "registered"], "{builds:?}");
+    assert_eq!(builds[1]["status"], "missing");
+}

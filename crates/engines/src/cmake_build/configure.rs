@@ -62,6 +62,8 @@ pub struct ConfigurePlan {
     /// Passed as `LLAMA_BUILD_COMMIT` when the tree has no git history to read it from.
     pub commit: Option<String>,
     pub options: TreeOptions,
+    /// Built for other machines: see [`super::BuildRequest::portable`].
+    pub portable: bool,
 }
 
 /// The `cmake` arguments that configure `tree` into `cmake_dir`.
@@ -97,6 +99,11 @@ pub fn configure_args(tree: &Path, cmake_dir: &Path, plan: &ConfigurePlan) -> Ve
     }
     if let Some(commit) = &plan.commit {
         args.push(format!("-DLLAMA_BUILD_COMMIT={commit}"));
+    }
+    if plan.portable {
+        // With GGML_NATIVE off, ggml turns on AVX, AVX2, FMA, F16C and BMI2 itself: what any
+        // x86-64 CPU of the last ten years runs, where -march=native would crash on older ones.
+        args.push("-DGGML_NATIVE=OFF".into());
     }
     match plan.backend {
         Backend::Cpu | Backend::Rocm => {}
@@ -138,6 +145,7 @@ mod tests {
             cuda_compiler: Some(PathBuf::from("/usr/local/cuda/bin/nvcc")),
             commit: None,
             options: TreeOptions::parse(options),
+            portable: false,
         }
     }
 
@@ -173,6 +181,28 @@ mod tests {
                 "-DLLAMA_BUILD_COMMIT=0c1e570",
             ]
         );
+    }
+
+    #[test]
+    fn a_portable_build_turns_native_code_off() {
+        let portable = configure_args(
+            Path::new("/s"),
+            Path::new("/b"),
+            &ConfigurePlan {
+                portable: true,
+                ..plan(Backend::Cpu, CURRENT_TREE)
+            },
+        );
+        assert_eq!(
+            portable.last().map(String::as_str),
+            Some("-DGGML_NATIVE=OFF")
+        );
+        let native = configure_args(
+            Path::new("/s"),
+            Path::new("/b"),
+            &plan(Backend::Cpu, CURRENT_TREE),
+        );
+        assert!(!native.iter().any(|a| a.contains("GGML_NATIVE")));
     }
 
     #[test]

@@ -57,6 +57,9 @@ pub struct BuildRequest {
     pub cache_dir: PathBuf,
     /// Parallel compile jobs; all cores when `None`.
     pub jobs: Option<usize>,
+    /// For other machines (the packages ship it): no `-march=native`, the x86-64-v3 set llama.cpp
+    /// enables by default (AVX2, FMA, F16C) instead of whatever this CPU has.
+    pub portable: bool,
 }
 
 impl BuildRequest {
@@ -72,6 +75,7 @@ impl BuildRequest {
             build_dir: None,
             cache_dir,
             jobs: None,
+            portable: false,
         }
     }
 }
@@ -247,14 +251,21 @@ pub fn check_tools(request: &BuildRequest) -> Result<Option<PathBuf>, BuildError
     }
 }
 
-/// The folder a build goes into when none is given.
+/// The folder a build goes into when none is given (`-portable` after the backend for a build
+/// meant for other machines, so it never replaces the native one).
 pub fn default_build_dir(
     engines_dir: &Path,
     kind: EngineKind,
     version: &str,
     backend: Backend,
+    portable: bool,
 ) -> PathBuf {
-    engines_dir.join(format!("{}-{version}-{}", kind.as_str(), backend.as_str()))
+    let suffix = if portable { "-portable" } else { "" };
+    engines_dir.join(format!(
+        "{}-{version}-{}{suffix}",
+        kind.as_str(),
+        backend.as_str()
+    ))
 }
 
 async fn run_build(
@@ -277,6 +288,7 @@ async fn run_build(
             request.kind,
             &prepared.label,
             request.backend,
+            request.portable,
         )
     });
     fs::create_dir_all(&build_dir).map_err(io_err("create the build folder", &build_dir))?;
@@ -292,6 +304,7 @@ async fn run_build(
         cuda_compiler,
         commit: prepared.commit.clone(),
         options: TreeOptions::read(&prepared.tree)?,
+        portable: request.portable,
     };
     let args = configure_args(&prepared.tree, &cmake_dir, &plan);
     let built = |binaries: Vec<PathBuf>, reused: bool| BuiltEngine {

@@ -88,6 +88,10 @@ pub struct BuildArgs {
     /// Parallel compile jobs (default: all cores).
     #[arg(long, short = 'j')]
     pub jobs: Option<usize>,
+    /// Build for other machines (what the packages ship): AVX2/FMA code instead of this CPU's
+    /// own instruction set; the default folder name ends in -portable.
+    #[arg(long)]
+    pub portable: bool,
 }
 
 #[derive(Debug, clap::Args)]
@@ -134,8 +138,12 @@ pub fn run(args: EnginesArgs) -> anyhow::Result<ExitCode> {
     })
 }
 
+/// The database, with the engines a package ships registered (as the daemon's first start
+/// would), so `rigdeck engines list` right after installing shows them.
 async fn open_store(paths: &AppPaths) -> anyhow::Result<Store> {
-    Ok(Store::open(&paths.database_file()).await?)
+    let store = Store::open(&paths.database_file()).await?;
+    rigdeck_core::packaged_engines::adopt(&store).await;
+    Ok(store)
 }
 
 async fn list(paths: &AppPaths, json: bool) -> anyhow::Result<ExitCode> {
@@ -270,6 +278,7 @@ async fn build(paths: &AppPaths, mut args: BuildArgs) -> anyhow::Result<ExitCode
         build_dir: args.dir,
         cache_dir: source::cache_root()?,
         jobs: args.jobs,
+        portable: args.portable,
     };
     if source.is_bundled() {
         println!(

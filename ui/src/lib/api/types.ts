@@ -657,7 +657,7 @@ export interface EngineBuild {
   cuda_architectures: string | null;
   location: string;
   capabilities: { version?: unknown; features?: Record<string, boolean>; options?: string[] } | null;
-  source: 'built' | 'registered' | (string & {});
+  source: 'built' | 'registered' | 'packaged' | (string & {});
   created_at_ms: UnixMillis;
   status: 'ready' | 'missing' | (string & {});
 }
