@@ -7,7 +7,7 @@ DEBUG := $(CARGO_TARGET_DIR)/debug
 RELEASE := $(CARGO_TARGET_DIR)/release
 ARTIFACTS ?= $(CURDIR)/tests/artifacts
 
-.PHONY: run setup ui build test test-rust test-ui test-e2e test-desktop test-hub bench bench-download bench-gateway bench-harness lint
+.PHONY: run setup ui build package test test-rust test-package tiny-model test-ui test-e2e test-desktop test-hub bench bench-download bench-gateway bench-harness lint
 
 ## run: install what is missing, build, prepare the bundled llama.cpp engine (CUDA when NVIDIA GPUs
 ## and nvcc are there, else CPU; reused afterwards), open the desktop app (or `rigdeck serve`
@@ -28,9 +28,15 @@ ui: setup
 build: ui
 	cargo build --release -p rigdeck-server -p rigdeck-desktop
 
+## package: the .deb, the .rpm and a tarball with an install script, each with a portable CPU
+## llama.cpp built from the pinned source (once, then reused), in $(CARGO_TARGET_DIR)/packages
+package: build
+	bash installer/package.sh
+
 ## test: formatting and lints (rustfmt, clippy -D warnings), then every suite — Rust (core, server,
-## NVML double), UI unit, browser end-to-end, desktop smoke, the cache shared with huggingface_hub
-test: lint test-rust test-ui test-e2e test-desktop test-hub
+## NVML double), UI unit, browser end-to-end, desktop smoke, the cache shared with huggingface_hub,
+## the packages (built, installed, used and removed)
+test: lint test-rust test-ui test-e2e test-desktop test-hub test-package
 	@echo "make test: all suites passed"
 
 # The engine build test goes first: it builds the bundled llama.cpp through Rigdeck's own build
@@ -53,13 +59,24 @@ test-e2e: test-rust
 	mkdir -p $(ARTIFACTS)
 	cargo build -p rigdeck-placement --example plan_bench
 	cargo build -p rigdeck-hub --example fake_hub
-	cargo run -q -p rigdeck-gguf --example tiny_model -- \
-		"$$(ls $(RIGDECK_CACHE)/sources/*/llama.cpp/models/ggml-vocab-llama-bpe.gguf | head -n 1)" $(ARTIFACTS)/tiny.gguf
+	$(MAKE) tiny-model
 	cd tests/e2e && RIGDECK_BIN=$(DEBUG)/rigdeck RIGDECK_NVML_LIBRARY=$(DEBUG)/libnvml_double.so \
 		RIGDECK_PLAN_BENCH=$(DEBUG)/examples/plan_bench RIGDECK_TINY_MODEL=$(ARTIFACTS)/tiny.gguf \
 		RIGDECK_FAKE_HUB=$(DEBUG)/examples/fake_hub \
 		RIGDECK_LLAMA_SERVER="$$(ls $(RIGDECK_CACHE)/engines/llama.cpp-*-cpu/bin/llama-server | head -n 1)" \
 		RIGDECK_ARTIFACTS=$(ARTIFACTS) node --test --test-concurrency=1
+
+# A tiny llama model with a real tokenizer from the llama.cpp source tree (fetched by test-rust).
+tiny-model:
+	mkdir -p $(ARTIFACTS)
+	cargo run -q -p rigdeck-gguf --example tiny_model -- \
+		"$$(ls $(RIGDECK_CACHE)/sources/*/llama.cpp/models/ggml-vocab-llama-bpe.gguf | head -n 1)" $(ARTIFACTS)/tiny.gguf
+
+# The packages from the debug build the tests made: installed with dpkg (as root) and with the
+# tarball's script, used against the NVML test library and the tiny model, removed again.
+test-package: test-rust
+	$(MAKE) tiny-model
+	RIGDECK_TINY_MODEL=$(ARTIFACTS)/tiny.gguf bash tests/package/check.sh
 
 test-desktop: test-rust
 	mkdir -p $(ARTIFACTS)

@@ -8,11 +8,12 @@ cd "$(dirname "$0")/.."
 # Tauri 2 on Linux, the real browser and display for the end-to-end and desktop tests,
 # ImageMagick for screenshots, unzip to check the report archives the page writes, curl, gcc and
 # libX11 for the desktop smoke test; CMake, Ninja,
-# a C++ compiler and pip to fetch and build the bundled llama.cpp.
+# a C++ compiler and pip to fetch and build the bundled llama.cpp; rpm to list the .rpm the
+# packaging check builds.
 packages=(
   pkg-config libssl-dev libwebkit2gtk-4.1-dev libgtk-3-dev librsvg2-dev libayatana-appindicator3-dev
   chromium xvfb xauth x11-utils imagemagick unzip curl fonts-dejavu-core gcc libx11-dev
-  cmake ninja-build g++
+  cmake ninja-build g++ rpm
 )
 
 missing=()

@@ -23,7 +23,8 @@ pub fn packaged_engines_dir() -> Option<PathBuf> {
         Some(dir) => PathBuf::from(dir),
         None => std::env::current_exe().ok()?.parent()?.join(BESIDE_BINARY),
     };
-    dir.is_dir().then_some(dir)
+    // `/usr/bin/../lib/…` → `/usr/lib/…`: the path users see and the registry keys on.
+    std::fs::canonicalize(dir).ok().filter(|dir| dir.is_dir())
 }
 
 /// Each build folder's `llama-server` under `dir` (one folder per build, as `rigdeck engines
