@@ -1,5 +1,6 @@
 // The Engines page in a real browser against a real daemon playing the 2× RTX 5060 Ti rig with an
-// empty engine registry: the first-run offer, then a real CPU llama-server registered with the CLI,
+// empty engine registry: the first-run offer, then a real CPU llama-server registered with the CLI
+// (and the offer of a CUDA build beside it),
 // a launch profile saved from the placement editor for a tiny GGUF, started from the Engines page,
 // followed to ready with its logs streaming, and stopped. Also the admission refusal with
 // "Start anyway", the shell export, deleting a profile, and an engine left by a daemon that was
@@ -106,6 +107,12 @@ test("a registered llama-server shows in the builds list", async () => {
   assert.equal(await engine.count(), 1);
   assert.equal(await engine.first().getAttribute("data-status"), "ready");
   assert.equal(await page.locator('[data-testid="first-run"]').count(), 0);
+  // A CPU engine on a rig with NVIDIA GPUs (what a package installs): a CUDA build is offered.
+  const gpuOffer = page.locator('[data-testid="gpu-build-offer"]');
+  await gpuOffer.waitFor({ timeout: 10_000 });
+  assert.match(await gpuOffer.textContent(), /NVIDIA GPUs \(compute capability 12\.0\)/);
+  mkdirSync(artifacts, { recursive: true });
+  await page.locator('[data-testid="engine-builds"]').screenshot({ path: join(artifacts, "engines-first-start.png") });
   // With a build in place, the page still offers another build and the vLLM/SGLang install.
   assert.equal(await page.locator('[data-testid="build-bundled"]').isEnabled(), true);
   await page.locator('[data-testid="install-kind"]').selectOption("sglang");

@@ -1,7 +1,7 @@
 // Instances page and "Save as launch profile" helpers.
 
 import { describe, expect, it } from 'vitest';
-import type { GpuSnapshot, InstanceView, LogLine, PlanResponse } from '../api/types';
+import type { EngineBuild, GpuSnapshot, InstanceView, LogLine, PlanResponse } from '../api/types';
 import {
   BUILD_LINES_KEPT,
   buildActive,
@@ -23,6 +23,7 @@ import {
   serveProfileBody,
   gpuComputeCapabilities,
   defaultBackend,
+  offersGpuBuild,
   profileFormError,
   reduceBuild,
 } from './instances';
@@ -223,6 +224,19 @@ describe('build backend choice', () => {
   it('offers CUDA where NVIDIA GPUs are seen, else the CPU', () => {
     expect(defaultBackend(['8.6'])).toBe('cuda');
     expect(defaultBackend([])).toBe('cpu');
+  });
+
+  it('offers a CUDA build while no working llama.cpp build uses the GPUs', () => {
+    const build = (backend: string, status = 'ready', kind = 'llama.cpp') =>
+      ({ backend, status, kind }) as unknown as EngineBuild;
+    // A fresh install from a package: its CPU engine only.
+    expect(offersGpuBuild([build('cpu')], ['8.6'])).toBe(true);
+    expect(offersGpuBuild([], ['8.6'])).toBe(true);
+    expect(offersGpuBuild([build('cpu'), build('cuda')], ['8.6'])).toBe(false);
+    expect(offersGpuBuild([build('cuda', 'missing')], ['8.6'])).toBe(true);
+    // vLLM uses the GPUs but is not llama.cpp: the offer stays.
+    expect(offersGpuBuild([build('cuda', 'ready', 'vllm')], ['8.6'])).toBe(true);
+    expect(offersGpuBuild([build('cpu')], [])).toBe(false);
   });
 });
 

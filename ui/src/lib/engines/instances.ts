@@ -4,6 +4,7 @@
 import type {
   BuildBackend,
   BuildProgress,
+  EngineBuild,
   EnginesAtStart,
   GpuSnapshot,
   InstanceView,
@@ -343,4 +344,15 @@ export function defaultBackend(capabilities: string[]): BuildBackend {
 }
 
 export const BACKEND_LABELS: Record<BuildBackend, string> = { cpu: 'CPU', cuda: 'CUDA', vulkan: 'Vulkan' };
+
+/**
+ * Whether to offer a CUDA build: NVIDIA GPUs are seen and no llama.cpp-family build that works
+ * uses them (a fresh install from a package has only its CPU engine).
+ */
+export function offersGpuBuild(builds: EngineBuild[], capabilities: string[]): boolean {
+  return (
+    capabilities.length > 0 &&
+    !builds.some((b) => b.status === 'ready' && b.backend === 'cuda' && (b.kind === 'llama.cpp' || b.kind === 'ik_llama.cpp'))
+  );
+}
 
