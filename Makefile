@@ -7,7 +7,7 @@ DEBUG := $(CARGO_TARGET_DIR)/debug
 RELEASE := $(CARGO_TARGET_DIR)/release
 ARTIFACTS ?= $(CURDIR)/tests/artifacts
 
-.PHONY: run setup ui build package test test-rust test-package tiny-model test-ui test-e2e test-desktop test-hub bench bench-download bench-gateway bench-harness lint
+.PHONY: run setup ui build package test test-rust test-package tiny-model test-ui test-e2e test-desktop test-hub bench bench-package bench-download bench-gateway bench-harness lint
 
 ## run: install what is missing, build, prepare the bundled llama.cpp engine (CUDA when NVIDIA GPUs
 ## and nvcc are there, else CPU; reused afterwards), open the desktop app (or `rigdeck serve`
@@ -87,6 +87,12 @@ test-desktop: test-rust
 test-hub: test-rust
 	cargo build -p rigdeck-hub --example fake_hub
 	bash tests/hub/interop.sh $(DEBUG)
+
+## bench-package: time from `dpkg -i` of the release .deb to the dashboard served with the shipped
+## engine registered (needs `make package` first, and root)
+bench-package:
+	cargo build -p rigdeck-nvml-double
+	bash tests/bench/package_install.sh
 
 ## bench-download: Rigdeck's downloader against `hf download` on one local fake hub (4 × 1 GiB,
 ## cold and with a kill -9 at 50 %): throughput and CPU per GB, as ratios

@@ -147,4 +147,17 @@ if user_env "$unpacked/install.sh" --uninstall --prefix "$prefix" 2> "$work/agai
 fi
 grep -q "no Rigdeck installed in $prefix" "$work/again.txt" || fail "uninstalling twice said: $(cat "$work/again.txt")"
 echo "packaging check: tarball installed, reinstalled and uninstalled; the user's data stayed"
+
+# A machine that lacks a library: the list of what to install, and nothing copied.
+mkdir -p "$work/lib"
+echo 'int gone(void) { return 0; }' > "$work/lib/gone.c"
+printf 'int gone(void);\nint main(void) { return gone(); }\n' > "$work/lib/main.c"
+gcc -shared -fPIC -o "$work/lib/libgone.so" "$work/lib/gone.c"
+gcc -o "$unpacked/bin/rigdeck" "$work/lib/main.c" -L"$work/lib" -lgone
+if user_env "$unpacked/install.sh" --prefix "$prefix" 2> "$work/missing.txt"; then
+  fail "install.sh installed a rigdeck whose library is missing"
+fi
+grep -q "libgone.so" "$work/missing.txt" || fail "install.sh did not name the missing library: $(cat "$work/missing.txt")"
+[ ! -e "$prefix/bin/rigdeck" ] && [ ! -e "$prefix/lib/rigdeck" ] || fail "a refused install left files in $prefix"
+echo "packaging check: a missing library is named and nothing is installed"
 echo "packaging check: passed"
