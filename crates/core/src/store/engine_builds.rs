@@ -2,8 +2,9 @@
 
 use std::path::PathBuf;
 
-use sqlx::sqlite::SqliteRow;
-use sqlx::Row;
+use sqlx::query::QueryScalar;
+use sqlx::sqlite::{SqliteArguments, SqliteRow};
+use sqlx::{Row, Sqlite};
 
 use super::Store;
 use crate::engines::capabilities::Capabilities;
@@ -23,26 +24,21 @@ impl Store {
         build: &NewEngineBuild,
         now_ms: i64,
     ) -> Result<EngineBuild, RegistryError> {
-        let capabilities =
-            serde_json::to_string(&build.capabilities).unwrap_or_else(|_| "{}".into());
-        let id: i64 = sqlx::query_scalar(
-            "INSERT INTO engine_builds (kind, version, backend, cuda_architectures, location, capabilities, source, created_at_ms) \
-             VALUES (?, ?, ?, ?, ?, ?, ?, ?) \
-             ON CONFLICT (location) DO UPDATE SET kind = excluded.kind, version = excluded.version, \
-             backend = excluded.backend, cuda_architectures = excluded.cuda_architectures, \
-             capabilities = excluded.capabilities, source = excluded.source, created_at_ms = excluded.created_at_ms \
-             RETURNING id",
+        let id = bind_build(
+            sqlx::query_scalar(
+                "INSERT INTO engine_builds (kind, version, backend, cuda_architectures, location, capabilities, source, created_at_ms) \
+                 VALUES (?, ?, ?, ?, ?, ?, ?, ?) \
+                 ON CONFLICT (location) DO UPDATE SET kind = excluded.kind, version = excluded.version, \
+                 backend = excluded.backend, cuda_architectures = excluded.cuda_architectures, \
+                 capabilities = excluded.capabilities, source = excluded.source, created_at_ms = excluded.created_at_ms \
+                 RETURNING id",
+            ),
+            build,
+            now_ms,
         )
-        .bind(build.kind.as_str())
-        .bind(&build.version)
-        .bind(build.backend.as_str())
-        .bind(&build.cuda_architectures)
-        .bind(display_os(build.location.as_os_str()))
-        .bind(capabilities)
-        .bind(build.source.as_str())
-        .bind(now_ms)
         .fetch_one(self.pool())
-        .await.map_err(query_failed)?;
+        .await
+        .map_err(query_failed)?;
         self.engine_build(id)
             .await?
             .ok_or(RegistryError::UnknownId(id))
@@ -74,25 +70,20 @@ impl Store {
         build: &NewEngineBuild,
         now_ms: i64,
     ) -> Result<EngineBuild, RegistryError> {
-        let capabilities =
-            serde_json::to_string(&build.capabilities).unwrap_or_else(|_| "{}".into());
-        sqlx::query(
-            "UPDATE engine_builds SET kind = ?, version = ?, backend = ?, cuda_architectures = ?, \
-             location = ?, capabilities = ?, source = ?, created_at_ms = ? WHERE id = ?",
+        let updated = bind_build(
+            sqlx::query_scalar(
+                "UPDATE engine_builds SET kind = ?, version = ?, backend = ?, cuda_architectures = ?, \
+                 location = ?, capabilities = ?, source = ?, created_at_ms = ? WHERE id = ? RETURNING id",
+            ),
+            build,
+            now_ms,
         )
-        .bind(build.kind.as_str())
-        .bind(&build.version)
-        .bind(build.backend.as_str())
-        .bind(&build.cuda_architectures)
-        .bind(display_os(build.location.as_os_str()))
-        .bind(capabilities)
-        .bind(build.source.as_str())
-        .bind(now_ms)
         .bind(id)
-        .execute(self.pool())
+        .fetch_optional(self.pool())
         .await
-        .map_err(query_failed)?;
-        self.engine_build(id)
+        .map_err(query_failed)?
+        .ok_or(RegistryError::UnknownId(id))?;
+        self.engine_build(updated)
             .await?
             .ok_or(RegistryError::UnknownId(id))
     }
@@ -110,6 +101,24 @@ impl Store {
             .map_err(query_failed)?;
         Ok(build)
     }
+}
+
+/// A build's eight columns, bound in the order both the insert and the update name them.
+fn bind_build<'q>(
+    query: QueryScalar<'q, Sqlite, i64, SqliteArguments<'q>>,
+    build: &'q NewEngineBuild,
+    now_ms: i64,
+) -> QueryScalar<'q, Sqlite, i64, SqliteArguments<'q>> {
+    let capabilities = serde_json::to_string(&build.capabilities).unwrap_or_else(|_| "{}".into());
+    query
+        .bind(build.kind.as_str())
+        .bind(&build.version)
+        .bind(build.backend.as_str())
+        .bind(&build.cuda_architectures)
+        .bind(display_os(build.location.as_os_str()))
+        .bind(capabilities)
+        .bind(build.source.as_str())
+        .bind(now_ms)
 }
 
 fn row_to_build(row: &SqliteRow) -> Result<EngineBuild, RegistryError> {
