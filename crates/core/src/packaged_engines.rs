@@ -9,30 +9,22 @@ use crate::engines::packaged::{packaged_engines_dir, probe_shipped, shipped_serv
 use crate::engines::registry::{Availability, BuildOrigin, EngineBuild, RegistryError};
 use crate::store::Store;
 
-/// Registers what the package ships, when it ships anything; returns the builds added or
-/// changed. Failures are logged: an unusable shipped build must not keep Rigdeck from starting.
-pub async fn adopt(store: &Store) -> Vec<EngineBuild> {
-    match packaged_engines_dir() {
-        Some(dir) => adopt_from(store, &dir, crate::now_ms()).await,
-        None => Vec::new(),
-    }
-}
-
-/// [`adopt`] for the builds under `dir`.
-pub async fn adopt_from(store: &Store, dir: &Path, now_ms: i64) -> Vec<EngineBuild> {
-    let mut adopted = Vec::new();
-    for server in shipped_servers(dir) {
+/// Registers what the package ships, when it ships anything, and logs what changed. Failures
+/// are logged too: an unusable shipped build must not keep Rigdeck from starting.
+pub async fn adopt(store: &Store) {
+    let Some(dir) = packaged_engines_dir() else {
+        return;
+    };
+    let now_ms = crate::now_ms();
+    for server in shipped_servers(&dir) {
         match adopt_one(store, &server, now_ms).await {
-            Ok(Some(build)) => {
-                tracing::info!(
-                    "engine #{} shipped with Rigdeck: {} {} at {}",
-                    build.id,
-                    build.kind,
-                    build.version,
-                    build.location.display()
-                );
-                adopted.push(build);
-            }
+            Ok(Some(build)) => tracing::info!(
+                "engine #{} shipped with Rigdeck: {} {} at {}",
+                build.id,
+                build.kind,
+                build.version,
+                build.location.display()
+            ),
             Ok(None) => {}
             Err(err) => tracing::warn!(
                 "the engine shipped at {} cannot be used: {err}",
@@ -40,7 +32,6 @@ pub async fn adopt_from(store: &Store, dir: &Path, now_ms: i64) -> Vec<EngineBui
             ),
         }
     }
-    adopted
 }
 
 /// Nothing when the build is registered already and its binary is no newer than the record;
@@ -60,13 +51,15 @@ async fn adopt_one(
     }
     let new = probe_shipped(server).await?;
     // A build already at this location is updated where it is (its location is unique).
-    let replaced = builds.iter().find(|b| {
-        known.is_none()
-            && b.source == BuildOrigin::Packaged
-            && b.status == Availability::Missing
-            && b.kind == new.kind
-            && b.backend == new.backend
-    });
+    let replaced = match known {
+        Some(_) => None,
+        None => builds.iter().find(|b| {
+            b.source == BuildOrigin::Packaged
+                && b.status == Availability::Missing
+                && b.kind == new.kind
+                && b.backend == new.backend
+        }),
+    };
     let stored = match replaced {
         Some(old) => store.replace_engine_build(old.id, &new, now_ms).await?,
         None => store.save_engine_build(&new, now_ms).await?,

@@ -5,8 +5,7 @@
 
 use std::path::{Path, PathBuf};
 
-use super::capabilities;
-use super::registry::{version_text, BuildOrigin, NewEngineBuild, RegistryError};
+use super::registry::{llama_binary, BuildOrigin, NewEngineBuild, RegistryError};
 use super::Backend;
 
 /// Points Rigdeck at another folder of shipped builds (tests, a relocated tarball install).
@@ -42,25 +41,21 @@ pub fn shipped_servers(dir: &Path) -> Vec<PathBuf> {
     servers
 }
 
-/// The build to store for a shipped `llama-server`: its capabilities and version from the binary,
-/// the kind from its options, the backend from its folder's name (`…-cuda`, `…-vulkan`; the
-/// packages ship CPU builds).
+/// The build to store for a shipped `llama-server`: probed like a registered one, its backend
+/// from its folder's name (`…-cuda`, `…-vulkan`; the packages ship CPU builds), which also names
+/// it when the binary reports no version.
 pub async fn probe_shipped(server: &Path) -> Result<NewEngineBuild, RegistryError> {
-    let capabilities = capabilities::probe_binary(server).await?;
     let folder = server
         .parent()
         .and_then(Path::parent)
         .and_then(Path::file_name)
         .map(|name| name.to_string_lossy().into_owned())
         .unwrap_or_default();
+    let backend = backend_of_folder(&folder);
+    let build = llama_binary(server, None, Some(backend), &folder).await?;
     Ok(NewEngineBuild {
-        kind: super::registry::guess_kind(&capabilities),
-        version: version_text(&capabilities, &folder),
-        backend: backend_of_folder(&folder),
-        cuda_architectures: None,
-        location: server.to_owned(),
-        capabilities,
         source: BuildOrigin::Packaged,
+        ..build
     })
 }
 

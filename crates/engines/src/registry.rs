@@ -164,7 +164,7 @@ pub async fn register_built(
 }
 
 /// The version the binary reports, else what the source was called.
-pub(crate) fn version_text(capabilities: &Capabilities, fallback: &str) -> String {
+fn version_text(capabilities: &Capabilities, fallback: &str) -> String {
     let v = &capabilities.version;
     if v.version.is_some() || v.commit.is_some() {
         capabilities.version_label()
@@ -198,21 +198,24 @@ pub async fn register_path(
                 .map(|name| path.join(name))
                 .find(|p| p.is_file())
                 .ok_or_else(|| RegistryError::NothingToRegister { path: path.clone() })?;
-            llama_binary(&binary, kind, backend).await?
+            llama_binary(&binary, kind, backend, "unknown").await?
         }
     } else {
         if let Some(kind) = kind.filter(|k| k.is_python()) {
             return Err(RegistryError::NotAnEnvironment { kind, path });
         }
-        llama_binary(&path, kind, backend).await?
+        llama_binary(&path, kind, backend, "unknown").await?
     };
     store.save_engine_build(&new, now_ms).await
 }
 
-async fn llama_binary(
+/// A `llama-server` probed for its capabilities, to store as registered; `fallback_version`
+/// names it when the binary reports no version.
+pub(crate) async fn llama_binary(
     binary: &Path,
     kind: Option<EngineKind>,
     backend: Option<Backend>,
+    fallback_version: &str,
 ) -> Result<NewEngineBuild, RegistryError> {
     let capabilities = capabilities::probe_binary(binary).await?;
     let backend = match backend {
@@ -221,7 +224,7 @@ async fn llama_binary(
     };
     Ok(NewEngineBuild {
         kind: kind.unwrap_or_else(|| guess_kind(&capabilities)),
-        version: version_text(&capabilities, "unknown"),
+        version: version_text(&capabilities, fallback_version),
         backend,
         cuda_architectures: None,
         location: binary.to_owned(),
