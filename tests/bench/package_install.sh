@@ -5,6 +5,7 @@
 # each run. Prints each run and the median.   Usage: make bench-package [RUNS=5]
 set -euo pipefail
 cd "$(dirname "$0")/../.."
+source tests/package/dashboard.sh
 target=${CARGO_TARGET_DIR:-$HOME/.cache/rigdeck/target}
 deb=$(ls "$target"/packages/*.deb 2>/dev/null | head -n 1)
 [ -n "$deb" ] || { echo "bench-package: no .deb in $target/packages: run \`make package\` first" >&2; exit 1; }
@@ -15,18 +16,18 @@ runs=${RUNS:-5}
 times=()
 for run in $(seq 1 "$runs"); do
   home=$(mktemp -d)
-  port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+  port=$(free_port)
   url=http://127.0.0.1:$port
   started=$(date +%s.%N)
   dpkg -i "$deb" >/dev/null
   HOME=$home /usr/bin/rigdeck serve --bind "127.0.0.1:$port" >/dev/null 2>&1 &
   pid=$!
   token=$home/.config/rigdeck/token
-  until [ -f "$token" ] && curl -fsS "$url/" 2>/dev/null | grep -q '<title>' \
-    && curl -fsS -H "Authorization: Bearer $(cat "$token")" "$url/api/v1/telemetry/latest" >/dev/null 2>&1 \
-    && curl -fsS -H "Authorization: Bearer $(cat "$token")" "$url/api/v1/engines" 2>/dev/null | grep -q '"packaged"'; do
+  for _ in $(seq 1 600); do
+    dashboard_ready "$url" "$token" && break
     sleep 0.05
   done
+  dashboard_ready "$url" "$token" || { kill "$pid"; dpkg -r rigdeck >/dev/null; echo "bench-package: not ready within 30 s" >&2; exit 1; }
   elapsed=$(python3 -c "import time,sys; print(f'{time.time() - float(sys.argv[1]):.2f}')" "$started")
   kill "$pid"; wait "$pid" 2>/dev/null || true
   dpkg -r rigdeck >/dev/null

@@ -11,6 +11,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 root=$PWD
+source tests/package/dashboard.sh
 target=${CARGO_TARGET_DIR:-$HOME/.cache/rigdeck/target}
 tiny=${RIGDECK_TINY_MODEL:?set RIGDECK_TINY_MODEL to the tiny test model (make test-package does)}
 export RIGDECK_NVML_LIBRARY=$target/debug/libnvml_double.so
@@ -63,17 +64,14 @@ gpus = gpus["gpus"] if isinstance(gpus, dict) else gpus
 assert len(gpus) == 4, gpus
 EOF
 
-port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+port=$(free_port)
 url=http://127.0.0.1:$port
 user_env "$rigdeck" serve --bind "127.0.0.1:$port" > "$work/serve.log" 2>&1 &
 serve_pid=$!
 token_file=$work/home/.config/rigdeck/token
 ready=false
 for _ in $(seq 1 300); do
-  if [ -f "$token_file" ] \
-    && curl -fsS "$url/" | grep -q '<title>' \
-    && curl -fsS -H "Authorization: Bearer $(cat "$token_file")" "$url/api/v1/telemetry/latest" >/dev/null \
-    && curl -fsS -H "Authorization: Bearer $(cat "$token_file")" "$url/api/v1/engines" | grep -q '"packaged"'; then
+  if dashboard_ready "$url" "$token_file"; then
     ready=true
     break
   fi
@@ -88,7 +86,7 @@ import json, sys
 builds = [b for b in json.load(sys.stdin) if b["source"] == "packaged" and b["status"] == "ready"]
 print(builds[0]["id"] if builds else "")')
 [ -n "$engine" ] || fail "no packaged engine registered"
-user_env "$rigdeck" engines list --json | grep -q "\"$prefix/lib/rigdeck/engines/" || fail "the packaged engine is not the one under $prefix/lib/rigdeck"
+grep -q "\"$prefix/lib/rigdeck/engines/" <<< "$(user_env "$rigdeck" engines list --json)" || fail "the packaged engine is not the one under $prefix/lib/rigdeck"
 
 export RIGDECK_URL=$url
 user_env "$rigdeck" profiles create tiny --engine "$engine" --model "$tiny" --ctx 512 >/dev/null
@@ -114,7 +112,7 @@ print([b["id"] for b in json.load(sys.stdin) if b["source"] == "packaged"])')
   [ ! -e /usr/lib/rigdeck ] || fail "/usr/lib/rigdeck is still there after dpkg -r"
 fi
 [ -f "$data" ] || fail "removing the package took the user's database"
-user_env "$target/debug/rigdeck" profiles list | grep -q tiny || fail "the profile did not survive the package's removal"
+grep -q tiny <<< "$(user_env "$target/debug/rigdeck" profiles list)" || fail "the profile did not survive the package's removal"
 echo "packaging check: .deb installed, used, reinstalled and removed; the user's data stayed"
 
 # --- the .rpm -------------------------------------------------------------------------------
@@ -134,7 +132,7 @@ tar -C "$work" -xzf "$tarball"
 unpacked=$(ls -d "$work"/rigdeck-*-x86_64-linux)
 prefix=$work/prefix
 user_env "$unpacked/install.sh" --prefix "$prefix" >/dev/null
-user_env "$prefix/bin/rigdeck" engines list --json | grep -q "\"$prefix/lib/rigdeck/engines/" \
+grep -q "\"$prefix/lib/rigdeck/engines/" <<< "$(user_env "$prefix/bin/rigdeck" engines list --json)" \
   || fail "the tarball's engine is not registered from $prefix"
 grep -qx "Exec=$prefix/bin/rigdeck-desktop" "$prefix/share/applications/rigdeck-desktop.desktop" \
   || fail "the installed desktop entry does not start $prefix/bin/rigdeck-desktop"
