@@ -52,6 +52,10 @@ impl Recorder {
     }
 }
 
+fn bundled() -> SourceSpec {
+    SourceSpec::pinned(EngineKind::LlamaCpp, None).expect("llama.cpp has a pinned source")
+}
+
 fn cpu_request(source: SourceSpec, engines_dir: &Path, cache_dir: &Path) -> BuildRequest {
     BuildRequest {
         kind: EngineKind::LlamaCpp,
@@ -70,7 +74,7 @@ fn cpu_request(source: SourceSpec, engines_dir: &Path, cache_dir: &Path) -> Buil
 async fn builds_the_bundled_llama_cpp_registers_it_and_reuses_the_cache() {
     let cache = source::cache_root().expect("a cache folder (set RIGDECK_CACHE_DIR or HOME)");
     let engines_dir = cache.join("engines");
-    let request = cpu_request(SourceSpec::Bundled, &engines_dir, &cache);
+    let request = cpu_request(bundled(), &engines_dir, &cache);
     let recorder = Recorder::default();
     let sink = recorder.sink();
 
@@ -238,12 +242,9 @@ async fn a_damaged_cached_archive_stops_the_build_before_anything_is_built() {
     let engines = dir.path().join("engines");
     let recorder = Recorder::default();
 
-    let err = cmake_build::build(
-        &cpu_request(SourceSpec::Bundled, &engines, &cache),
-        &recorder.sink(),
-    )
-    .await
-    .unwrap_err();
+    let err = cmake_build::build(&cpu_request(bundled(), &engines, &cache), &recorder.sink())
+        .await
+        .unwrap_err();
     let text = err.to_string();
     assert!(
         matches!(err, BuildError::Source(SourceError::HashMismatch { .. })),

@@ -1,6 +1,7 @@
-//! The llama.cpp source that Rigdeck builds: by default the tree vendored in the pinned
-//! `llama-cpp-python` source distribution on the Python package index, else a user's archive
-//! (tar.gz of a llama.cpp or ik_llama.cpp tree) or folder.
+//! The llama.cpp and ik_llama.cpp sources that Rigdeck builds: by default the tree vendored in a
+//! pinned source distribution on the Python package index (`llama-cpp-python` for llama.cpp,
+//! `ik-llama-cpp-python` for ik_llama.cpp), else a user's archive (tar.gz of either tree) or
+//! folder.
 //!
 //! The pinned archive is downloaded over HTTP(S) from the package index (PyPI, or the mirror pip
 //! is set up for; see [`package_index`]), hashed while it streams to disk and, only once its
@@ -20,6 +21,7 @@ use sha2::{Digest, Sha256};
 
 use super::package_index::{self, IndexError, Timeouts};
 use super::progress::BuildStep;
+use super::EngineKind;
 
 /// Moves the cache (sources, and the test builds) elsewhere; default `~/.cache/rigdeck`.
 pub const CACHE_DIR_ENV: &str = "RIGDECK_CACHE_DIR";
@@ -34,11 +36,14 @@ pub struct PinnedSource {
     pub file_name: &'static str,
     pub sha256: &'static str,
     pub size_bytes: u64,
-    /// The llama.cpp tree inside the archive.
+    /// The engine's tree inside the archive.
     pub tree_prefix: &'static str,
-    /// The llama.cpp commit the tree was vendored from. The sdist has no usable `.git`, so
+    /// Names the build folder and the build's version: the vendored commit when the sdist says
+    /// which, else the sdist's own version.
+    pub label: &'static str,
+    /// The commit the tree was vendored from, when known. The sdist has no usable `.git`, so
     /// CMake cannot find it by itself; Rigdeck passes it on so `--version` names it.
-    pub llama_cpp_commit: &'static str,
+    pub commit: Option<&'static str>,
 }
 
 /// llama.cpp as vendored in `llama-cpp-python` 0.3.36 (commit 0c1e570, October 2026).
@@ -49,8 +54,31 @@ pub const BUNDLED_LLAMA_CPP: PinnedSource = PinnedSource {
     sha256: "832db0699007f1be95a7e41ef12e88926b02ba836461e36a36372db2760c1a2e",
     size_bytes: 76_589_250,
     tree_prefix: "llama_cpp_python-0.3.36/vendor/llama.cpp",
-    llama_cpp_commit: "0c1e570",
+    label: "0c1e570",
+    commit: Some("0c1e570"),
 };
+
+/// ik_llama.cpp as vendored in `ik-llama-cpp-python` 0.1.5 (its `examples/server` and
+/// `llama-bench`). The sdist does not name the commit, so builds carry the sdist's version.
+pub const BUNDLED_IK_LLAMA_CPP: PinnedSource = PinnedSource {
+    package: "ik-llama-cpp-python",
+    version: "0.1.5",
+    file_name: "ik_llama_cpp_python-0.1.5.tar.gz",
+    sha256: "33c67eb99e4dcab5e611050433243815709b8b3067753f9ce18375013cf002ad",
+    size_bytes: 42_257_843,
+    tree_prefix: "ik_llama_cpp_python-0.1.5/vendor/ik_llama.cpp",
+    label: "py0.1.5",
+    commit: None,
+};
+
+/// The pinned source Rigdeck builds `kind` from; `None` for the Python engines.
+pub fn pinned_source(kind: EngineKind) -> Option<&'static PinnedSource> {
+    match kind {
+        EngineKind::LlamaCpp => Some(&BUNDLED_LLAMA_CPP),
+        EngineKind::IkLlamaCpp => Some(&BUNDLED_IK_LLAMA_CPP),
+        EngineKind::Vllm | EngineKind::Sglang => None,
+    }
+}
 
 impl PinnedSource {
     /// `llama-cpp-python==0.3.36`, as pip writes it.
@@ -72,11 +100,12 @@ impl PinnedSource {
 /// What to build from.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum SourceSpec {
-    /// The pinned [`BUNDLED_LLAMA_CPP`] tree, from the index
-    /// [`package_index::resolve_index_url`] picks.
-    Bundled,
-    /// The pinned tree from this package index (pip's `--index-url`: a mirror).
-    BundledFromIndex(String),
+    /// A pinned tree ([`pinned_source`]), from this package index (pip's `--index-url`: a
+    /// mirror) or, when `None`, the one [`package_index::resolve_index_url`] picks.
+    Pinned {
+        pin: &'static PinnedSource,
+        index_url: Option<String>,
+    },
     /// A tar.gz holding a llama.cpp or ik_llama.cpp tree (at its top or one or two folders down);
     /// checked against `sha256` when given.
     Archive {
@@ -88,17 +117,20 @@ pub enum SourceSpec {
 }
 
 impl SourceSpec {
-    /// The pinned tree, from `index_url` when given.
-    pub fn bundled(index_url: Option<String>) -> Self {
-        match index_url {
-            Some(url) => SourceSpec::BundledFromIndex(url),
-            None => SourceSpec::Bundled,
-        }
+    /// The pinned tree of `kind`, from `index_url` when given; `None` for the Python engines.
+    pub fn pinned(kind: EngineKind, index_url: Option<String>) -> Option<Self> {
+        Some(SourceSpec::Pinned {
+            pin: pinned_source(kind)?,
+            index_url,
+        })
     }
 
-    /// Whether this is the pinned tree (from whichever index).
-    pub fn is_bundled(&self) -> bool {
-        matches!(self, SourceSpec::Bundled | SourceSpec::BundledFromIndex(_))
+    /// The pinned source this builds from, if it is one.
+    pub fn pin(&self) -> Option<&'static PinnedSource> {
+        match self {
+            SourceSpec::Pinned { pin, .. } => Some(pin),
+            _ => None,
+        }
     }
 
     /// A user's `--source PATH`: a file is an archive, a folder a tree.
@@ -123,7 +155,7 @@ pub struct PreparedSource {
     /// The archive's sha256; `None` for a folder (its content changes under us; Ninja decides
     /// what to rebuild).
     pub sha256: Option<String>,
-    /// The llama.cpp commit when known from the pin.
+    /// The engine's commit when known from the pin.
     pub commit: Option<String>,
 }
 
@@ -233,16 +265,12 @@ pub async fn prepare(
 ) -> Result<PreparedSource, SourceError> {
     let sources = sources_dir(cache_root);
     match spec {
-        SourceSpec::Bundled => {
-            let options = FetchOptions::default();
-            prepare_pinned(&BUNDLED_LLAMA_CPP, cache_root, &options, report).await
-        }
-        SourceSpec::BundledFromIndex(index_url) => {
+        SourceSpec::Pinned { pin, index_url } => {
             let options = FetchOptions {
-                index_url: Some(index_url.clone()),
+                index_url: index_url.clone(),
                 ..FetchOptions::default()
             };
-            prepare_pinned(&BUNDLED_LLAMA_CPP, cache_root, &options, report).await
+            prepare_pinned(pin, cache_root, &options, report).await
         }
         SourceSpec::Archive { path, sha256 } => {
             if !path.is_file() {
@@ -350,9 +378,9 @@ pub async fn prepare_pinned(
     };
     Ok(PreparedSource {
         tree,
-        label: pin.llama_cpp_commit.to_owned(),
+        label: pin.label.to_owned(),
         sha256: Some(pin.sha256.to_owned()),
-        commit: Some(pin.llama_cpp_commit.to_owned()),
+        commit: pin.commit.map(str::to_owned),
     })
 }
 

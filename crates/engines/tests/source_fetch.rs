@@ -192,7 +192,8 @@ fn pin_for(archive: &[u8]) -> PinnedSource {
         sha256: Box::leak(sha256_hex(archive).into_boxed_str()),
         size_bytes: archive.len() as u64,
         tree_prefix: "fake_pkg-1.0/vendor/llama.cpp",
-        llama_cpp_commit: "abc1234",
+        label: "abc1234",
+        commit: Some("abc1234"),
     }
 }
 

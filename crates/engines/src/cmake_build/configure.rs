@@ -53,6 +53,38 @@ impl TreeOptions {
     }
 }
 
+/// Writes the script that generates `common/build-info.cpp` when the tree has the template but
+/// not the script: the `ik-llama-cpp-python` sdist leaves `common/cmake/` out, and its build would
+/// otherwise stop at "Generating build details from Git". The script is Rigdeck's own (a CMake
+/// `configure_file` of the template); `version` is what `--version` shows in place of the
+/// commit. Returns whether it was written.
+pub fn supply_build_info(tree: &Path, version: &str) -> Result<bool, BuildError> {
+    let common = tree.join("common");
+    let script = common.join("cmake/build-info-gen-cpp.cmake");
+    if !common.join("build-info.cpp.in").is_file() || script.exists() {
+        return Ok(false);
+    }
+    // The version text comes from the pin or a hash, never from the archive; kept to plain
+    // characters all the same, as it lands inside a CMake string.
+    let version: String = version
+        .chars()
+        .filter(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_'))
+        .collect();
+    let text = format!(
+        "# Written by Rigdeck: the source this tree came from has no build-info generator.\n\
+         set(BUILD_NUMBER 0)\n\
+         set(BUILD_COMMIT \"{version}\")\n\
+         set(BUILD_COMPILER \"unknown\")\n\
+         set(BUILD_TARGET \"unknown\")\n\
+         configure_file(\"${{CMAKE_CURRENT_SOURCE_DIR}}/common/build-info.cpp.in\" \
+         \"${{CMAKE_CURRENT_SOURCE_DIR}}/common/build-info.cpp\" @ONLY)\n"
+    );
+    let folder = common.join("cmake");
+    fs::create_dir_all(&folder).map_err(io_err("create the folder", &folder))?;
+    fs::write(&script, text).map_err(io_err("write", &script))?;
+    Ok(true)
+}
+
 /// Everything that decides the configure command line.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ConfigurePlan {
@@ -124,6 +156,26 @@ pub fn configure_args(tree: &Path, cmake_dir: &Path, plan: &ConfigurePlan) -> Ve
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_missing_build_info_generator_is_stood_in_for() {
+        let dir = tempfile::tempdir().unwrap();
+        let common = dir.path().join("common");
+        fs::create_dir_all(&common).unwrap();
+        fs::write(common.join("build-info.cpp.in"), "x").unwrap();
+        assert!(supply_build_info(dir.path(), "py0.1.5\"; evil").unwrap());
+        let script = fs::read_to_string(common.join("cmake/build-info-gen-cpp.cmake")).unwrap();
+        assert!(
+            script.contains("set(BUILD_COMMIT \"py0.1.5evil\")"),
+            "{script}"
+        );
+        assert!(script.contains("configure_file("), "{script}");
+        // Written once; a tree without the template is left alone.
+        assert!(!supply_build_info(dir.path(), "other").unwrap());
+        let bare = tempfile::tempdir().unwrap();
+        assert!(!supply_build_info(bare.path(), "v").unwrap());
+        assert!(!bare.path().join("common").exists());
+    }
 
     #[test]
     fn tree_options_are_read_from_option_declarations() {

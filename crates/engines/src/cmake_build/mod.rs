@@ -68,7 +68,10 @@ impl BuildRequest {
     pub fn bundled(backend: Backend, engines_dir: PathBuf, cache_dir: PathBuf) -> Self {
         Self {
             kind: EngineKind::LlamaCpp,
-            source: SourceSpec::Bundled,
+            source: SourceSpec::Pinned {
+                pin: &source::BUNDLED_LLAMA_CPP,
+                index_url: None,
+            },
             backend,
             cuda_architectures: None,
             engines_dir,
@@ -293,6 +296,14 @@ async fn run_build(
     });
     fs::create_dir_all(&build_dir).map_err(io_err("create the build folder", &build_dir))?;
     let _lock = BuildLock::acquire(&build_dir, reporter).await?;
+    let shown_version = prepared.commit.as_deref().unwrap_or(&prepared.label);
+    if configure::supply_build_info(&prepared.tree, shown_version)? {
+        reporter.emit(
+            BuildStep::Configure,
+            None,
+            Some("the source has no build-info generator: wrote common/cmake/build-info-gen-cpp.cmake"),
+        );
+    }
     let cmake_dir = build_dir.join("cmake");
     let bin_dir = build_dir.join("bin");
     let log_file = build_dir.join(LOG_FILE);

@@ -11,7 +11,7 @@ use rigdeck_core::engines::cmake_build::{self, BuildProgress, BuildRequest, Buil
 use rigdeck_core::engines::install;
 use rigdeck_core::engines::python_env::{self, PythonInstallRequest};
 use rigdeck_core::engines::registry::{self, Availability, EngineBuild};
-use rigdeck_core::engines::source::{self, SourceSpec, BUNDLED_LLAMA_CPP};
+use rigdeck_core::engines::source::{self, SourceSpec};
 use rigdeck_core::engines::{Backend, EngineKind};
 use rigdeck_core::paths::AppPaths;
 use rigdeck_core::store::Store;
@@ -255,7 +255,13 @@ fn automatic_backend(cuda_architectures: Option<&str>) -> Backend {
 async fn build(paths: &AppPaths, mut args: BuildArgs) -> anyhow::Result<ExitCode> {
     let source = match args.source.take() {
         Some(path) => SourceSpec::from_path(path, args.source_sha256.take())?,
-        None => SourceSpec::bundled(args.index_url.take()),
+        None => SourceSpec::pinned(args.kind, args.index_url.take()).ok_or_else(|| {
+            anyhow::anyhow!(
+                "{} is installed with pip, not built: `rigdeck engines install {}`",
+                args.kind,
+                args.kind
+            )
+        })?,
     };
     let backend = match (args.backend, &args.cuda_arch) {
         (BackendChoice::Named(backend), _) => backend,
@@ -280,10 +286,10 @@ async fn build(paths: &AppPaths, mut args: BuildArgs) -> anyhow::Result<ExitCode
         jobs: args.jobs,
         portable: args.portable,
     };
-    if source.is_bundled() {
+    if let Some(pin) = source.pin() {
         println!(
             "Building {} from the source bundled in {} {} for {}",
-            args.kind, BUNDLED_LLAMA_CPP.package, BUNDLED_LLAMA_CPP.version, backend
+            args.kind, pin.package, pin.version, backend
         );
     }
     let printer = ProgressPrinter::default();

@@ -467,6 +467,9 @@ pub struct BuildBody {
     /// pip's own setting, else PyPI.
     #[serde(default)]
     index_url: Option<String>,
+    /// `llama.cpp` (default) or `ik_llama.cpp`: each from its own pinned source.
+    #[serde(default)]
+    kind: Option<String>,
 }
 
 fn cpu_backend() -> String {
@@ -663,11 +666,27 @@ pub async fn build_engine(
         package_index::parse_index_url(url)
             .map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, "bad_index_url", e.to_string()))?;
     }
+    let kind: EngineKind = request
+        .kind
+        .as_deref()
+        .unwrap_or("llama.cpp")
+        .parse()
+        .map_err(|e: UnknownKind| {
+            ApiError::new(StatusCode::BAD_REQUEST, "bad_kind", e.to_string())
+        })?;
+    let source = source::SourceSpec::pinned(kind, request.index_url).ok_or_else(|| {
+        ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "bad_kind",
+            format!("{kind} is installed with pip, not built: POST /api/v1/engines/install"),
+        )
+    })?;
     let store = store(&state)?.clone();
     let cache_dir = source::cache_root().map_err(internal)?;
     let build = BuildRequest {
+        kind,
         cuda_architectures,
-        source: source::SourceSpec::bundled(request.index_url),
+        source,
         ..BuildRequest::bundled(backend, state.data_dir.join("engines"), cache_dir)
     };
     // A missing compiler or a bad architecture list is refused now, not after the download.
@@ -690,7 +709,7 @@ pub async fn build_engine(
     });
     Ok((
         StatusCode::ACCEPTED,
-        Json(json!({ "started": true, "backend": backend.to_string() })),
+        Json(json!({ "started": true, "kind": kind, "backend": backend.to_string() })),
     )
         .into_response())
 }
