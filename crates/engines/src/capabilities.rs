@@ -60,6 +60,15 @@ pub struct Features {
     pub reasoning_budget: bool,
     /// `-fa/--flash-attn`.
     pub flash_attn: bool,
+    /// ik_llama.cpp `-fmoe/--fused-moe`: the expert matmuls of a layer fused into one op.
+    pub fused_moe: bool,
+    /// ik_llama.cpp `-rtr/--run-time-repack`: weights repacked at load for faster CPU matmuls
+    /// (read into RAM, not mapped).
+    pub run_time_repack: bool,
+    /// ik_llama.cpp `-mla N`: how DeepSeek-style latent attention is computed and cached.
+    pub mla: bool,
+    /// ik_llama.cpp `-amb N`: caps the attention compute buffer at N MiB.
+    pub attn_max_batch: bool,
 }
 
 /// Everything known about one engine build.
@@ -236,7 +245,63 @@ pub fn detect_features(options: &BTreeSet<String>, help: &str) -> Features {
         reasoning: any(&["--reasoning", "-rea"]),
         reasoning_budget: any(&["--reasoning-budget"]),
         flash_attn: any(&["-fa", "--flash-attn"]),
+        fused_moe: any(&["-fmoe", "--fused-moe"]),
+        run_time_repack: any(&["-rtr", "--run-time-repack"]),
+        mla: any(&["-mla", "--mla-use"]),
+        attn_max_batch: any(&["-amb", "--attention-max-batch"]),
     }
+}
+
+/// Where each Python engine lists its speculative methods, and the names it may list there.
+fn python_method_sources(
+    kind: super::EngineKind,
+) -> (&'static [&'static str], &'static [&'static str]) {
+    use super::EngineKind;
+    match kind {
+        EngineKind::Vllm => (
+            &["vllm/config/speculative.py", "vllm/config.py"],
+            &[
+                "ngram",
+                "eagle",
+                "eagle3",
+                "draft_model",
+                "mtp",
+                "medusa",
+                "suffix",
+            ],
+        ),
+        EngineKind::Sglang => (
+            &["sglang/srt/server_args.py"],
+            &["EAGLE", "EAGLE3", "NEXTN", "STANDALONE", "NGRAM"],
+        ),
+        EngineKind::LlamaCpp | EngineKind::IkLlamaCpp => (&[], &[]),
+    }
+}
+
+/// The speculative methods an installed vLLM or SGLang accepts, read from its own source (the
+/// method names quoted in its speculative config or server arguments) without importing it:
+/// importing pulls in torch and takes long. An install whose source is not where it is expected
+/// is taken to have every method of its engine.
+pub fn python_speculative_methods(venv: &Path, kind: super::EngineKind) -> Vec<String> {
+    let (files, names) = python_method_sources(kind);
+    let site_packages = std::fs::read_dir(venv.join("lib"))
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|entry| entry.path().join("site-packages"));
+    let text: String = site_packages
+        .flat_map(|site| files.iter().map(move |f| site.join(f)))
+        .filter_map(|file| std::fs::read_to_string(file).ok())
+        .collect();
+    names
+        .iter()
+        .filter(|name| {
+            text.is_empty()
+                || text.contains(&format!("\"{name}\""))
+                || text.contains(&format!("'{name}'"))
+        })
+        .map(|name| (*name).to_owned())
+        .collect()
 }
 
 /// The backend named by `--list-devices` output or the ggml log lines a build prints

@@ -254,7 +254,10 @@ async fn python_environment(
                     backend: backend.unwrap_or(Backend::Cuda),
                     cuda_architectures: None,
                     location: venv.to_owned(),
-                    capabilities: python_capabilities(version),
+                    capabilities: python_capabilities(
+                        version,
+                        capabilities::python_speculative_methods(venv, *kind),
+                    ),
                     source: BuildOrigin::Registered,
                 });
             }
@@ -274,10 +277,11 @@ async fn python_environment(
     })
 }
 
-/// Both servers always offer Prometheus metrics and speculative decoding with MTP heads (vLLM
-/// `--speculative-config`, SGLang `--speculative-algorithm`); their options are not read from a
-/// help text (`--help` imports torch and takes long), so the option list stays empty.
-fn python_capabilities(version: String) -> Capabilities {
+/// Both servers always offer Prometheus metrics and speculative decoding (vLLM
+/// `--speculative-config`, SGLang `--speculative-algorithm`; `methods` in their own words); their
+/// options are not read from a help text (`--help` imports torch and takes long), so the option
+/// list stays empty.
+fn python_capabilities(version: String, methods: Vec<String>) -> Capabilities {
     Capabilities {
         version: VersionInfo {
             version: Some(version),
@@ -285,7 +289,10 @@ fn python_capabilities(version: String) -> Capabilities {
         },
         features: Features {
             speculative: true,
-            mtp: true,
+            mtp: methods
+                .iter()
+                .any(|m| m == "mtp" || m == "NEXTN" || m == "EAGLE"),
+            speculative_types: methods,
             metrics: true,
             ..Features::default()
         },
