@@ -58,7 +58,7 @@ pub fn shell_script(
         out.push_str(&format!("# Note: {note}\n"));
     }
     out.push_str("set -e\n");
-    for (key, value) in &profile.env {
+    for (key, value) in &profile.engine_env() {
         // `export 'K=v w'` is one word to the shell: valid, and safe for any value.
         out.push_str(&format!(
             "export {}\n",
@@ -87,7 +87,7 @@ pub fn systemd_unit(
         out.push_str(&format!("# Note: {note}\n"));
     }
     out.push_str("\n[Service]\nType=simple\n");
-    for (key, value) in &profile.env {
+    for (key, value) in &profile.engine_env() {
         out.push_str(&format!(
             "Environment={}\n",
             systemd_word(&format!("{key}={value}"), Dollar::Literal)

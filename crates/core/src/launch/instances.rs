@@ -610,11 +610,7 @@ impl Instances {
             format!("http://{}:{port}/health", probe_host(&profile.host)),
         );
         spec.args = args.to_vec();
-        spec.env = profile
-            .env
-            .iter()
-            .map(|(k, v)| (k.clone(), v.clone()))
-            .collect();
+        spec.env = profile.engine_env().into_iter().collect();
         spec.restart = profile.restart.policy();
         spec.health.ready_timeout = self.ready_timeout;
         let estimate = self.estimate_for(&profile, build).await;

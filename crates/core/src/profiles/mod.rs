@@ -4,8 +4,12 @@
 //!
 //! - [`profile`]: the profile itself, its checks, and its argv.
 //! - [`python_engines`]: the same for vLLM and SGLang environments, and their planned memory.
+//! - [`speculative`]: speculative decoding as a setting, in each engine's own flags.
+//! - [`engine_settings`]: the engine knobs beyond placement (pinning, locking, vLLM batching).
 //! - [`admission`]: planned memory per GPU against live free VRAM (tested with samples).
 
 pub mod admission;
+pub mod engine_settings;
 pub mod profile;
 pub mod python_engines;
+pub mod speculative;

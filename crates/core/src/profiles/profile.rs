@@ -12,7 +12,9 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use super::admission::PlannedGpu;
+use super::engine_settings::{self, EngineSettings};
 use super::python_engines;
+use super::speculative::{self, Speculative};
 use crate::engines::registry::{Availability, EngineBuild};
 use crate::gateway::ServePolicy;
 use crate::placement::flags::{shell_quote, to_args, FlagError};
@@ -65,6 +67,10 @@ pub struct LaunchProfile {
     pub gpu_memory_fraction: Option<f64>,
     /// How the gateway serves it: aliases, start on request, pinned, idle timeout, concurrency.
     pub gateway: ServePolicy,
+    /// Speculative decoding: a draft model, MTP heads, n-gram lookup or EAGLE heads.
+    pub speculative: Option<Speculative>,
+    /// Engine knobs beyond placement (CPU pinning, memory locking; vLLM batching, offload).
+    pub engine: EngineSettings,
 }
 
 impl Default for LaunchProfile {
@@ -87,7 +93,19 @@ impl Default for LaunchProfile {
             tensor_parallel: None,
             gpu_memory_fraction: None,
             gateway: ServePolicy::default(),
+            speculative: None,
+            engine: EngineSettings::default(),
         }
+    }
+}
+
+impl LaunchProfile {
+    /// The engine's environment: what the settings need (`VLLM_MARLIN_USE_ATOMIC_ADD`), then the
+    /// profile's own variables, which win.
+    pub fn engine_env(&self) -> std::collections::BTreeMap<String, String> {
+        let mut env = engine_settings::env(&self.engine);
+        env.extend(self.env.iter().map(|(k, v)| (k.clone(), v.clone())));
+        env
     }
 }
 
@@ -178,6 +196,25 @@ pub enum ProfileError {
     BadMemoryFraction { fraction: f64 },
     #[error("tensor_parallel must be at least 1 (the number of GPUs to split the model over)")]
     BadTensorParallel,
+    #[error("speculative method {method} is not offered by engine build {id} ({kind}; it offers: {offered}): pick one of those, or update the engine")]
+    SpeculativeUnsupported {
+        method: &'static str,
+        id: i64,
+        kind: String,
+        offered: String,
+    },
+    #[error("speculative decoding: {reason}")]
+    BadSpeculative { reason: String },
+    #[error("{setting} is not a setting of {kind}: remove it from the profile")]
+    NotForEngine { setting: &'static str, kind: String },
+    #[error("engine setting: {reason}")]
+    BadEngineSetting { reason: String },
+    #[error("{setting} needs `{flag}`, which engine build {id} does not have (its --help does not list it): update the engine or leave {setting} unset")]
+    OptionMissing {
+        setting: &'static str,
+        flag: String,
+        id: i64,
+    },
     #[error("gateway alias {alias:?} is not usable: give a non-empty name of at most 128 characters, without spaces around it")]
     BadAlias { alias: String },
     #[error("'{name}' already names the gateway model '{owner}': pick another alias (or profile name), or remove it from '{owner}'")]
@@ -203,6 +240,10 @@ pub fn validate(
         return Err(ProfileError::MissingModel {
             path: profile.model.clone(),
         });
+    }
+    engine_settings::validate(&profile.engine, build)?;
+    if let Some(spec) = &profile.speculative {
+        speculative::validate(spec, build)?;
     }
     if profile.port > u32::from(u16::MAX) {
         return Err(ProfileError::PortOutOfRange { port: profile.port });
@@ -287,6 +328,19 @@ pub fn check_text(profile: &LaunchProfile) -> Result<(), ProfileError> {
     no_control(&profile.host, || "host".to_owned())?;
     if let Some(key) = &profile.api_key {
         no_control(key, || "API key".to_owned())?;
+    }
+    if let Some(draft) = profile
+        .speculative
+        .as_ref()
+        .and_then(|s| s.draft_model.as_ref())
+    {
+        no_control(&draft.to_string_lossy(), || "draft model path".to_owned())?;
+    }
+    if let Some(mask) = &profile.engine.cpu_mask {
+        no_control(mask, || "cpu_mask".to_owned())?;
+    }
+    if let Some(dtype) = &profile.engine.kv_cache_dtype {
+        no_control(dtype, || "kv_cache_dtype".to_owned())?;
     }
     for (i, arg) in profile.extra_args.iter().enumerate() {
         no_control(arg, || format!("extra argument {} ({arg:?})", i + 1))?;
@@ -402,6 +456,23 @@ fn managed_field(flag: &str) -> Option<&'static str> {
         "--host" => Some("host"),
         "--port" => Some("port"),
         "--api-key" => Some("api_key"),
+        "--spec-type" | "-md" | "--model-draft" | "--spec-draft-model" | "--spec-draft-n-max"
+        | "--draft-max" | "--draft" | "--spec-draft-n-min" | "--draft-min" => Some("speculative"),
+        "--cpu-mask"
+        | "-C"
+        | "--cpu-strict"
+        | "--mlock"
+        | "--no-mmap"
+        | "--load-mode"
+        | "-lm"
+        | "-fmoe"
+        | "--fused-moe"
+        | "-rtr"
+        | "--run-time-repack"
+        | "-mla"
+        | "--mla-use"
+        | "-amb"
+        | "--attention-max-batch" => Some("engine"),
         _ => None,
     }
 }
@@ -456,7 +527,7 @@ fn assemble(
     port: &str,
     numactl: Option<&Path>,
 ) -> Result<Vec<String>, ProfileError> {
-    if let Some(argv) = python_engines::argv(profile, build, port) {
+    if let Some(argv) = python_engines::argv(profile, build, port)? {
         return Ok(argv);
     }
     let mut argv = Vec::new();
@@ -481,6 +552,10 @@ fn assemble(
             argv.push("--reasoning".to_owned());
             argv.push(if on { "on" } else { "off" }.to_owned());
         }
+    }
+    argv.extend(engine_settings::llama_args(&profile.engine, build));
+    if let Some(spec) = &profile.speculative {
+        argv.extend(speculative::args(spec, build)?);
     }
     argv.extend(profile.extra_args.iter().cloned());
     Ok(argv)

@@ -6,7 +6,9 @@
 use std::path::Path;
 
 use super::admission::PlannedGpu;
+use super::engine_settings;
 use super::profile::{LaunchProfile, ProfileError};
+use super::speculative;
 use crate::engines::registry::EngineBuild;
 use crate::engines::EngineKind;
 use rigdeck_telemetry::snapshot::GpuReadout;
@@ -47,8 +49,14 @@ fn flags(kind: EngineKind) -> Option<Flags> {
 
 /// The argv (program first) that serves `profile` from the environment `build` on `port` (a
 /// number, or the placeholder a profile view shows). `None` for llama.cpp builds.
-pub fn argv(profile: &LaunchProfile, build: &EngineBuild, port: &str) -> Option<Vec<String>> {
-    let flags = flags(build.kind)?;
+pub fn argv(
+    profile: &LaunchProfile,
+    build: &EngineBuild,
+    port: &str,
+) -> Result<Option<Vec<String>>, ProfileError> {
+    let Some(flags) = flags(build.kind) else {
+        return Ok(None);
+    };
     let bin = build.location.join("bin");
     let model = profile.model.display().to_string();
     let mut argv = match build.kind {
@@ -82,8 +90,12 @@ pub fn argv(profile: &LaunchProfile, build: &EngineBuild, port: &str) -> Option<
     if let Some(key) = &profile.api_key {
         push("--api-key", key.clone());
     }
+    argv.extend(engine_settings::python_args(&profile.engine, build.kind));
+    if let Some(spec) = &profile.speculative {
+        argv.extend(speculative::args(spec, build)?);
+    }
     argv.extend(profile.extra_args.iter().cloned());
-    Some(argv)
+    Ok(Some(argv))
 }
 
 /// What a vLLM or SGLang profile must hold; llama.cpp-only settings are refused by name.
@@ -128,9 +140,10 @@ pub fn validate(profile: &LaunchProfile, build: &EngineBuild) -> Result<(), Prof
         "--api-key",
         "--served-model-name",
     ];
+    let settings = engine_settings::managed_flags(build.kind);
     for arg in &profile.extra_args {
         let flag = arg.split('=').next().unwrap_or(arg);
-        if managed.contains(&flag) || flags.aliases.contains(&flag) {
+        if managed.contains(&flag) || flags.aliases.contains(&flag) || settings.contains(&flag) {
             return Err(ProfileError::ManagedFlag {
                 flag: flag.to_owned(),
                 field: "the profile's own settings",
@@ -206,7 +219,9 @@ mod tests {
         p.gpu_memory_fraction = Some(0.85);
         p.api_key = Some("k".into());
         p.extra_args = vec!["--enable-prefix-caching".into()];
-        let argv = argv(&p, &env_build(EngineKind::Vllm), "8000").unwrap();
+        let argv = argv(&p, &env_build(EngineKind::Vllm), "8000")
+            .unwrap()
+            .unwrap();
         assert_eq!(
             argv,
             [
@@ -237,7 +252,9 @@ mod tests {
         let mut p = profile(Path::new("/models/m"));
         p.placement.context = 0; // the model's own
         p.tensor_parallel = Some(4);
-        let argv = argv(&p, &env_build(EngineKind::Sglang), "30000").unwrap();
+        let argv = argv(&p, &env_build(EngineKind::Sglang), "30000")
+            .unwrap()
+            .unwrap();
         assert_eq!(
             argv,
             [
@@ -265,6 +282,7 @@ mod tests {
             &build("/llama-server", &[]),
             "1",
         )
+        .unwrap()
         .is_none()
     }
 
