@@ -8,17 +8,21 @@ use std::collections::HashMap;
 use crate::result::{Acceptance, EngineDeltas};
 
 /// Counter names, summed over their label sets.
+/// llama-server (with `--metrics`) counts with vLLM's names under its own prefix.
 const DRAFTS: &[&str] = &[
     "vllm:spec_decode_num_drafts_total",
     "vllm:spec_decode_num_drafts",
+    "llamacpp:spec_decode_num_drafts_total",
 ];
 const DRAFT_TOKENS: &[&str] = &[
     "vllm:spec_decode_num_draft_tokens_total",
     "vllm:spec_decode_num_draft_tokens",
+    "llamacpp:spec_decode_num_draft_tokens_total",
 ];
 const ACCEPTED: &[&str] = &[
     "vllm:spec_decode_num_accepted_tokens_total",
     "vllm:spec_decode_num_accepted_tokens",
+    "llamacpp:spec_decode_num_accepted_tokens_total",
 ];
 const CACHE_HITS: &[&str] = &[
     "vllm:prefix_cache_hits_total",
@@ -80,6 +84,11 @@ impl Counters {
             reported_rate: self.get(&[ACCEPT_RATE]),
             ..Acceptance::default()
         })
+    }
+
+    /// Acceptance since the engine started: its counters as they stand (or SGLang's gauges).
+    pub fn acceptance_so_far(&self) -> Option<Acceptance> {
+        self.since(&Counters::default()).acceptance
     }
 
     /// What changed from `before` to `self`.
@@ -162,6 +171,20 @@ mod tests {
         assert_eq!(
             Counters::default().since(&Counters::default()),
             EngineDeltas::default()
+        );
+    }
+
+    #[test]
+    fn llama_server_counts_drafts_under_its_own_prefix() {
+        let now = Counters::parse(
+            "# TYPE llamacpp:spec_decode_num_draft_tokens_total counter\nllamacpp:spec_decode_num_draft_tokens_total 120\nllamacpp:spec_decode_num_accepted_tokens_total 90\nllamacpp:spec_decode_num_drafts_total 30\nllamacpp:tokens_predicted_total 400\n",
+        );
+        let acceptance = now.acceptance_so_far().expect("drafts counted");
+        assert_eq!(acceptance.rate(), Some(0.75));
+        assert_eq!(acceptance.mean_length(), Some(4.0));
+        assert_eq!(
+            Counters::parse("llamacpp:tokens_predicted_total 4\n").acceptance_so_far(),
+            None
         );
     }
 

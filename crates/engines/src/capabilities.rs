@@ -60,7 +60,8 @@ pub struct Features {
     pub reasoning_budget: bool,
     /// `-fa/--flash-attn`.
     pub flash_attn: bool,
-    /// ik_llama.cpp `-fmoe/--fused-moe`: the expert matmuls of a layer fused into one op.
+    /// ik_llama.cpp's fused MoE (`-fmoe`, on by default in current trees: `-no-fmoe`): the
+    /// expert matmuls of a layer fused into one op.
     pub fused_moe: bool,
     /// ik_llama.cpp `-rtr/--run-time-repack`: weights repacked at load for faster CPU matmuls
     /// (read into RAM, not mapped).
@@ -92,6 +93,15 @@ impl Capabilities {
             features,
             options,
         }
+    }
+
+    /// The first of `names` (spellings of one option) the help lists; with no help read, the
+    /// first of them.
+    pub fn spelling(&self, names: &[&'static str]) -> Option<&'static str> {
+        if self.options.is_empty() {
+            return names.first().copied();
+        }
+        names.iter().copied().find(|n| self.options.contains(*n))
     }
 
     /// Whether the build accepts `option` (`--fit`, `-ot`, …).
@@ -170,14 +180,15 @@ fn is_option_word(word: &str) -> bool {
 
 /// The option names a `--help` text lists. llama.cpp prints each option at the start of a line
 /// (`-ot,   --override-tensor <pattern>=<buffer type>,...`) with its description at column 40;
-/// older trees indent options by two spaces. Description lines that happen to start with a
-/// dash sit far to the right and are ignored.
+/// older trees and ik_llama.cpp indent options by two spaces, or nine for a long option without
+/// a short one (`         --mlock`). Description lines that happen to start with a dash sit
+/// further right (column 34 or 40) and are ignored.
 pub fn parse_help_options(help: &str) -> BTreeSet<String> {
     let mut options = BTreeSet::new();
     for line in help.lines() {
         let indent = line.len() - line.trim_start().len();
         let text = line.trim_start();
-        if indent > 4 || !text.starts_with('-') {
+        if indent > MAX_OPTION_INDENT || !text.starts_with('-') {
             continue;
         }
         for word in text.split(|c: char| c.is_whitespace() || c == ',') {
@@ -195,29 +206,41 @@ pub fn parse_help_options(help: &str) -> BTreeSet<String> {
     options
 }
 
-/// The value placeholder printed after `option` in the help (`--spec-type none,draft-simple,…`).
-fn option_placeholder<'a>(help: &'a str, option: &str) -> Option<&'a str> {
-    help.lines().find_map(|line| {
-        let mut words = line.split_whitespace();
-        words.find(|w| w.trim_end_matches(',') == option)?;
-        words.next()
-    })
+/// The deepest indent of a line that names options (ik_llama.cpp's long-only options at 9).
+const MAX_OPTION_INDENT: usize = 12;
+
+/// The choices printed after `option` in the help: llama.cpp's `--spec-type none,draft-simple,…`
+/// or ik_llama.cpp's `--spec-type Name [none | ngram - cache | ngram - mod]`.
+fn option_choices(help: &str, option: &str) -> Vec<String> {
+    let Some(rest) = help.lines().find_map(|line| {
+        let at = line
+            .split_whitespace()
+            .position(|w| w.trim_end_matches(',') == option)?;
+        Some(
+            line.split_whitespace()
+                .skip(at + 1)
+                .collect::<Vec<_>>()
+                .join(" "),
+        )
+    }) else {
+        return Vec::new();
+    };
+    let list = match (rest.find('['), rest.find(']')) {
+        (Some(open), Some(close)) if open < close => rest[open + 1..close].replace(" - ", "-"),
+        _ => rest.split_whitespace().next().unwrap_or("").to_owned(),
+    };
+    list.split([',', '|'])
+        .map(|t| t.trim_matches(|c: char| !c.is_ascii_alphanumeric() && c != '-'))
+        .filter(|t| !t.is_empty() && *t != "none" && !t.starts_with('<'))
+        .map(str::to_owned)
+        .collect()
 }
 
 /// The [`Features`] behind an option list (and the help text, for `--spec-type`'s choices).
 pub fn detect_features(options: &BTreeSet<String>, help: &str) -> Features {
     let any = |names: &[&str]| names.iter().any(|n| options.contains(*n));
     let speculative_types: Vec<String> = if options.contains("--spec-type") {
-        option_placeholder(help, "--spec-type")
-            .map(|choices| {
-                choices
-                    .split([',', '|'])
-                    .map(|t| t.trim_matches(|c: char| !c.is_ascii_alphanumeric() && c != '-'))
-                    .filter(|t| !t.is_empty() && *t != "none" && !t.starts_with('<'))
-                    .map(str::to_owned)
-                    .collect()
-            })
-            .unwrap_or_default()
+        option_choices(help, "--spec-type")
     } else {
         Vec::new()
     };
@@ -245,7 +268,7 @@ pub fn detect_features(options: &BTreeSet<String>, help: &str) -> Features {
         reasoning: any(&["--reasoning", "-rea"]),
         reasoning_budget: any(&["--reasoning-budget"]),
         flash_attn: any(&["-fa", "--flash-attn"]),
-        fused_moe: any(&["-fmoe", "--fused-moe"]),
+        fused_moe: any(&["-fmoe", "--fused-moe", "-no-fmoe", "--no-fused-moe"]),
         run_time_repack: any(&["-rtr", "--run-time-repack"]),
         mla: any(&["-mla", "--mla-use"]),
         attn_max_batch: any(&["-amb", "--attention-max-batch"]),
@@ -569,5 +592,71 @@ mod tests {
         assert!(matches!(err, ProbeError::NotExecutable { .. }), "{err}");
         let err = probe_binary(&dir.path().join("absent")).await.unwrap_err();
         assert!(matches!(err, ProbeError::NotFound { .. }), "{err}");
+    }
+
+    /// Lines of ik_llama.cpp's `llama-server --help` (ik-llama-cpp-python 0.1.5), spacing kept.
+    const IK_HELP: &str = "usage: llama-server [options]
+
+general:
+
+  -h,    --help, --usage          print usage and exit
+         --version                show version and build info
+  -t,    --threads N              number of threads to use during generation (default: 2)
+  -mla,  --mla-use                enable MLA (default: 3)
+  -amb,  --attention-max-batch    max batch size for attention computations (default: 0)
+  -no-fmoe, --no-fused-moe        disable fused MoE (default: enabled)
+         --mlock                  force system to keep model in RAM rather than swapping or compressing
+         --run-time-repack        repack tensors if interleaved variant is available
+  -m,    --model FNAME            model path (default: models/$filename with filename from --hf-file
+                                  -- not an option, a description line
+  -mtp, --multi-token-prediction  whether to use multi-token-prediction (if supported) (default: false)
+  -md,   --model-draft FNAME      draft model for speculative decoding (default: unused)
+  --draft-max, --draft, --draft-n N
+                                  number of tokens to draft for speculative decoding (default: 16)
+  --spec-type Name [none | ngram - cache | ngram - simple | ngram - map - k | ngram - map - k4v | ngram - mod]
+                                  type of speculative decoding to use when no draft model is provided (default: 0)
+         --port PORT              port to listen (default: 8080)
+         --metrics                enable prometheus compatible metrics endpoint (default: disabled)
+";
+
+    #[test]
+    fn reads_ik_llama_cpp_help_with_its_indents_and_spec_types() {
+        let caps = Capabilities::from_outputs("version: 0 (py0.1.5)\n", IK_HELP);
+        for option in [
+            "--version",
+            "--mlock",
+            "--run-time-repack",
+            "--port",
+            "--metrics",
+            "-mtp",
+            "--draft-max",
+            "--draft",
+        ] {
+            assert!(
+                caps.accepts(option),
+                "{option} missing from {:?}",
+                caps.options
+            );
+        }
+        assert!(!caps.accepts("--"), "a description line is no option");
+        assert_eq!(
+            caps.features.speculative_types,
+            [
+                "ngram-cache",
+                "ngram-simple",
+                "ngram-map-k",
+                "ngram-map-k4v",
+                "ngram-mod"
+            ]
+        );
+        let f = &caps.features;
+        assert!(
+            f.mla && f.attn_max_batch && f.run_time_repack && f.fused_moe && f.mtp && f.metrics
+        );
+        assert_eq!(
+            caps.spelling(&["-rtr", "--run-time-repack"]),
+            Some("--run-time-repack")
+        );
+        assert_eq!(caps.version.commit.as_deref(), Some("py0.1.5"));
     }
 }

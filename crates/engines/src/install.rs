@@ -9,8 +9,16 @@ use crate::registry::BuildStore;
 pub enum InstallError {
     #[error(transparent)]
     Build(#[from] BuildError),
+    // Not `#[from]`: that would make the registry error the source too, and reports that print
+    // the chain would say it twice.
     #[error("the build finished, but its llama-server does not answer --help as expected: {0}")]
-    Register(#[from] RegistryError),
+    Register(RegistryError),
+}
+
+impl From<RegistryError> for InstallError {
+    fn from(err: RegistryError) -> Self {
+        InstallError::Register(err)
+    }
 }
 
 /// Builds (or reuses a finished build) and registers it with the capabilities it reports.

@@ -5,11 +5,13 @@
 //! - [`instances`]: the service the daemon owns: start, stop, restart, recover after a restart.
 //! - [`client`]: the command line's client of the daemon's JSON API.
 //! - [`fleet`]: the instances as the gateway sees them (models to route to, start on request).
+//! - [`speculation`]: a running engine's speculative acceptance, read from its `/metrics`.
 
 pub mod client;
 pub mod export;
 pub mod fleet;
 pub mod instances;
+pub mod speculation;
 
 pub use crate::profiles::admission::{AdmissionError, PlannedGpu};
 pub use crate::profiles::profile::{LaunchProfile, ProfileError, RestartSetting};

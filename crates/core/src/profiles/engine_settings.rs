@@ -16,6 +16,11 @@ use crate::engines::EngineKind;
 /// faster on small batches (+6 tok/s in one user's report).
 pub const MARLIN_ATOMIC_ADD_ENV: &str = "VLLM_MARLIN_USE_ATOMIC_ADD";
 
+/// ik_llama.cpp's options, short spelling first.
+const RUN_TIME_REPACK: &[&str] = &["-rtr", "--run-time-repack"];
+const MLA: &[&str] = &["-mla", "--mla-use"];
+const ATTN_MAX_BATCH: &[&str] = &["-amb", "--attention-max-batch"];
+
 /// Absent JSON fields take the engine's own defaults (nothing written).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -29,8 +34,6 @@ pub struct EngineSettings {
     /// llama.cpp: read the weights into memory instead of mapping the file (`--no-mmap`, or
     /// `--load-mode none`): slower to load, no page cache double-counting.
     pub no_mmap: bool,
-    /// ik_llama.cpp: `-fmoe`, a layer's expert matmuls fused into one operation.
-    pub fused_moe: bool,
     /// ik_llama.cpp: `-rtr`, weights repacked at load for faster CPU matmuls (read into RAM).
     pub run_time_repack: bool,
     /// ik_llama.cpp: `-mla N`, how latent attention (DeepSeek, Kimi, GLM-5) is computed: 1–3.
@@ -59,7 +62,6 @@ impl EngineSettings {
             (self.cpu_strict, "cpu_strict (--cpu-strict)"),
             (self.mlock, "mlock"),
             (self.no_mmap, "no_mmap"),
-            (self.fused_moe, "fused_moe (-fmoe)"),
             (self.run_time_repack, "run_time_repack (-rtr)"),
             (self.mla.is_some(), "mla (-mla)"),
             (
@@ -168,7 +170,6 @@ pub fn validate(settings: &EngineSettings, build: &EngineBuild) -> Result<(), Pr
     needs(settings.cpu_strict, &["--cpu-strict"], "cpu_strict")?;
     needs(settings.mlock, &["--mlock", "--load-mode"], "mlock")?;
     needs(settings.no_mmap, &["--no-mmap", "--load-mode"], "no_mmap")?;
-    needs(settings.fused_moe, &["-fmoe", "--fused-moe"], "fused_moe")?;
     needs(
         settings.run_time_repack,
         &["-rtr", "--run-time-repack"],
@@ -200,17 +201,18 @@ pub fn llama_args(settings: &EngineSettings, build: &EngineBuild) -> Vec<String>
     if settings.cpu_strict {
         argv.extend(["--cpu-strict".to_owned(), "1".to_owned()]);
     }
-    if settings.fused_moe {
-        argv.push("-fmoe".to_owned());
+    let caps = &build.capabilities;
+    if let Some(flag) = caps
+        .spelling(RUN_TIME_REPACK)
+        .filter(|_| settings.run_time_repack)
+    {
+        argv.push(flag.to_owned());
     }
-    if settings.run_time_repack {
-        argv.push("-rtr".to_owned());
+    if let (Some(mode), Some(flag)) = (settings.mla, caps.spelling(MLA)) {
+        argv.extend([flag.to_owned(), mode.to_string()]);
     }
-    if let Some(mode) = settings.mla {
-        argv.extend(["-mla".to_owned(), mode.to_string()]);
-    }
-    if let Some(mib) = settings.attn_max_batch_mib {
-        argv.extend(["-amb".to_owned(), mib.to_string()]);
+    if let (Some(mib), Some(flag)) = (settings.attn_max_batch_mib, caps.spelling(ATTN_MAX_BATCH)) {
+        argv.extend([flag.to_owned(), mib.to_string()]);
     }
     if !(settings.mlock || settings.no_mmap) {
         return argv;
@@ -348,21 +350,20 @@ mod tests {
     #[test]
     fn ik_llama_knobs_are_refused_on_llama_cpp() {
         let settings = EngineSettings {
-            fused_moe: true,
             run_time_repack: true,
             mla: Some(3),
             attn_max_batch_mib: Some(512),
             ..EngineSettings::default()
         };
-        let ik = build("/ik", &["-fmoe", "-rtr", "-mla", "-amb", "--mlock"]);
+        let ik = build("/ik", &["--run-time-repack", "-mla", "-amb", "--mlock"]);
         assert_eq!(validate(&settings, &ik), Ok(()));
         assert_eq!(
             llama_args(&settings, &ik),
-            ["-fmoe", "-rtr", "-mla", "3", "-amb", "512"]
+            ["--run-time-repack", "-mla", "3", "-amb", "512"]
         );
         let upstream = build("/llama", &["--cpu-mask", "--load-mode"]);
         let err = validate(&settings, &upstream).unwrap_err().to_string();
-        assert!(err.contains("fused_moe needs `-fmoe`"), "{err}");
+        assert!(err.contains("run_time_repack needs `-rtr`"), "{err}");
         let odd = EngineSettings {
             mla: Some(7),
             ..EngineSettings::default()

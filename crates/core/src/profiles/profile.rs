@@ -456,8 +456,17 @@ fn managed_field(flag: &str) -> Option<&'static str> {
         "--host" => Some("host"),
         "--port" => Some("port"),
         "--api-key" => Some("api_key"),
-        "--spec-type" | "-md" | "--model-draft" | "--spec-draft-model" | "--spec-draft-n-max"
-        | "--draft-max" | "--draft" | "--spec-draft-n-min" | "--draft-min" => Some("speculative"),
+        "--spec-type"
+        | "-md"
+        | "--model-draft"
+        | "--spec-draft-model"
+        | "--spec-draft-n-max"
+        | "--draft-max"
+        | "--draft"
+        | "--spec-draft-n-min"
+        | "--draft-min"
+        | "-mtp"
+        | "--multi-token-prediction" => Some("speculative"),
         "--cpu-mask"
         | "-C"
         | "--cpu-strict"

@@ -61,12 +61,17 @@ pub struct Speculative {
     #[serde(default)]
     pub draft_model: Option<PathBuf>,
     /// llama.cpp family: the shortest draft worth verifying (draft n-min; for n-gram lookup the
-    /// shortest continuation, default `tokens`).
+    /// shortest continuation, default 1).
     #[serde(default)]
     pub min_tokens: Option<u32>,
     /// llama.cpp family: a drafted token below this probability ends the draft (draft p-min).
     #[serde(default)]
     pub p_min: Option<f64>,
+    /// n-gram lookup: how many of the latest tokens must match earlier text before its
+    /// continuation is drafted (llama.cpp ngram-mod n-match, default 24; ik_llama.cpp
+    /// `--spec-ngram-size-n`; vLLM `prompt_lookup_max`). Shorter drafts more, and worse.
+    #[serde(default)]
+    pub ngram_match: Option<u32>,
 }
 
 fn default_tokens() -> u32 {
@@ -78,7 +83,8 @@ const MAX_TOKENS: u32 = 64;
 
 /// The method in the engine's own words, when the build has it; the error says what it has.
 pub fn engine_method(spec: &Speculative, build: &EngineBuild) -> Result<String, ProfileError> {
-    let offered = &build.capabilities.features.speculative_types;
+    let caps = &build.capabilities;
+    let offered = &caps.features.speculative_types;
     // A vLLM/SGLang registered before their methods were read: nothing to check against.
     if build.kind.is_python() && offered.is_empty() {
         return Ok(python_method_name(build.kind, spec.method).to_owned());
@@ -101,8 +107,13 @@ pub fn engine_method(spec: &Speculative, build: &EngineBuild) -> Result<String, 
     };
     let found = match build.kind {
         EngineKind::LlamaCpp | EngineKind::IkLlamaCpp => match spec.method {
-            SpecMethod::DraftModel => llama_flag(build, DRAFT_MODEL_FLAGS).map(|_| "draft".into()),
-            SpecMethod::Mtp => pick(&["draft-mtp", "mtp"]),
+            SpecMethod::DraftModel => caps.spelling(DRAFT_MODEL_FLAGS).map(|_| "draft".into()),
+            // Current llama.cpp names MTP drafting a spec type; ik_llama.cpp has a switch.
+            SpecMethod::Mtp => pick(&["draft-mtp", "mtp"]).or_else(|| {
+                caps.spelling(MTP_SWITCHES)
+                    .filter(|_| !caps.options.is_empty())
+                    .map(str::to_owned)
+            }),
             SpecMethod::Ngram => pick(&["ngram-mod", "ngram-simple", "ngram-map-k", "ngram-cache"]),
             SpecMethod::Eagle3 => pick(&["draft-eagle3", "eagle3"]),
             SpecMethod::Eagle => pick(&["draft-eagle", "eagle"]),
@@ -144,14 +155,8 @@ const DRAFT_MAX_FLAGS: &[&str] = &["--spec-draft-n-max", "--draft-max", "--draft
 const DRAFT_MIN_FLAGS: &[&str] = &["--spec-draft-n-min", "--draft-min"];
 const DRAFT_P_MIN_FLAGS: &[&str] = &["--spec-draft-p-min", "--draft-p-min"];
 
-/// The first of `names` the build's `--help` lists; with no help read, the first name.
-fn llama_flag(build: &EngineBuild, names: &[&'static str]) -> Option<&'static str> {
-    let options = &build.capabilities.options;
-    if options.is_empty() {
-        return names.first().copied();
-    }
-    names.iter().copied().find(|n| options.contains(*n))
-}
+/// ik_llama.cpp's MTP switch.
+const MTP_SWITCHES: &[&str] = &["-mtp", "--multi-token-prediction"];
 
 /// Checks the setting against the build: the method, the draft checkpoint, the sizes.
 pub fn validate(spec: &Speculative, build: &EngineBuild) -> Result<(), ProfileError> {
@@ -192,7 +197,29 @@ pub fn validate(spec: &Speculative, build: &EngineBuild) -> Result<(), ProfileEr
         }
         _ => {}
     }
+    match (spec.ngram_match, spec.method) {
+        (Some(0), _) => {
+            return bad("ngram_match is 0: give a length of 1 or more tokens".to_owned())
+        }
+        (Some(_), method) if method != SpecMethod::Ngram => {
+            return bad(format!(
+                "ngram_match is a setting of n-gram lookup, not of {}: remove it",
+                method.as_str()
+            ))
+        }
+        (Some(_), _) if build.kind == EngineKind::Sglang => {
+            return bad("ngram_match is not a setting of sglang: remove it".to_owned())
+        }
+        _ => {}
+    }
     let llama = !build.kind.is_python();
+    let match_flags = ["--spec-ngram-mod-n-match", "--spec-ngram-size-n"];
+    if llama && spec.ngram_match.is_some() && build.capabilities.spelling(&match_flags).is_none() {
+        return bad(format!(
+            "ngram_match needs --spec-ngram-mod-n-match or --spec-ngram-size-n, which engine build {} does not have: update it or remove ngram_match",
+            build.id
+        ));
+    }
     if !llama && (spec.min_tokens.is_some() || spec.p_min.is_some()) {
         return bad(format!(
             "min_tokens and p_min are llama.cpp settings; {} has no such option: remove them",
@@ -222,6 +249,9 @@ pub fn args(spec: &Speculative, build: &EngineBuild) -> Result<Vec<String>, Prof
             if spec.method.needs_model() {
                 config["model"] = serde_json::Value::String(model);
             }
+            if let Some(n) = spec.ngram_match {
+                config["prompt_lookup_max"] = n.into();
+            }
             vec!["--speculative-config".into(), config.to_string()]
         }
         EngineKind::Sglang => {
@@ -249,38 +279,46 @@ pub fn args(spec: &Speculative, build: &EngineBuild) -> Result<Vec<String>, Prof
 
 fn llama_args(spec: &Speculative, build: &EngineBuild, method: &str, model: String) -> Vec<String> {
     let mut argv = Vec::new();
-    let mut push = |flags: &[&'static str], value: String| {
-        if let Some(flag) = llama_flag(build, flags) {
-            argv.extend([flag.to_owned(), value]);
+    let caps = &build.capabilities;
+    let mut push = |flags: &[&'static str], value: Option<String>| {
+        if let Some(flag) = caps.spelling(flags) {
+            argv.push(flag.to_owned());
+            argv.extend(value);
         }
     };
-    if spec.method == SpecMethod::Ngram && build.capabilities.accepts("--spec-ngram-mod-n-max") {
+    if spec.method == SpecMethod::Ngram && caps.accepts("--spec-ngram-mod-n-max") {
         // ngram-mod drafts the continuation of the longest match, between n-min and n-max tokens.
-        push(&["--spec-type"], method.to_owned());
-        push(&["--spec-ngram-mod-n-max"], spec.tokens.to_string());
-        let min = spec.min_tokens.unwrap_or(spec.tokens);
-        push(&["--spec-ngram-mod-n-min"], min.to_string());
-        return with_metrics(argv, build);
+        push(&["--spec-type"], Some(method.to_owned()));
+        push(&["--spec-ngram-mod-n-max"], Some(spec.tokens.to_string()));
+        // llama.cpp's own n-min (48) is above most n-max values people pick.
+        let min = spec.min_tokens.unwrap_or(1);
+        push(&["--spec-ngram-mod-n-min"], Some(min.to_string()));
+        if let Some(n) = spec.ngram_match {
+            push(&["--spec-ngram-mod-n-match"], Some(n.to_string()));
+        }
+    } else {
+        if MTP_SWITCHES.contains(&method) {
+            push(MTP_SWITCHES, None);
+        } else if spec.method != SpecMethod::DraftModel {
+            push(&["--spec-type"], Some(method.to_owned()));
+        }
+        if spec.method.needs_model() {
+            push(DRAFT_MODEL_FLAGS, Some(model));
+        }
+        push(DRAFT_MAX_FLAGS, Some(spec.tokens.to_string()));
+        if let Some(n) = spec.ngram_match {
+            push(&["--spec-ngram-size-n"], Some(n.to_string()));
+        }
+        if let Some(min) = spec.min_tokens {
+            push(DRAFT_MIN_FLAGS, Some(min.to_string()));
+        }
+        if let Some(p) = spec.p_min {
+            push(DRAFT_P_MIN_FLAGS, Some(p.to_string()));
+        }
     }
-    if spec.method != SpecMethod::DraftModel {
-        push(&["--spec-type"], method.to_owned());
-    }
-    if spec.method.needs_model() {
-        push(DRAFT_MODEL_FLAGS, model);
-    }
-    push(DRAFT_MAX_FLAGS, spec.tokens.to_string());
-    if let Some(min) = spec.min_tokens {
-        push(DRAFT_MIN_FLAGS, min.to_string());
-    }
-    if let Some(p) = spec.p_min {
-        push(DRAFT_P_MIN_FLAGS, p.to_string());
-    }
-    with_metrics(argv, build)
-}
-
-/// The instance view reads acceptance from `/metrics`, which llama-server serves only when asked.
-fn with_metrics(mut argv: Vec<String>, build: &EngineBuild) -> Vec<String> {
-    if build.capabilities.features.metrics {
+    if caps.features.metrics {
+        // The instance view reads acceptance from `/metrics`, which llama-server serves only
+        // when asked.
         argv.push("--metrics".to_owned());
     }
     argv
@@ -313,6 +351,7 @@ mod tests {
             draft_model: model.map(Path::to_owned),
             min_tokens: None,
             p_min: None,
+            ngram_match: None,
         }
     }
 
@@ -325,6 +364,7 @@ mod tests {
         "--spec-draft-p-min",
         "--spec-ngram-mod-n-max",
         "--spec-ngram-mod-n-min",
+        "--spec-ngram-mod-n-match",
         "--metrics",
     ];
     const TYPES: &[&str] = &["draft-simple", "draft-eagle3", "draft-mtp", "ngram-mod"];
@@ -343,16 +383,19 @@ mod tests {
                 "--metrics"
             ]
         );
-        let ngram = args(&spec(SpecMethod::Ngram, 16, None), &b).unwrap();
+        let mut ngram = spec(SpecMethod::Ngram, 16, None);
+        ngram.ngram_match = Some(4);
         assert_eq!(
-            ngram,
+            args(&ngram, &b).unwrap(),
             [
                 "--spec-type",
                 "ngram-mod",
                 "--spec-ngram-mod-n-max",
                 "16",
                 "--spec-ngram-mod-n-min",
-                "16",
+                "1",
+                "--spec-ngram-mod-n-match",
+                "4",
                 "--metrics"
             ]
         );
@@ -389,6 +432,10 @@ mod tests {
         );
         let ngram = args(&spec(SpecMethod::Ngram, 5, None), &b).unwrap();
         assert_eq!(ngram, ["--spec-type", "ngram-simple", "--draft-max", "5"]);
+        assert!(validate(&spec(SpecMethod::Mtp, 2, None), &b).is_err());
+        b.capabilities.options.insert("-mtp".into());
+        let mtp = args(&spec(SpecMethod::Mtp, 2, None), &b).unwrap();
+        assert_eq!(mtp, ["-mtp", "--draft-max", "2"]);
     }
 
     #[test]

@@ -206,6 +206,10 @@ fn feature_list(build: &EngineBuild) -> String {
         (f.mtp, "mtp"),
         (f.metrics, "metrics"),
         (f.reasoning, "reasoning"),
+        (f.fused_moe, "fmoe"),
+        (f.run_time_repack, "rtr"),
+        (f.mla, "mla"),
+        (f.attn_max_batch, "amb"),
     ];
     let list: Vec<&str> = named
         .iter()

@@ -400,6 +400,24 @@ pub async fn restart_instance(
     Ok(Json(json!(view)))
 }
 
+/// `GET /instances/{name}/speculation`: drafted and accepted tokens since the engine started.
+pub async fn instance_speculation(
+    State(state): State<Arc<AppState>>,
+    Path(name): Path<String>,
+) -> ApiResult<Json<Value>> {
+    // An engine on this machine answers its /metrics in milliseconds or not at all.
+    static CLIENT: std::sync::LazyLock<reqwest::Client> = std::sync::LazyLock::new(|| {
+        reqwest::Client::builder()
+            .timeout(std::time::Duration::from_secs(3))
+            .build()
+            .unwrap_or_default()
+    });
+    let view = rigdeck_core::launch::speculation::read(instances(&state)?, CLIENT.clone(), &name)
+        .await
+        .map_err(launch_error)?;
+    Ok(Json(json!(view)))
+}
+
 #[derive(Debug, Deserialize)]
 #[serde(default)]
 pub struct LogsQuery {

@@ -177,6 +177,11 @@ fn api_endpoints() -> Vec<Endpoint> {
             "/instances/{name}/logs",
             get(instances::instance_logs),
         ),
+        at(
+            Method::GET,
+            "/instances/{name}/speculation",
+            get(instances::instance_speculation),
+        ),
         at(Method::GET, "/hub/search", get(hub::search)),
         at(Method::GET, "/hub/starter", get(hub::starter)),
         at(Method::GET, "/hub/models/{owner}/{name}", get(hub::model)),
