@@ -16,6 +16,7 @@ use super::engine_settings::{self, EngineSettings};
 use super::python_engines;
 use super::speculative::{self, Speculative};
 use crate::engines::registry::{Availability, EngineBuild};
+use crate::engines::EngineKind;
 use crate::gateway::ServePolicy;
 use crate::placement::flags::{shell_quote, to_args, FlagError};
 use crate::placement::PlacementOptions;
@@ -486,6 +487,31 @@ fn managed_field(flag: &str) -> Option<&'static str> {
     }
 }
 
+/// The placement flags as `build` reads them. ik_llama.cpp parses `-ngl` as a number (no
+/// `all`) and has no `-kvu`/`-no-kvu`: its slots always split the context, which is what the
+/// planner counts for the KV cache either way (the total is `-c`). Older llama.cpp trees without
+/// the unified switch get the same treatment, judged by their `--help`.
+fn in_build_dialect(args: Vec<String>, build: &EngineBuild) -> Vec<String> {
+    let ik = build.kind == EngineKind::IkLlamaCpp;
+    let caps = &build.capabilities;
+    let no_unified_switch = ik || (!caps.options.is_empty() && !caps.accepts("-kvu"));
+    let mut out = Vec::with_capacity(args.len());
+    let mut previous: Option<&str> = None;
+    for arg in &args {
+        match arg.as_str() {
+            "-kvu" | "-no-kvu" if no_unified_switch => continue,
+            // Every layer: more than any model has.
+            "all" if ik && previous == Some("-ngl") => out.push(ALL_LAYERS.to_owned()),
+            _ => out.push(arg.clone()),
+        }
+        previous = Some(arg.as_str());
+    }
+    out
+}
+
+/// What `-ngl` gets for "all layers" where the build wants a number.
+const ALL_LAYERS: &str = "999";
+
 /// The exact argv (program first) that starts `profile` on `build` listening on `port`. With a
 /// NUMA node the argv starts with `numactl` (its absolute path, `numactl`), still no shell.
 pub fn argv(
@@ -547,10 +573,10 @@ fn assemble(
         argv.push(format!("--membind={node}"));
     }
     argv.push(build.location.display().to_string());
-    argv.extend(to_args(
-        &profile.model.to_string_lossy(),
-        &profile.placement,
-    )?);
+    argv.extend(in_build_dialect(
+        to_args(&profile.model.to_string_lossy(), &profile.placement)?,
+        build,
+    ));
     argv.extend(["--host".to_owned(), profile.host.clone()]);
     argv.extend(["--port".to_owned(), port.to_owned()]);
     if let Some(key) = &profile.api_key {
@@ -633,6 +659,23 @@ pub(crate) mod tests {
             ]
         );
         assert!(argv.windows(2).any(|w| w == ["-c", "4096"]));
+    }
+
+    #[test]
+    fn ik_llama_gets_a_layer_count_and_no_unified_kv_switch() {
+        let mut ik = build("/ik/llama-server", &["--metrics"]);
+        ik.kind = EngineKind::IkLlamaCpp;
+        let argv = argv(&profile(Path::new("/m.gguf")), &ik, 9000, None).unwrap();
+        assert!(argv.windows(2).any(|w| w == ["-ngl", "999"]), "{argv:?}");
+        assert!(
+            !argv
+                .iter()
+                .any(|a| a == "-kvu" || a == "-no-kvu" || a == "all"),
+            "{argv:?}"
+        );
+        let upstream = build("/llama/llama-server", &["-kvu", "-ngl"]);
+        let argv = super::argv(&profile(Path::new("/m.gguf")), &upstream, 9000, None).unwrap();
+        assert!(argv.windows(2).any(|w| w == ["-ngl", "all"]) && argv.contains(&"-kvu".to_owned()));
     }
 
     #[test]
