@@ -70,7 +70,7 @@ test-e2e: test-rust
 tiny-model:
 	mkdir -p $(ARTIFACTS)
 	cargo run -q -p rigdeck-gguf --example tiny_model -- \
-		"$$(ls $(RIGDECK_CACHE)/sources/*/llama.cpp/models/ggml-vocab-llama-bpe.gguf | head -n 1)" $(ARTIFACTS)/tiny.gguf
+		"$$(ls $(RIGDECK_CACHE)/sources/llama-cpp-python-*/llama.cpp/models/ggml-vocab-llama-bpe.gguf | head -n 1)" $(ARTIFACTS)/tiny.gguf
 
 # The packages from the debug build the tests made: installed with dpkg (as root) and with the
 # tarball's script, used against the NVML test library and the tiny model, removed again.

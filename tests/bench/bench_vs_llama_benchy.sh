@@ -103,7 +103,7 @@ trap cleanup EXIT
 trap 'exit 130' INT TERM
 
 if [ -z "${MODEL:-}" ]; then
-  VOCAB=$(ls "$CACHE"/sources/*/llama.cpp/models/ggml-vocab-llama-bpe.gguf 2>/dev/null | head -n 1)
+  VOCAB=$(ls "$CACHE"/sources/llama-cpp-python-*/llama.cpp/models/ggml-vocab-llama-bpe.gguf 2>/dev/null | head -n 1)
   [ -n "$VOCAB" ] || { echo "no llama.cpp source in $CACHE/sources (set MODEL)" >&2; exit 1; }
   MODEL=$WORK/tiny.gguf
   (cd "$ROOT" && cargo run -q -p rigdeck-gguf --example tiny_model -- "$VOCAB" "$MODEL" >/dev/null)

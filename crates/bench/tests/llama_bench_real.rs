@@ -61,12 +61,14 @@ fn tiny_model(dir: &Path) -> PathBuf {
     let sources = source::cache_root()
         .expect("a cache folder")
         .join("sources");
-    let vocab = std::fs::read_dir(&sources)
-        .expect("the llama.cpp source cache (make test builds it)")
-        .flatten()
-        .map(|e| e.path().join("llama.cpp/models/ggml-vocab-llama-bpe.gguf"))
-        .find(|p| p.exists())
-        .expect("ggml-vocab-llama-bpe.gguf in the llama.cpp source cache");
+    let vocab = source::cached_or_env(
+        "RIGDECK_LLAMA_SOURCE_DIR",
+        &sources,
+        "llama-cpp-python-",
+        "llama.cpp",
+    )
+    .expect("the llama.cpp source cache (make test builds it)")
+    .join("models/ggml-vocab-llama-bpe.gguf");
     let model = dir.join("tiny.gguf");
     rigdeck_gguf::tiny::TinyModel::dense_runnable()
         .write(&vocab, &model)

@@ -22,8 +22,8 @@ const DRY_RUNS: usize = 5;
 const ESTIMATES: usize = 50;
 
 /// The cached folder (or the one `env` names), or how to get it.
-fn locate(env: &str, under: &Path, suffix: &str) -> anyhow::Result<PathBuf> {
-    rigdeck_core::engines::source::cached_or_env(env, under, suffix).ok_or_else(|| {
+fn locate(env: &str, under: &Path, prefix: &str, suffix: &str) -> anyhow::Result<PathBuf> {
+    rigdeck_core::engines::source::cached_or_env(env, under, prefix, suffix).ok_or_else(|| {
         anyhow::anyhow!(
             "no {suffix} under {}: run `make test` or set {env}",
             under.display()
@@ -46,11 +46,17 @@ fn spread(mut samples: Vec<Duration>) -> String {
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> anyhow::Result<()> {
     let cache = rigdeck_core::engines::source::cache_root()?;
-    let bin =
-        locate("RIGDECK_LLAMA_BIN_DIR", &cache.join("engines"), "bin")?.join("llama-fit-params");
+    let bin = locate(
+        "RIGDECK_LLAMA_BIN_DIR",
+        &cache.join("engines"),
+        "llama.cpp-",
+        "bin",
+    )?
+    .join("llama-fit-params");
     let vocab = locate(
         "RIGDECK_LLAMA_SOURCE_DIR",
         &cache.join("sources"),
+        "llama-cpp-python-",
         "llama.cpp",
     )?
     .join("models/ggml-vocab-llama-bpe.gguf");

@@ -70,6 +70,52 @@ fn cpu_request(source: SourceSpec, engines_dir: &Path, cache_dir: &Path) -> Buil
     }
 }
 
+/// ik_llama.cpp from the pinned `ik-llama-cpp-python` sdist: its CPU build (about half an hour
+/// on two cores the first time), cached beside llama.cpp's for the tests that serve with it.
+#[tokio::test]
+async fn builds_the_pinned_ik_llama_cpp_with_its_server_and_bench() {
+    let cache = source::cache_root().expect("a cache folder (set RIGDECK_CACHE_DIR or HOME)");
+    let request = BuildRequest {
+        kind: EngineKind::IkLlamaCpp,
+        ..cpu_request(
+            SourceSpec::pinned(EngineKind::IkLlamaCpp, None).expect("a pinned source"),
+            &cache.join("engines"),
+            &cache,
+        )
+    };
+    let recorder = Recorder::default();
+    let built = cmake_build::build(&request, &recorder.sink())
+        .await
+        .unwrap_or_else(|err| panic!("{err}"));
+    assert_eq!(
+        built.build_dir,
+        default_build_dir(
+            &cache.join("engines"),
+            EngineKind::IkLlamaCpp,
+            "py0.1.5",
+            Backend::Cpu,
+            false
+        )
+    );
+    assert_eq!(
+        built.source_sha256.as_deref(),
+        Some(source::BUNDLED_IK_LLAMA_CPP.sha256)
+    );
+    for name in ["llama-server", "llama-bench"] {
+        assert!(built.bin_dir.join(name).is_file(), "{name} missing");
+    }
+    let version = std::process::Command::new(&built.llama_server)
+        .arg("--version")
+        .output()
+        .expect("llama-server --version");
+    let text = String::from_utf8_lossy(&version.stderr).into_owned()
+        + &String::from_utf8_lossy(&version.stdout);
+    assert!(
+        text.contains("py0.1.5"),
+        "--version names the pinned sdist: {text}"
+    );
+}
+
 #[tokio::test]
 async fn builds_the_bundled_llama_cpp_registers_it_and_reuses_the_cache() {
     let cache = source::cache_root().expect("a cache folder (set RIGDECK_CACHE_DIR or HOME)");

@@ -23,8 +23,8 @@ fn cache() -> PathBuf {
 }
 
 /// The first directory that matches, from the environment or the build cache.
-fn locate(env: &str, under: &Path, suffix: &str) -> PathBuf {
-    rigdeck_core::engines::source::cached_or_env(env, under, suffix).unwrap_or_else(|| {
+fn locate(env: &str, under: &Path, prefix: &str, suffix: &str) -> PathBuf {
+    rigdeck_core::engines::source::cached_or_env(env, under, prefix, suffix).unwrap_or_else(|| {
         panic!(
             "no {suffix} under {}: run `make test` (it builds the bundled llama.cpp) or set {env}",
             under.display()
@@ -33,8 +33,13 @@ fn locate(env: &str, under: &Path, suffix: &str) -> PathBuf {
 }
 
 fn fit_params(model: &Path, options: &PlacementOptions) -> (f64, f64, f64) {
-    let bin =
-        locate("RIGDECK_LLAMA_BIN_DIR", &cache().join("engines"), "bin").join("llama-fit-params");
+    let bin = locate(
+        "RIGDECK_LLAMA_BIN_DIR",
+        &cache().join("engines"),
+        "llama.cpp-",
+        "bin",
+    )
+    .join("llama-fit-params");
     // `-nr`: on CPUs with AMX (or ARM's repack kernels) llama.cpp moves weights into an extra
     // "repack" buffer that its per-device table leaves out, so the Host line would show only the
     // token embedding. The bytes are the same; without repacking all of them are on that line.
@@ -107,6 +112,7 @@ fn vocab_named(name: &str) -> PathBuf {
     locate(
         "RIGDECK_LLAMA_SOURCE_DIR",
         &cache().join("sources"),
+        "llama-cpp-python-",
         "llama.cpp",
     )
     .join(format!("models/ggml-vocab-{name}.gguf"))

@@ -230,16 +230,18 @@ pub fn cache_root() -> Result<PathBuf, SourceError> {
         .ok_or(SourceError::NoCacheDir)
 }
 
-/// `<entry>/<suffix>` for the first entry of `under` (a cache folder) that has it, unless the
-/// environment variable `env` names the folder itself: how tests and benchmarks find the cached
-/// llama.cpp build (`engines`, `bin`) and source tree (`sources`, `llama.cpp`).
-pub fn cached_or_env(env: &str, under: &Path, suffix: &str) -> Option<PathBuf> {
+/// `<entry>/<suffix>` for the first entry of `under` (a cache folder) whose name starts with
+/// `prefix` and that has it, unless the environment variable `env` names the folder itself: how
+/// tests and benchmarks find the cached llama.cpp build (`engines`, `llama.cpp-`, `bin`) and
+/// source tree (`sources`, `llama-cpp-python-`, `llama.cpp`) beside ik_llama.cpp's.
+pub fn cached_or_env(env: &str, under: &Path, prefix: &str, suffix: &str) -> Option<PathBuf> {
     if let Some(dir) = std::env::var_os(env) {
         return Some(PathBuf::from(dir));
     }
     std::fs::read_dir(under)
         .ok()?
         .flatten()
+        .filter(|e| e.file_name().to_string_lossy().starts_with(prefix))
         .map(|e| e.path().join(suffix))
         .find(|p| p.exists())
 }

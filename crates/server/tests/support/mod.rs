@@ -287,10 +287,12 @@ fn llama_bpe_vocab() -> std::path::PathBuf {
     let sources = rigdeck_core::engines::source::cache_root()
         .expect("a cache folder")
         .join("sources");
-    std::fs::read_dir(&sources)
-        .expect("the llama.cpp source cache (make test builds it)")
-        .flatten()
-        .map(|e| e.path().join("llama.cpp/models/ggml-vocab-llama-bpe.gguf"))
-        .find(|p| p.exists())
-        .expect("ggml-vocab-llama-bpe.gguf in the llama.cpp source cache")
+    rigdeck_core::engines::source::cached_or_env(
+        "RIGDECK_LLAMA_SOURCE_DIR",
+        &sources,
+        "llama-cpp-python-",
+        "llama.cpp",
+    )
+    .expect("the llama.cpp source cache (make test builds it)")
+    .join("models/ggml-vocab-llama-bpe.gguf")
 }
