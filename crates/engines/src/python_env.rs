@@ -87,6 +87,13 @@ pub enum PythonEnvError {
     NotPython(EngineKind),
     #[error("version '{0}' is not a plain version number: give one like {VLLM_VERSION}")]
     BadVersion(String),
+    #[error("{package} {version} is not on the package index {index} (its newest releases: {newest}): pick one of those (`rigdeck engines versions {package}`)")]
+    VersionNotOnIndex {
+        package: String,
+        version: String,
+        index: String,
+        newest: String,
+    },
     #[error("cannot run '{}' ({detail}): install Python 3 (with the venv module, e.g. `apt install python3 python3-venv`)", python.display())]
     NoPython { python: PathBuf, detail: String },
     #[error("'{} -m venv' cannot make an environment with pip ({detail}): install python3-venv (e.g. `apt install python3-venv`)", python.display())]
@@ -121,7 +128,10 @@ pub async fn install(
         return Err(PythonEnvError::NotPython(kind));
     };
     let version = match request.version.as_deref() {
-        Some(version) => version.trim().to_owned(),
+        Some(version) => {
+            check_version_listed(kind, version.trim(), request.index_url.as_deref(), sink).await?;
+            version.trim().to_owned()
+        }
         None => match available_versions(kind, request.index_url.as_deref()).await {
             Ok(versions) if !versions.is_empty() => versions[0].clone(),
             Ok(_) => default.to_owned(),
@@ -208,6 +218,52 @@ pub async fn install(
         });
     }
     register(false).await
+}
+
+/// Refuses `version` when the package index lists the engine's releases and it is not among them
+/// (before any environment is made or pip runs); an index that cannot be read is left to pip.
+pub async fn check_version_listed(
+    kind: EngineKind,
+    version: &str,
+    index_url: Option<&str>,
+    sink: LineSink<'_>,
+) -> Result<(), PythonEnvError> {
+    let Some(package) = package_name(kind) else {
+        return Err(PythonEnvError::NotPython(kind));
+    };
+    if !is_plain_version(version) {
+        return Err(PythonEnvError::BadVersion(version.to_owned()));
+    }
+    let listed = match available_versions(kind, index_url).await {
+        Ok(listed) => listed,
+        Err(err) => {
+            sink(&format!(
+                "cannot list {package}'s releases ({err}); asking pip for {version}"
+            ));
+            return Ok(());
+        }
+    };
+    // The index lists final releases only; a pre-release asked for by name is pip's to find.
+    let pre_release = version.chars().any(|c| c.is_ascii_alphabetic());
+    if listed.iter().any(|v| v == version) || pre_release {
+        return Ok(());
+    }
+    let index = package_index::resolve_index_url(index_url).await;
+    Err(PythonEnvError::VersionNotOnIndex {
+        package: package.to_owned(),
+        version: version.to_owned(),
+        index: package_index::without_credentials(&index),
+        newest: if listed.is_empty() {
+            "none".to_owned()
+        } else {
+            listed
+                .iter()
+                .take(5)
+                .cloned()
+                .collect::<Vec<_>>()
+                .join(", ")
+        },
+    })
 }
 
 /// The final releases of a Python engine on the package index (`index_url`, else pip's own

@@ -169,7 +169,7 @@ async fn installs_vllm_from_a_local_index_and_reuses_it() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_version_the_index_lacks_fails_with_pips_last_lines() {
+async fn a_version_the_index_lacks_is_refused_before_anything_is_installed() {
     let dir = tempfile::tempdir().unwrap();
     let url = serve_index(dir.path()).await;
     let home = dir.path().to_owned();
@@ -192,9 +192,13 @@ async fn a_version_the_index_lacks_fails_with_pips_last_lines() {
     let (stdout, stderr) = support::output_text(&output);
     assert!(!output.status.success(), "{stdout}");
     assert!(
-        stderr.contains("pip could not install vllm==9.9.9")
-            && stderr.contains("No matching distribution found for vllm==9.9.9"),
+        stderr.contains("vllm 9.9.9 is not on the package index")
+            && stderr.contains("its newest releases: 0.11.0"),
         "{stderr}"
+    );
+    assert!(
+        !dir.path().join("data/engines/vllm-9.9.9").exists(),
+        "no environment made"
     );
     let output = support::rigdeck_in(dir.path())
         .args(["engines", "list", "--json"])
@@ -228,6 +232,11 @@ async fn the_api_installs_vllm_in_the_background() {
             serde_json::json!({"kind": "vllm", "version": "latest; rm -rf"}),
             "bad_version",
             "latest; rm -rf",
+        ),
+        (
+            serde_json::json!({"kind": "vllm", "version": "9.9.9", "index_url": url}),
+            "unknown_version",
+            "vllm 9.9.9 is not on the package index",
         ),
     ] {
         let (status, error) = t.post_json("/api/v1/engines/install", &body).await;

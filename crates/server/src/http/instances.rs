@@ -574,6 +574,11 @@ pub async fn install_engine(
         let message = format!("version '{version}' is not a plain version number, e.g. 0.33.0");
         return Err(bad("bad_version", message));
     }
+    if let Some(version) = &body.version {
+        python_env::check_version_listed(kind, version.trim(), body.index_url.as_deref(), &|_| {})
+            .await
+            .map_err(|e| bad("unknown_version", e.to_string()))?;
+    }
     let store = store(&state)?.clone();
     let request = PythonInstallRequest {
         kind,
