@@ -172,9 +172,25 @@ test("a profile's settings are edited on the Engines page", async () => {
   assert.match(await form.locator('[data-testid="settings-error"]').textContent(), /line 2 \("not a variable"\)/);
   assert.equal(await form.locator('[data-testid="settings-save"]').isEnabled(), false);
   await form.locator('[data-testid="settings-env"]').fill("RIGDECK_E2E=1");
+  // The engine's own knobs, each with its flag and what it does; none of another engine's.
+  const knobs = form.locator('[data-testid="engine-knobs"]');
+  assert.match(await knobs.textContent(), /--cpu-mask.*CPUs its threads may use/s);
+  assert.equal(await knobs.locator('[data-testid="knob-mla"]').count(), 0, "ik_llama.cpp's MLA mode is not offered on llama.cpp");
+  await form.locator('[data-testid="knob-cpu_mask"] input').fill("3");
+  // Speculative decoding: the methods this build offers; n-gram lookup needs no second model.
+  const methods = await form.locator('[data-testid="spec-method"] option').allTextContents();
+  assert.ok(methods.some((m) => /n-gram/.test(m)) && methods.some((m) => /MTP/.test(m)), methods.join(" | "));
+  await form.locator('[data-testid="spec-method"]').selectOption("ngram");
+  await form.locator('[data-testid="spec-tokens"]').fill("8");
+  await form.locator('[data-testid="spec-ngram-match"]').fill("4");
   await form.locator('[data-testid="settings-save"]').click();
   await prof.locator('[data-testid="profile-autostart"]').waitFor({ timeout: 10_000 });
   const saved = (await api("GET", "/api/v1/profiles/tiny")).body.profile;
+  assert.equal(saved.engine.cpu_mask, "3");
+  assert.deepEqual(
+    { method: saved.speculative.method, tokens: saved.speculative.tokens, ngram_match: saved.speculative.ngram_match },
+    { method: "ngram", tokens: 8, ngram_match: 4 },
+  );
   assert.equal(saved.autostart, true);
   assert.deepEqual(saved.env, { RIGDECK_E2E: "1" });
   assert.equal(saved.restart.max_restarts, 5);
@@ -224,6 +240,11 @@ test("starts from the Engines page, reaches ready and streams logs", async () =>
   // The running instance's command line has the port this run listens on.
   const command = await row("tiny").locator('[data-testid="instance-command"]').textContent();
   assert.match(command, new RegExp(` --port ${new URL(href).port}( |$)`));
+  assert.match(command, /--cpu-mask 3 .*--spec-type ngram-mod --spec-ngram-mod-n-max 8/);
+  // Its speculative acceptance, read from the engine's counters.
+  const speculation = row("tiny").locator('[data-testid="instance-speculation"]');
+  await speculation.waitFor({ timeout: 15_000 });
+  assert.match(await speculation.textContent(), /speculative decoding: (nothing drafted yet|\d+ % of \d+ drafted)/);
   const health = await fetch(new URL("health", href));
   assert.equal(health.status, 200, "the port link reaches the engine");
   const logs = page.locator('[data-testid="instance-logs"]');

@@ -4,6 +4,7 @@
 
 import type {
   ApiErrorBody,
+  SpeculationView,
   ApiKeyView,
   ChatMessage,
   ChatModel,
@@ -169,10 +170,10 @@ export const api = {
   /** This rig's records per (architecture, backend, device model), newest check first. */
   planCalibrations: () => request<Calibration[]>('GET', '/api/v1/plan/calibration'),
   engines: () => request<EngineBuild[]>('GET', '/api/v1/engines'),
-  /** Starts building the bundled llama.cpp; progress comes as `engine.build` events. A CUDA
-   *  build is for the GPUs the daemon sees. */
-  buildEngine: (backend: BuildBackend = 'cpu') =>
-    request<{ started: boolean }>('POST', '/api/v1/engines/build', { backend }),
+  /** Starts building llama.cpp (or ik_llama.cpp) from its pinned source; progress comes as
+   *  `engine.build` events. A CUDA build is for the GPUs the daemon sees. */
+  buildEngine: (backend: BuildBackend = 'cpu', kind: 'llama.cpp' | 'ik_llama.cpp' = 'llama.cpp') =>
+    request<{ started: boolean }>('POST', '/api/v1/engines/build', { backend, kind }),
   /** The releases of vLLM or SGLang the package index serves (`indexUrl`, else pip's own, else
    *  PyPI), newest first; `502 index_unreachable` when it cannot be read. */
   engineVersions: (kind: PythonEngineKind, indexUrl?: string | null, signal?: AbortSignal) =>
@@ -193,6 +194,8 @@ export const api = {
   startProfile: (name: string, force = false) =>
     request<InstanceView>('POST', `/api/v1/profiles/${encodeURIComponent(name)}/start`, { force }),
   instances: () => request<InstanceView[]>('GET', '/api/v1/instances'),
+  instanceSpeculation: (name: string) =>
+    request<SpeculationView>('GET', `/api/v1/instances/${encodeURIComponent(name)}/speculation`),
   stopInstance: (name: string) => request<InstanceView>('POST', `/api/v1/instances/${encodeURIComponent(name)}/stop`),
   restartInstance: (name: string, force = false) =>
     request<InstanceView>('POST', `/api/v1/instances/${encodeURIComponent(name)}/restart`, { force }),

@@ -656,7 +656,12 @@ export interface EngineBuild {
   backend: EngineBackend | (string & {});
   cuda_architectures: string | null;
   location: string;
-  capabilities: { version?: unknown; features?: Record<string, boolean>; options?: string[] } | null;
+  capabilities: {
+    version?: unknown;
+    /** Booleans, and `speculative_types` (the methods in the engine's own words). */
+    features?: Record<string, boolean | string[]>;
+    options?: string[];
+  } | null;
   source: 'built' | 'registered' | 'packaged' | (string & {});
   created_at_ms: UnixMillis;
   status: 'ready' | 'missing' | (string & {});
@@ -702,6 +707,50 @@ export interface LaunchProfile {
   gpu_memory_fraction?: number | null;
   /** How the gateway serves this profile's model (all optional on input). */
   gateway?: ProfileGateway;
+  /** Speculative decoding; null: off. */
+  speculative?: Speculative | null;
+  /** Engine knobs beyond placement (see lib/engines/engineKnobs.ts). */
+  engine?: EngineSettings;
+}
+
+export type SpecMethod = 'draft_model' | 'mtp' | 'ngram' | 'eagle' | 'eagle3';
+
+export interface Speculative {
+  method: SpecMethod;
+  tokens: number;
+  draft_model?: string | null;
+  min_tokens?: number | null;
+  p_min?: number | null;
+  ngram_match?: number | null;
+}
+
+/** Absent or null: the engine's own default. */
+export interface EngineSettings {
+  cpu_mask?: string | null;
+  cpu_strict?: boolean;
+  mlock?: boolean;
+  no_mmap?: boolean;
+  run_time_repack?: boolean;
+  mla?: number | null;
+  attn_max_batch_mib?: number | null;
+  cpu_offload_gb?: number | null;
+  kv_cache_dtype?: string | null;
+  max_num_seqs?: number | null;
+  max_num_batched_tokens?: number | null;
+  block_size?: number | null;
+  marlin_atomic_add?: boolean;
+}
+
+/** `GET /instances/{name}/speculation`. */
+export interface SpeculationView {
+  name: string;
+  available: boolean;
+  reason: string | null;
+  drafted: number;
+  accepted: number;
+  drafts: number | null;
+  acceptance_rate: number | null;
+  mean_accepted_length: number | null;
 }
 
 /** A launch profile's gateway settings; defaults: [], false, false, null, null. */

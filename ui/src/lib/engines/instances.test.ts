@@ -3,6 +3,8 @@
 import { describe, expect, it } from 'vitest';
 import type { EngineBuild, GpuSnapshot, InstanceView, LogLine, PlanResponse } from '../api/types';
 import {
+  speculationLine,
+  usesSpeculation,
   BUILD_LINES_KEPT,
   buildActive,
   causeLabel,
@@ -268,3 +270,17 @@ describe('serve form (vLLM / SGLang profiles from the Models page)', () => {
   });
 });
 
+
+describe('speculative acceptance on the instance', () => {
+  const view = { name: 'p', available: true, reason: null, drafted: 171, accepted: 27, drafts: 23, acceptance_rate: 27 / 171, mean_accepted_length: 1 + 27 / 23 };
+  it('is shown for instances that draft', () => {
+    expect(usesSpeculation(['/llama-server', '--spec-type', 'ngram-mod'])).toBe(true);
+    expect(usesSpeculation(['/venv/bin/vllm', 'serve', 'm', '--speculative-config', '{}'])).toBe(true);
+    expect(usesSpeculation(['/llama-server', '-m', 'x.gguf'])).toBe(false);
+  });
+  it('reads as a rate, a count and tokens a step', () => {
+    expect(speculationLine(view)).toBe('16 % of 171 drafted tokens accepted · 2.17 tokens a step');
+    expect(speculationLine({ ...view, drafted: 0, accepted: 0, acceptance_rate: null, mean_accepted_length: null })).toBe('nothing drafted yet');
+    expect(speculationLine({ ...view, available: false, reason: 'the engine is not ready' })).toBe('the engine is not ready');
+  });
+});
