@@ -611,6 +611,12 @@ impl Instances {
         );
         spec.args = args.to_vec();
         spec.env = profile.engine_env().into_iter().collect();
+        // Files an engine writes where it runs (ik_llama.cpp's llama.log) land beside its pid
+        // file, not wherever the daemon was started.
+        let workdir = self.run_dir.join("work").join(&profile.name);
+        if std::fs::create_dir_all(&workdir).is_ok() {
+            spec.working_dir = Some(workdir);
+        }
         spec.restart = profile.restart.policy();
         spec.health.ready_timeout = self.ready_timeout;
         let estimate = self.estimate_for(&profile, build).await;
