@@ -39,9 +39,9 @@ package: build
 test: lint test-rust test-ui test-e2e test-desktop test-hub test-package
 	@echo "make test: all suites passed"
 
-# The engine build test goes first: it builds the bundled llama.cpp through Rigdeck's own build
-# path (cached in ~/.cache/rigdeck, about 5–12 minutes the first time), which the llama-fit-params
-# comparison and the real-engine tests then use.
+# The engine build test goes first: it builds the bundled llama.cpp and ik_llama.cpp through
+# Rigdeck's own build path (cached in ~/.cache/rigdeck; about 5–12 and 25 minutes the first time),
+# which the llama-fit-params comparison and the real-engine tests then use.
 test-rust: ui
 	cargo build -p rigdeck-nvml-double -p rigdeck-server -p rigdeck-desktop
 	cargo nextest run -p rigdeck-core --test engine_build --no-fail-fast
