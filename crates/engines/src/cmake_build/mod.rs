@@ -107,7 +107,7 @@ pub struct BuiltEngine {
 pub enum BuildError {
     #[error(transparent)]
     Source(#[from] SourceError),
-    #[error("{kind} is not built from source by Rigdeck: register an existing Python environment with `rigdeck engines register PATH --kind {kind}`")]
+    #[error("{kind} is not built from source: install it with `rigdeck engines install {kind}`, or register an existing Python environment with `rigdeck engines register PATH --kind {kind}`")]
     NotBuildable { kind: EngineKind },
     #[error("building for {backend} is not supported yet: build llama.cpp yourself and register the binary with `rigdeck engines register PATH`")]
     UnsupportedBackend { backend: Backend },

@@ -259,13 +259,8 @@ fn automatic_backend(cuda_architectures: Option<&str>) -> Backend {
 async fn build(paths: &AppPaths, mut args: BuildArgs) -> anyhow::Result<ExitCode> {
     let source = match args.source.take() {
         Some(path) => SourceSpec::from_path(path, args.source_sha256.take())?,
-        None => SourceSpec::pinned(args.kind, args.index_url.take()).ok_or_else(|| {
-            anyhow::anyhow!(
-                "{} is installed with pip, not built: `rigdeck engines install {}`",
-                args.kind,
-                args.kind
-            )
-        })?,
+        None => SourceSpec::pinned(args.kind, args.index_url.take())
+            .ok_or(cmake_build::BuildError::NotBuildable { kind: args.kind })?,
     };
     let backend = match (args.backend, &args.cuda_arch) {
         (BackendChoice::Named(backend), _) => backend,
