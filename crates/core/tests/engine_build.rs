@@ -99,7 +99,7 @@ async fn builds_the_pinned_ik_llama_cpp_with_its_server_and_bench() {
     );
     assert_eq!(
         built.source_sha256.as_deref(),
-        Some(source::BUNDLED_IK_LLAMA_CPP.sha256)
+        Some(&*source::BUNDLED_IK_LLAMA_CPP.sha256)
     );
     for name in ["llama-server", "llama-bench"] {
         assert!(built.bin_dir.join(name).is_file(), "{name} missing");
@@ -151,7 +151,7 @@ async fn builds_the_bundled_llama_cpp_registers_it_and_reuses_the_cache() {
     }
     assert_eq!(
         built.source_sha256.as_deref(),
-        Some(BUNDLED_LLAMA_CPP.sha256)
+        Some(&*BUNDLED_LLAMA_CPP.sha256)
     );
     let events = recorder.take();
     assert_eq!(events.last().map(|e| e.step), Some(BuildStep::Done));
@@ -250,9 +250,9 @@ fn the_verifier_accepts_the_known_file_and_names_everything_when_tampered() {
     let path = dir.path().join("fake-1.0.tar.gz");
     std::fs::write(&path, FAKE_ARCHIVE).unwrap();
     let pin = PinnedSource {
-        sha256: FAKE_ARCHIVE_SHA256,
-        file_name: "fake-1.0.tar.gz",
-        ..BUNDLED_LLAMA_CPP
+        sha256: FAKE_ARCHIVE_SHA256.into(),
+        file_name: "fake-1.0.tar.gz".into(),
+        ..BUNDLED_LLAMA_CPP.clone()
     };
     source::verify_pinned_archive(&path, &pin).expect("the untouched file verifies");
 
@@ -282,7 +282,7 @@ fn the_verifier_accepts_the_known_file_and_names_everything_when_tampered() {
 async fn a_damaged_cached_archive_stops_the_build_before_anything_is_built() {
     let dir = tempfile::tempdir().unwrap();
     let cache = dir.path().join("cache");
-    let cached = source::sources_dir(&cache).join(BUNDLED_LLAMA_CPP.file_name);
+    let cached = source::sources_dir(&cache).join(&*BUNDLED_LLAMA_CPP.file_name);
     std::fs::create_dir_all(cached.parent().unwrap()).unwrap();
     std::fs::write(&cached, FAKE_ARCHIVE).unwrap();
     let engines = dir.path().join("engines");
@@ -297,7 +297,7 @@ async fn a_damaged_cached_archive_stops_the_build_before_anything_is_built() {
         "{text}"
     );
     assert!(text.contains(&cached.display().to_string()) && text.contains(FAKE_ARCHIVE_SHA256));
-    assert!(text.contains(BUNDLED_LLAMA_CPP.sha256), "{text}");
+    assert!(text.contains(&*BUNDLED_LLAMA_CPP.sha256), "{text}");
     assert!(!engines.exists(), "nothing built");
     let events = recorder.take();
     assert_eq!(events.last().map(|e| e.step), Some(BuildStep::Failed));
@@ -307,7 +307,7 @@ async fn a_damaged_cached_archive_stops_the_build_before_anything_is_built() {
         &cpu_request(
             SourceSpec::Archive {
                 path: cached.clone(),
-                sha256: Some(BUNDLED_LLAMA_CPP.sha256.to_owned()),
+                sha256: Some(BUNDLED_LLAMA_CPP.sha256.to_string()),
             },
             &engines,
             &cache,

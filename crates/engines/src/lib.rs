@@ -11,6 +11,7 @@
 //! - [`packaged`]: the llama.cpp builds a package ships beside Rigdeck's binaries, found at start.
 //! - [`capabilities`]: what a binary supports, read from its `--version` and `--help`.
 //! - [`python_env`]: vLLM and SGLang installed with pip into managed virtual environments.
+//! - [`releases`]: each engine's releases on the index against the installed builds (what is newer).
 //! - [`progress`]: the steps of a build and one progress report, heard by a listener.
 //! - [`streamed_run`]: a helper program (CMake, Ninja, pip) run with its output read line by line.
 //!
@@ -25,6 +26,7 @@ pub mod packaged;
 pub mod progress;
 pub mod python_env;
 pub mod registry;
+pub mod releases;
 pub mod source;
 pub mod streamed_run;
 

@@ -345,8 +345,22 @@ pub fn release_versions(file_names: &[&str], project: &str) -> Vec<String> {
         .collect()
 }
 
-/// `1.2.3` as numbers; `None` for anything else (`1.2.3rc1`, `1.2.dev0`, `1.2+local`, `1.2.post1`).
-fn release_numbers(version: &str) -> Option<Vec<u64>> {
+/// "0.3.40, 0.3.39, …" (at most five), or "none".
+pub fn newest_releases_text(versions: &[String]) -> String {
+    match versions {
+        [] => "none".to_owned(),
+        _ => versions
+            .iter()
+            .take(5)
+            .cloned()
+            .collect::<Vec<_>>()
+            .join(", "),
+    }
+}
+
+/// `1.2.3` as numbers, which order releases; `None` for anything else (`1.2.3rc1`, `1.2.dev0`,
+/// `1.2+local`, `1.2.post1`).
+pub fn release_numbers(version: &str) -> Option<Vec<u64>> {
     version.split('.').map(|part| part.parse().ok()).collect()
 }
 

@@ -12,8 +12,8 @@ use tokio::process::Command;
 
 use super::registry::{self, EngineBuild, RegistryError};
 use super::streamed_run::{last_line, run_streaming, StreamedRun};
-use super::EngineKind;
-use crate::package_index::{self, IndexError, Timeouts};
+use super::{releases, EngineKind};
+use crate::package_index::{self, IndexError};
 use crate::registry::BuildStore;
 
 /// The vLLM version installed when none is asked for and the package index cannot be read
@@ -253,16 +253,7 @@ pub async fn check_version_listed(
         package: package.to_owned(),
         version: version.to_owned(),
         index: package_index::without_credentials(&index),
-        newest: if listed.is_empty() {
-            "none".to_owned()
-        } else {
-            listed
-                .iter()
-                .take(5)
-                .cloned()
-                .collect::<Vec<_>>()
-                .join(", ")
-        },
+        newest: package_index::newest_releases_text(&listed),
     })
 }
 
@@ -272,17 +263,10 @@ pub async fn available_versions(
     kind: EngineKind,
     index_url: Option<&str>,
 ) -> Result<Vec<String>, IndexError> {
-    let Some(package) = package_name(kind) else {
-        return Ok(Vec::new());
-    };
-    let index = package_index::resolve_index_url(index_url).await;
-    let index = package_index::parse_index_url(&index)?;
-    let timeouts = Timeouts {
-        total: std::time::Duration::from_secs(60),
-        ..Timeouts::default()
-    };
-    let client = package_index::client(&timeouts)?;
-    package_index::project_versions(&client, &index, package, &timeouts).await
+    match package_name(kind) {
+        Some(package) => releases::listed_versions(package, index_url).await,
+        None => Ok(Vec::new()),
+    }
 }
 
 /// `1.2.3`, `0.5.3.post1`, `0.11.0rc2`: what a folder name and a `==` pin can hold.

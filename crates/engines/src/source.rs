@@ -11,6 +11,7 @@
 //! downloaded, hashed or unpacked again. Archive entries are sanitized: no absolute path, no `..`,
 //! no link leads outside the destination.
 
+use std::borrow::Cow;
 use std::collections::HashSet;
 use std::fs::{self, File};
 use std::io::{self, Read};
@@ -26,48 +27,50 @@ use super::EngineKind;
 /// Moves the cache (sources, and the test builds) elsewhere; default `~/.cache/rigdeck`.
 pub const CACHE_DIR_ENV: &str = "RIGDECK_CACHE_DIR";
 
-/// A source archive pinned by version and sha256.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// A source archive pinned by version and sha256. The bundled pins are written into Rigdeck; a
+/// newer release of the same package is pinned when it is asked for, to the sha256 the index
+/// states for it ([`index_release`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PinnedSource {
     /// The package on the Python package index.
-    pub package: &'static str,
-    pub version: &'static str,
+    pub package: Cow<'static, str>,
+    pub version: Cow<'static, str>,
     /// The file's name on the package index.
-    pub file_name: &'static str,
-    pub sha256: &'static str,
+    pub file_name: Cow<'static, str>,
+    pub sha256: Cow<'static, str>,
     pub size_bytes: u64,
     /// The engine's tree inside the archive.
-    pub tree_prefix: &'static str,
+    pub tree_prefix: Cow<'static, str>,
     /// Names the build folder and the build's version: the vendored commit when the sdist says
     /// which, else the sdist's own version.
-    pub label: &'static str,
+    pub label: Cow<'static, str>,
     /// The commit the tree was vendored from, when known. The sdist has no usable `.git`, so
     /// CMake cannot find it by itself; Rigdeck passes it on so `--version` names it.
-    pub commit: Option<&'static str>,
+    pub commit: Option<Cow<'static, str>>,
 }
 
 /// llama.cpp as vendored in `llama-cpp-python` 0.3.36 (commit 0c1e570, October 2026).
-pub const BUNDLED_LLAMA_CPP: PinnedSource = PinnedSource {
-    package: "llama-cpp-python",
-    version: "0.3.36",
-    file_name: "llama_cpp_python-0.3.36.tar.gz",
-    sha256: "832db0699007f1be95a7e41ef12e88926b02ba836461e36a36372db2760c1a2e",
+pub static BUNDLED_LLAMA_CPP: PinnedSource = PinnedSource {
+    package: Cow::Borrowed("llama-cpp-python"),
+    version: Cow::Borrowed("0.3.36"),
+    file_name: Cow::Borrowed("llama_cpp_python-0.3.36.tar.gz"),
+    sha256: Cow::Borrowed("832db0699007f1be95a7e41ef12e88926b02ba836461e36a36372db2760c1a2e"),
     size_bytes: 76_589_250,
-    tree_prefix: "llama_cpp_python-0.3.36/vendor/llama.cpp",
-    label: "0c1e570",
-    commit: Some("0c1e570"),
+    tree_prefix: Cow::Borrowed("llama_cpp_python-0.3.36/vendor/llama.cpp"),
+    label: Cow::Borrowed("0c1e570"),
+    commit: Some(Cow::Borrowed("0c1e570")),
 };
 
 /// ik_llama.cpp as vendored in `ik-llama-cpp-python` 0.1.5 (its `examples/server` and
 /// `llama-bench`). The sdist does not name the commit, so builds carry the sdist's version.
-pub const BUNDLED_IK_LLAMA_CPP: PinnedSource = PinnedSource {
-    package: "ik-llama-cpp-python",
-    version: "0.1.5",
-    file_name: "ik_llama_cpp_python-0.1.5.tar.gz",
-    sha256: "33c67eb99e4dcab5e611050433243815709b8b3067753f9ce18375013cf002ad",
+pub static BUNDLED_IK_LLAMA_CPP: PinnedSource = PinnedSource {
+    package: Cow::Borrowed("ik-llama-cpp-python"),
+    version: Cow::Borrowed("0.1.5"),
+    file_name: Cow::Borrowed("ik_llama_cpp_python-0.1.5.tar.gz"),
+    sha256: Cow::Borrowed("33c67eb99e4dcab5e611050433243815709b8b3067753f9ce18375013cf002ad"),
     size_bytes: 42_257_843,
-    tree_prefix: "ik_llama_cpp_python-0.1.5/vendor/ik_llama.cpp",
-    label: "py0.1.5",
+    tree_prefix: Cow::Borrowed("ik_llama_cpp_python-0.1.5/vendor/ik_llama.cpp"),
+    label: Cow::Borrowed("py0.1.5"),
     commit: None,
 };
 
@@ -95,6 +98,104 @@ impl PinnedSource {
     pub fn tree_dir(&self, sources: &Path) -> PathBuf {
         self.unpack_root(sources).join("llama.cpp")
     }
+
+    /// Release `version` of this pin's package in the same layout (the file name and the tree's
+    /// place in the archive with the other version), labelled `py<version>` since the sdist does
+    /// not name the engine's commit. Its sha256 is the index's to state ([`index_release`]); the
+    /// size stays this pin's, as the estimate for progress and the download's byte budget.
+    fn other_release(&self, version: &str) -> PinnedSource {
+        let swap = |text: &str| text.replacen(&*self.version, version, 1);
+        PinnedSource {
+            package: self.package.clone(),
+            version: Cow::Owned(version.to_owned()),
+            file_name: Cow::Owned(swap(&self.file_name)),
+            sha256: Cow::Borrowed(""),
+            size_bytes: self.size_bytes,
+            tree_prefix: Cow::Owned(swap(&self.tree_prefix)),
+            label: Cow::Owned(format!("py{version}")),
+            commit: None,
+        }
+    }
+
+    /// The source release a build of this kind came from, read back from the build's version
+    /// (its label): this pin's version for this pin, `0.3.40` for `py0.3.40`, else `None` (a
+    /// build from a user's folder or archive).
+    pub fn release_of_build(&self, build_version: &str) -> Option<String> {
+        if build_version == self.label {
+            return Some(self.version.to_string());
+        }
+        build_version
+            .strip_prefix("py")
+            .filter(|v| package_index::release_numbers(v).is_some())
+            .map(str::to_owned)
+    }
+}
+
+/// Release `version` of `kind`'s source package from the package index (a llama.cpp newer than
+/// the bundled one, say), pinned to the sha256 the index states for it; the bundled pin itself
+/// when `version` is its version. Refused, before anything is downloaded, when `version` is not a
+/// release number, when the index does not list it, or when the index states no hash for it.
+pub async fn index_release(
+    kind: EngineKind,
+    version: &str,
+    options: &FetchOptions,
+) -> Result<PinnedSource, SourceError> {
+    let pin = pinned_source(kind).ok_or(SourceError::NoSourcePackage { kind })?;
+    if version == pin.version {
+        return Ok(pin.clone());
+    }
+    if package_index::release_numbers(version).is_none() {
+        return Err(SourceError::BadRelease {
+            kind,
+            version: version.to_owned(),
+        });
+    }
+    let mut release = pin.other_release(version);
+    let index = package_index::resolve_index_url(options.index_url.as_deref()).await;
+    let shown_index = package_index::without_credentials(&index);
+    let fetch_err = |source: IndexError| SourceError::Fetch {
+        file: release.file_name.to_string(),
+        index: shown_index.clone(),
+        sha256: "as the index lists it".to_owned(),
+        source: Box::new(source),
+    };
+    let index_url = package_index::parse_index_url(&index).map_err(fetch_err)?;
+    let client = package_index::client(&options.timeouts).map_err(fetch_err)?;
+    let found = package_index::find_file(
+        &client,
+        &index_url,
+        &pin.package,
+        &release.file_name,
+        &options.timeouts,
+    )
+    .await;
+    let listed = match found {
+        Ok(listed) => listed,
+        Err(IndexError::NoFile { .. }) => {
+            let listed = package_index::project_versions(
+                &client,
+                &index_url,
+                &pin.package,
+                &options.timeouts,
+            )
+            .await
+            .unwrap_or_default();
+            return Err(SourceError::ReleaseNotListed {
+                kind,
+                package: pin.package.to_string(),
+                version: version.to_owned(),
+                index: shown_index,
+                newest: package_index::newest_releases_text(&listed),
+            });
+        }
+        Err(err) => return Err(fetch_err(err)),
+    };
+    let sha256 = listed.sha256.ok_or_else(|| SourceError::ReleaseUnhashed {
+        file: release.file_name.to_string(),
+        index: shown_index.clone(),
+    })?;
+    release.sha256 = Cow::Owned(sha256);
+    Ok(release)
 }
 
 /// What to build from.
@@ -103,7 +204,7 @@ pub enum SourceSpec {
     /// A pinned tree ([`pinned_source`]), from this package index (pip's `--index-url`: a
     /// mirror) or, when `None`, the one [`package_index::resolve_index_url`] picks.
     Pinned {
-        pin: &'static PinnedSource,
+        pin: PinnedSource,
         index_url: Option<String>,
     },
     /// A tar.gz holding a llama.cpp or ik_llama.cpp tree (at its top or one or two folders down);
@@ -120,13 +221,13 @@ impl SourceSpec {
     /// The pinned tree of `kind`, from `index_url` when given; `None` for the Python engines.
     pub fn pinned(kind: EngineKind, index_url: Option<String>) -> Option<Self> {
         Some(SourceSpec::Pinned {
-            pin: pinned_source(kind)?,
+            pin: pinned_source(kind)?.clone(),
             index_url,
         })
     }
 
     /// The pinned source this builds from, if it is one.
-    pub fn pin(&self) -> Option<&'static PinnedSource> {
+    pub fn pin(&self) -> Option<&PinnedSource> {
         match self {
             SourceSpec::Pinned { pin, .. } => Some(pin),
             _ => None,
@@ -208,6 +309,20 @@ pub enum SourceError {
         path: PathBuf,
         source: io::Error,
     },
+    #[error("{kind} is not built from source: it has no source package on the index")]
+    NoSourcePackage { kind: EngineKind },
+    #[error("'{version}' is not a release number: give one like 0.3.40 (`rigdeck engines versions {kind}` lists them)")]
+    BadRelease { kind: EngineKind, version: String },
+    #[error("{package} {version} is not on the package index {index} (its newest releases: {newest}): pick one of those (`rigdeck engines versions {kind}`)")]
+    ReleaseNotListed {
+        kind: EngineKind,
+        package: String,
+        version: String,
+        index: String,
+        newest: String,
+    },
+    #[error("the package index {index} states no sha256 for {file}, so it cannot be verified: use an index that lists hashes (PyPI does), or download it yourself and pass --source PATH --source-sha256 HEX")]
+    ReleaseUnhashed { file: String, index: String },
     #[error("the {0} task stopped unexpectedly")]
     Interrupted(&'static str),
 }
@@ -254,8 +369,9 @@ pub fn sources_dir(cache_root: &Path) -> PathBuf {
 /// The tree of the pinned source when it is already unpacked and verified (nothing to do).
 pub fn cached_tree(pin: &PinnedSource, sources: &Path) -> Option<PathBuf> {
     let tree = pin.tree_dir(sources);
-    (marker_matches(&pin.unpack_root(sources), pin.sha256) && tree.join("CMakeLists.txt").is_file())
-        .then_some(tree)
+    (marker_matches(&pin.unpack_root(sources), &pin.sha256)
+        && tree.join("CMakeLists.txt").is_file())
+    .then_some(tree)
 }
 
 /// Makes `spec` ready for CMake, downloading, verifying and unpacking only what the cache lacks.
@@ -372,7 +488,7 @@ pub async fn prepare_pinned(
                 BuildStep::Extract,
                 &format!("unpacking {} from {}", pin.tree_prefix, archive.display()),
             );
-            let (sources, pin) = (sources.clone(), *pin);
+            let (sources, pin) = (sources.clone(), pin.clone());
             tokio::task::spawn_blocking(move || unpack_pinned(&archive, &pin, &sources))
                 .await
                 .map_err(|_| SourceError::Interrupted("unpack"))??
@@ -380,9 +496,9 @@ pub async fn prepare_pinned(
     };
     Ok(PreparedSource {
         tree,
-        label: pin.label.to_owned(),
-        sha256: Some(pin.sha256.to_owned()),
-        commit: pin.commit.map(str::to_owned),
+        label: pin.label.to_string(),
+        sha256: Some(pin.sha256.to_string()),
+        commit: pin.commit.as_deref().map(str::to_owned),
     })
 }
 
@@ -394,13 +510,13 @@ async fn fetch_pinned(
     options: &FetchOptions,
     report: &(dyn Fn(BuildStep, &str) + Send + Sync),
 ) -> Result<PathBuf, SourceError> {
-    let archive = sources.join(pin.file_name);
+    let archive = sources.join(&*pin.file_name);
     if archive.is_file() {
         report(
             BuildStep::Verify,
             &format!("checking the sha256 of {}", archive.display()),
         );
-        verify_sha256_async(&archive, pin.sha256, CACHED_ARCHIVE_FIX).await?;
+        verify_sha256_async(&archive, &pin.sha256, CACHED_ARCHIVE_FIX).await?;
         return Ok(archive);
     }
     fs::create_dir_all(sources).map_err(io_err("create the folder", sources))?;
@@ -408,9 +524,9 @@ async fn fetch_pinned(
     // What messages and progress lines show: a password in a mirror's URL stays out of them.
     let shown_index = package_index::without_credentials(&index);
     let fetch_err = |source: IndexError| SourceError::Fetch {
-        file: pin.file_name.to_owned(),
+        file: pin.file_name.to_string(),
         index: shown_index.clone(),
-        sha256: pin.sha256.to_owned(),
+        sha256: pin.sha256.to_string(),
         source: Box::new(source),
     };
     let index_url = package_index::parse_index_url(&index).map_err(fetch_err)?;
@@ -425,21 +541,21 @@ async fn fetch_pinned(
     let listed = package_index::find_file(
         &client,
         &index_url,
-        pin.package,
-        pin.file_name,
+        &pin.package,
+        &pin.file_name,
         &options.timeouts,
     )
     .await
     .map_err(fetch_err)?;
     if let Some(listed_sha256) = listed
         .sha256
-        .filter(|h| !h.eq_ignore_ascii_case(pin.sha256))
+        .filter(|h| !h.eq_ignore_ascii_case(&pin.sha256))
     {
         return Err(SourceError::IndexDisagrees {
             index: shown_index,
-            file: pin.file_name.to_owned(),
+            file: pin.file_name.to_string(),
             listed: listed_sha256,
-            pinned: pin.sha256.to_owned(),
+            pinned: pin.sha256.to_string(),
         });
     }
     // Next to the cache, not in it: only a verified file takes the final name.
@@ -476,10 +592,10 @@ async fn fetch_pinned(
             downloaded.bytes
         ),
     );
-    if !downloaded.sha256.eq_ignore_ascii_case(pin.sha256) {
+    if !downloaded.sha256.eq_ignore_ascii_case(&pin.sha256) {
         return Err(SourceError::HashMismatch {
             path: PathBuf::from(listed.url.as_str()),
-            expected: pin.sha256.to_owned(),
+            expected: pin.sha256.to_string(),
             actual: downloaded.sha256,
             fix: FRESH_DOWNLOAD_FIX.to_owned(),
         });
@@ -537,7 +653,7 @@ pub fn verify_sha256(path: &Path, expected: &str, fix: &str) -> Result<(), Sourc
 
 /// [`verify_sha256`] for a cached copy of the pinned archive, with its fix: delete and re-download.
 pub fn verify_pinned_archive(path: &Path, pin: &PinnedSource) -> Result<(), SourceError> {
-    verify_sha256(path, pin.sha256, CACHED_ARCHIVE_FIX)
+    verify_sha256(path, &pin.sha256, CACHED_ARCHIVE_FIX)
 }
 
 async fn verify_sha256_async(path: &Path, expected: &str, fix: &str) -> Result<(), SourceError> {
@@ -580,8 +696,8 @@ fn unpack_pinned(
         archive,
         &root,
         "llama.cpp",
-        Some(Path::new(pin.tree_prefix)),
-        pin.sha256,
+        Some(Path::new(&*pin.tree_prefix)),
+        &pin.sha256,
     )?;
     Ok(pin.tree_dir(sources))
 }
@@ -819,6 +935,44 @@ pub fn find_source_tree(root: &Path) -> Option<PathBuf> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn another_release_keeps_the_layout_and_is_labelled_by_its_version() {
+        let release = BUNDLED_LLAMA_CPP.other_release("0.3.40");
+        assert_eq!(release.file_name, "llama_cpp_python-0.3.40.tar.gz");
+        assert_eq!(
+            release.tree_prefix,
+            "llama_cpp_python-0.3.40/vendor/llama.cpp"
+        );
+        assert_eq!(release.label, "py0.3.40");
+        assert_eq!(release.commit, None);
+        let ik = BUNDLED_IK_LLAMA_CPP.other_release("0.1.10");
+        assert_eq!(ik.file_name, "ik_llama_cpp_python-0.1.10.tar.gz");
+        assert_eq!(
+            ik.tree_prefix,
+            "ik_llama_cpp_python-0.1.10/vendor/ik_llama.cpp"
+        );
+        // Its own folder in the cache and in the engines folder: beside the pinned one.
+        let sources = Path::new("/cache/sources");
+        assert_ne!(
+            release.tree_dir(sources),
+            BUNDLED_LLAMA_CPP.tree_dir(sources)
+        );
+    }
+
+    #[test]
+    fn a_builds_release_is_read_back_from_its_label() {
+        let pin = &BUNDLED_LLAMA_CPP;
+        assert_eq!(pin.release_of_build("0c1e570").as_deref(), Some("0.3.36"));
+        assert_eq!(pin.release_of_build("py0.3.40").as_deref(), Some("0.3.40"));
+        assert_eq!(pin.release_of_build("src-0123456789ab"), None);
+        assert_eq!(pin.release_of_build("local-01234567"), None);
+        assert_eq!(pin.release_of_build("pyx"), None);
+        assert_eq!(
+            BUNDLED_IK_LLAMA_CPP.release_of_build("py0.1.5").as_deref(),
+            Some("0.1.5")
+        );
+    }
 
     #[test]
     fn entry_paths_stay_inside_and_lose_the_prefix() {

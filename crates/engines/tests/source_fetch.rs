@@ -186,14 +186,14 @@ fn tampered(archive: &[u8]) -> Vec<u8> {
 
 fn pin_for(archive: &[u8]) -> PinnedSource {
     PinnedSource {
-        package: "fake-pkg",
-        version: "1.0",
-        file_name: FILE_NAME,
-        sha256: Box::leak(sha256_hex(archive).into_boxed_str()),
+        package: "fake-pkg".into(),
+        version: "1.0".into(),
+        file_name: FILE_NAME.into(),
+        sha256: sha256_hex(archive).into(),
         size_bytes: archive.len() as u64,
-        tree_prefix: "fake_pkg-1.0/vendor/llama.cpp",
-        label: "abc1234",
-        commit: Some("abc1234"),
+        tree_prefix: "fake_pkg-1.0/vendor/llama.cpp".into(),
+        label: "abc1234".into(),
+        commit: Some("abc1234".into()),
     }
 }
 
@@ -322,7 +322,7 @@ async fn fetches_through_a_pep_691_json_index_and_unpacks_only_the_verified_arch
     let pin = pin_for(&archive);
     let server = IndexServer::start_with(|base| {
         routes(
-            json_page(base, Some(pin.sha256)),
+            json_page(base, Some(&*pin.sha256)),
             archive_reply(archive.clone()),
         )
     })
@@ -337,7 +337,7 @@ async fn fetches_through_a_pep_691_json_index_and_unpacks_only_the_verified_arch
     let sources = source::sources_dir(&cache);
     assert_eq!(prepared.tree, pin.tree_dir(&sources));
     assert!(prepared.tree.join("CMakeLists.txt").is_file());
-    assert_eq!(prepared.sha256.as_deref(), Some(pin.sha256));
+    assert_eq!(prepared.sha256.as_deref(), Some(&*pin.sha256));
     assert_eq!(
         source::sha256_file(&sources.join(FILE_NAME)).unwrap(),
         pin.sha256
@@ -379,7 +379,7 @@ async fn fetches_through_a_pep_503_html_index_with_a_relative_link() {
     let archive = sdist(&dir.path().join("marker"));
     let pin = pin_for(&archive);
     let server = IndexServer::start(routes(
-        html_page(Some(pin.sha256)),
+        html_page(Some(&*pin.sha256)),
         archive_reply(archive.clone()),
     ))
     .await;
@@ -403,7 +403,7 @@ async fn a_tampered_archive_is_refused_and_nothing_is_unpacked() {
     let pin = pin_for(&archive);
     // The index lists the right hash; what arrives is something else.
     let server = IndexServer::start(routes(
-        html_page(Some(pin.sha256)),
+        html_page(Some(&*pin.sha256)),
         archive_reply(tampered(&archive)),
     ))
     .await;
@@ -416,7 +416,7 @@ async fn a_tampered_archive_is_refused_and_nothing_is_unpacked() {
 
     let text = err.to_string();
     assert!(matches!(err, SourceError::HashMismatch { .. }), "{text}");
-    assert!(text.contains(pin.sha256), "names the pinned hash: {text}");
+    assert!(text.contains(&*pin.sha256), "names the pinned hash: {text}");
     assert!(
         text.contains(&sha256_hex(&tampered(&archive))),
         "names the hash received: {text}"
@@ -475,7 +475,10 @@ async fn an_index_listing_another_sha256_is_refused_before_the_download() {
 
     let text = err.to_string();
     assert!(matches!(err, SourceError::IndexDisagrees { .. }), "{text}");
-    assert!(text.contains(&other) && text.contains(pin.sha256), "{text}");
+    assert!(
+        text.contains(&other) && text.contains(&*pin.sha256),
+        "{text}"
+    );
     assert!(
         text.contains(&server.index_url()),
         "names the index: {text}"
@@ -572,7 +575,7 @@ async fn a_missing_project_or_index_is_named_with_the_fix() {
             FILE_NAME,
             "--index-url",
             "--source-sha256",
-            pin.sha256,
+            &*pin.sha256,
         ] {
             assert!(text.contains(needed), "names {needed}: {text}");
         }

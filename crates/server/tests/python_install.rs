@@ -158,14 +158,14 @@ async fn installs_vllm_from_a_local_index_and_reuses_it() {
     assert!(!stdout.contains("with pip"), "{stdout}");
     assert!(stdout.contains("Reused engine #1: vllm 0.11.0"), "{stdout}");
 
-    // The releases the index serves, newest first; no release candidate.
+    // The releases the index serves, newest first (no release candidate), against the install.
     let output = support::rigdeck_in(dir.path())
         .args(["engines", "versions", "vllm", "--index-url", &listed_url])
         .output()
         .unwrap();
     let (stdout, stderr) = support::output_text(&output);
     assert!(output.status.success(), "{stderr}");
-    assert_eq!(stdout, "0.11.0  (newest: the default)\n0.9.2\n");
+    assert_eq!(stdout, "0.11.0  (newest: the default, installed)\n0.9.2\n");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

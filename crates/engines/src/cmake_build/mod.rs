@@ -69,7 +69,7 @@ impl BuildRequest {
         Self {
             kind: EngineKind::LlamaCpp,
             source: SourceSpec::Pinned {
-                pin: &source::BUNDLED_LLAMA_CPP,
+                pin: source::BUNDLED_LLAMA_CPP.clone(),
                 index_url: None,
             },
             backend,

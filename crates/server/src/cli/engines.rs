@@ -11,6 +11,7 @@ use rigdeck_core::engines::cmake_build::{self, BuildProgress, BuildRequest, Buil
 use rigdeck_core::engines::install;
 use rigdeck_core::engines::python_env::{self, PythonInstallRequest};
 use rigdeck_core::engines::registry::{self, Availability, EngineBuild};
+use rigdeck_core::engines::releases;
 use rigdeck_core::engines::source::{self, SourceSpec};
 use rigdeck_core::engines::{Backend, EngineKind};
 use rigdeck_core::paths::AppPaths;
@@ -38,10 +39,12 @@ pub enum EnginesCommand {
     /// Install vLLM or SGLang with pip into a managed virtual environment
     /// (<data dir>/engines/<kind>-<version>), then register it. Reused when already installed.
     Install(InstallArgs),
-    /// The releases of vLLM or SGLang the package index serves, newest first (what `install`
-    /// takes by default).
+    /// The releases of an engine the package index serves, newest first, against the installed
+    /// builds: vLLM's and SGLang's packages (the newest is what `install` takes by default), and
+    /// the packages llama.cpp's and ik_llama.cpp's sources come in (a release newer than the
+    /// bundled one builds beside the others with `build --source-release`).
     Versions {
-        /// vllm or sglang.
+        /// llama.cpp, ik_llama.cpp, vllm or sglang.
         kind: EngineKind,
         /// A package index instead of pip's own setting (else PyPI).
         #[arg(long, value_name = "URL")]
@@ -72,6 +75,11 @@ pub struct BuildArgs {
     /// The sha256 the --source archive must have.
     #[arg(long, value_name = "HEX", requires = "source")]
     pub source_sha256: Option<String>,
+    /// Another release of the package the bundled source comes in (a newer llama.cpp, say:
+    /// `rigdeck engines versions llama.cpp` lists them), verified against the sha256 the index
+    /// states for it. It builds beside the builds already there.
+    #[arg(long, value_name = "VERSION", conflicts_with = "source")]
+    pub source_release: Option<String>,
     /// The package index the bundled source is downloaded from (a mirror; default: PIP_INDEX_URL,
     /// else pip's configured index-url, else PyPI).
     #[arg(long, value_name = "URL", conflicts_with = "source")]
@@ -131,7 +139,7 @@ pub fn run(args: EnginesArgs) -> anyhow::Result<ExitCode> {
                 kind,
                 index_url,
                 json,
-            } => versions(kind, index_url.as_deref(), json).await,
+            } => versions(&paths, kind, index_url.as_deref(), json).await,
             EnginesCommand::Register(register_args) => register(&paths, register_args).await,
             EnginesCommand::Remove { id } => remove(&paths, id).await,
         }
@@ -256,11 +264,29 @@ fn automatic_backend(cuda_architectures: Option<&str>) -> Backend {
     }
 }
 
+/// The bundled pin of `args.kind`, or the `--source-release` asked for, pinned to what the index
+/// states for it before anything is downloaded.
+async fn pinned_or_release(args: &BuildArgs) -> anyhow::Result<SourceSpec> {
+    let index_url = args.index_url.clone();
+    if python_env::package_name(args.kind).is_some() {
+        Err(cmake_build::BuildError::NotBuildable { kind: args.kind })?;
+    }
+    let Some(version) = &args.source_release else {
+        return SourceSpec::pinned(args.kind, index_url)
+            .ok_or_else(|| cmake_build::BuildError::NotBuildable { kind: args.kind }.into());
+    };
+    let options = source::FetchOptions {
+        index_url: index_url.clone(),
+        ..source::FetchOptions::default()
+    };
+    let pin = source::index_release(args.kind, version, &options).await?;
+    Ok(SourceSpec::Pinned { pin, index_url })
+}
+
 async fn build(paths: &AppPaths, mut args: BuildArgs) -> anyhow::Result<ExitCode> {
     let source = match args.source.take() {
         Some(path) => SourceSpec::from_path(path, args.source_sha256.take())?,
-        None => SourceSpec::pinned(args.kind, args.index_url.take())
-            .ok_or(cmake_build::BuildError::NotBuildable { kind: args.kind })?,
+        None => pinned_or_release(&args).await?,
     };
     let backend = match (args.backend, &args.cuda_arch) {
         (BackendChoice::Named(backend), _) => backend,
@@ -287,7 +313,7 @@ async fn build(paths: &AppPaths, mut args: BuildArgs) -> anyhow::Result<ExitCode
     };
     if let Some(pin) = source.pin() {
         println!(
-            "Building {} from the source bundled in {} {} for {}",
+            "Building {} from the source in {} {} for {}",
             args.kind, pin.package, pin.version, backend
         );
     }
@@ -384,31 +410,53 @@ async fn install_python(paths: &AppPaths, args: InstallArgs) -> anyhow::Result<E
 }
 
 async fn versions(
+    paths: &AppPaths,
     kind: EngineKind,
     index_url: Option<&str>,
     json: bool,
 ) -> anyhow::Result<ExitCode> {
-    if python_env::package_name(kind).is_none() {
-        anyhow::bail!("{kind} is built from source, not installed from a package index: `rigdeck engines build`");
-    }
-    let versions = python_env::available_versions(kind, index_url).await?;
+    let builds = open_store(paths).await?.engine_builds().await?;
+    let found = releases::engine_releases(kind, index_url, &builds).await?;
     if json {
-        println!("{}", serde_json::to_string_pretty(&versions)?);
-    } else if versions.is_empty() {
-        println!("the index serves no release of {kind}");
+        println!("{}", serde_json::to_string_pretty(&found)?);
+    } else if found.versions.is_empty() {
+        println!("the index serves no release of {}", found.package);
     } else {
-        for (i, version) in versions.iter().enumerate() {
-            println!(
-                "{version}{}",
-                if i == 0 {
-                    "  (newest: the default)"
-                } else {
-                    ""
-                }
-            );
+        for (i, version) in found.versions.iter().enumerate() {
+            let marks = release_marks(&found, i, version);
+            match marks.is_empty() {
+                true => println!("{version}"),
+                false => println!("{version}  ({})", marks.join(", ")),
+            }
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// What `engines versions` says of the `i`-th listed release.
+fn release_marks(found: &releases::EngineReleases, i: usize, version: &str) -> Vec<String> {
+    let kind = found.kind;
+    let mut marks = Vec::new();
+    if kind.is_python() && i == 0 {
+        marks.push("newest: the default".to_owned());
+    }
+    if found.pinned.as_deref() == Some(version) {
+        marks.push("bundled".to_owned());
+    }
+    if found.installed.iter().any(|v| v == version) {
+        marks.push("installed".to_owned());
+    }
+    let newer = found.newer.iter().any(|v| v == version);
+    if newer && !kind.is_python() {
+        marks.push(format!(
+            "newer: `rigdeck engines build --kind {kind} --source-release {version}`"
+        ));
+    } else if newer && !found.installed.is_empty() {
+        marks.push(format!(
+            "newer than installed: `rigdeck engines install {kind} --version {version}`"
+        ));
+    }
+    marks
 }
 
 async fn register(paths: &AppPaths, args: RegisterArgs) -> anyhow::Result<ExitCode> {

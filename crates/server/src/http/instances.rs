@@ -488,32 +488,36 @@ pub struct BuildBody {
     /// `llama.cpp` (default) or `ik_llama.cpp`: each from its own pinned source.
     #[serde(default)]
     kind: Option<String>,
+    /// Another release of the package the pinned source comes in (`0.3.40`: a newer llama.cpp),
+    /// verified against the sha256 the index states; default the bundled pin.
+    #[serde(default)]
+    release: Option<String>,
 }
 
 fn cpu_backend() -> String {
     "cpu".to_owned()
 }
 
-/// `POST /engines/build`: builds the bundled llama.cpp in the background (the first-run offer).
-/// Progress arrives as `engine.build` events; the finished build appears in `GET /engines`.
 #[derive(Debug, Deserialize)]
 pub struct VersionsQuery {
     kind: String,
     index_url: Option<String>,
 }
 
-/// `GET /engines/versions?kind=vllm[&index_url=]`: the releases the package index serves,
-/// newest first; the first is what an install without a version takes.
-pub async fn engine_versions(Query(query): Query<VersionsQuery>) -> ApiResult<Json<Value>> {
-    use rigdeck_core::engines::python_env;
+/// `GET /engines/versions?kind=vllm[&index_url=]`: the releases the package index serves, newest
+/// first, against the installed builds: for vLLM and SGLang their packages (`default`, the
+/// first, is what an install without a version takes); for llama.cpp and ik_llama.cpp the
+/// packages their sources come in (`default` is the bundled pin, `newer` what builds beside it).
+pub async fn engine_versions(
+    State(state): State<Arc<AppState>>,
+    Query(query): Query<VersionsQuery>,
+) -> ApiResult<Json<Value>> {
+    use rigdeck_core::engines::{python_env, releases};
     let kind: EngineKind = query.kind.parse().map_err(|e: UnknownKind| {
         ApiError::new(StatusCode::BAD_REQUEST, "bad_kind", e.to_string())
     })?;
-    if python_env::package_name(kind).is_none() {
-        let message = format!("{kind} is built from source, not installed from a package index");
-        return Err(ApiError::new(StatusCode::BAD_REQUEST, "bad_kind", message));
-    }
-    let versions = python_env::available_versions(kind, query.index_url.as_deref())
+    let builds = store(&state)?.engine_builds().await.map_err(internal)?;
+    let found = releases::engine_releases(kind, query.index_url.as_deref(), &builds)
         .await
         .map_err(|err| {
             ApiError::new(
@@ -522,12 +526,17 @@ pub async fn engine_versions(Query(query): Query<VersionsQuery>) -> ApiResult<Js
                 err.to_string(),
             )
         })?;
-    let fallback = python_env::default_version(kind);
-    Ok(Json(json!({
-        "kind": kind,
-        "versions": versions,
-        "default": versions.first().map(String::as_str).or(fallback),
-    })))
+    let default = match kind.is_python() {
+        true => found
+            .versions
+            .first()
+            .cloned()
+            .or_else(|| python_env::default_version(kind).map(str::to_owned)),
+        false => found.pinned.clone(),
+    };
+    let mut answer = serde_json::to_value(&found).map_err(internal)?;
+    answer["default"] = json!(default);
+    Ok(Json(answer))
 }
 
 #[derive(Debug, Deserialize)]
@@ -659,6 +668,45 @@ fn cuda_architectures(state: &AppState, asked: Option<String>) -> ApiResult<Stri
     })
 }
 
+/// The bundled pin of `kind`, or the `release` asked for once the index has listed it with its
+/// sha256: a release it lacks is refused now, not after the build has started.
+async fn pinned_or_release(
+    kind: EngineKind,
+    release: Option<String>,
+    index_url: Option<String>,
+) -> ApiResult<rigdeck_core::engines::source::SourceSpec> {
+    use rigdeck_core::engines::source::{self, FetchOptions, SourceError, SourceSpec};
+    if kind.is_python() {
+        let message =
+            format!("{kind} is installed with pip, not built: POST /api/v1/engines/install");
+        return Err(ApiError::new(StatusCode::BAD_REQUEST, "bad_kind", message));
+    }
+    let Some(version) = release else {
+        return SourceSpec::pinned(kind, index_url).ok_or_else(|| {
+            ApiError::new(
+                StatusCode::BAD_REQUEST,
+                "bad_kind",
+                format!("{kind} has no pinned source"),
+            )
+        });
+    };
+    let options = FetchOptions {
+        index_url: index_url.clone(),
+        ..FetchOptions::default()
+    };
+    let pin = source::index_release(kind, &version, &options)
+        .await
+        .map_err(|err| match err {
+            SourceError::Fetch { .. } => ApiError::new(
+                StatusCode::BAD_GATEWAY,
+                "index_unreachable",
+                err.to_string(),
+            ),
+            other => ApiError::new(StatusCode::BAD_REQUEST, "bad_release", other.to_string()),
+        })?;
+    Ok(SourceSpec::Pinned { pin, index_url })
+}
+
 pub async fn build_engine(
     State(state): State<Arc<AppState>>,
     body: axum::body::Bytes,
@@ -697,13 +745,7 @@ pub async fn build_engine(
         .map_err(|e: UnknownKind| {
             ApiError::new(StatusCode::BAD_REQUEST, "bad_kind", e.to_string())
         })?;
-    let source = source::SourceSpec::pinned(kind, request.index_url).ok_or_else(|| {
-        ApiError::new(
-            StatusCode::BAD_REQUEST,
-            "bad_kind",
-            format!("{kind} is installed with pip, not built: POST /api/v1/engines/install"),
-        )
-    })?;
+    let source = pinned_or_release(kind, request.release, request.index_url).await?;
     let store = store(&state)?.clone();
     let cache_dir = source::cache_root().map_err(internal)?;
     let build = BuildRequest {
