@@ -5,12 +5,17 @@
 // followed to ready with its logs streaming, and stopped. Also the admission refusal with
 // "Start anyway", the shell export, deleting a profile, and an engine left by a daemon that was
 // killed, taken over by the next daemon, reported on the Engines page and restarted when it dies;
-// a vLLM launch profile saved from the Models page for a safetensors folder.
+// a vLLM launch profile saved from the Models page for a safetensors folder. A newer llama.cpp
+// source on a local package index (standing in for PyPI) is offered beside the registered build
+// and its build started from the page: fetched, verified against the index's sha256, unpacked and
+// handed to CMake, whose configure step that tree stops at.
 // Needs RIGDECK_LLAMA_SERVER (a built llama-server) and RIGDECK_TINY_MODEL (a tiny .gguf).
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
 import { execFileSync } from "node:child_process";
-import { existsSync, mkdirSync, mkdtempSync, writeFileSync } from "node:fs";
+import { createHash } from "node:crypto";
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { createServer } from "node:http";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { startDaemon, launchChromium, requiredFile } from "./daemon.mjs";
@@ -22,6 +27,45 @@ const artifacts = process.env.RIGDECK_ARTIFACTS ?? "/tmp/rigdeck-artifacts";
 let daemon;
 let browser;
 let page;
+let fakeIndex;
+
+/** The release the fake index serves beside the bundled 0.3.36. */
+const NEWER_SOURCE = "0.3.99";
+
+/**
+ * A package index on loopback with `llama-cpp-python` NEWER_SOURCE: an sdist whose llama.cpp tree
+ * stops at CMake's configure step, listed with its sha256 (PEP 503 HTML).
+ */
+async function serveFakeIndex() {
+  const dir = mkdtempSync(join(tmpdir(), "rigdeck-e2e-index-"));
+  const top = `llama_cpp_python-${NEWER_SOURCE}`;
+  const tree = join(dir, top, "vendor", "llama.cpp");
+  mkdirSync(join(tree, "include"), { recursive: true });
+  writeFileSync(join(tree, "include", "llama.h"), "");
+  writeFileSync(join(tree, "CMakeLists.txt"), 'cmake_minimum_required(VERSION 3.14)\nproject(stop NONE)\nmessage(FATAL_ERROR "stop here")\n');
+  const file = `${top}.tar.gz`;
+  execFileSync("tar", ["-C", dir, "-czf", join(dir, file), top]);
+  const archive = readFileSync(join(dir, file));
+  const sha256 = createHash("sha256").update(archive).digest("hex");
+  const page = `<!DOCTYPE html><html><body><a href="${file}#sha256=${sha256}">${file}</a></body></html>`;
+  const server = createServer((req, res) => {
+    if (req.url === "/simple/llama-cpp-python/") {
+      res.writeHead(200, { "content-type": "text/html" }).end(page);
+    } else if (req.url === `/simple/llama-cpp-python/${file}`) {
+      res.writeHead(200, { "content-type": "application/gzip", "content-length": archive.length }).end(archive);
+    } else {
+      res.writeHead(404).end();
+    }
+  });
+  await new Promise((listening) => server.listen(0, "127.0.0.1", listening));
+  return {
+    url: `http://127.0.0.1:${server.address().port}/simple`,
+    close: () => {
+      server.close();
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}
 
 async function api(method, path, body) {
   const res = await fetch(`${daemon.base}${path}`, {
@@ -42,7 +86,10 @@ function hasCudaToolkit() {
 const row = (name) => page.locator(`[data-testid="instance-row"][data-name="${name}"]`);
 
 before(async () => {
-  daemon = await startDaemon("2x5060ti.json");
+  fakeIndex = await serveFakeIndex();
+  // The index and a cache of its own: what this daemon fetches never lands in the real cache.
+  const cache = mkdtempSync(join(tmpdir(), "rigdeck-e2e-cache-"));
+  daemon = await startDaemon("2x5060ti.json", { env: { PIP_INDEX_URL: fakeIndex.url, RIGDECK_CACHE_DIR: cache } });
   browser = await launchChromium();
   page = await browser.newPage({ viewport: { width: 1400, height: 1100 } });
   await page.goto(daemon.loginUrl);
@@ -59,6 +106,7 @@ after(async () => {
   }
   await browser?.close();
   await daemon?.stop();
+  fakeIndex?.close();
 });
 
 test("with no engine installed the Engines page offers to build the bundled llama.cpp", async () => {
@@ -117,6 +165,22 @@ test("a registered llama-server shows in the builds list", async () => {
   assert.equal(await page.locator('[data-testid="build-bundled"]').isEnabled(), true);
   await page.locator('[data-testid="install-kind"]').selectOption("sglang");
   assert.match(await page.locator('[data-testid="install-python"]').textContent(), /Install SGLang/);
+});
+
+test("a newer llama.cpp source on the package index is offered and built beside the registered one", async () => {
+  const offer = page.locator('[data-testid="newer-source"][data-kind="llama.cpp"]');
+  await offer.waitFor({ timeout: 15_000 });
+  assert.equal(await offer.getAttribute("data-release"), NEWER_SOURCE);
+  assert.match(await offer.textContent(), /llama-cpp-python 0\.3\.99 on the package index is newer than the bundled 0\.3\.36/);
+  await page.locator('[data-testid="build-backend"]').selectOption("cpu");
+  const button = offer.locator('[data-testid="build-newer-source"]');
+  assert.match(await button.textContent(), /Build llama\.cpp 0\.3\.99 beside them \(CPU\)/);
+  await button.click();
+  // Fetched, verified and unpacked, then CMake's configure step stops this stand-in tree.
+  await page.locator('[data-testid="build-progress"][data-step="failed"]').waitFor({ timeout: 60_000 });
+  assert.match(await page.locator('[data-testid="build-lines"]').textContent(), /stop here/);
+  const builds = await api("GET", "/api/v1/engines");
+  assert.equal(builds.body.length, 1, "the registered build stays, alone");
 });
 
 test("the placement editor saves a launch profile", async () => {

@@ -47,7 +47,8 @@ import type {
   ModelEntry,
   NewProfile,
   ParseRequest,
-  PythonEngineKind,
+  EngineKind,
+  SourceEngineKind,
   PlanRequest,
   PlanResponse,
   RigPreset,
@@ -139,7 +140,7 @@ export function hubSearchQuery(q: HubSearchQuery): string {
 }
 
 /** The versions query: the kind, and the index only when one is given. */
-export function engineVersionsQuery(kind: PythonEngineKind, indexUrl?: string | null): string {
+export function engineVersionsQuery(kind: EngineKind, indexUrl?: string | null): string {
   const p = new URLSearchParams({ kind });
   const index = indexUrl?.trim();
   if (index) p.set('index_url', index);
@@ -172,11 +173,12 @@ export const api = {
   engines: () => request<EngineBuild[]>('GET', '/api/v1/engines'),
   /** Starts building llama.cpp (or ik_llama.cpp) from its pinned source; progress comes as
    *  `engine.build` events. A CUDA build is for the GPUs the daemon sees. */
-  buildEngine: (backend: BuildBackend = 'cpu', kind: 'llama.cpp' | 'ik_llama.cpp' = 'llama.cpp') =>
-    request<{ started: boolean }>('POST', '/api/v1/engines/build', { backend, kind }),
-  /** The releases of vLLM or SGLang the package index serves (`indexUrl`, else pip's own, else
-   *  PyPI), newest first; `502 index_unreachable` when it cannot be read. */
-  engineVersions: (kind: PythonEngineKind, indexUrl?: string | null, signal?: AbortSignal) =>
+  buildEngine: (backend: BuildBackend = 'cpu', kind: SourceEngineKind = 'llama.cpp', release?: string) =>
+    request<{ started: boolean }>('POST', '/api/v1/engines/build', { backend, kind, ...(release ? { release } : {}) }),
+  /** The releases of an engine the package index serves (`indexUrl`, else pip's own, else PyPI),
+   *  newest first, against the installed builds (for llama.cpp and ik_llama.cpp: the packages
+   *  their sources come in); `502 index_unreachable` when it cannot be read. */
+  engineVersions: (kind: EngineKind, indexUrl?: string | null, signal?: AbortSignal) =>
     request<EngineVersions>('GET', `/api/v1/engines/versions?${engineVersionsQuery(kind, indexUrl)}`, undefined, signal),
   /** Installs vLLM or SGLang (the given version, else the newest on the index) into a managed
    *  environment; pip's output comes as `engine.build` events. */

@@ -832,13 +832,25 @@ export type BuildBackend = 'cpu' | 'cuda' | 'vulkan';
 /** The engines installed from a package index with pip (rather than built). */
 export type PythonEngineKind = 'vllm' | 'sglang';
 
+export type SourceEngineKind = 'llama.cpp' | 'ik_llama.cpp';
+
 /** `GET /api/v1/engines/versions?kind=…[&index_url=…]`. */
 export interface EngineVersions {
-  kind: PythonEngineKind | (string & {});
+  kind: EngineKind | (string & {});
+  /** The package on the index: `vllm`, or `llama-cpp-python` (the package llama.cpp's source
+   *  comes in). */
+  package: string;
   /** The final releases the package index serves, newest first (may be empty). */
   versions: string[];
-  /** What an install without a version takes: the newest listed, else the pinned fallback. */
+  /** vLLM/SGLang: what an install without a version takes (the newest listed, else the pinned
+   *  fallback); llama.cpp/ik_llama.cpp: the bundled source's version. */
   default: string | null;
+  /** The bundled source's version (llama.cpp, ik_llama.cpp); null for vLLM and SGLang. */
+  pinned: string | null;
+  /** The releases the installed builds of this kind came from, newest first. */
+  installed: string[];
+  /** Releases newer than the bundled source and every installed build, newest first. */
+  newer: string[];
 }
 
 /** `POST /api/v1/engines/install`'s body; without `version` the newest release on the index,

@@ -15,7 +15,12 @@ import {
   versionToSend,
 } from './installVersion';
 
-const vllm: EngineVersions = { kind: 'vllm', versions: ['0.33.0', '0.11.0', '0.10.2'], default: '0.33.0' };
+/** An answer with nothing installed: no pin (a Python engine), every release newer. */
+function answer(kind: string, versions: string[], fallback: string | null): EngineVersions {
+  return { kind, package: kind, versions, default: fallback, pinned: null, installed: [], newer: versions };
+}
+
+const vllm = answer('vllm', ['0.33.0', '0.11.0', '0.10.2'], '0.33.0');
 
 describe('versionOptions', () => {
   it('puts the newest first (naming it), then every listed release, then other…', () => {
@@ -36,11 +41,11 @@ describe('versionOptions', () => {
   });
 
   it('names the pinned fallback when the index lists nothing, and skips blanks and repeats', () => {
-    expect(versionOptions({ kind: 'sglang', versions: [], default: '0.5.23' }).map((o) => o.label)).toEqual([
+    expect(versionOptions(answer('sglang', [], '0.5.23')).map((o) => o.label)).toEqual([
       'newest (0.5.23)',
       'other…',
     ]);
-    const odd = versionOptions({ kind: 'vllm', versions: ['1.0.0', ' ', '1.0.0', '0.9.0'], default: null });
+    const odd = versionOptions(answer('vllm', ['1.0.0', ' ', '1.0.0', '0.9.0'], null));
     expect(odd.map((o) => o.label)).toEqual(['newest (1.0.0)', '1.0.0', '0.9.0', 'other…']);
   });
 });
