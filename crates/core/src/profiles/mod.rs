@@ -6,10 +6,12 @@
 //! - [`python_engines`]: the same for vLLM and SGLang environments, and their planned memory.
 //! - [`speculative`]: speculative decoding as a setting, in each engine's own flags.
 //! - [`engine_settings`]: the engine knobs beyond placement (pinning, locking, vLLM batching).
+//! - [`ik_memory`]: where ik_llama.cpp's memory use differs from the plan (MLA modes, -amb, -rtr).
 //! - [`admission`]: planned memory per GPU against live free VRAM (tested with samples).
 
 pub mod admission;
 pub mod engine_settings;
+pub mod ik_memory;
 pub mod profile;
 pub mod python_engines;
 pub mod speculative;

@@ -21,7 +21,7 @@ use rigdeck_core::placement::report::report;
 use rigdeck_core::placement::rig::Margins;
 use rigdeck_core::placement::DeviceId;
 use rigdeck_core::profiles::profile::{self, argv};
-use rigdeck_core::profiles::python_engines;
+use rigdeck_core::profiles::{ik_memory, python_engines};
 use rigdeck_core::store::Store;
 use rigdeck_core::supervisor::SuperviseError;
 use serde::Deserialize;
@@ -204,6 +204,15 @@ async fn prepare(
     let Some(build) = build else {
         return Ok((profile, warnings));
     };
+    if build.kind == EngineKind::IkLlamaCpp {
+        let shape = load_shape(&profile.model).ok();
+        let attention = shape.as_ref().map(|loaded| &loaded.shape.attention);
+        warnings.extend(ik_memory::notes(
+            &profile.engine,
+            attention,
+            &profile.placement,
+        ));
+    }
     // A plan given by the client stands; a CPU build plans no GPU memory; vLLM and SGLang
     // take a fixed share of each GPU they use.
     if profile.planned_memory.is_empty() && build.kind.is_python() {
