@@ -33,8 +33,10 @@ let fakeIndex;
 const NEWER_SOURCE = "0.3.99";
 
 /**
- * A package index on loopback with `llama-cpp-python` NEWER_SOURCE: an sdist whose llama.cpp tree
- * stops at CMake's configure step, listed with its sha256 (PEP 503 HTML).
+ * A package index on loopback with `llama-cpp-python`: the bundled 0.3.36 (listed, never fetched)
+ * and, once `publish()` is called, NEWER_SOURCE, an sdist whose llama.cpp tree stops at CMake's
+ * configure step, listed with its sha256 (PEP 503 HTML). Until then no newer source is offered,
+ * so the screenshots of the Engines page show none.
  */
 async function serveFakeIndex() {
   const dir = mkdtempSync(join(tmpdir(), "rigdeck-e2e-index-"));
@@ -47,10 +49,12 @@ async function serveFakeIndex() {
   execFileSync("tar", ["-C", dir, "-czf", join(dir, file), top]);
   const archive = readFileSync(join(dir, file));
   const sha256 = createHash("sha256").update(archive).digest("hex");
-  const page = `<!DOCTYPE html><html><body><a href="${file}#sha256=${sha256}">${file}</a></body></html>`;
+  const pinned = "llama_cpp_python-0.3.36.tar.gz";
+  const links = [`<a href="${pinned}">${pinned}</a>`];
+  const newer = `<a href="${file}#sha256=${sha256}">${file}</a>`;
   const server = createServer((req, res) => {
     if (req.url === "/simple/llama-cpp-python/") {
-      res.writeHead(200, { "content-type": "text/html" }).end(page);
+      res.writeHead(200, { "content-type": "text/html" }).end(`<!DOCTYPE html><html><body>${links.join("\n")}</body></html>`);
     } else if (req.url === `/simple/llama-cpp-python/${file}`) {
       res.writeHead(200, { "content-type": "application/gzip", "content-length": archive.length }).end(archive);
     } else {
@@ -60,6 +64,7 @@ async function serveFakeIndex() {
   await new Promise((listening) => server.listen(0, "127.0.0.1", listening));
   return {
     url: `http://127.0.0.1:${server.address().port}/simple`,
+    publish: () => links.unshift(newer),
     close: () => {
       server.close();
       rmSync(dir, { recursive: true, force: true });
@@ -168,6 +173,10 @@ test("a registered llama-server shows in the builds list", async () => {
 });
 
 test("a newer llama.cpp source on the package index is offered and built beside the registered one", async () => {
+  // Only the bundled release is listed so far: nothing is offered.
+  assert.equal(await page.locator('[data-testid="newer-source"]').count(), 0);
+  fakeIndex.publish();
+  await page.reload();
   const offer = page.locator('[data-testid="newer-source"][data-kind="llama.cpp"]');
   await offer.waitFor({ timeout: 15_000 });
   assert.equal(await offer.getAttribute("data-release"), NEWER_SOURCE);
