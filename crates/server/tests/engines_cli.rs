@@ -158,16 +158,10 @@ fn bad_input_gets_a_message_that_names_the_problem() {
     assert!(err.contains("invalid value 'not-a-number'"), "{err}");
 }
 
-/// A source tree that stops at CMake's configure step: wherever nvcc exists, nothing long is built.
+/// A source tree that stops at CMake's configure step, under `dir`.
 fn tree_that_stops_at_configure(dir: &Path) -> std::path::PathBuf {
     let tree = dir.join("tree");
-    std::fs::create_dir_all(tree.join("include")).unwrap();
-    std::fs::write(tree.join("include/llama.h"), "").unwrap();
-    std::fs::write(
-        tree.join("CMakeLists.txt"),
-        "cmake_minimum_required(VERSION 3.14)\nproject(stop NONE)\nmessage(FATAL_ERROR \"stop here\")\n",
-    )
-    .unwrap();
+    support::tree_that_stops_at_configure(&tree);
     tree
 }
 

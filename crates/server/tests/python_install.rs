@@ -85,11 +85,7 @@ with zipfile.ZipFile(sys.argv[1], "w") as whl:
 async fn serve_index(dir: &Path) -> String {
     let index = dir.join("index");
     write_index(&index);
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let port = listener.local_addr().unwrap().port();
-    let app = axum::Router::new().fallback_service(tower_http::services::ServeDir::new(&index));
-    tokio::spawn(async move { axum::serve(listener, app).await });
-    format!("http://127.0.0.1:{port}/simple")
+    support::serve_index_folder(&index).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -22,14 +22,7 @@ const DAMAGED: &str = "0.3.97";
 fn write_sdist(project: &Path, version: &str) -> String {
     let top = format!("llama_cpp_python-{version}");
     let staging = project.join(format!(".staging-{version}"));
-    let tree = staging.join(&top).join("vendor/llama.cpp");
-    std::fs::create_dir_all(tree.join("include")).unwrap();
-    std::fs::write(tree.join("include/llama.h"), "").unwrap();
-    std::fs::write(
-        tree.join("CMakeLists.txt"),
-        "cmake_minimum_required(VERSION 3.14)\nproject(stop NONE)\nmessage(FATAL_ERROR \"stop here\")\n",
-    )
-    .unwrap();
+    support::tree_that_stops_at_configure(&staging.join(&top).join("vendor/llama.cpp"));
     let archive = project.join(format!("{top}.tar.gz"));
     let status = Command::new("tar")
         .arg("-C")
@@ -76,11 +69,7 @@ fn write_index(root: &Path) {
 async fn serve_index(dir: &Path) -> String {
     let index = dir.join("index");
     write_index(&index);
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let port = listener.local_addr().unwrap().port();
-    let app = axum::Router::new().fallback_service(tower_http::services::ServeDir::new(&index));
-    tokio::spawn(async move { axum::serve(listener, app).await });
-    format!("http://127.0.0.1:{port}/simple")
+    support::serve_index_folder(&index).await
 }
 
 /// `rigdeck engines ARGS` in `dir`, off the runtime that serves the index.

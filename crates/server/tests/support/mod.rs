@@ -296,3 +296,27 @@ fn llama_bpe_vocab() -> std::path::PathBuf {
     .expect("the llama.cpp source cache (make test builds it)")
     .join("models/ggml-vocab-llama-bpe.gguf")
 }
+
+/// Lays out a llama.cpp source tree in `tree` whose CMake configure step stops with "stop here":
+/// a build runs its whole path up to CMake, and nothing long is compiled wherever nvcc exists.
+#[allow(dead_code)] // not every test binary builds an engine
+pub fn tree_that_stops_at_configure(tree: &Path) {
+    std::fs::create_dir_all(tree.join("include")).unwrap();
+    std::fs::write(tree.join("include/llama.h"), "").unwrap();
+    std::fs::write(
+        tree.join("CMakeLists.txt"),
+        "cmake_minimum_required(VERSION 3.14)\nproject(stop NONE)\nmessage(FATAL_ERROR \"stop here\")\n",
+    )
+    .unwrap();
+}
+
+/// Serves the files under `root` on loopback (a package index laid out as folders, the test
+/// double standing in for PyPI); the address of its `simple/` index.
+#[allow(dead_code)] // not every test binary reads a package index
+pub async fn serve_index_folder(root: &Path) -> String {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let app = axum::Router::new().fallback_service(tower_http::services::ServeDir::new(root));
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    format!("http://127.0.0.1:{port}/simple")
+}
