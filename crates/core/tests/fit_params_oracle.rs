@@ -345,6 +345,34 @@ fn a_dsa_model_with_some_full_indexer_layers_matches_llama_cpp() {
 }
 
 #[test]
+fn a_glm_5_2_sized_dsa_model_matches_llama_cpp_at_long_context() {
+    // The seeds' main model at full size (78 layers, 64 heads, 256 experts; six shards of sparse
+    // files): llama.cpp's fused lightning indexer keeps one score per key, not one per indexer
+    // head, and a row of zeros per layer for the selected keys, so the compute buffer is about
+    // a gigabyte at 128 K tokens, not nine.
+    let vocab = rigdeck_gguf::GgufFile::open(vocab()).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let shards = rigdeck_gguf::fixtures::MoeShape::glm_5_2()
+        .writer_with_tokenizer(&vocab.metadata)
+        .write_split(dir.path(), "GLM-5.2", 6)
+        .unwrap();
+    for context in [32_768, 131_072] {
+        compare_file(
+            &format!("glm-5.2 at {context}"),
+            &shards[0],
+            PlacementOptions {
+                context,
+                parallel: 1,
+                flash_attention: true,
+                cache_type_k: KvType::Q8_0,
+                cache_type_v: KvType::Q8_0,
+                ..Default::default()
+            },
+        );
+    }
+}
+
+#[test]
 fn an_mtp_block_at_the_end_is_neither_loaded_nor_cached_as_in_llama_cpp() {
     // GLM-5.x files carry their multi-token-prediction block as the last `blk.N`
     // (`nextn_predict_layers = 1`); llama.cpp skips its weights and its cache unless

@@ -430,12 +430,12 @@ fn wide_queries(model: &ModelShape, heads: u64, ub: u64) -> u64 {
     extra.saturating_mul(4).saturating_mul(ub).saturating_mul(4)
 }
 
-/// The DSA indexer's share of the attention phase (GLM-5.x), measured against
-/// `llama-fit-params`: its scores over the whole context (indexer heads × n_kv × ubatch
-/// floats) and the selected keys ((heads + 2) × top-k × ubatch floats); without flash
-/// attention also n_kv × (2 × ubatch + 640) bytes of temporaries. 0 for models without an
-/// indexer.
-fn sparse_attention(model: &ModelShape, heads: u64, n_ctx: u64, ub: u64, flash: bool) -> u64 {
+/// The DSA indexer's share of the attention phase without flash attention (GLM-5.x), measured
+/// against `llama-fit-params` on a small shape: its scores over the whole context (indexer
+/// heads × n_kv × ubatch floats), the selected keys ((heads + 2) × top-k × ubatch floats) and
+/// n_kv × (2 × ubatch + 640) bytes of temporaries. 0 for models without an indexer. (With flash
+/// attention, see [`sparse_flash_attention`].)
+fn sparse_attention(model: &ModelShape, heads: u64, n_ctx: u64, ub: u64) -> u64 {
     let attention = &model.attention;
     if attention.indexer_heads == 0 || attention.indexer_key_length.iter().all(|&w| w == 0) {
         return 0;
@@ -447,11 +447,7 @@ fn sparse_attention(model: &ModelShape, heads: u64, n_ctx: u64, ub: u64, flash: 
             .saturating_add(2)
             .saturating_mul(u64::from(attention.indexer_top_k)),
     );
-    let temporaries = if flash {
-        0
-    } else {
-        n_ctx.saturating_mul(ub.saturating_mul(2).saturating_add(640))
-    };
+    let temporaries = n_ctx.saturating_mul(ub.saturating_mul(2).saturating_add(640));
     // Each full indexer layer adds about 11 ubatch rows of its key width (measured).
     let indexer_rows: u64 = attention
         .indexer_key_length
@@ -462,6 +458,45 @@ fn sparse_attention(model: &ModelShape, heads: u64, n_ctx: u64, ub: u64, flash: 
         .saturating_add(selected)
         .saturating_add(temporaries)
         .saturating_add(floats(indexer_rows))
+}
+
+/// The DSA graph with flash attention (GLM-5.x; llama.cpp's fused lightning indexer), measured
+/// against `llama-fit-params` on GLM-5.2-sized shapes (8 and 78 layers, 16 to 96 heads, 2 K to
+/// 128 K context, ubatch 128 to 512): its attention phase and what stays allocated for the whole
+/// graph.
+/// - The phase: per key and token one f32 indexer score beside the masks of the sparse
+///   attention (8 bytes in all, not one score per indexer head); per head and token about
+///   three rows of the latent key width; three rows of the embedding. It holds the layer's
+///   activations itself.
+/// - Kept: on each attention layer of the device, the row of zeros that unmasks the selected
+///   keys (top-k × ubatch f32) is a graph leaf, allocated for the whole graph.
+struct SparseFlashAttention {
+    phase: u64,
+    kept: u64,
+}
+
+fn sparse_flash_attention(
+    model: &ModelShape,
+    heads: u64,
+    n_ctx: u64,
+    ub: u64,
+    attention_layers: u64,
+) -> Option<SparseFlashAttention> {
+    let attention = &model.attention;
+    if attention.indexer_heads == 0 || attention.indexer_key_length.iter().all(|&w| w == 0) {
+        return None;
+    }
+    let floats = |n: u64| n.saturating_mul(ub).saturating_mul(4);
+    let scores_and_masks = n_ctx.saturating_mul(ub).saturating_mul(8);
+    let latent_rows = heads
+        .saturating_mul(u64::from(attention.key_length))
+        .saturating_mul(3);
+    let embedding_rows = u64::from(model.n_embd).saturating_mul(3);
+    let selected = u64::from(attention.indexer_top_k).min(n_ctx);
+    Some(SparseFlashAttention {
+        phase: scores_and_masks.saturating_add(floats(latent_rows.saturating_add(embedding_rows))),
+        kept: floats(selected.saturating_mul(attention_layers)),
+    })
 }
 
 /// The compute buffer: llama.cpp's allocator reserves the worst-case graph for one micro-batch
@@ -475,7 +510,9 @@ fn sparse_attention(model: &ModelShape, heads: u64, n_ctx: u64, ub: u64, flash: 
 /// - feed-forward: gate, up and their product (3 × n_ff × ubatch);
 /// - on the output device, the logits (n_vocab × ubatch f32);
 /// - on a device with recurrent layers, the recurrent phase (see `recurrent_phase`), which
-///   carries its own activations.
+///   carries its own activations;
+/// - for a DSA model with flash attention, its own attention phase and the leaves it keeps
+///   (see `sparse_flash_attention`).
 fn compute_estimate(
     model: &ModelShape,
     device: DeviceId,
@@ -508,21 +545,32 @@ fn compute_estimate(
             .max()
             .unwrap_or(0),
     );
-    let sparse = sparse_attention(model, heads, g.n_ctx_seq, ub, options.flash_attention);
-    let attention = match (options.flash_attention, sparse) {
-        _ if !attends => 0,
-        // With flash attention a sparse (DSA) graph keeps no full mask.
-        (true, 0) => g.n_ctx_seq.saturating_mul(ub).saturating_mul(2),
-        (true, _) => sparse,
-        (false, _) => floats(g.n_ctx_seq.saturating_mul(heads.saturating_add(1)))
-            .saturating_add(sparse)
-            .saturating_add(wide_queries(model, heads, ub)),
-    };
     let feed_forward = floats(u64::from(model.n_ff).saturating_mul(3));
     let logits = if holds_output {
         floats(u64::from(model.n_vocab))
     } else {
         0
+    };
+    if options.flash_attention && attends {
+        let attention_layers = layers
+            .layers
+            .iter()
+            .zip(&model.attention.head_count_kv)
+            .filter(|&(&d, &kv_heads)| d == device && kv_heads > 0)
+            .count() as u64;
+        let dsa = sparse_flash_attention(model, heads, g.n_ctx_seq, ub, attention_layers);
+        if let Some(dsa) = dsa {
+            let attention = if holds_layers { dsa.phase } else { 0 };
+            let others = activations.saturating_add(feed_forward.max(logits));
+            return attention.max(others).saturating_add(dsa.kept);
+        }
+    }
+    let attention = match options.flash_attention {
+        _ if !attends => 0,
+        true => g.n_ctx_seq.saturating_mul(ub).saturating_mul(2),
+        false => floats(g.n_ctx_seq.saturating_mul(heads.saturating_add(1)))
+            .saturating_add(sparse_attention(model, heads, g.n_ctx_seq, ub))
+            .saturating_add(wide_queries(model, heads, ub)),
     };
     let layer_phase = if holds_layers {
         attention.max(feed_forward)
