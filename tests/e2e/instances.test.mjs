@@ -184,6 +184,7 @@ test("a newer llama.cpp source on the package index is offered and built beside 
   await page.locator('[data-testid="build-backend"]').selectOption("cpu");
   const button = offer.locator('[data-testid="build-newer-source"]');
   assert.match(await button.textContent(), /Build llama\.cpp 0\.3\.99 beside them \(CPU\)/);
+  await page.locator('[data-testid="engine-builds"]').screenshot({ path: join(artifacts, "engines-newer-source.png") });
   await button.click();
   // Fetched, verified and unpacked, then CMake's configure step stops this stand-in tree.
   await page.locator('[data-testid="build-progress"][data-step="failed"]').waitFor({ timeout: 60_000 });

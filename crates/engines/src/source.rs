@@ -117,11 +117,16 @@ impl PinnedSource {
         }
     }
 
-    /// The source release a build of this kind came from, read back from the build's version
-    /// (its label): this pin's version for this pin, `0.3.40` for `py0.3.40`, else `None` (a
-    /// build from a user's folder or archive).
+    /// The source release a build of this kind came from, read back from the build's version:
+    /// this pin's version for its label, or for a registered binary whose `--version` names the
+    /// pin's commit (`0.5.0-dev (0c1e570)`); `0.3.40` for `py0.3.40`; else `None` (a build from
+    /// a user's folder or archive).
     pub fn release_of_build(&self, build_version: &str) -> Option<String> {
-        if build_version == self.label {
+        let names_commit = self
+            .commit
+            .as_deref()
+            .is_some_and(|commit| build_version.contains(&format!("({commit})")));
+        if build_version == self.label || names_commit {
             return Some(self.version.to_string());
         }
         build_version
@@ -965,6 +970,12 @@ mod tests {
         let pin = &BUNDLED_LLAMA_CPP;
         assert_eq!(pin.release_of_build("0c1e570").as_deref(), Some("0.3.36"));
         assert_eq!(pin.release_of_build("py0.3.40").as_deref(), Some("0.3.40"));
+        assert_eq!(
+            pin.release_of_build("0.5.0-dev (0c1e570)").as_deref(),
+            Some("0.3.36"),
+            "a registered binary of the pinned tree"
+        );
+        assert_eq!(pin.release_of_build("0.5.0-dev (abcdef0)"), None);
         assert_eq!(pin.release_of_build("src-0123456789ab"), None);
         assert_eq!(pin.release_of_build("local-01234567"), None);
         assert_eq!(pin.release_of_build("pyx"), None);
