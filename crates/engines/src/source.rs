@@ -136,6 +136,30 @@ impl PinnedSource {
     }
 }
 
+/// What `rigdeck engines build` and `POST /engines/build` build from without a `--source`: the
+/// bundled pin of `kind`, or `release` of its package pinned to what the index states
+/// ([`index_release`]), looked up before anything is downloaded. `NoSourcePackage` for vLLM and
+/// SGLang.
+pub async fn pinned_or_release(
+    kind: EngineKind,
+    release: Option<&str>,
+    index_url: Option<String>,
+) -> Result<SourceSpec, SourceError> {
+    let pin = match release {
+        None => pinned_source(kind)
+            .ok_or(SourceError::NoSourcePackage { kind })?
+            .clone(),
+        Some(version) => {
+            let options = FetchOptions {
+                index_url: index_url.clone(),
+                ..FetchOptions::default()
+            };
+            index_release(kind, version, &options).await?
+        }
+    };
+    Ok(SourceSpec::Pinned { pin, index_url })
+}
+
 /// Release `version` of `kind`'s source package from the package index (a llama.cpp newer than
 /// the bundled one, say), pinned to the sha256 the index states for it; the bundled pin itself
 /// when `version` is its version. Refused, before anything is downloaded, when `version` is not a
@@ -314,7 +338,7 @@ pub enum SourceError {
         path: PathBuf,
         source: io::Error,
     },
-    #[error("{kind} is not built from source: it has no source package on the index")]
+    #[error("{kind} is not built from source: install it with `rigdeck engines install {kind}`, or register an existing Python environment with `rigdeck engines register PATH --kind {kind}`")]
     NoSourcePackage { kind: EngineKind },
     #[error("'{version}' is not a release number: give one like 0.3.40 (`rigdeck engines versions {kind}` lists them)")]
     BadRelease { kind: EngineKind, version: String },

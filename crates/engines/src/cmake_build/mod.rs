@@ -107,8 +107,6 @@ pub struct BuiltEngine {
 pub enum BuildError {
     #[error(transparent)]
     Source(#[from] SourceError),
-    #[error("{kind} is not built from source: install it with `rigdeck engines install {kind}`, or register an existing Python environment with `rigdeck engines register PATH --kind {kind}`")]
-    NotBuildable { kind: EngineKind },
     #[error("building for {backend} is not supported yet: build llama.cpp yourself and register the binary with `rigdeck engines register PATH`")]
     UnsupportedBackend { backend: Backend },
     #[error("{tool} was not found: {hint}")]
@@ -206,7 +204,8 @@ pub async fn build(
 /// CUDA compiler for a CUDA build. The API calls it too, to refuse a build at once.
 pub fn check_tools(request: &BuildRequest) -> Result<Option<PathBuf>, BuildError> {
     if request.kind.is_python() {
-        return Err(BuildError::NotBuildable { kind: request.kind });
+        let kind = request.kind;
+        return Err(BuildError::Source(SourceError::NoSourcePackage { kind }));
     }
     if request.backend == Backend::Rocm {
         return Err(BuildError::UnsupportedBackend {

@@ -264,29 +264,13 @@ fn automatic_backend(cuda_architectures: Option<&str>) -> Backend {
     }
 }
 
-/// The bundled pin of `args.kind`, or the `--source-release` asked for, pinned to what the index
-/// states for it before anything is downloaded.
-async fn pinned_or_release(args: &BuildArgs) -> anyhow::Result<SourceSpec> {
-    let index_url = args.index_url.clone();
-    if python_env::package_name(args.kind).is_some() {
-        Err(cmake_build::BuildError::NotBuildable { kind: args.kind })?;
-    }
-    let Some(version) = &args.source_release else {
-        return SourceSpec::pinned(args.kind, index_url)
-            .ok_or_else(|| cmake_build::BuildError::NotBuildable { kind: args.kind }.into());
-    };
-    let options = source::FetchOptions {
-        index_url: index_url.clone(),
-        ..source::FetchOptions::default()
-    };
-    let pin = source::index_release(args.kind, version, &options).await?;
-    Ok(SourceSpec::Pinned { pin, index_url })
-}
-
 async fn build(paths: &AppPaths, mut args: BuildArgs) -> anyhow::Result<ExitCode> {
     let source = match args.source.take() {
         Some(path) => SourceSpec::from_path(path, args.source_sha256.take())?,
-        None => pinned_or_release(&args).await?,
+        None => {
+            let release = args.source_release.as_deref();
+            source::pinned_or_release(args.kind, release, args.index_url.clone()).await?
+        }
     };
     let backend = match (args.backend, &args.cuda_arch) {
         (BackendChoice::Named(backend), _) => backend,

@@ -16,7 +16,7 @@ use rigdeck_core::launch::instances::LaunchError;
 use rigdeck_core::launch::ProfileStoreError;
 use rigdeck_core::launch::{AdmissionError, Instances, LaunchProfile, PlannedGpu};
 use rigdeck_core::live_rig::live_devices;
-use rigdeck_core::placement::from_gguf::load_shape;
+use rigdeck_core::placement::from_gguf::{load_shape, LoadedModel};
 use rigdeck_core::placement::report::report;
 use rigdeck_core::placement::rig::Margins;
 use rigdeck_core::placement::DeviceId;
@@ -204,17 +204,15 @@ async fn prepare(
     let Some(build) = build else {
         return Ok((profile, warnings));
     };
-    if build.kind == EngineKind::IkLlamaCpp {
-        let shape = load_shape(&profile.model).ok();
-        let attention = shape.as_ref().map(|loaded| &loaded.shape.attention);
-        warnings.extend(ik_memory::notes(
-            &profile.engine,
-            attention,
-            &profile.placement,
-        ));
-    }
     // A plan given by the client stands; a CPU build plans no GPU memory; vLLM and SGLang
     // take a fixed share of each GPU they use.
+    let plans_gpus = profile.planned_memory.is_empty()
+        && !build.kind.is_python()
+        && build.backend != Backend::Cpu;
+    let is_ik = build.kind == EngineKind::IkLlamaCpp;
+    // The model's header, read once for the plan and for ik_llama.cpp's notes.
+    let loaded =
+        (plans_gpus || is_ik).then(|| load_shape(&profile.model).map_err(|e| e.to_string()));
     if profile.planned_memory.is_empty() && build.kind.is_python() {
         match &sample {
             Some(sample) => {
@@ -222,9 +220,10 @@ async fn prepare(
             }
             None => warnings.push("no telemetry yet: planned memory unknown".to_owned()),
         }
-    } else if profile.planned_memory.is_empty() && build.backend != Backend::Cpu {
+    }
+    if let (true, Some(loaded)) = (plans_gpus, &loaded) {
         match sample {
-            Some(sample) => match plan_memory(state, &mut profile, &sample, auto).await {
+            Some(sample) => match plan_memory(state, &mut profile, loaded, &sample, auto).await {
                 Ok(mut notes) => warnings.append(&mut notes),
                 Err(why) => warnings.push(format!(
                     "planned memory unknown ({why}): starts will not be checked against free VRAM"
@@ -233,6 +232,15 @@ async fn prepare(
             None => warnings.push("no telemetry yet: planned memory unknown".to_owned()),
         }
     }
+    if is_ik {
+        let shape = loaded.as_ref().and_then(|l| l.as_ref().ok());
+        let attention = shape.map(|l| &l.shape.attention);
+        warnings.extend(ik_memory::notes(
+            &profile.engine,
+            attention,
+            &profile.placement,
+        ));
+    }
     Ok((profile, warnings))
 }
 
@@ -240,10 +248,11 @@ async fn prepare(
 async fn plan_memory(
     state: &AppState,
     profile: &mut LaunchProfile,
+    loaded: &Result<LoadedModel, String>,
     sample: &rigdeck_core::telemetry::snapshot::RigSample,
     auto: bool,
 ) -> Result<Vec<String>, String> {
-    let loaded = load_shape(&profile.model).map_err(|e| e.to_string())?;
+    let loaded = loaded.as_ref().map_err(Clone::clone)?;
     let mut devices = live_devices(sample, &Margins::default());
     if let Some(store) = &state.store {
         let architecture = &loaded.shape.architecture;
@@ -677,43 +686,30 @@ fn cuda_architectures(state: &AppState, asked: Option<String>) -> ApiResult<Stri
     })
 }
 
-/// The bundled pin of `kind`, or the `release` asked for once the index has listed it with its
-/// sha256: a release it lacks is refused now, not after the build has started.
-async fn pinned_or_release(
+/// The source of a build asked for: the bundled pin of `kind`, or the `release` asked for once
+/// the index has listed it with its sha256 (a release it lacks is refused now, not after the
+/// build has started).
+async fn build_source(
     kind: EngineKind,
     release: Option<String>,
     index_url: Option<String>,
 ) -> ApiResult<rigdeck_core::engines::source::SourceSpec> {
-    use rigdeck_core::engines::source::{self, FetchOptions, SourceError, SourceSpec};
-    if kind.is_python() {
-        let message =
-            format!("{kind} is installed with pip, not built: POST /api/v1/engines/install");
-        return Err(ApiError::new(StatusCode::BAD_REQUEST, "bad_kind", message));
-    }
-    let Some(version) = release else {
-        return SourceSpec::pinned(kind, index_url).ok_or_else(|| {
-            ApiError::new(
-                StatusCode::BAD_REQUEST,
-                "bad_kind",
-                format!("{kind} has no pinned source"),
-            )
-        });
-    };
-    let options = FetchOptions {
-        index_url: index_url.clone(),
-        ..FetchOptions::default()
-    };
-    let pin = source::index_release(kind, &version, &options)
+    use rigdeck_core::engines::source::{self, SourceError};
+    source::pinned_or_release(kind, release.as_deref(), index_url)
         .await
         .map_err(|err| match err {
+            SourceError::NoSourcePackage { .. } => ApiError::new(
+                StatusCode::BAD_REQUEST,
+                "bad_kind",
+                format!("{kind} is installed with pip, not built: POST /api/v1/engines/install"),
+            ),
             SourceError::Fetch { .. } => ApiError::new(
                 StatusCode::BAD_GATEWAY,
                 "index_unreachable",
                 err.to_string(),
             ),
             other => ApiError::new(StatusCode::BAD_REQUEST, "bad_release", other.to_string()),
-        })?;
-    Ok(SourceSpec::Pinned { pin, index_url })
+        })
 }
 
 pub async fn build_engine(
@@ -754,7 +750,7 @@ pub async fn build_engine(
         .map_err(|e: UnknownKind| {
             ApiError::new(StatusCode::BAD_REQUEST, "bad_kind", e.to_string())
         })?;
-    let source = pinned_or_release(kind, request.release, request.index_url).await?;
+    let source = build_source(kind, request.release, request.index_url).await?;
     let store = store(&state)?.clone();
     let cache_dir = source::cache_root().map_err(internal)?;
     let build = BuildRequest {
