@@ -92,6 +92,9 @@ async fn gateway_before(engine: axum::Router, options: GatewayOptions) -> Arc<Ga
     Gateway::new(fleet, pool, options).await.unwrap()
 }
 
+/// Requests the soak runs at once.
+const CONCURRENT: usize = 32;
+
 fn open_fds() -> usize {
     std::fs::read_dir("/proc/self/fd").unwrap().count()
 }
@@ -121,12 +124,15 @@ async fn ten_thousand_requests_leave_nothing_behind() {
             while stream.next().await.is_some() {}
         }
     };
-    // The same load once to fill the connection pools (idle keep-alive connections, as many
-    // as requests ran at once, are kept for reuse), then counted.
+    // The same load once to fill the connection pools, then counted. The pool keeps idle
+    // keep-alive connections for reuse, at most one per request that ran at once, and each
+    // has both its ends in this process; how many the warm-up left depends on scheduling, so
+    // up to two descriptors per concurrent request may come on top. A leak per request (or
+    // per dropped stream, 2 500 of them) stays far beyond that.
     let load = |range: std::ops::Range<usize>| {
         futures_util::stream::iter(range)
             .map(run)
-            .buffer_unordered(32)
+            .buffer_unordered(CONCURRENT)
             .collect::<Vec<()>>()
     };
     load(0..1_000).await;
@@ -136,7 +142,7 @@ async fn ten_thousand_requests_leave_nothing_behind() {
     tokio::time::sleep(Duration::from_millis(500)).await;
     let after = open_fds();
     assert!(
-        after <= before + 8,
+        after <= before + 2 * CONCURRENT,
         "file descriptors grew from {before} to {after} over 10 000 requests"
     );
     let status = gateway.status().await.unwrap();
