@@ -69,10 +69,15 @@ fn library() -> PathBuf {
     }
 }
 
+/// This package's folder, as cargo says when it runs the test (a test binary built from another
+/// checkout sharing the target folder would otherwise carry that checkout's path).
+fn manifest_dir() -> PathBuf {
+    std::env::var_os("CARGO_MANIFEST_DIR")
+        .map_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")), PathBuf::from)
+}
+
 fn fixture(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../tests/fixtures/rigs")
-        .join(name)
+    manifest_dir().join("../../tests/fixtures/rigs").join(name)
 }
 
 /// Points the double at `rig` and initializes NVML through it, as production does.

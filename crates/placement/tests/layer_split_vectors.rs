@@ -15,8 +15,15 @@ use serde_json::{json, Value};
 
 const GIB: u64 = 1 << 30;
 
+/// This package's folder, as cargo says when it runs the test (a test binary built from another
+/// checkout sharing the target folder would otherwise carry that checkout's path).
+fn manifest_dir() -> PathBuf {
+    std::env::var_os("CARGO_MANIFEST_DIR")
+        .map_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")), PathBuf::from)
+}
+
 fn vectors_file() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../ui/src/test/vectors/layer-split.json")
+    manifest_dir().join("../../ui/src/test/vectors/layer-split.json")
 }
 
 fn key(device: DeviceId) -> String {

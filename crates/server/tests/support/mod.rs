@@ -58,10 +58,15 @@ pub async fn llama_server() -> PathBuf {
         .llama_server
 }
 
+/// This package's folder, as cargo says when it runs the test (a test binary built from another
+/// checkout sharing the target folder would otherwise carry that checkout's path).
+fn manifest_dir() -> PathBuf {
+    std::env::var_os("CARGO_MANIFEST_DIR")
+        .map_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")), PathBuf::from)
+}
+
 pub fn fixture(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../tests/fixtures/rigs")
-        .join(name)
+    manifest_dir().join("../../tests/fixtures/rigs").join(name)
 }
 
 /// Kills every engine a test daemon left running (the process groups its pid files name), so a
