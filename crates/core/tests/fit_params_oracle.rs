@@ -1,7 +1,8 @@
 //! The planner checked against llama.cpp itself: `llama-fit-params -fitp on` prints, per device,
 //! the model and context memory llama.cpp would allocate (a dry run, no weights loaded). For tiny
 //! models written by our own writer, our figures must match: model within 1 %, context within 5 %;
-//! the compute-buffer estimate must not fall below llama.cpp's figure nor exceed it by 15 %.
+//! the compute-buffer estimate within 5 % of llama.cpp's figure (the recurrent families' fitted
+//! phases: 5 % under to 15 % over).
 //!
 //! Needs the bundled llama.cpp CPU build (`make test` builds it) and its source tree (for a real
 //! tokenizer): `RIGDECK_LLAMA_BIN_DIR` and `RIGDECK_LLAMA_SOURCE_DIR`, or the default cache.
@@ -120,13 +121,56 @@ fn vocab_named(name: &str) -> PathBuf {
 
 /// llama-fit-params has no -kvu flag and keeps one KV stream per slot, so the plan must too.
 fn compare(name: &str, model: TinyModel, options: PlacementOptions) {
+    compare_with_vocab(name, model, &vocab(), options);
+}
+
+/// One slot of `context` tokens with flash attention and llama-spm's tokenizer, whose 32 000
+/// tokens make logits small enough for the layers' phases to lead.
+fn compare_small_vocabulary(name: &str, model: TinyModel, context: u32) {
+    let options = PlacementOptions {
+        context,
+        parallel: 1,
+        flash_attention: true,
+        ..Default::default()
+    };
+    compare_with_vocab(name, model, &vocab_named("llama-spm"), options);
+}
+
+fn compare_with_vocab(name: &str, model: TinyModel, vocab: &Path, options: PlacementOptions) {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join(format!("{name}.gguf"));
-    model.write(&vocab(), &path).unwrap();
+    model.write(vocab, &path).unwrap();
     compare_file(name, &path, options);
 }
 
+/// How far the compute estimate may fall below and rise above llama.cpp's figure.
+struct ComputeTolerance {
+    below: f64,
+    above: f64,
+}
+
+const TRANSFORMER: ComputeTolerance = ComputeTolerance {
+    below: 0.05,
+    above: 0.05,
+};
+
+/// Mamba's scan and the gated delta net are fitted envelopes (the allocator's reuse between
+/// their many small tensors has no simple form).
+const RECURRENT: ComputeTolerance = ComputeTolerance {
+    below: 0.05,
+    above: 0.15,
+};
+
 fn compare_file(name: &str, path: &Path, options: PlacementOptions) {
+    compare_file_within(name, path, options, TRANSFORMER);
+}
+
+fn compare_file_within(
+    name: &str,
+    path: &Path,
+    options: PlacementOptions,
+    tolerance: ComputeTolerance,
+) {
     let options = PlacementOptions {
         kv_unified: false,
         ..options
@@ -154,10 +198,11 @@ fn compare_file(name: &str, path: &Path, options: PlacementOptions) {
         within(our_context, their_context, 0.05),
         "{name}: context {our_context:.1} MiB vs llama.cpp {their_context} MiB"
     );
-    // The compute buffer has no closed form; the estimate stays a little above llama.cpp's own
-    // figure (a plan that errs towards fitting less), here on the CPU backend.
+    // The compute buffer has no closed form (the allocator reuses memory between phases);
+    // the estimate's phases were measured on the CPU backend.
     assert!(
-        our_compute >= their_compute && our_compute <= (their_compute + 1.0) * 1.15,
+        our_compute >= their_compute * (1.0 - tolerance.below)
+            && our_compute <= (their_compute + 1.0) * (1.0 + tolerance.above),
         "{name}: compute estimate {our_compute:.1} MiB vs llama.cpp {their_compute} MiB"
     );
 }
@@ -256,12 +301,7 @@ fn a_latent_attention_model_caches_k_only_as_llama_cpp_does() {
         n_head: 16,
         n_ff: 512,
         experts: Some((8, 2)),
-        mla: Some(TinyMla {
-            kv_lora_rank: 512,
-            rope_dim: 64,
-            nope_dim: 128,
-            v_dim: 128,
-        }),
+        mla: Some(TinyMla::deepseek_v3()),
         ..big_dense()
     };
     compare(
@@ -292,6 +332,58 @@ fn many_heads_without_flash_attention_size_the_compute_buffer_by_the_scores() {
         model,
         PlacementOptions {
             context: 8192,
+            parallel: 1,
+            flash_attention: false,
+            ..Default::default()
+        },
+    );
+}
+
+#[test]
+fn the_selected_experts_size_the_compute_buffer_when_they_outgrow_the_logits() {
+    // 8 of 16 experts × 2 048: each selected expert's gate, up and product are alive at once
+    // (96 MiB per 512 tokens), more than a 32 000-token vocabulary's logits (62.5 MiB).
+    let model = TinyModel {
+        name: "moe-wide".into(),
+        n_layer: 8,
+        experts: Some((16, 8)),
+        n_ff: 2048,
+        ..big_dense()
+    };
+    compare_small_vocabulary("moe-wide", model, 8192);
+}
+
+#[test]
+fn at_long_context_the_flash_attention_mask_sizes_the_compute_buffer() {
+    // 131 072 keys × 512 tokens of f16 mask (128 MiB), alive through every layer, under the
+    // feed-forward phase.
+    let model = TinyModel {
+        name: "long".into(),
+        n_ff: 512,
+        ..big_dense()
+    };
+    compare_small_vocabulary("long", model, 131_072);
+}
+
+#[test]
+fn latent_attention_without_flash_attention_keeps_its_absorbed_queries_beside_the_scores() {
+    // MLA without flash attention: per head the absorbed query (576), the latent output (512),
+    // the query (192) and the decompressed value (128) beside the scores.
+    let model = TinyModel {
+        name: "mla-no-fa".into(),
+        n_layer: 12,
+        n_embd: 2048,
+        n_head: 64,
+        n_ff: 512,
+        experts: Some((8, 2)),
+        mla: Some(TinyMla::deepseek_v3()),
+        ..big_dense()
+    };
+    compare(
+        "mla-no-fa",
+        model,
+        PlacementOptions {
+            context: 16_384,
             parallel: 1,
             flash_attention: false,
             ..Default::default()
@@ -403,7 +495,7 @@ fn a_recurrent_mamba_model_matches_llama_cpp() {
         context_length: 1 << 20,
     };
     model.write(&vocab_named("gpt-neox"), &path).unwrap();
-    compare_file(
+    compare_file_within(
         "mamba",
         &path,
         PlacementOptions {
@@ -411,6 +503,7 @@ fn a_recurrent_mamba_model_matches_llama_cpp() {
             parallel: 5,
             ..Default::default()
         },
+        RECURRENT,
     );
 }
 
@@ -424,26 +517,9 @@ fn a_hybrid_qwen3next_model_matches_llama_cpp() {
     // the delta net the largest compute phase.
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("qwen3next.gguf");
-    let model = TinyQwen3Next {
-        name: "qwen3next".into(),
-        n_layer: 12,
-        n_embd: 2560,
-        n_head: 16,
-        n_head_kv: 2,
-        head_dim: 256,
-        full_attention_interval: 3,
-        conv_kernel: 4,
-        linear_head_dim: 128,
-        linear_key_heads: 32,
-        linear_value_heads: 96,
-        experts: (16, 4),
-        expert_ff: 512,
-        shared_ff: 512,
-        n_ff: 5120,
-        context_length: 262_144,
-    };
+    let model = TinyQwen3Next::with_linear_heads(12, 2560, 32, 96);
     model.write(&vocab_named("gpt-neox"), &path).unwrap();
-    compare_file(
+    compare_file_within(
         "qwen3next",
         &path,
         PlacementOptions {
@@ -451,5 +527,6 @@ fn a_hybrid_qwen3next_model_matches_llama_cpp() {
             parallel: 4,
             ..Default::default()
         },
+        RECURRENT,
     );
 }

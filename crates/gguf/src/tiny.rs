@@ -46,6 +46,19 @@ pub struct TinyMla {
     pub v_dim: u64,
 }
 
+impl TinyMla {
+    /// DeepSeek-V3's latent attention: a 512-wide latent with 64 rope dimensions, 128-wide
+    /// heads for the key's other part and for the value.
+    pub fn deepseek_v3() -> TinyMla {
+        TinyMla {
+            kv_lora_rank: 512,
+            rope_dim: 64,
+            nope_dim: 128,
+            v_dim: 128,
+        }
+    }
+}
+
 impl TinyModel {
     /// A dense model small enough to load and answer in a second on a CPU.
     pub fn dense_runnable() -> TinyModel {

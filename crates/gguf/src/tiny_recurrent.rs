@@ -157,6 +157,35 @@ impl TinyMamba {
 }
 
 impl TinyQwen3Next {
+    /// Qwen3-Next's layout at a chosen size: a full attention layer every third (16 query and
+    /// 2 KV heads of 256), 128-wide linear heads with a 4-tap convolution, 4 of 16 experts and
+    /// a shared one of 512.
+    pub fn with_linear_heads(
+        n_layer: u64,
+        n_embd: u64,
+        linear_key_heads: u64,
+        linear_value_heads: u64,
+    ) -> TinyQwen3Next {
+        TinyQwen3Next {
+            name: "qwen3next".into(),
+            n_layer,
+            n_embd,
+            n_head: 16,
+            n_head_kv: 2,
+            head_dim: 256,
+            full_attention_interval: 3,
+            conv_kernel: 4,
+            linear_head_dim: 128,
+            linear_key_heads,
+            linear_value_heads,
+            experts: (16, 4),
+            expert_ff: 512,
+            shared_ff: 512,
+            n_ff: 5120,
+            context_length: 262_144,
+        }
+    }
+
     /// Writes the model; the tokenizer (every `tokenizer.*` key) comes from `vocab`.
     pub fn write(&self, vocab: &Path, out: &Path) -> Result<u64, GgufError> {
         let vocab = GgufFile::open(vocab)?;

@@ -262,6 +262,8 @@ pub fn shape_of(model: &GgufModel, label: &str) -> Result<ModelShape, ShapeError
             key_length,
             value_length,
             mla: summary.mla.as_ref().is_some_and(|m| m.active),
+            mla_key_length: mla_width(summary.mla.as_ref(), |m| m.key_length_mla),
+            mla_value_length: mla_width(summary.mla.as_ref(), |m| m.value_length_mla),
             sliding_window: u32_of(summary.sliding_window),
             swa_layers: swa_layers(
                 &arch,
@@ -289,10 +291,21 @@ pub fn shape_of(model: &GgufModel, label: &str) -> Result<ModelShape, ShapeError
                 count: e.count.min(u64::from(u32::MAX)) as u32,
                 used: e.used.unwrap_or(e.count).min(u64::from(u32::MAX)) as u32,
                 shared: e.shared.unwrap_or(0).min(u64::from(u32::MAX)) as u32,
+                feed_forward_length: u32_of(e.feed_forward_length).unwrap_or(0),
             }),
         architecture: arch,
         tensors,
     })
+}
+
+/// One of the MLA head widths, 0 without MLA (llama.cpp uses them only when both are set).
+fn mla_width(
+    mla: Option<&rigdeck_gguf::summary::Mla>,
+    width: impl Fn(&rigdeck_gguf::summary::Mla) -> Option<u64>,
+) -> u32 {
+    mla.filter(|m| m.active)
+        .and_then(|m| u32_of(width(m)))
+        .unwrap_or(0)
 }
 
 fn u32_of(v: Option<u64>) -> Option<u32> {

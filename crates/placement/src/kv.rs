@@ -68,7 +68,7 @@ pub enum KvError {
 }
 
 /// Cells (tokens) the cache of layer `il` holds.
-fn cells(
+pub(crate) fn cells(
     attention: &AttentionLayout,
     il: usize,
     options: &PlacementOptions,
@@ -187,6 +187,8 @@ mod tests {
             key_length: head,
             value_length: head,
             mla: false,
+            mla_key_length: 0,
+            mla_value_length: 0,
             sliding_window: None,
             swa_layers: vec![false; n_layer],
             indexer_key_length: vec![0; n_layer],

@@ -2,6 +2,7 @@
 //! and the memory every device then needs, following llama.cpp's own rules.
 
 pub mod ceiling;
+mod compute;
 pub mod correction;
 pub mod flags;
 pub mod from_gguf;

@@ -42,6 +42,12 @@ pub struct AttentionLayout {
     pub value_length: u32,
     /// MLA (DeepSeek-style): the cache holds one compressed K row per token and no V.
     pub mla: bool,
+    /// With MLA, a head's query and key width and its value width once decompressed
+    /// (`*.attention.key_length_mla`, `value_length_mla`); 0 without MLA.
+    #[serde(default)]
+    pub mla_key_length: u32,
+    #[serde(default)]
+    pub mla_value_length: u32,
     /// Sliding-window size in tokens, when the model has sliding-window layers.
     pub sliding_window: Option<u32>,
     /// Which layers use the sliding window.
@@ -141,6 +147,10 @@ pub struct ExpertShape {
     pub count: u32,
     pub used: u32,
     pub shared: u32,
+    /// One expert's feed-forward width (`*.expert_feed_forward_length`); 0 when the file
+    /// gives only `feed_forward_length` (Mixtral), which is then the experts' width.
+    #[serde(default)]
+    pub feed_forward_length: u32,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

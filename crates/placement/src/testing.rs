@@ -68,6 +68,8 @@ pub fn moe_model(n_layer: u32, dense: u32, layer_bytes: u64, expert_bytes: u64) 
             key_length: 576,
             value_length: 512,
             mla: true,
+            mla_key_length: 256,
+            mla_value_length: 256,
             sliding_window: None,
             swa_layers: vec![false; n_layer as usize],
             indexer_key_length: vec![0; n_layer as usize],
@@ -80,6 +82,7 @@ pub fn moe_model(n_layer: u32, dense: u32, layer_bytes: u64, expert_bytes: u64) 
             count: 256,
             used: 8,
             shared: 1,
+            feed_forward_length: 2048,
         }),
         tensors,
     }

@@ -98,6 +98,8 @@ mod tests {
             key_length,
             value_length,
             mla,
+            mla_key_length: if mla { 192 } else { 0 },
+            mla_value_length: if mla { 128 } else { 0 },
             sliding_window: None,
             swa_layers: Vec::new(),
             indexer_key_length: Vec::new(),

@@ -1,0 +1,455 @@
+//! The compute buffer a device needs: llama.cpp's allocator reserves the worst-case graph for
+//! one micro-batch and reuses memory between the graph's phases, so the buffer is the largest
+//! phase with what is alive beside it, not the sum of the phases. Each phase below was measured
+//! against `llama-fit-params -fitp on` on the CPU backend (the allocator's reuse rules out a
+//! closed form); `cargo run -p rigdeck-core --example estimate_vs_dry_run` prints the grid.
+
+use super::kv::{self, ContextGeometry};
+use super::layers::LayerDevices;
+use super::model::{ModelShape, RecurrentKind};
+use super::options::{DeviceId, PlacementOptions};
+
+/// Rows of the embedding width alive beside the logits on the output device: the last
+/// layer's output and the final norm's.
+const OUTPUT_ROWS: u64 = 2;
+
+/// Beside the logits of a model without attention (Mamba) one more row is alive (measured).
+const RECURRENT_OUTPUT_ROWS: u64 = 3;
+
+/// Rows of the embedding width alive beside a feed-forward's gate, up and gated product: the
+/// residual stream, the normed input and the block's output (measured: 4 on every shape).
+const FEED_FORWARD_ROWS: u64 = 4;
+
+/// The compute buffer of `device` in bytes (before any correction from this rig's records).
+/// The phases:
+/// - on the output device, the logits (n_vocab × ubatch f32) and [`OUTPUT_ROWS`];
+/// - on a device with layers, the attention mask, alive from the first layer to the last,
+///   under the larger of the feed-forward phase ([`feed_forward_width`]) and the attention
+///   phase ([`attention_phase`]);
+/// - on a device with recurrent layers, the recurrent phase ([`recurrent_phase`]), which
+///   carries its own activations;
+/// - for a DSA model with flash attention, its own attention phase and the leaves it keeps
+///   ([`sparse_flash_attention`]).
+pub(crate) fn compute_estimate(
+    model: &ModelShape,
+    device: DeviceId,
+    layers: &LayerDevices,
+    g: &ContextGeometry,
+    options: &PlacementOptions,
+) -> u64 {
+    let holds_layers = layers.layers.contains(&device);
+    let holds_output = layers.output == device;
+    if !holds_layers && !holds_output {
+        return 0;
+    }
+    let ub = u64::from(options.ubatch.min(options.batch).max(1));
+    let attends = model.attention.head_count_kv.iter().any(|&h| h > 0);
+    let mask = if attends && holds_layers {
+        attention_mask(model, g, options, ub)
+    } else {
+        0
+    };
+    let output = if holds_output {
+        output_phase(model, ub, mask)
+    } else {
+        0
+    };
+    if !holds_layers {
+        return output;
+    }
+    let heads = u64::from(
+        model
+            .attention
+            .head_count
+            .iter()
+            .copied()
+            .max()
+            .unwrap_or(0),
+    );
+    let rows = |n: u64| n.saturating_mul(ub).saturating_mul(4);
+    // Without flash attention half a row of the key and value widths comes on top (measured:
+    // the blocks the attention freed are not where the feed-forward's tensors fit).
+    let leftover = if options.flash_attention {
+        0
+    } else {
+        key_value_width(model) / 2
+    };
+    let feed_forward = rows(
+        feed_forward_width(model)
+            .saturating_mul(3)
+            .saturating_add(u64::from(model.n_embd).saturating_mul(FEED_FORWARD_ROWS))
+            .saturating_add(leftover),
+    );
+    let attention = if attends {
+        attention_phase(model, heads, g.n_ctx_seq, ub, options.flash_attention)
+    } else {
+        0
+    };
+    let mut in_layers = mask.saturating_add(feed_forward.max(attention));
+    let mut kept = 0;
+    let attention_layers = layers
+        .layers
+        .iter()
+        .zip(&model.attention.head_count_kv)
+        .filter(|&(&d, &kv_heads)| d == device && kv_heads > 0)
+        .count() as u64;
+    if options.flash_attention {
+        if let Some(dsa) = sparse_flash_attention(model, heads, g.n_ctx_seq, ub, attention_layers) {
+            in_layers = in_layers.max(dsa.phase);
+            kept = dsa.kept;
+        }
+    }
+    let holds_recurrent = layers
+        .layers
+        .iter()
+        .enumerate()
+        .any(|(il, &d)| d == device && model.attention.is_recurrent(il));
+    if holds_recurrent {
+        let sequences = u64::from(options.parallel.max(1));
+        in_layers = in_layers.max(recurrent_phase(model, ub, sequences));
+    }
+    output.max(in_layers).saturating_add(kept)
+}
+
+/// The logits (n_vocab × ubatch f32) and the rows beside them. In a hybrid (Qwen3-Next) the
+/// attention mask is still allocated when the logits are (measured from 4 K to 16 K context).
+fn output_phase(model: &ModelShape, ub: u64, mask: u64) -> u64 {
+    let attends = model.attention.head_count_kv.iter().any(|&h| h > 0);
+    let rows = if attends {
+        OUTPUT_ROWS
+    } else {
+        RECURRENT_OUTPUT_ROWS
+    };
+    let logits = u64::from(model.n_vocab)
+        .saturating_add(u64::from(model.n_embd).saturating_mul(rows))
+        .saturating_mul(ub)
+        .saturating_mul(4);
+    let hybrid = model.attention.recurrent_layers.iter().any(|&r| r);
+    if hybrid {
+        logits.saturating_add(mask)
+    } else {
+        logits
+    }
+}
+
+/// The masks the attention layers read, alive through every layer: one over the whole context
+/// and, for a model with sliding-window layers, one over the window's cells; f16 with flash
+/// attention, f32 without.
+fn attention_mask(
+    model: &ModelShape,
+    g: &ContextGeometry,
+    options: &PlacementOptions,
+    ub: u64,
+) -> u64 {
+    let attention = &model.attention;
+    let width = if options.flash_attention { 2 } else { 4 };
+    let mut kinds = attention
+        .head_count_kv
+        .iter()
+        .enumerate()
+        .filter(|&(_, &h)| h > 0)
+        .map(|(il, _)| kv::cells(attention, il, options, g))
+        .collect::<Vec<u64>>();
+    kinds.sort_unstable();
+    kinds.dedup();
+    kinds
+        .iter()
+        .map(|&cells| cells.saturating_mul(ub).saturating_mul(width))
+        .fold(0, u64::saturating_add)
+}
+
+/// The feed-forward's width per token: the dense one, or the routed experts' together (each
+/// selected expert's gate, up and product are alive at once, `[n_ff, n_used, ubatch]`).
+fn feed_forward_width(model: &ModelShape) -> u64 {
+    let dense = u64::from(model.n_ff);
+    let Some(experts) = model.experts else {
+        return dense;
+    };
+    let expert_ff = match experts.feed_forward_length {
+        0 => dense,
+        ff => u64::from(ff),
+    };
+    dense.max(expert_ff.saturating_mul(u64::from(experts.used)))
+}
+
+/// A token's key and value widths together (the widest layer's).
+fn key_value_width(model: &ModelShape) -> u64 {
+    let attention = &model.attention;
+    let kv_heads = u64::from(attention.head_count_kv.iter().copied().max().unwrap_or(0));
+    kv_heads.saturating_mul(
+        u64::from(attention.key_length).saturating_add(u64::from(attention.value_length)),
+    )
+}
+
+/// The attention phase without the mask, in bytes:
+/// - with flash attention, the query, key and value projections with their roped copies and
+///   the output: 9/2 rows of the embedding and 3/4 of the key and value widths (measured at
+///   GQA 1 and 4, 32 and 64 heads, 64 K and 128 K context);
+/// - without it, the scores (heads × n_kv × ubatch f32) and beside them 5 rows of the embedding
+///   and the key and value widths once; queries wider than the embedding add
+///   [`wide_queries`], a DSA indexer [`sparse_attention`];
+/// - for MLA without flash attention, per head the absorbed query (the cache's key width), the
+///   latent output (its value width), the query itself and the decompressed value (the
+///   `*_length_mla` widths), beside 2 rows of the embedding (measured at 16 and 64 heads).
+fn attention_phase(model: &ModelShape, heads: u64, n_kv: u64, ub: u64, flash: bool) -> u64 {
+    let attention = &model.attention;
+    let rows = |n: u64| n.saturating_mul(ub).saturating_mul(4);
+    let n_embd = u64::from(model.n_embd);
+    let kv_width = key_value_width(model);
+    if flash {
+        return rows(
+            n_embd
+                .saturating_mul(18)
+                .saturating_add(kv_width.saturating_mul(3))
+                / 4,
+        );
+    }
+    let scores = rows(heads.saturating_mul(n_kv));
+    let beside = if attention.mla {
+        let per_head = [
+            attention.key_length,
+            attention.value_length,
+            attention.mla_key_length,
+            attention.mla_value_length,
+        ]
+        .iter()
+        .map(|&w| u64::from(w))
+        .fold(0, u64::saturating_add);
+        rows(
+            heads
+                .saturating_mul(per_head)
+                .saturating_add(n_embd.saturating_mul(2)),
+        )
+    } else {
+        rows(n_embd.saturating_mul(5).saturating_add(kv_width))
+            .saturating_add(wide_queries(model, heads, ub))
+    };
+    scores
+        .saturating_add(beside)
+        .saturating_add(sparse_attention(model, n_kv, ub))
+}
+
+/// The largest phase of a recurrent layer, whole: its own live activations are included, so it
+/// competes with the other phases plus theirs instead of adding to them. llama.cpp reserves
+/// the graph for ubatch tokens spread over `n_seq_max` sequences (`sched_reserve`). Envelopes
+/// measured against `llama-fit-params` on the CPU backend (the allocator's reuse rules out a
+/// closed form): over 48 Mamba and 108 Qwen3-Next shapes (n_embd 2048–8192, 1–8 sequences,
+/// 512- and 1024-token micro-batches) never under llama.cpp's figure and at most 15 % over.
+/// - Mamba (`build_mamba_layer`): per token the x/z projection (2 × d_inner), the conv input and
+///   output, the scan output and the gated product: 6 × d_inner for Mamba 1 (written here as
+///   4 × d_inner + 2 × conv channels so that Mamba-2's B/C groups count), and 2 rows of n_embd
+///   (1 measured); per sequence the SSM state (the scan's final state) and the conv state twice
+///   (gathered, then inside the conv input).
+/// - Gated delta net (`qwen3next`, the fused `ggml_gated_delta_net` op of `build_delta_net`):
+///   the larger of the convolution (its input, output and SiLU: 3 × conv channels per token,
+///   with the output gate z (d_inner) and 5/2 rows of n_embd) and the delta net itself (per
+///   token 7/4 × conv channels, 3/2 × d_inner for z and the output, 3/2 × the width of Q and K
+///   (d_inner when they are repeated to more value heads), 21/4 rows of n_embd; per sequence
+///   the state read and the state written, 2 × n_embd_s).
+fn recurrent_phase(model: &ModelShape, ub: u64, sequences: u64) -> u64 {
+    let Some(shape) = model.attention.recurrent else {
+        return 0;
+    };
+    let floats = |n: u64| n.saturating_mul(4);
+    let per_token = |n: u64| floats(n.saturating_mul(ub));
+    let d_inner = u64::from(shape.inner_size);
+    let channels = shape.conv_channels();
+    let n_embd = u64::from(model.n_embd);
+    let conv_state = shape.conv_state_elements();
+    let ssm_state = shape.ssm_state_elements();
+    match shape.kind {
+        RecurrentKind::Mamba => {
+            let tokens = d_inner
+                .saturating_mul(4)
+                .saturating_add(channels.saturating_mul(2))
+                .saturating_add(n_embd.saturating_mul(2));
+            let sequence = ssm_state.saturating_add(conv_state.saturating_mul(2));
+            per_token(tokens).saturating_add(floats(sequence.saturating_mul(sequences)))
+        }
+        RecurrentKind::GatedDeltaNet => {
+            let keys = u64::from(shape.state_size).saturating_mul(u64::from(shape.group_count));
+            let q_k = if shape.group_count == shape.time_step_rank {
+                keys
+            } else {
+                d_inner
+            };
+            let convolution = channels
+                .saturating_mul(3)
+                .saturating_add(d_inner)
+                .saturating_add(n_embd.saturating_mul(5).div_ceil(2));
+            let quarters = channels
+                .saturating_mul(7)
+                .saturating_add(q_k.saturating_mul(6))
+                .saturating_add(d_inner.saturating_mul(6))
+                .saturating_add(n_embd.saturating_mul(21));
+            let delta_net = per_token(quarters.div_ceil(4)).saturating_add(floats(
+                ssm_state.saturating_mul(2).saturating_mul(sequences),
+            ));
+            per_token(convolution).max(delta_net)
+        }
+    }
+}
+
+/// Without flash attention, queries wider than the embedding (heads × head size > n_embd, as
+/// Qwen3-Next's 16 × 256 over 2048, whose Q projection also carries an output gate) keep more
+/// alive beside the scores than the activation rows cover: about 7/2 floats per token for each
+/// extra query column (measured against `llama-fit-params` at 1×, 2× and 4× the embedding
+/// width), 4 with a margin.
+/// 0 for MLA, whose key length is the latent width, not a per-head query width.
+fn wide_queries(model: &ModelShape, heads: u64, ub: u64) -> u64 {
+    if model.attention.mla {
+        return 0;
+    }
+    let width = heads.saturating_mul(u64::from(model.attention.key_length));
+    let extra = width.saturating_sub(u64::from(model.n_embd));
+    extra.saturating_mul(4).saturating_mul(ub).saturating_mul(4)
+}
+
+/// Whether the model has a DSA indexer (GLM-5.x) on some layer.
+fn has_indexer(model: &ModelShape) -> bool {
+    let attention = &model.attention;
+    attention.indexer_heads > 0 && attention.indexer_key_length.iter().any(|&w| w > 0)
+}
+
+/// The DSA indexer's share of the attention phase without flash attention (GLM-5.x): per key
+/// and token the indexer's score, its top-k order and the sparse mask, 12 bytes in all
+/// (llama.cpp's fused lightning indexer keeps one score per key, not one per indexer head);
+/// measured at 8 to 64 heads, 16 K to 64 K context. 0 for models without an indexer. (With
+/// flash attention, see [`sparse_flash_attention`].)
+fn sparse_attention(model: &ModelShape, n_ctx: u64, ub: u64) -> u64 {
+    if !has_indexer(model) {
+        return 0;
+    }
+    n_ctx.saturating_mul(ub).saturating_mul(12)
+}
+
+/// The DSA graph with flash attention (GLM-5.x; llama.cpp's fused lightning indexer), measured
+/// against `llama-fit-params` on GLM-5.2-sized shapes (4 to 78 layers, 8 to 64 heads, latent
+/// widths 320 and 576, 2 K to 128 K context): its attention phase and what stays allocated for
+/// the whole graph.
+/// - The phase: per key and token one f32 indexer score beside the masks of the sparse
+///   attention (8 bytes in all, not one score per indexer head); per head and token two rows
+///   of the latent key width; six rows of the embedding. It holds the layer's activations
+///   itself.
+/// - Kept: on each attention layer of the device, the row of zeros that unmasks the selected
+///   keys (top-k × ubatch f32) is a graph leaf, allocated for the whole graph.
+struct SparseFlashAttention {
+    phase: u64,
+    kept: u64,
+}
+
+fn sparse_flash_attention(
+    model: &ModelShape,
+    heads: u64,
+    n_ctx: u64,
+    ub: u64,
+    attention_layers: u64,
+) -> Option<SparseFlashAttention> {
+    if !has_indexer(model) {
+        return None;
+    }
+    let attention = &model.attention;
+    let floats = |n: u64| n.saturating_mul(ub).saturating_mul(4);
+    let scores_and_masks = n_ctx.saturating_mul(ub).saturating_mul(8);
+    let latent_rows = heads
+        .saturating_mul(u64::from(attention.key_length))
+        .saturating_mul(2);
+    let embedding_rows = u64::from(model.n_embd).saturating_mul(6);
+    let selected = u64::from(attention.indexer_top_k).min(n_ctx);
+    Some(SparseFlashAttention {
+        phase: scores_and_masks.saturating_add(floats(latent_rows.saturating_add(embedding_rows))),
+        kept: floats(selected.saturating_mul(attention_layers)),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::RecurrentShape;
+    use crate::plan::plan;
+    use crate::testing::{gpus, moe_model, GIB, MIB};
+
+    /// A Mamba-shaped model: no attention, every layer recurrent, `n_embd` wide.
+    fn mamba_model(n_layer: u32, n_embd: u32, n_vocab: u32) -> ModelShape {
+        let mut model = moe_model(n_layer, n_layer, 10 * MIB, 0);
+        model.architecture = "mamba".into();
+        model.n_embd = n_embd;
+        model.n_vocab = n_vocab;
+        model.n_ff = 0;
+        model.experts = None;
+        let attention = &mut model.attention;
+        attention.head_count_kv = vec![0; n_layer as usize];
+        attention.head_count = vec![0; n_layer as usize];
+        attention.mla = false;
+        attention.recurrent = Some(RecurrentShape {
+            kind: RecurrentKind::Mamba,
+            conv_kernel: 4,
+            inner_size: 2 * n_embd,
+            state_size: 16,
+            group_count: 0,
+            time_step_rank: n_embd / 16,
+        });
+        attention.recurrent_layers = vec![true; n_layer as usize];
+        model
+    }
+
+    #[test]
+    fn a_wide_mamba_sizes_its_compute_buffer_by_the_scan_and_its_context_by_the_state() {
+        // 8192 wide, a 50k vocabulary: the selective scan's tensors (6 × d_inner per token)
+        // outgrow the logits; the state is per sequence, the context length plays no part.
+        let model = mamba_model(4, 8192, 50_277);
+        let options = PlacementOptions {
+            context: 65_536,
+            parallel: 8,
+            ubatch: 512,
+            ..Default::default()
+        };
+        let plan = plan(&model, &gpus(1, 80 * GIB), &options).unwrap();
+        let gpu = &plan.device(DeviceId::Gpu(0)).unwrap().usage;
+        let (d, e) = (16_384u64, 8192u64);
+        let (conv, ssm) = (3 * d, 16 * d);
+        assert_eq!(gpu.kv_bytes, 4 * 8 * (conv + ssm) * 4);
+        let scan = (6 * d + 2 * e) * 512 * 4 + 8 * (ssm + 2 * conv) * 4;
+        assert_eq!(gpu.compute_estimate_bytes, scan);
+        // llama-fit-params: 451 MiB at 1024 tokens, so about 225 at 512.
+        let mib = gpu.compute_estimate_bytes / MIB;
+        assert!((225..260).contains(&mib), "{mib} MiB");
+    }
+
+    #[test]
+    fn a_narrow_mamba_holds_the_logits_and_three_rows_of_its_embedding() {
+        let model = mamba_model(4, 2048, 50_277);
+        let options = PlacementOptions {
+            ubatch: 512,
+            ..Default::default()
+        };
+        let plan = plan(&model, &gpus(1, 80 * GIB), &options).unwrap();
+        let gpu = &plan.device(DeviceId::Gpu(0)).unwrap().usage;
+        // llama-fit-params: 110 MiB (the logits, 98 MiB, and 3 rows of n_embd).
+        assert_eq!(gpu.compute_estimate_bytes, (50_277 + 3 * 2048) * 512 * 4);
+    }
+
+    #[test]
+    fn hostile_recurrent_shapes_saturate_the_compute_estimate() {
+        let mut model = mamba_model(4, 2048, 50_277);
+        model.attention.recurrent = Some(RecurrentShape {
+            kind: RecurrentKind::GatedDeltaNet,
+            conv_kernel: u32::MAX,
+            inner_size: u32::MAX,
+            state_size: u32::MAX,
+            group_count: u32::MAX,
+            time_step_rank: 1,
+        });
+        let options = PlacementOptions {
+            parallel: u32::MAX,
+            ubatch: u32::MAX,
+            batch: u32::MAX,
+            ..Default::default()
+        };
+        let plan = plan(&model, &gpus(1, 24 * GIB), &options).unwrap();
+        let gpu = &plan.device(DeviceId::Gpu(0)).unwrap().usage;
+        assert_eq!(gpu.compute_estimate_bytes, u64::MAX);
+        assert_eq!(gpu.kv_bytes, u64::MAX);
+        assert!(!plan.fits());
+    }
+}
