@@ -629,6 +629,13 @@ impl Emitter {
                     .filter(|f| f.after() == Some(sent) && !self.fault_shown);
                 if let Some(fault) = due {
                     self.fault_shown = true;
+                    if matches!(fault, Fault::Close { .. }) {
+                        // hyper drops what it has buffered when a body fails, and it flushes
+                        // when the body is pending. Under load the deadline may have passed
+                        // before the stream is polled, so the chunks before the close would
+                        // still sit in its buffer: be pending once so that they go out.
+                        tokio::task::yield_now().await;
+                    }
                     return Some(self.fault(fault));
                 }
                 // The instant the chunk is handed to the connection, which writes it at once.
