@@ -1,8 +1,8 @@
 //! The planner checked against llama.cpp itself: `llama-fit-params -fitp on` prints, per device,
 //! the model and context memory llama.cpp would allocate (a dry run, no weights loaded). For tiny
 //! models written by our own writer, our figures must match: model within 1 %, context within 5 %;
-//! the compute-buffer estimate within 5 % of llama.cpp's figure (the recurrent families' fitted
-//! phases: 5 % under to 15 % over).
+//! the compute-buffer estimate within 5 % of llama.cpp's figure (Qwen3-Next's fitted gated delta
+//! net: 5 % under to 15 % over).
 //!
 //! Needs the bundled llama.cpp CPU build (`make test` builds it) and its source tree (for a real
 //! tokenizer): `RIGDECK_LLAMA_BIN_DIR` and `RIGDECK_LLAMA_SOURCE_DIR`, or the default cache.
@@ -149,20 +149,20 @@ struct ComputeTolerance {
     above: f64,
 }
 
-const TRANSFORMER: ComputeTolerance = ComputeTolerance {
+const WITHIN_5_PERCENT: ComputeTolerance = ComputeTolerance {
     below: 0.05,
     above: 0.05,
 };
 
-/// Mamba's scan and the gated delta net are fitted envelopes (the allocator's reuse between
-/// their many small tensors has no simple form).
-const RECURRENT: ComputeTolerance = ComputeTolerance {
+/// The gated delta net is a fitted envelope (the allocator's reuse between its many small
+/// tensors has no simple form).
+const GATED_DELTA_NET: ComputeTolerance = ComputeTolerance {
     below: 0.05,
     above: 0.15,
 };
 
 fn compare_file(name: &str, path: &Path, options: PlacementOptions) {
-    compare_file_within(name, path, options, TRANSFORMER);
+    compare_file_within(name, path, options, WITHIN_5_PERCENT);
 }
 
 fn compare_file_within(
@@ -495,7 +495,7 @@ fn a_recurrent_mamba_model_matches_llama_cpp() {
         context_length: 1 << 20,
     };
     model.write(&vocab_named("gpt-neox"), &path).unwrap();
-    compare_file_within(
+    compare_file(
         "mamba",
         &path,
         PlacementOptions {
@@ -503,7 +503,6 @@ fn a_recurrent_mamba_model_matches_llama_cpp() {
             parallel: 5,
             ..Default::default()
         },
-        RECURRENT,
     );
 }
 
@@ -527,6 +526,6 @@ fn a_hybrid_qwen3next_model_matches_llama_cpp() {
             parallel: 4,
             ..Default::default()
         },
-        RECURRENT,
+        GATED_DELTA_NET,
     );
 }
