@@ -277,18 +277,19 @@ fn dsa_cases() -> Vec<Case> {
 
 fn mamba_cases() -> Vec<Case> {
     let mut cases = Vec::new();
-    for (n_embd, parallel) in [(2048, 1), (5632, 5)] {
-        for ubatch in [512, 128] {
+    for (n_embd, d_state) in [(2048, 16), (2048, 64), (4096, 16), (5632, 20), (8192, 16)] {
+        for (parallel, ubatch) in [(1, 512), (5, 512), (8, 512), (8, 256), (1, 1024)] {
             let o = PlacementOptions {
                 parallel,
                 ..options(4096, ubatch, true)
             };
-            let label = format!("embd {n_embd}, {parallel} sequences, ub {ubatch}");
+            let label =
+                format!("embd {n_embd}, d_state {d_state}, {parallel} sequences, ub {ubatch}");
             let model = TinyMamba {
                 name: "grid".into(),
                 n_layer: 4,
                 n_embd,
-                d_state: 16,
+                d_state,
                 d_conv: 4,
                 dt_rank: n_embd.div_ceil(16),
                 context_length: 1 << 20,
