@@ -43,8 +43,7 @@ pub(crate) fn compute_estimate(
         return 0;
     }
     let ub = u64::from(options.ubatch.min(options.batch).max(1));
-    let attends = model.attention.head_count_kv.iter().any(|&h| h > 0);
-    let mask = if attends && holds_layers {
+    let mask = if attends(model) && holds_layers {
         attention_mask(model, g, options, ub)
     } else {
         0
@@ -57,6 +56,21 @@ pub(crate) fn compute_estimate(
     if !holds_layers {
         return output;
     }
+    let (in_layers, kept) = layer_phases(model, device, layers, g, options, mask);
+    output.max(in_layers).saturating_add(kept)
+}
+
+/// The largest phase inside the layers `device` holds (the mask alive beside it), and what
+/// stays allocated for the whole graph on top of it (DSA's kept rows).
+fn layer_phases(
+    model: &ModelShape,
+    device: DeviceId,
+    layers: &LayerDevices,
+    g: &ContextGeometry,
+    options: &PlacementOptions,
+    mask: u64,
+) -> (u64, u64) {
+    let ub = u64::from(options.ubatch.min(options.batch).max(1));
     let heads = u64::from(
         model
             .attention
@@ -66,25 +80,12 @@ pub(crate) fn compute_estimate(
             .max()
             .unwrap_or(0),
     );
-    let rows = |n: u64| n.saturating_mul(ub).saturating_mul(4);
-    // Without flash attention half a row of the key and value widths comes on top (measured:
-    // the blocks the attention freed are not where the feed-forward's tensors fit).
-    let leftover = if options.flash_attention {
-        0
-    } else {
-        key_value_width(model) / 2
-    };
-    let feed_forward = rows(
-        feed_forward_width(model)
-            .saturating_mul(3)
-            .saturating_add(u64::from(model.n_embd).saturating_mul(FEED_FORWARD_ROWS))
-            .saturating_add(leftover),
-    );
-    let attention = if attends {
+    let attention = if attends(model) {
         attention_phase(model, heads, g.n_ctx_seq, ub, options.flash_attention)
     } else {
         0
     };
+    let feed_forward = feed_forward_phase(model, ub, options.flash_attention);
     let mut in_layers = mask.saturating_add(feed_forward.max(attention));
     let mut kept = 0;
     let attention_layers = layers
@@ -108,14 +109,36 @@ pub(crate) fn compute_estimate(
         let sequences = u64::from(options.parallel.max(1));
         in_layers = in_layers.max(recurrent_phase(model, ub, sequences));
     }
-    output.max(in_layers).saturating_add(kept)
+    (in_layers, kept)
+}
+
+/// The feed-forward phase: gate, up and their product ([`feed_forward_width`] each) beside
+/// [`FEED_FORWARD_ROWS`]; without flash attention half a row of the key and value widths comes
+/// on top (measured: the blocks the attention freed are not where the feed-forward's tensors
+/// fit).
+fn feed_forward_phase(model: &ModelShape, ub: u64, flash_attention: bool) -> u64 {
+    let leftover = if flash_attention {
+        0
+    } else {
+        key_value_width(model) / 2
+    };
+    feed_forward_width(model)
+        .saturating_mul(3)
+        .saturating_add(u64::from(model.n_embd).saturating_mul(FEED_FORWARD_ROWS))
+        .saturating_add(leftover)
+        .saturating_mul(ub)
+        .saturating_mul(4)
+}
+
+/// Whether any layer has attention (Mamba has none).
+fn attends(model: &ModelShape) -> bool {
+    model.attention.head_count_kv.iter().any(|&h| h > 0)
 }
 
 /// The logits (n_vocab × ubatch f32) and the rows beside them. In a hybrid (Qwen3-Next) the
 /// attention mask is still allocated when the logits are (measured from 4 K to 16 K context).
 fn output_phase(model: &ModelShape, ub: u64, mask: u64) -> u64 {
-    let attends = model.attention.head_count_kv.iter().any(|&h| h > 0);
-    let rows = if attends {
+    let rows = if attends(model) {
         OUTPUT_ROWS
     } else {
         RECURRENT_OUTPUT_ROWS
