@@ -56,7 +56,7 @@ pub(crate) fn compute_estimate(
     if !holds_layers {
         return output;
     }
-    let (in_layers, kept) = layer_phases(model, device, layers, g, options, mask);
+    let (in_layers, kept) = layer_phases(model, device, layers, g, options, ub, mask);
     output.max(in_layers).saturating_add(kept)
 }
 
@@ -68,9 +68,9 @@ fn layer_phases(
     layers: &LayerDevices,
     g: &ContextGeometry,
     options: &PlacementOptions,
+    ub: u64,
     mask: u64,
 ) -> (u64, u64) {
-    let ub = u64::from(options.ubatch.min(options.batch).max(1));
     let heads = u64::from(
         model
             .attention
@@ -122,12 +122,16 @@ fn feed_forward_phase(model: &ModelShape, ub: u64, flash_attention: bool) -> u64
     } else {
         key_value_width(model) / 2
     };
-    feed_forward_width(model)
+    let per_token = feed_forward_width(model)
         .saturating_mul(3)
         .saturating_add(u64::from(model.n_embd).saturating_mul(FEED_FORWARD_ROWS))
-        .saturating_add(leftover)
-        .saturating_mul(ub)
-        .saturating_mul(4)
+        .saturating_add(leftover);
+    f32_rows(per_token, ub)
+}
+
+/// Bytes of `per_token` f32 values for each of the micro-batch's `ub` tokens.
+fn f32_rows(per_token: u64, ub: u64) -> u64 {
+    per_token.saturating_mul(ub).saturating_mul(4)
 }
 
 /// Whether any layer has attention (Mamba has none).
@@ -143,10 +147,10 @@ fn output_phase(model: &ModelShape, ub: u64, mask: u64) -> u64 {
     } else {
         RECURRENT_OUTPUT_ROWS
     };
-    let logits = u64::from(model.n_vocab)
-        .saturating_add(u64::from(model.n_embd).saturating_mul(rows))
-        .saturating_mul(ub)
-        .saturating_mul(4);
+    let logits = f32_rows(
+        u64::from(model.n_vocab).saturating_add(u64::from(model.n_embd).saturating_mul(rows)),
+        ub,
+    );
     let hybrid = model.attention.recurrent_layers.iter().any(|&r| r);
     if hybrid {
         logits.saturating_add(mask)
@@ -216,7 +220,7 @@ fn key_value_width(model: &ModelShape) -> u64 {
 ///   `*_length_mla` widths), beside 2 rows of the embedding (measured at 16 and 64 heads).
 fn attention_phase(model: &ModelShape, heads: u64, n_kv: u64, ub: u64, flash: bool) -> u64 {
     let attention = &model.attention;
-    let rows = |n: u64| n.saturating_mul(ub).saturating_mul(4);
+    let rows = |per_token: u64| f32_rows(per_token, ub);
     let n_embd = u64::from(model.n_embd);
     let kv_width = key_value_width(model);
     if flash {
@@ -260,7 +264,8 @@ fn attention_phase(model: &ModelShape, heads: u64, n_kv: u64, ub: u64, flash: bo
 ///   output, the scan output and the gated product: 6 × d_inner for Mamba 1 (written here as
 ///   4 × d_inner + 2 × conv channels so that Mamba-2's B/C groups count), and a row of n_embd;
 ///   per sequence the SSM state (the scan's final state) and the conv state (measured at
-///   n_embd 2 048 to 5 632, d_state 16 to 64, 1 to 8 sequences, ubatch 256 and 512: within 2 %).
+///   n_embd 2 048 to 8 192, d_state 16 to 64, 1 to 8 sequences, ubatch 256 to 1 024: within
+///   1.3 %).
 /// - Gated delta net (`qwen3next`, the fused `ggml_gated_delta_net` op of `build_delta_net`):
 ///   the larger of the convolution (its input, output and SiLU: 3 × conv channels per token,
 ///   with the output gate z (d_inner) and 5/2 rows of n_embd) and the delta net itself (per
@@ -274,7 +279,7 @@ fn recurrent_phase(model: &ModelShape, ub: u64, sequences: u64) -> u64 {
         return 0;
     };
     let floats = |n: u64| n.saturating_mul(4);
-    let per_token = |n: u64| floats(n.saturating_mul(ub));
+    let per_token = |n: u64| f32_rows(n, ub);
     let d_inner = u64::from(shape.inner_size);
     let channels = shape.conv_channels();
     let n_embd = u64::from(model.n_embd);
@@ -315,7 +320,7 @@ fn recurrent_phase(model: &ModelShape, ub: u64, sequences: u64) -> u64 {
 
 /// Without flash attention, queries wider than the embedding (heads × head size > n_embd, as
 /// Qwen3-Next's 16 × 256 over 2048, whose Q projection also carries an output gate) keep more
-/// alive beside the scores than the activation rows cover: about 7/2 floats per token for each
+/// alive beside the scores than the embedding rows cover: about 7/2 floats per token for each
 /// extra query column (measured against `llama-fit-params` at 1×, 2× and 4× the embedding
 /// width), 4 with a margin.
 /// 0 for MLA, whose key length is the latent width, not a per-head query width.
@@ -325,7 +330,7 @@ fn wide_queries(model: &ModelShape, heads: u64, ub: u64) -> u64 {
     }
     let width = heads.saturating_mul(u64::from(model.attention.key_length));
     let extra = width.saturating_sub(u64::from(model.n_embd));
-    extra.saturating_mul(4).saturating_mul(ub).saturating_mul(4)
+    f32_rows(extra.saturating_mul(4), ub)
 }
 
 /// Whether the model has a DSA indexer (GLM-5.x) on some layer.
@@ -372,7 +377,6 @@ fn sparse_flash_attention(
         return None;
     }
     let attention = &model.attention;
-    let floats = |n: u64| n.saturating_mul(ub).saturating_mul(4);
     let scores_and_masks = n_ctx.saturating_mul(ub).saturating_mul(8);
     let latent_rows = heads
         .saturating_mul(u64::from(attention.key_length))
@@ -380,8 +384,9 @@ fn sparse_flash_attention(
     let embedding_rows = u64::from(model.n_embd).saturating_mul(6);
     let selected = u64::from(attention.indexer_top_k).min(n_ctx);
     Some(SparseFlashAttention {
-        phase: scores_and_masks.saturating_add(floats(latent_rows.saturating_add(embedding_rows))),
-        kept: floats(selected.saturating_mul(attention_layers)),
+        phase: scores_and_masks
+            .saturating_add(f32_rows(latent_rows.saturating_add(embedding_rows), ub)),
+        kept: f32_rows(selected.saturating_mul(attention_layers), ub),
     })
 }
 
