@@ -58,17 +58,9 @@ async fn llama_bench() -> &'static Path {
 
 /// `ggml-vocab-llama-bpe.gguf` from the cached llama.cpp source tree (a real tokenizer).
 fn tiny_model(dir: &Path) -> PathBuf {
-    let sources = source::cache_root()
-        .expect("a cache folder")
-        .join("sources");
-    let vocab = source::cached_or_env(
-        "RIGDECK_LLAMA_SOURCE_DIR",
-        &sources,
-        "llama-cpp-python-",
-        "llama.cpp",
-    )
-    .expect("the llama.cpp source cache (make test builds it)")
-    .join("models/ggml-vocab-llama-bpe.gguf");
+    let vocab = source::cached_llama_cpp_source()
+        .unwrap_or_else(|err| panic!("{err}"))
+        .join("models/ggml-vocab-llama-bpe.gguf");
     let model = dir.join("tiny.gguf");
     rigdeck_gguf::tiny::TinyModel::dense_runnable()
         .write(&vocab, &model)

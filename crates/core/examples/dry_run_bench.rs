@@ -8,10 +8,9 @@
 //! (`RIGDECK_LLAMA_BIN_DIR`, `RIGDECK_LLAMA_SOURCE_DIR` override where the build and the
 //! tokenizer are found, as in the oracle tests).
 
-use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use rigdeck_core::engines::fit_params;
+use rigdeck_core::engines::{fit_params, source};
 use rigdeck_core::placement::from_gguf::load_shape;
 use rigdeck_core::placement::report::report;
 use rigdeck_core::placement::rig::{preset, Margins};
@@ -20,16 +19,6 @@ use rigdeck_gguf::fixtures::MoeShape;
 
 const DRY_RUNS: usize = 5;
 const ESTIMATES: usize = 50;
-
-/// The cached folder (or the one `env` names), or how to get it.
-fn locate(env: &str, under: &Path, prefix: &str, suffix: &str) -> anyhow::Result<PathBuf> {
-    rigdeck_core::engines::source::cached_or_env(env, under, prefix, suffix).ok_or_else(|| {
-        anyhow::anyhow!(
-            "no {suffix} under {}: run `make test` or set {env}",
-            under.display()
-        )
-    })
-}
 
 fn spread(mut samples: Vec<Duration>) -> String {
     samples.sort();
@@ -45,21 +34,8 @@ fn spread(mut samples: Vec<Duration>) -> String {
 
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> anyhow::Result<()> {
-    let cache = rigdeck_core::engines::source::cache_root()?;
-    let bin = locate(
-        "RIGDECK_LLAMA_BIN_DIR",
-        &cache.join("engines"),
-        "llama.cpp-",
-        "bin",
-    )?
-    .join("llama-fit-params");
-    let vocab = locate(
-        "RIGDECK_LLAMA_SOURCE_DIR",
-        &cache.join("sources"),
-        "llama-cpp-python-",
-        "llama.cpp",
-    )?
-    .join("models/ggml-vocab-llama-bpe.gguf");
+    let bin = source::cached_llama_cpp_bin()?.join("llama-fit-params");
+    let vocab = source::cached_llama_cpp_source()?.join("models/ggml-vocab-llama-bpe.gguf");
     let vocab = rigdeck_gguf::GgufFile::open(&vocab)?;
     let dir = tempfile::tempdir()?;
     let shards = MoeShape::glm_5_2()

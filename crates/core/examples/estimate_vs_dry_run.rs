@@ -11,7 +11,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use rigdeck_core::engines::fit_params;
+use rigdeck_core::engines::{fit_params, source};
 use rigdeck_core::placement::from_gguf::load_shape;
 use rigdeck_core::placement::report::report;
 use rigdeck_core::placement::rig::{preset, Margins};
@@ -20,16 +20,6 @@ use rigdeck_gguf::fixtures::MoeShape;
 use rigdeck_gguf::tiny::{TinyMla, TinyModel};
 use rigdeck_gguf::tiny_recurrent::{TinyMamba, TinyQwen3Next};
 use rigdeck_gguf::GgufFile;
-
-/// The cached folder (or the one `env` names), or how to get it.
-fn locate(env: &str, under: &Path, prefix: &str, suffix: &str) -> anyhow::Result<PathBuf> {
-    rigdeck_core::engines::source::cached_or_env(env, under, prefix, suffix).ok_or_else(|| {
-        anyhow::anyhow!(
-            "no {suffix} under {}: run `make test` or set {env}",
-            under.display()
-        )
-    })
-}
 
 /// Where the llama.cpp build and its tokenizer files are.
 struct Tools {
@@ -385,22 +375,9 @@ fn off_by(ours: f64, theirs: f64) -> f64 {
 
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> anyhow::Result<()> {
-    let cache = rigdeck_core::engines::source::cache_root()?;
     let tools = Tools {
-        fit_params: locate(
-            "RIGDECK_LLAMA_BIN_DIR",
-            &cache.join("engines"),
-            "llama.cpp-",
-            "bin",
-        )?
-        .join("llama-fit-params"),
-        vocabs: locate(
-            "RIGDECK_LLAMA_SOURCE_DIR",
-            &cache.join("sources"),
-            "llama-cpp-python-",
-            "llama.cpp",
-        )?
-        .join("models"),
+        fit_params: source::cached_llama_cpp_bin()?.join("llama-fit-params"),
+        vocabs: source::cached_llama_cpp_source()?.join("models"),
     };
     let wanted: Vec<String> = std::env::args().skip(1).collect();
     let families: [Family; 7] = [

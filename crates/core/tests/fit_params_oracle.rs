@@ -10,6 +10,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use rigdeck_core::engines::source;
 use rigdeck_gguf::tiny::{TinyMla, TinyModel};
 use rigdeck_gguf::tiny_recurrent::{TinyMamba, TinyQwen3Next};
 use rigdeck_placement::from_gguf::load_shape;
@@ -18,29 +19,10 @@ use rigdeck_placement::{DeviceId, KvType, PlacementOptions};
 
 const MIB: f64 = (1u64 << 20) as f64;
 
-fn cache() -> PathBuf {
-    rigdeck_core::engines::source::cache_root()
-        .expect("a cache folder (set HOME or RIGDECK_CACHE_DIR)")
-}
-
-/// The first directory that matches, from the environment or the build cache.
-fn locate(env: &str, under: &Path, prefix: &str, suffix: &str) -> PathBuf {
-    rigdeck_core::engines::source::cached_or_env(env, under, prefix, suffix).unwrap_or_else(|| {
-        panic!(
-            "no {suffix} under {}: run `make test` (it builds the bundled llama.cpp) or set {env}",
-            under.display()
-        )
-    })
-}
-
 fn fit_params(model: &Path, options: &PlacementOptions) -> (f64, f64, f64) {
-    let bin = locate(
-        "RIGDECK_LLAMA_BIN_DIR",
-        &cache().join("engines"),
-        "llama.cpp-",
-        "bin",
-    )
-    .join("llama-fit-params");
+    let bin = source::cached_llama_cpp_bin()
+        .unwrap_or_else(|err| panic!("{err}"))
+        .join("llama-fit-params");
     // `-nr`: on CPUs with AMX (or ARM's repack kernels) llama.cpp moves weights into an extra
     // "repack" buffer that its per-device table leaves out, so the Host line would show only the
     // token embedding. The bytes are the same; without repacking all of them are on that line.
@@ -110,13 +92,9 @@ fn vocab() -> PathBuf {
 
 /// `models/ggml-vocab-{name}.gguf` from llama.cpp's source tree.
 fn vocab_named(name: &str) -> PathBuf {
-    locate(
-        "RIGDECK_LLAMA_SOURCE_DIR",
-        &cache().join("sources"),
-        "llama-cpp-python-",
-        "llama.cpp",
-    )
-    .join(format!("models/ggml-vocab-{name}.gguf"))
+    source::cached_llama_cpp_source()
+        .unwrap_or_else(|err| panic!("{err}"))
+        .join(format!("models/ggml-vocab-{name}.gguf"))
 }
 
 /// llama-fit-params has no -kvu flag and keeps one KV stream per slot, so the plan must too.

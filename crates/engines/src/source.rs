@@ -293,6 +293,12 @@ pub struct PreparedSource {
 pub enum SourceError {
     #[error("cannot find a cache folder: set HOME or {CACHE_DIR_ENV}")]
     NoCacheDir,
+    #[error("no {what} under {}: run `make test` (it builds the bundled llama.cpp) or set {env}", .under.display())]
+    NotCached {
+        what: &'static str,
+        under: PathBuf,
+        env: &'static str,
+    },
     #[error("source archive '{path}' has sha256 {actual}, expected {expected}: {fix}")]
     HashMismatch {
         path: PathBuf,
@@ -374,20 +380,55 @@ pub fn cache_root() -> Result<PathBuf, SourceError> {
         .ok_or(SourceError::NoCacheDir)
 }
 
+/// The `bin` folder of the cached llama.cpp CPU build (`RIGDECK_LLAMA_BIN_DIR` names another):
+/// the `llama-server` and `llama-fit-params` tests and benchmarks run.
+pub fn cached_llama_cpp_bin() -> Result<PathBuf, SourceError> {
+    cached_or_env(
+        "llama.cpp build",
+        "RIGDECK_LLAMA_BIN_DIR",
+        &cache_root()?.join("engines"),
+        "llama.cpp-",
+        "bin",
+    )
+}
+
+/// The cached llama.cpp source tree (`RIGDECK_LLAMA_SOURCE_DIR` names another): its
+/// `models/ggml-vocab-*.gguf` are the real tokenizers test models are written with.
+pub fn cached_llama_cpp_source() -> Result<PathBuf, SourceError> {
+    cached_or_env(
+        "llama.cpp source tree",
+        "RIGDECK_LLAMA_SOURCE_DIR",
+        &sources_dir(&cache_root()?),
+        "llama-cpp-python-",
+        "llama.cpp",
+    )
+}
+
 /// `<entry>/<suffix>` for the first entry of `under` (a cache folder) whose name starts with
-/// `prefix` and that has it, unless the environment variable `env` names the folder itself: how
-/// tests and benchmarks find the cached llama.cpp build (`engines`, `llama.cpp-`, `bin`) and
-/// source tree (`sources`, `llama-cpp-python-`, `llama.cpp`) beside ik_llama.cpp's.
-pub fn cached_or_env(env: &str, under: &Path, prefix: &str, suffix: &str) -> Option<PathBuf> {
+/// `prefix` (so ik_llama.cpp's entries are not taken for llama.cpp's) and that has it, unless
+/// the environment variable `env` names the folder itself.
+fn cached_or_env(
+    what: &'static str,
+    env: &'static str,
+    under: &Path,
+    prefix: &str,
+    suffix: &str,
+) -> Result<PathBuf, SourceError> {
     if let Some(dir) = std::env::var_os(env) {
-        return Some(PathBuf::from(dir));
+        return Ok(PathBuf::from(dir));
     }
     std::fs::read_dir(under)
-        .ok()?
+        .into_iter()
+        .flatten()
         .flatten()
         .filter(|e| e.file_name().to_string_lossy().starts_with(prefix))
         .map(|e| e.path().join(suffix))
         .find(|p| p.exists())
+        .ok_or_else(|| SourceError::NotCached {
+            what,
+            under: under.to_owned(),
+            env,
+        })
 }
 
 /// Where archives and unpacked trees live under the cache root.

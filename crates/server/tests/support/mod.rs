@@ -289,17 +289,9 @@ pub fn tiny_runnable(dir: &std::path::Path) -> std::path::PathBuf {
 
 /// `ggml-vocab-llama-bpe.gguf` from the cached llama.cpp source tree (a real tokenizer).
 fn llama_bpe_vocab() -> std::path::PathBuf {
-    let sources = rigdeck_core::engines::source::cache_root()
-        .expect("a cache folder")
-        .join("sources");
-    rigdeck_core::engines::source::cached_or_env(
-        "RIGDECK_LLAMA_SOURCE_DIR",
-        &sources,
-        "llama-cpp-python-",
-        "llama.cpp",
-    )
-    .expect("the llama.cpp source cache (make test builds it)")
-    .join("models/ggml-vocab-llama-bpe.gguf")
+    rigdeck_core::engines::source::cached_llama_cpp_source()
+        .unwrap_or_else(|err| panic!("{err}"))
+        .join("models/ggml-vocab-llama-bpe.gguf")
 }
 
 /// Lays out a llama.cpp source tree in `tree` whose CMake configure step stops with "stop here":
