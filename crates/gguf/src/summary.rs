@@ -71,6 +71,8 @@ pub struct Experts {
     pub leading_dense_blocks: Option<u64>,
     /// `{arch}.expert_feed_forward_length`.
     pub feed_forward_length: Option<u64>,
+    /// `{arch}.expert_shared_feed_forward_length`.
+    pub shared_feed_forward_length: Option<u64>,
 }
 
 /// Tensors of one type.
@@ -273,6 +275,7 @@ fn experts(md: &Metadata, arch: &str) -> Option<Experts> {
         shared: u("expert_shared_count"),
         leading_dense_blocks: u("leading_dense_block_count"),
         feed_forward_length: u("expert_feed_forward_length"),
+        shared_feed_forward_length: u("expert_shared_feed_forward_length"),
     })
 }
 

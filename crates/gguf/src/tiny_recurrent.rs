@@ -58,6 +58,11 @@ pub struct TinyQwen3Next {
     pub experts: (u64, u64),
     pub expert_ff: u64,
     pub shared_ff: u64,
+    /// The linear layers as older conversions wrote them: one `ssm_in` projection with Q, K,
+    /// V and z interleaved per key head, instead of `attn_qkv` and `attn_gate`.
+    pub legacy_ssm_in: bool,
+    /// The experts' gate and up projections in one `ffn_gate_up_exps` tensor.
+    pub fused_gate_up: bool,
     /// `feed_forward_length` as Qwen's config carries it (the dense size; llama.cpp uses the
     /// expert sizes above).
     pub n_ff: u64,
@@ -181,6 +186,8 @@ impl TinyQwen3Next {
             experts: (16, 4),
             expert_ff: 512,
             shared_ff: 512,
+            legacy_ssm_in: false,
+            fused_gate_up: false,
             n_ff: 5120,
             context_length: 262_144,
         }
@@ -199,8 +206,8 @@ impl TinyQwen3Next {
     }
 
     /// The model as a writer, metadata as `conversion/qwen.py` (`Qwen3NextModel`) writes it,
-    /// tensors as `llama_model_qwen3next::load_arch_tensors` loads them (the fused `attn_qkv`
-    /// and `attn_gate` form of the linear layers).
+    /// tensors as `llama_model_qwen3next::load_arch_tensors` loads them (by default the fused
+    /// `attn_qkv` and `attn_gate` form of the linear layers, separate expert gate and up).
     pub fn writer(&self, vocab: &Metadata) -> GgufWriter {
         let n_vocab = vocab_size(vocab);
         let (n_expert, used) = self.experts;
@@ -251,8 +258,12 @@ impl TinyQwen3Next {
             t.f32(&n("attn_norm.weight"), &[e]);
             t.f32(&n("post_attention_norm.weight"), &[e]);
             if self.is_recurrent(i) {
-                t.f16(&n("attn_qkv.weight"), &[e, conv_dim]);
-                t.f16(&n("attn_gate.weight"), &[e, value_dim]);
+                if self.legacy_ssm_in {
+                    t.f16(&n("ssm_in.weight"), &[e, conv_dim + value_dim]);
+                } else {
+                    t.f16(&n("attn_qkv.weight"), &[e, conv_dim]);
+                    t.f16(&n("attn_gate.weight"), &[e, value_dim]);
+                }
                 t.f32(&n("ssm_conv1d.weight"), &[self.conv_kernel, conv_dim]);
                 t.f32(&n("ssm_dt.bias"), &[self.linear_value_heads]);
                 t.f32(&n("ssm_a"), &[self.linear_value_heads]);
@@ -269,8 +280,15 @@ impl TinyQwen3Next {
                 t.f32(&n("attn_k_norm.weight"), &[hd]);
             }
             t.f32(&n("ffn_gate_inp.weight"), &[e, n_expert]);
-            t.f16(&n("ffn_gate_exps.weight"), &[e, self.expert_ff, n_expert]);
-            t.f16(&n("ffn_up_exps.weight"), &[e, self.expert_ff, n_expert]);
+            if self.fused_gate_up {
+                t.f16(
+                    &n("ffn_gate_up_exps.weight"),
+                    &[e, 2 * self.expert_ff, n_expert],
+                );
+            } else {
+                t.f16(&n("ffn_gate_exps.weight"), &[e, self.expert_ff, n_expert]);
+                t.f16(&n("ffn_up_exps.weight"), &[e, self.expert_ff, n_expert]);
+            }
             t.f16(&n("ffn_down_exps.weight"), &[self.expert_ff, e, n_expert]);
             t.f32(&n("ffn_gate_inp_shexp.weight"), &[e]);
             t.f16(&n("ffn_gate_shexp.weight"), &[e, self.shared_ff]);
@@ -339,6 +357,8 @@ mod tests {
             experts: (4, 2),
             expert_ff: 32,
             shared_ff: 32,
+            legacy_ssm_in: false,
+            fused_gate_up: false,
             n_ff: 128,
             context_length: 4096,
         };
