@@ -306,13 +306,88 @@ fn qwen3next_cases() -> Vec<Case> {
                 flags(&o)
             );
             let model = TinyQwen3Next::with_linear_heads(3, n_embd, key_heads, value_heads);
-            cases.push(case("qwen3next", label, o, move |tools, path| {
-                model.write(&tools.vocab("gpt-neox"), path)?;
-                Ok(())
-            }));
+            cases.push(qwen3next_case(label, model, "gpt-neox", o));
         }
     }
+    // A 32 000-token vocabulary, so that the linear attention rather than the logits leads:
+    // equal and repeated heads, narrow heads, slots that do not divide the micro-batch.
+    for (n_embd, key_heads, value_heads, head) in [
+        (1024, 8, 8, 128),
+        (2048, 16, 32, 128),
+        (4096, 16, 64, 128),
+        (2048, 16, 16, 64),
+    ] {
+        for (parallel, ubatch, fa) in [
+            (1, 256, true),
+            (3, 512, true),
+            (8, 1024, false),
+            (2, 512, false),
+        ] {
+            let o = PlacementOptions {
+                parallel,
+                ..options(8_192, ubatch, fa)
+            };
+            let label = format!(
+                "embd {n_embd}, {key_heads}/{value_heads} linear heads of {head}, {parallel} slots, {}",
+                flags(&o)
+            );
+            let model = TinyQwen3Next {
+                linear_head_dim: head,
+                ..TinyQwen3Next::with_linear_heads(3, n_embd, key_heads, value_heads)
+            };
+            cases.push(qwen3next_case(label, model, "llama-spm", o));
+        }
+    }
+    // One routed expert per token, and eight of 64 over eight layers.
+    for (experts, n_layer) in [((16, 1), 3), ((64, 8), 8)] {
+        let o = options(8_192, 512, true);
+        let label = format!(
+            "embd 2048, {} of {} experts, {n_layer} layers, {}",
+            experts.1,
+            experts.0,
+            flags(&o)
+        );
+        let model = TinyQwen3Next {
+            experts,
+            expert_ff: 256,
+            full_attention_interval: 4,
+            ..TinyQwen3Next::with_linear_heads(n_layer, 2048, 16, 32)
+        };
+        cases.push(qwen3next_case(label, model, "llama-spm", o));
+    }
+    // The older single `ssm_in` projection, and the experts' gate and up fused.
+    for (legacy_ssm_in, fused_gate_up, fa) in [
+        (true, false, true),
+        (true, false, false),
+        (false, true, true),
+    ] {
+        let o = options(8_192, 512, fa);
+        let form = if legacy_ssm_in {
+            "ssm_in"
+        } else {
+            "gate_up_exps"
+        };
+        let label = format!("embd 2048, 16/32 linear heads, {form}, {}", flags(&o));
+        let model = TinyQwen3Next {
+            legacy_ssm_in,
+            fused_gate_up,
+            ..TinyQwen3Next::with_linear_heads(3, 2048, 16, 32)
+        };
+        cases.push(qwen3next_case(label, model, "llama-spm", o));
+    }
     cases
+}
+
+fn qwen3next_case(
+    label: String,
+    model: TinyQwen3Next,
+    vocab: &'static str,
+    o: PlacementOptions,
+) -> Case {
+    case("qwen3next", label, o, move |tools, path| {
+        model.write(&tools.vocab(vocab), path)?;
+        Ok(())
+    })
 }
 
 /// Ours against llama.cpp's for one case, in MiB: (weights, KV, compute) each.

@@ -292,6 +292,7 @@ pub fn shape_of(model: &GgufModel, label: &str) -> Result<ModelShape, ShapeError
                 used: e.used.unwrap_or(e.count).min(u64::from(u32::MAX)) as u32,
                 shared: e.shared.unwrap_or(0).min(u64::from(u32::MAX)) as u32,
                 feed_forward_length: u32_of(e.feed_forward_length).unwrap_or(0),
+                shared_feed_forward_length: u32_of(e.shared_feed_forward_length).unwrap_or(0),
             }),
         architecture: arch,
         tensors,
@@ -427,6 +428,7 @@ fn glm_5_2_full_indexer(il: usize) -> bool {
 mod tests {
     use super::*;
     use crate::model::{RecurrentKind, RecurrentShape};
+    use crate::testing::{shape_of_writer, synthetic_vocab};
     use rigdeck_gguf::fixtures::MoeShape;
     use rigdeck_gguf::Value;
 
@@ -573,24 +575,6 @@ mod tests {
     }
 
     /// A tokenizer of `n` made-up tokens (enough for the reader; llama.cpp needs a real one).
-    fn tokens(n: usize) -> rigdeck_gguf::Metadata {
-        let mut w = rigdeck_gguf::GgufWriter::new();
-        let names: rigdeck_gguf::StringArray = (0..n).map(|i| format!("t{i}")).collect();
-        w.set("tokenizer.ggml.model", "gpt2");
-        w.set(
-            "tokenizer.ggml.tokens",
-            Value::Array(rigdeck_gguf::Array::String(names)),
-        );
-        w.metadata().clone()
-    }
-
-    fn load_writer(writer: &rigdeck_gguf::GgufWriter) -> Result<ModelShape, ShapeError> {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("recurrent.gguf");
-        writer.write_to_path(&path).unwrap();
-        load_shape(&path).map(|loaded| loaded.shape)
-    }
-
     fn small_qwen3next() -> rigdeck_gguf::tiny_recurrent::TinyQwen3Next {
         rigdeck_gguf::tiny_recurrent::TinyQwen3Next {
             name: "q".into(),
@@ -607,6 +591,8 @@ mod tests {
             experts: (4, 2),
             expert_ff: 64,
             shared_ff: 64,
+            legacy_ssm_in: false,
+            fused_gate_up: false,
             n_ff: 512,
             context_length: 4096,
         }
@@ -623,10 +609,10 @@ mod tests {
             dt_rank: 12,
             context_length: 1 << 20,
         };
-        let mut writer = mamba.writer(&tokens(16));
+        let mut writer = mamba.writer(&synthetic_vocab(16));
         // Mamba 1 does not read a group count: a stray one must not change the state.
         writer.set("mamba.ssm.group_count", Value::U32(8));
-        let shape = load_writer(&writer).unwrap();
+        let shape = shape_of_writer(&writer).unwrap();
         let attention = &shape.attention;
         assert_eq!(
             attention.recurrent,
@@ -650,7 +636,7 @@ mod tests {
     #[test]
     fn qwen3next_attends_every_interval_and_caches_no_kv_on_its_linear_layers() {
         let q = small_qwen3next();
-        let shape = load_writer(&q.writer(&tokens(16))).unwrap();
+        let shape = shape_of_writer(&q.writer(&synthetic_vocab(16))).unwrap();
         let attention = &shape.attention;
         let recurrent: Vec<bool> = (0..8).map(|il| il % 4 != 3).collect();
         assert_eq!(attention.recurrent_layers, recurrent);
@@ -664,9 +650,9 @@ mod tests {
         assert_eq!(gdn.conv_channels(), 2 * 64 + 128);
 
         // Without the key llama.cpp's default interval is 4; an explicit flag list wins.
-        let mut writer = q.writer(&tokens(16));
+        let mut writer = q.writer(&synthetic_vocab(16));
         writer.set("qwen3next.full_attention_interval", Value::U32(2));
-        let every_other = load_writer(&writer).unwrap().attention.recurrent_layers;
+        let every_other = shape_of_writer(&writer).unwrap().attention.recurrent_layers;
         assert_eq!(
             every_other,
             (0..8).map(|il| il % 2 == 0).collect::<Vec<_>>()
@@ -676,21 +662,21 @@ mod tests {
             "qwen3next.attention.recurrent_layers",
             Value::Array(rigdeck_gguf::Array::Bool(flags.clone())),
         );
-        let listed = load_writer(&writer).unwrap().attention;
+        let listed = shape_of_writer(&writer).unwrap().attention;
         assert_eq!(listed.recurrent_layers, flags);
         assert_eq!(listed.head_count_kv, vec![0, 2, 0, 0, 0, 0, 0, 2]);
         // A zero interval (a division by zero in llama.cpp) reads as full attention everywhere.
-        let mut writer = q.writer(&tokens(16));
+        let mut writer = q.writer(&synthetic_vocab(16));
         writer.set("qwen3next.full_attention_interval", Value::U32(0));
-        let zero = load_writer(&writer).unwrap().attention;
+        let zero = shape_of_writer(&writer).unwrap().attention;
         assert_eq!(zero.recurrent_layers, vec![false; 8]);
     }
 
     #[test]
     fn hostile_ssm_widths_are_refused() {
-        let mut writer = small_qwen3next().writer(&tokens(16));
+        let mut writer = small_qwen3next().writer(&synthetic_vocab(16));
         writer.set("qwen3next.ssm.inner_size", Value::U32(4_000_000_000));
-        let e = load_writer(&writer).unwrap_err();
+        let e = shape_of_writer(&writer).unwrap_err();
         assert!(
             e.to_string().contains(
                 "qwen3next.ssm.inner_size = 4000000000, which is more than the largest tensor \
@@ -698,10 +684,10 @@ mod tests {
             ),
             "{e}"
         );
-        let mut writer = small_qwen3next().writer(&tokens(16));
+        let mut writer = small_qwen3next().writer(&synthetic_vocab(16));
         writer.set("qwen3next.ssm.state_size", Value::U64(u64::MAX));
         assert!(matches!(
-            load_writer(&writer).unwrap_err(),
+            shape_of_writer(&writer).unwrap_err(),
             ShapeError::Implausible { .. }
         ));
     }

@@ -151,6 +151,10 @@ pub struct ExpertShape {
     /// gives only `feed_forward_length` (Mixtral), which is then the experts' width.
     #[serde(default)]
     pub feed_forward_length: u32,
+    /// The shared expert's feed-forward width (`*.expert_shared_feed_forward_length`); 0 when
+    /// the file does not say.
+    #[serde(default)]
+    pub shared_feed_forward_length: u32,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -83,6 +83,7 @@ pub fn moe_model(n_layer: u32, dense: u32, layer_bytes: u64, expert_bytes: u64) 
             used: 8,
             shared: 1,
             feed_forward_length: 2048,
+            shared_feed_forward_length: 0,
         }),
         tensors,
     }
@@ -112,4 +113,26 @@ pub fn gpus(n: u32, each: u64) -> Vec<DeviceSpec> {
         correction: None,
     });
     devices
+}
+
+/// A tokenizer of `n` made-up tokens, for writers that copy one in.
+pub fn synthetic_vocab(n: usize) -> rigdeck_gguf::Metadata {
+    let mut w = rigdeck_gguf::GgufWriter::new();
+    let names: rigdeck_gguf::StringArray = (0..n).map(|i| format!("t{i}")).collect();
+    w.set("tokenizer.ggml.model", "gpt2");
+    w.set(
+        "tokenizer.ggml.tokens",
+        rigdeck_gguf::Value::Array(rigdeck_gguf::Array::String(names)),
+    );
+    w.metadata().clone()
+}
+
+/// The shape the planner reads from what `writer` writes (through a real file).
+pub fn shape_of_writer(
+    writer: &rigdeck_gguf::GgufWriter,
+) -> Result<ModelShape, crate::from_gguf::ShapeError> {
+    let dir = tempfile::tempdir().expect("a temporary folder");
+    let path = dir.path().join("model.gguf");
+    writer.write_to_path(&path).expect("the model is written");
+    crate::from_gguf::load_shape(&path).map(|loaded| loaded.shape)
 }

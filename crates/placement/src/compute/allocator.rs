@@ -1,0 +1,630 @@
+//! A replay of ggml's graph allocator (`ggml_gallocr` in ggml-alloc.c) over a graph described
+//! tensor by tensor. Where a graph's many small tensors are freed and reused in an order no
+//! formula captures (Qwen3-Next's gated delta net), the compute buffer is what this replay says:
+//! the same best-fit free list, the same in-place reuse of a parent, the same release of a
+//! tensor after its last consumer, so the high-water mark is llama.cpp's own.
+
+/// A tensor of the graph, by its index.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) struct TensorId(usize);
+
+/// The element types the compute graphs use (ggml's block size is 1 for all of them).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Element {
+    F32,
+    F16,
+    I32,
+    I64,
+}
+
+impl Element {
+    fn size(self) -> u64 {
+        match self {
+            Element::F32 | Element::I32 => 4,
+            Element::F16 => 2,
+            Element::I64 => 8,
+        }
+    }
+}
+
+/// Whether an operation may write into its parent's memory (`ggml_op_can_inplace`): the
+/// element-wise operations, norms, RoPE and softmax may; everything else gets memory of its own.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Reuse {
+    InPlace,
+    Fresh,
+}
+
+/// Extents and strides in bytes, as ggml's `ne` and `nb`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Layout {
+    element: Element,
+    ne: [u64; 4],
+    nb: [u64; 4],
+}
+
+impl Layout {
+    fn contiguous(element: Element, ne: [u64; 4]) -> Layout {
+        let mut nb = [element.size(), 0, 0, 0];
+        for i in 1..4 {
+            nb[i] = nb[i - 1].saturating_mul(ne[i - 1]);
+        }
+        Layout { element, ne, nb }
+    }
+
+    /// `ggml_nbytes`: the span from the first element to one past the last.
+    fn bytes(&self) -> u64 {
+        if self.ne.contains(&0) {
+            return 0;
+        }
+        self.ne
+            .iter()
+            .zip(self.nb)
+            .fold(self.element.size(), |sum, (&ne, nb)| {
+                sum.saturating_add((ne - 1).saturating_mul(nb))
+            })
+    }
+}
+
+/// What the allocator needs to know of one tensor.
+#[derive(Clone, Debug)]
+struct Tensor {
+    layout: Layout,
+    /// An operation's result (a node) rather than a constant or an input (a leaf).
+    computed: bool,
+    reuse: Reuse,
+    /// The tensor whose memory a view shares (always the root, never a view itself), and where.
+    view_of: Option<(TensorId, u64)>,
+    /// Memory outside the compute buffer: weights, the KV cache, recurrent states.
+    external: bool,
+    input: bool,
+    output: bool,
+    sources: Vec<TensorId>,
+}
+
+/// A compute graph built as ggml builds one: tensors are made in a context, and
+/// [`Graph::expand`] appends a result and, depth first, every source not yet in the graph.
+#[derive(Default)]
+pub(crate) struct Graph {
+    tensors: Vec<Tensor>,
+    visited: Vec<bool>,
+    leafs: Vec<TensorId>,
+    nodes: Vec<TensorId>,
+}
+
+impl Graph {
+    fn push(&mut self, tensor: Tensor) -> TensorId {
+        self.tensors.push(tensor);
+        self.visited.push(false);
+        TensorId(self.tensors.len() - 1)
+    }
+
+    fn tensor(&self, id: TensorId) -> &Tensor {
+        &self.tensors[id.0]
+    }
+
+    fn leaf(&mut self, element: Element, ne: [u64; 4], external: bool, input: bool) -> TensorId {
+        self.push(Tensor {
+            layout: Layout::contiguous(element, ne),
+            computed: false,
+            reuse: Reuse::Fresh,
+            view_of: None,
+            external,
+            input,
+            output: false,
+            sources: Vec::new(),
+        })
+    }
+
+    /// A weight or a cache: memory of its own outside the compute buffer.
+    pub(crate) fn external(&mut self, element: Element, ne: [u64; 4]) -> TensorId {
+        self.leaf(element, ne, true, false)
+    }
+
+    /// A graph input the compute buffer holds (token ids, positions, the mask, state indices).
+    pub(crate) fn input(&mut self, element: Element, ne: [u64; 4]) -> TensorId {
+        self.leaf(element, ne, false, true)
+    }
+
+    /// An operation's contiguous result.
+    pub(crate) fn op(
+        &mut self,
+        reuse: Reuse,
+        element: Element,
+        ne: [u64; 4],
+        sources: &[TensorId],
+    ) -> TensorId {
+        self.push(Tensor {
+            layout: Layout::contiguous(element, ne),
+            computed: true,
+            reuse,
+            view_of: None,
+            external: false,
+            input: false,
+            output: false,
+            sources: sources.to_vec(),
+        })
+    }
+
+    /// A tensor sharing the memory of `of` (a view, or a copy's result): no memory of its own.
+    /// `sources` are the operation's sources in order.
+    fn view_with(
+        &mut self,
+        of: TensorId,
+        layout: Layout,
+        offset: u64,
+        sources: Vec<TensorId>,
+    ) -> TensorId {
+        let (root, offset) = match self.tensor(of).view_of {
+            Some((root, base)) => (root, base.saturating_add(offset)),
+            None => (of, offset),
+        };
+        self.push(Tensor {
+            layout,
+            computed: true,
+            reuse: Reuse::Fresh,
+            view_of: Some((root, offset)),
+            external: false,
+            input: false,
+            output: false,
+            sources,
+        })
+    }
+
+    /// `ggml_view_4d`: extents `ne` with byte strides `nb` from `offset` bytes into `of`.
+    pub(crate) fn view(
+        &mut self,
+        of: TensorId,
+        ne: [u64; 4],
+        nb: [u64; 4],
+        offset: u64,
+    ) -> TensorId {
+        let element = self.tensor(of).layout.element;
+        self.view_with(of, Layout { element, ne, nb }, offset, vec![of])
+    }
+
+    /// `ggml_reshape_*`: the same contiguous memory under other extents.
+    pub(crate) fn reshape(&mut self, of: TensorId, ne: [u64; 4]) -> TensorId {
+        let element = self.tensor(of).layout.element;
+        self.view(of, ne, Layout::contiguous(element, ne).nb, 0)
+    }
+
+    /// `ggml_permute`: axis `i` of `of` becomes axis `axes[i]`.
+    pub(crate) fn permute(&mut self, of: TensorId, axes: [usize; 4]) -> TensorId {
+        let source = self.tensor(of).layout;
+        let (mut ne, mut nb) = ([0; 4], [0; 4]);
+        for (i, &axis) in axes.iter().enumerate() {
+            ne[axis] = source.ne[i];
+            nb[axis] = source.nb[i];
+        }
+        self.view(of, ne, nb, 0)
+    }
+
+    /// `ggml_cpy(source, destination)`: the result is a view of the destination.
+    pub(crate) fn copy(&mut self, source: TensorId, destination: TensorId) -> TensorId {
+        let layout = self.tensor(destination).layout;
+        self.view_with(destination, layout, 0, vec![source, destination])
+    }
+
+    /// `ggml_set_rows(destination, source, indices)`: the result is a view of the destination.
+    pub(crate) fn write_rows(
+        &mut self,
+        destination: TensorId,
+        source: TensorId,
+        indices: TensorId,
+    ) -> TensorId {
+        let layout = self.tensor(destination).layout;
+        self.view_with(destination, layout, 0, vec![source, indices, destination])
+    }
+
+    /// The extents of `id` (ggml's `ne`).
+    pub(crate) fn extents(&self, id: TensorId) -> [u64; 4] {
+        self.tensor(id).layout.ne
+    }
+
+    /// The byte strides of `id` (ggml's `nb`).
+    pub(crate) fn strides(&self, id: TensorId) -> [u64; 4] {
+        self.tensor(id).layout.nb
+    }
+
+    /// Marks `id` a graph output (the logits): never freed, never reused in place.
+    pub(crate) fn mark_output(&mut self, id: TensorId) {
+        self.tensors[id.0].output = true;
+    }
+
+    /// `ggml_build_forward_expand`: appends `id` after every source not yet in the graph, sources
+    /// first in their order (the default left-to-right evaluation order).
+    pub(crate) fn expand(&mut self, id: TensorId) {
+        // An explicit stack: a 96-layer graph nests thousands deep.
+        let mut stack = vec![(id, 0usize)];
+        while let Some((current, next_source)) = stack.pop() {
+            if next_source == 0 {
+                if self.visited[current.0] {
+                    continue;
+                }
+                self.visited[current.0] = true;
+            }
+            let tensor = &self.tensors[current.0];
+            if let Some(&source) = tensor.sources.get(next_source) {
+                stack.push((current, next_source + 1));
+                if !self.visited[source.0] {
+                    stack.push((source, 0));
+                }
+                continue;
+            }
+            if tensor.computed {
+                self.nodes.push(current);
+            } else {
+                self.leafs.push(current);
+            }
+        }
+    }
+}
+
+/// What the allocator tracks of one tensor (`hash_node`).
+#[derive(Clone, Copy, Default)]
+struct Slot {
+    children: u32,
+    views: u32,
+    allocated: bool,
+    offset: u64,
+}
+
+/// The free list of one buffer (`ggml_dyn_tallocr` with a single chunk, as on the CPU and on any
+/// backend whose largest buffer exceeds the graph): the free blocks inside the buffer, sorted
+/// by offset, and the open end of the buffer (ggml's last block), where the buffer grows.
+struct FreeList {
+    alignment: u64,
+    blocks: Vec<(u64, u64)>,
+    open_end: u64,
+    high_water: u64,
+}
+
+impl FreeList {
+    fn new(alignment: u64) -> FreeList {
+        FreeList {
+            alignment: alignment.max(1),
+            blocks: Vec::new(),
+            open_end: 0,
+            high_water: 0,
+        }
+    }
+
+    fn aligned(&self, size: u64) -> u64 {
+        size.div_ceil(self.alignment).saturating_mul(self.alignment)
+    }
+
+    /// The best-fitting free block (among equal sizes the last, as in ggml), else the open end.
+    fn allocate(&mut self, size: u64) -> u64 {
+        let size = self.aligned(size);
+        let mut best: Option<usize> = None;
+        for (i, &(_, block)) in self.blocks.iter().enumerate() {
+            if block >= size && best.is_none_or(|b| block <= self.blocks[b].1) {
+                best = Some(i);
+            }
+        }
+        let offset = match best {
+            Some(i) => {
+                let (offset, block) = self.blocks[i];
+                if block > size {
+                    self.blocks[i] = (offset + size, block - size);
+                } else {
+                    self.blocks.remove(i);
+                }
+                offset
+            }
+            None => {
+                let offset = self.open_end;
+                self.open_end = offset.saturating_add(size);
+                offset
+            }
+        };
+        self.high_water = self.high_water.max(offset.saturating_add(size));
+        offset
+    }
+
+    /// Returns `size` bytes at `offset`, merged with the free blocks (or the open end) it
+    /// touches.
+    fn free(&mut self, offset: u64, size: u64) {
+        let size = self.aligned(size);
+        let mut start = offset;
+        let mut end = offset.saturating_add(size);
+        let at = self.blocks.partition_point(|&(block, _)| block < offset);
+        if let Some(&(next, length)) = self.blocks.get(at) {
+            if next == end {
+                end = next.saturating_add(length);
+                self.blocks.remove(at);
+            }
+        }
+        if at > 0 {
+            let (previous, length) = self.blocks[at - 1];
+            if previous.saturating_add(length) == start {
+                start = previous;
+                self.blocks.remove(at - 1);
+            }
+        }
+        if end == self.open_end {
+            self.open_end = start;
+        } else {
+            let at = self.blocks.partition_point(|&(block, _)| block < start);
+            self.blocks.insert(at, (start, end - start));
+        }
+    }
+}
+
+/// The compute buffer `graph` needs, in bytes: the allocator's high-water mark after placing
+/// every leaf and node in order (`ggml_gallocr_alloc_graph_impl` with one buffer).
+pub(crate) fn reserve(graph: &Graph, alignment: u64) -> u64 {
+    let mut replay = Replay {
+        graph,
+        slots: vec![Slot::default(); graph.tensors.len()],
+        free: FreeList::new(alignment),
+    };
+    replay.run();
+    replay.free.high_water
+}
+
+struct Replay<'a> {
+    graph: &'a Graph,
+    slots: Vec<Slot>,
+    free: FreeList,
+}
+
+impl Replay<'_> {
+    fn run(&mut self) {
+        let graph = self.graph;
+        for &leaf in &graph.leafs {
+            self.allocate(leaf);
+        }
+        // Count children and views; inputs are placed before anything computed.
+        for &node in &graph.nodes {
+            let tensor = graph.tensor(node);
+            if let Some((root, _)) = tensor.view_of {
+                self.slots[root.0].views += 1;
+            }
+            if tensor.input {
+                self.allocate(node);
+            }
+            for &source in &tensor.sources {
+                self.slots[source.0].children += 1;
+                if graph.tensor(source).input {
+                    self.allocate(source);
+                }
+            }
+        }
+        for &node in &graph.nodes {
+            let sources = &graph.tensor(node).sources;
+            for &source in sources {
+                self.allocate(source);
+            }
+            self.allocate(node);
+            for &source in sources {
+                self.release(source);
+            }
+        }
+    }
+
+    fn is_own(&self, id: TensorId) -> bool {
+        self.slots[id.0].allocated
+    }
+
+    /// `ggml_gallocr_allocate_node`: a parent's memory when the operation may work in place and
+    /// the parent has no other consumer, else a block from the free list.
+    fn allocate(&mut self, id: TensorId) {
+        let tensor = self.graph.tensor(id);
+        if tensor.external || tensor.view_of.is_some() || self.is_own(id) {
+            return;
+        }
+        self.slots[id.0].allocated = true;
+        if tensor.reuse == Reuse::InPlace {
+            for &parent in &tensor.sources {
+                if self.reuse_parent(id, parent) {
+                    return;
+                }
+            }
+        }
+        self.slots[id.0].offset = self.free.allocate(tensor.layout.bytes());
+    }
+
+    /// Takes over `parent`'s memory for `id` when ggml would. A view parent never qualifies: the
+    /// allocator owns no view (`ggml_gallocr_is_own` is false for one), so its view branch
+    /// never runs.
+    fn reuse_parent(&mut self, id: TensorId, parent: TensorId) -> bool {
+        let node = self.graph.tensor(id);
+        let source = self.graph.tensor(parent);
+        let slot = self.slots[parent.0];
+        if !slot.allocated
+            || source.output
+            || source.layout != node.layout
+            || slot.children != 1
+            || slot.views != 0
+        {
+            return false;
+        }
+        // Same layout, same size: nothing of the parent's block is left over.
+        self.slots[id.0].offset = slot.offset;
+        self.slots[parent.0].allocated = false;
+        true
+    }
+
+    /// One consumer of `source` is done; frees it (or the tensor it views) when none is left.
+    fn release(&mut self, source: TensorId) {
+        let slot = &mut self.slots[source.0];
+        slot.children = slot.children.saturating_sub(1);
+        if slot.children != 0 || slot.views != 0 {
+            return;
+        }
+        match self.graph.tensor(source).view_of {
+            Some((root, _)) => {
+                let root_slot = &mut self.slots[root.0];
+                root_slot.views = root_slot.views.saturating_sub(1);
+                if root_slot.views == 0 && root_slot.children == 0 && root_slot.allocated {
+                    self.free_tensor(root);
+                }
+            }
+            None if slot.allocated => self.free_tensor(source),
+            None => {}
+        }
+    }
+
+    fn free_tensor(&mut self, id: TensorId) {
+        let tensor = self.graph.tensor(id);
+        if tensor.output {
+            return;
+        }
+        let offset = self.slots[id.0].offset;
+        self.free.free(offset, tensor.layout.bytes());
+        self.slots[id.0].allocated = false;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const KIB: u64 = 1024;
+
+    /// A 1 KiB f32 result of `sources`.
+    fn kib(graph: &mut Graph, reuse: Reuse, sources: &[TensorId]) -> TensorId {
+        graph.op(reuse, Element::F32, [256, 1, 1, 1], sources)
+    }
+
+    fn weight(graph: &mut Graph) -> TensorId {
+        graph.external(Element::F32, [256, 1, 1, 1])
+    }
+
+    #[test]
+    fn element_wise_operations_write_into_their_only_parent() {
+        let mut graph = Graph::default();
+        let w = weight(&mut graph);
+        let a = kib(&mut graph, Reuse::Fresh, &[w]);
+        let b = kib(&mut graph, Reuse::InPlace, &[a]);
+        let c = kib(&mut graph, Reuse::InPlace, &[b]);
+        graph.expand(c);
+        assert_eq!(reserve(&graph, 32), KIB);
+    }
+
+    #[test]
+    fn a_freed_block_is_reused_by_the_next_tensor_that_fits() {
+        let mut graph = Graph::default();
+        let w = weight(&mut graph);
+        let a = kib(&mut graph, Reuse::Fresh, &[w]);
+        let b = kib(&mut graph, Reuse::Fresh, &[a]);
+        // `a` is free once `b` is computed, so `c` takes its block.
+        let c = kib(&mut graph, Reuse::Fresh, &[b]);
+        graph.expand(c);
+        assert_eq!(reserve(&graph, 32), 2 * KIB);
+    }
+
+    #[test]
+    fn a_parent_with_another_consumer_is_not_overwritten() {
+        let mut graph = Graph::default();
+        let w = weight(&mut graph);
+        let a = kib(&mut graph, Reuse::Fresh, &[w]);
+        let b = kib(&mut graph, Reuse::InPlace, &[a]);
+        let c = kib(&mut graph, Reuse::InPlace, &[b, a]);
+        graph.expand(c);
+        // `b` cannot take `a` (c still reads it); `c` then takes `b`'s block.
+        assert_eq!(reserve(&graph, 32), 2 * KIB);
+    }
+
+    #[test]
+    fn a_view_keeps_the_tensor_it_views_alive() {
+        let mut graph = Graph::default();
+        let w = weight(&mut graph);
+        let a = kib(&mut graph, Reuse::Fresh, &[w]);
+        let half = graph.view(a, [128, 1, 1, 1], [4, 512, 512, 512], 0);
+        let b = kib(&mut graph, Reuse::Fresh, &[w]);
+        graph.expand(b);
+        // Without the view `a` would be free here; the view's reader comes last.
+        let c = kib(&mut graph, Reuse::Fresh, &[b, half]);
+        graph.expand(c);
+        assert_eq!(reserve(&graph, 32), 3 * KIB);
+    }
+
+    #[test]
+    fn outputs_are_never_freed_nor_written_over() {
+        let mut graph = Graph::default();
+        let w = weight(&mut graph);
+        let a = kib(&mut graph, Reuse::Fresh, &[w]);
+        graph.mark_output(a);
+        let b = kib(&mut graph, Reuse::InPlace, &[a]);
+        let c = kib(&mut graph, Reuse::Fresh, &[b]);
+        graph.expand(c);
+        assert_eq!(reserve(&graph, 32), 3 * KIB);
+    }
+
+    #[test]
+    fn inputs_are_placed_before_anything_computed() {
+        let mut graph = Graph::default();
+        let w = weight(&mut graph);
+        let a = kib(&mut graph, Reuse::Fresh, &[w]);
+        let late = graph.input(Element::F32, [256, 1, 1, 1]);
+        let b = kib(&mut graph, Reuse::Fresh, &[a, late]);
+        graph.expand(b);
+        let mut replay = Replay {
+            graph: &graph,
+            slots: vec![Slot::default(); graph.tensors.len()],
+            free: FreeList::new(32),
+        };
+        replay.run();
+        // The input read last holds the bottom of the buffer from the start.
+        assert_eq!(replay.slots[late.0].offset, 0);
+        assert_eq!(replay.slots[a.0].offset, KIB);
+        assert_eq!(replay.free.high_water, 3 * KIB);
+    }
+
+    #[test]
+    fn expanding_appends_sources_before_their_consumers_once() {
+        let mut graph = Graph::default();
+        let w = weight(&mut graph);
+        let a = kib(&mut graph, Reuse::Fresh, &[w]);
+        let b = kib(&mut graph, Reuse::Fresh, &[a]);
+        let c = kib(&mut graph, Reuse::Fresh, &[a, b]);
+        graph.expand(b);
+        graph.expand(c);
+        assert_eq!(graph.nodes, vec![a, b, c]);
+        assert_eq!(graph.leafs, vec![w]);
+    }
+
+    #[test]
+    fn best_fit_takes_the_smallest_hole_and_freeing_merges_neighbours() {
+        let mut free = FreeList::new(32);
+        let offsets: Vec<u64> = [2 * KIB, KIB, KIB, KIB]
+            .iter()
+            .map(|&size| free.allocate(size))
+            .collect();
+        assert_eq!(offsets, vec![0, 2 * KIB, 3 * KIB, 4 * KIB]);
+        free.free(0, 2 * KIB);
+        free.free(3 * KIB, KIB);
+        assert_eq!(free.allocate(KIB), 3 * KIB);
+        assert_eq!(free.allocate(2 * KIB), 0);
+        free.free(2 * KIB, KIB);
+        free.free(3 * KIB, KIB);
+        free.free(4 * KIB, KIB);
+        // [2 K, 5 K) merged into the open end: the buffer can shrink back to 2 K.
+        assert_eq!(free.open_end, 2 * KIB);
+        assert!(free.blocks.is_empty());
+        assert_eq!(free.high_water, 5 * KIB);
+    }
+
+    #[test]
+    fn sizes_are_rounded_up_to_the_alignment() {
+        let mut free = FreeList::new(32);
+        assert_eq!(free.allocate(4), 0);
+        assert_eq!(free.allocate(33), 32);
+        assert_eq!(free.high_water, 96);
+    }
+
+    #[test]
+    fn hostile_extents_saturate_instead_of_overflowing() {
+        let huge = Layout::contiguous(Element::I64, [u64::MAX, u64::MAX, 2, 2]);
+        assert_eq!(huge.bytes(), u64::MAX);
+        let empty = Layout::contiguous(Element::F32, [0, 7, 1, 1]);
+        assert_eq!(empty.bytes(), 0);
+        let mut free = FreeList::new(32);
+        assert_eq!(free.allocate(u64::MAX), 0);
+        assert_eq!(free.allocate(u64::MAX), u64::MAX);
+        assert_eq!(free.high_water, u64::MAX);
+    }
+}
