@@ -18,7 +18,7 @@ use rigdeck_core::placement::rig::{preset, Margins};
 use rigdeck_core::placement::{KvType, PlacementOptions};
 use rigdeck_gguf::fixtures::MoeShape;
 use rigdeck_gguf::tiny::{TinyMla, TinyModel};
-use rigdeck_gguf::tiny_recurrent::{TinyMamba, TinyQwen3Next};
+use rigdeck_gguf::tiny_recurrent::{QwenHybrid, TinyMamba, TinyQwen3Next};
 use rigdeck_gguf::GgufFile;
 
 /// Where the llama.cpp build and its tokenizer files are.
@@ -374,6 +374,35 @@ fn qwen3next_cases() -> Vec<Case> {
             ..TinyQwen3Next::with_linear_heads(3, 2048, 16, 32)
         };
         cases.push(qwen3next_case(label, model, "llama-spm", o));
+    }
+    // Qwen3.5, MoE and dense: beta and alpha projected apart, no repeat of Q and K, M-RoPE;
+    // Qwen's 152 K vocabulary (the logits lead) and a 32 K one (the layers lead).
+    for (hybrid, n_embd, key_heads, value_heads, parallel, fa, vocab) in [
+        (QwenHybrid::Qwen35Moe, 2048, 16, 32, 1, true, "qwen35"),
+        (QwenHybrid::Qwen35Moe, 2048, 16, 32, 4, false, "llama-spm"),
+        (QwenHybrid::Qwen35Moe, 3072, 16, 64, 2, true, "llama-spm"),
+        (QwenHybrid::Qwen35Moe, 2048, 16, 32, 8, true, "llama-spm"),
+        (QwenHybrid::Qwen35, 2560, 16, 32, 1, true, "qwen35"),
+        (QwenHybrid::Qwen35, 2560, 16, 32, 3, false, "llama-spm"),
+        (QwenHybrid::Qwen35, 4096, 16, 48, 8, true, "llama-spm"),
+        (QwenHybrid::Qwen35, 1024, 16, 16, 1, true, "llama-spm"),
+    ] {
+        let o = PlacementOptions {
+            parallel,
+            ..options(8_192, 512, fa)
+        };
+        let label = format!(
+            "{}, embd {n_embd}, {key_heads}/{value_heads} linear heads, {parallel} slots, {}",
+            hybrid.architecture(),
+            flags(&o)
+        );
+        let model = TinyQwen3Next {
+            hybrid,
+            n_ff: 4 * n_embd,
+            full_attention_interval: 4,
+            ..TinyQwen3Next::with_linear_heads(4, n_embd, key_heads, value_heads)
+        };
+        cases.push(qwen3next_case(label, model, vocab, o));
     }
     cases
 }

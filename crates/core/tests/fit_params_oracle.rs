@@ -12,7 +12,7 @@ use std::process::Command;
 
 use rigdeck_core::engines::source;
 use rigdeck_gguf::tiny::{TinyMla, TinyModel};
-use rigdeck_gguf::tiny_recurrent::{TinyMamba, TinyQwen3Next};
+use rigdeck_gguf::tiny_recurrent::{QwenHybrid, TinyMamba, TinyQwen3Next};
 use rigdeck_placement::from_gguf::load_shape;
 use rigdeck_placement::plan::{plan, DeviceSpec};
 use rigdeck_placement::{DeviceId, KvType, PlacementOptions};
@@ -551,6 +551,61 @@ fn a_full_size_qwen3_next_80b_matches_llama_cpp() {
         PlacementOptions {
             context: 32_768,
             parallel: 2,
+            ..Default::default()
+        },
+        REPLAYED,
+    );
+}
+
+#[test]
+fn qwen3_5_models_match_llama_cpp() {
+    // Qwen3.5 (`qwen35moe`, `qwen35`): beta and alpha projected apart, Q and K broadcast by the
+    // fused delta net instead of repeated, M-RoPE sections. A 32 000-token vocabulary lets the
+    // layers, not the logits, lead; eight slots.
+    for hybrid in [QwenHybrid::Qwen35Moe, QwenHybrid::Qwen35] {
+        let dir = tempfile::tempdir().unwrap();
+        let name = hybrid.architecture();
+        let path = dir.path().join(format!("{name}.gguf"));
+        let model = TinyQwen3Next {
+            hybrid,
+            n_ff: 8192,
+            full_attention_interval: 4,
+            ..TinyQwen3Next::with_linear_heads(8, 2048, 16, 48)
+        };
+        model.write(&vocab_named("llama-spm"), &path).unwrap();
+        compare_file_within(
+            name,
+            &path,
+            PlacementOptions {
+                context: 16_384,
+                parallel: 8,
+                ..Default::default()
+            },
+            REPLAYED,
+        );
+    }
+}
+
+#[test]
+fn a_full_size_qwen3_5_35b_matches_llama_cpp() {
+    // Qwen3.5-35B-A3B's shape (40 layers, 256 experts with 8 active) as a sparse file, with
+    // the 151 936-token Qwen tokenizer of llama.cpp's test vocabularies.
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("qwen3.5-35b.gguf");
+    let model = TinyQwen3Next {
+        name: "Qwen3.5-35B-A3B".into(),
+        hybrid: QwenHybrid::Qwen35Moe,
+        full_attention_interval: 4,
+        experts: (256, 8),
+        ..TinyQwen3Next::with_linear_heads(40, 2048, 16, 32)
+    };
+    model.write(&vocab_named("qwen35"), &path).unwrap();
+    compare_file_within(
+        "qwen3.5-35b",
+        &path,
+        PlacementOptions {
+            context: 65_536,
+            parallel: 1,
             ..Default::default()
         },
         REPLAYED,

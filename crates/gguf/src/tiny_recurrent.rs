@@ -16,7 +16,7 @@ use std::path::Path;
 use crate::error::GgufError;
 use crate::read::GgufFile;
 use crate::types::GgmlType;
-use crate::value::Metadata;
+use crate::value::{Array, Metadata, Value};
 use crate::write::{GgufWriter, TensorData};
 
 /// A `mamba` model. llama.cpp supports only an expansion factor of 2, so the inner size is
@@ -35,10 +35,34 @@ pub struct TinyMamba {
     pub context_length: u64,
 }
 
-/// A `qwen3next` model (Qwen3-Next's hybrid of gated delta net and gated full attention).
+/// Which of Qwen's hybrids of gated delta net and gated full attention a [`TinyQwen3Next`] is
+/// written as.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum QwenHybrid {
+    /// `qwen3next`: beta and alpha from one `ssm_ba` projection; routed and shared experts.
+    Qwen3Next,
+    /// `qwen35moe` (Qwen3.5 MoE): separate `ssm_beta` and `ssm_alpha`, M-RoPE sections.
+    Qwen35Moe,
+    /// `qwen35` (Qwen3.5 dense): as `qwen35moe` with a dense feed-forward of `n_ff`.
+    Qwen35,
+}
+
+impl QwenHybrid {
+    pub fn architecture(self) -> &'static str {
+        match self {
+            QwenHybrid::Qwen3Next => "qwen3next",
+            QwenHybrid::Qwen35Moe => "qwen35moe",
+            QwenHybrid::Qwen35 => "qwen35",
+        }
+    }
+}
+
+/// A `qwen3next` model (Qwen3-Next's hybrid of gated delta net and gated full attention), or
+/// one of its Qwen3.5 successors ([`QwenHybrid`]).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct TinyQwen3Next {
     pub name: String,
+    pub hybrid: QwenHybrid,
     pub n_layer: u64,
     pub n_embd: u64,
     /// Full-attention geometry: query heads, KV heads and the head size (K and V alike).
@@ -64,7 +88,7 @@ pub struct TinyQwen3Next {
     /// The experts' gate and up projections in one `ffn_gate_up_exps` tensor.
     pub fused_gate_up: bool,
     /// `feed_forward_length` as Qwen's config carries it (the dense size; llama.cpp uses the
-    /// expert sizes above).
+    /// expert sizes above, except for the dense `qwen35`).
     pub n_ff: u64,
     pub context_length: u64,
 }
@@ -173,6 +197,7 @@ impl TinyQwen3Next {
     ) -> TinyQwen3Next {
         TinyQwen3Next {
             name: "qwen3next".into(),
+            hybrid: QwenHybrid::Qwen3Next,
             n_layer,
             n_embd,
             n_head: 16,
@@ -205,14 +230,16 @@ impl TinyQwen3Next {
         !(il + 1).is_multiple_of(self.full_attention_interval.max(1))
     }
 
-    /// The model as a writer, metadata as `conversion/qwen.py` (`Qwen3NextModel`) writes it,
-    /// tensors as `llama_model_qwen3next::load_arch_tensors` loads them (by default the fused
-    /// `attn_qkv` and `attn_gate` form of the linear layers, separate expert gate and up).
+    /// The model as a writer, metadata as `conversion/qwen.py` (`Qwen3NextModel`,
+    /// `Qwen3_5MoeTextModel`, `Qwen3_5TextModel`) writes it, tensors as the architecture's
+    /// `load_arch_tensors` loads them (by default the fused `attn_qkv` and `attn_gate` form of
+    /// the linear layers, separate expert gate and up).
     pub fn writer(&self, vocab: &Metadata) -> GgufWriter {
         let n_vocab = vocab_size(vocab);
         let (n_expert, used) = self.experts;
+        let moe = self.hybrid != QwenHybrid::Qwen35;
         let mut w = GgufWriter::new();
-        let a = "qwen3next";
+        let a = self.hybrid.architecture();
         let key = |suffix: &str| format!("{a}.{suffix}");
         w.set("general.architecture", a);
         w.set("general.name", self.name.as_str());
@@ -229,10 +256,19 @@ impl TinyQwen3Next {
         w.set(&key("rope.freq_base"), 10_000_000.0f32);
         // Qwen3-Next rotates a quarter of each head.
         w.set(&key("rope.dimension_count"), u(self.head_dim / 4));
-        w.set(&key("expert_count"), u(n_expert));
-        w.set(&key("expert_used_count"), u(used));
-        w.set(&key("expert_feed_forward_length"), u(self.expert_ff));
-        w.set(&key("expert_shared_feed_forward_length"), u(self.shared_ff));
+        if moe {
+            w.set(&key("expert_count"), u(n_expert));
+            w.set(&key("expert_used_count"), u(used));
+            w.set(&key("expert_feed_forward_length"), u(self.expert_ff));
+            w.set(&key("expert_shared_feed_forward_length"), u(self.shared_ff));
+        }
+        if self.hybrid != QwenHybrid::Qwen3Next {
+            // Qwen3.5's interleaved M-RoPE sections, as the converter's default writes them.
+            w.set(
+                &key("rope.dimension_sections"),
+                Value::Array(Array::I32(vec![11, 11, 10, 0])),
+            );
+        }
         w.set(&key("ssm.conv_kernel"), u(self.conv_kernel));
         w.set(&key("ssm.state_size"), u(self.linear_head_dim));
         w.set(&key("ssm.group_count"), u(self.linear_key_heads));
@@ -267,7 +303,12 @@ impl TinyQwen3Next {
                 t.f32(&n("ssm_conv1d.weight"), &[self.conv_kernel, conv_dim]);
                 t.f32(&n("ssm_dt.bias"), &[self.linear_value_heads]);
                 t.f32(&n("ssm_a"), &[self.linear_value_heads]);
-                t.f16(&n("ssm_ba.weight"), &[e, 2 * self.linear_value_heads]);
+                if self.hybrid == QwenHybrid::Qwen3Next {
+                    t.f16(&n("ssm_ba.weight"), &[e, 2 * self.linear_value_heads]);
+                } else {
+                    t.f16(&n("ssm_beta.weight"), &[e, self.linear_value_heads]);
+                    t.f16(&n("ssm_alpha.weight"), &[e, self.linear_value_heads]);
+                }
                 t.f32(&n("ssm_norm.weight"), &[self.linear_head_dim]);
                 t.f16(&n("ssm_out.weight"), &[value_dim, e]);
             } else {
@@ -278,6 +319,12 @@ impl TinyQwen3Next {
                 t.f16(&n("attn_output.weight"), &[hd * self.n_head, e]);
                 t.f32(&n("attn_q_norm.weight"), &[hd]);
                 t.f32(&n("attn_k_norm.weight"), &[hd]);
+            }
+            if !moe {
+                t.f16(&n("ffn_gate.weight"), &[e, self.n_ff]);
+                t.f16(&n("ffn_up.weight"), &[e, self.n_ff]);
+                t.f16(&n("ffn_down.weight"), &[self.n_ff, e]);
+                continue;
             }
             t.f32(&n("ffn_gate_inp.weight"), &[e, n_expert]);
             if self.fused_gate_up {
@@ -344,6 +391,7 @@ mod tests {
     fn qwen3next_has_full_attention_every_interval() {
         let q = TinyQwen3Next {
             name: "q".into(),
+            hybrid: QwenHybrid::Qwen3Next,
             n_layer: 6,
             n_embd: 64,
             n_head: 4,

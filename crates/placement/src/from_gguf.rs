@@ -578,6 +578,7 @@ mod tests {
     fn small_qwen3next() -> rigdeck_gguf::tiny_recurrent::TinyQwen3Next {
         rigdeck_gguf::tiny_recurrent::TinyQwen3Next {
             name: "q".into(),
+            hybrid: rigdeck_gguf::tiny_recurrent::QwenHybrid::Qwen3Next,
             n_layer: 8,
             n_embd: 256,
             n_head: 4,

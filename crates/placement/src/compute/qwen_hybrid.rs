@@ -1,6 +1,7 @@
 //! The graph llama.cpp reserves for Qwen3-Next (`src/models/qwen3next.cpp`, the fused gated
-//! delta net of `delta-net-base.cpp`, `build_attn` and `build_moe_ffn` of `llama-graph.cpp`),
-//! tensor by tensor, for [`allocator::reserve`]. Its linear-attention layers free and reuse
+//! delta net of `delta-net-base.cpp`, `build_attn` and `build_moe_ffn` of `llama-graph.cpp`)
+//! and its Qwen3.5 successors (`qwen35moe.cpp`, `qwen35.cpp`), tensor by tensor, for
+//! [`allocator::reserve`]. Its linear-attention layers free and reuse
 //! some thirty tensors of every size in an order no formula of ours captured (the fitted
 //! envelope was 6.5 % under to 12 % over llama.cpp's figure); replaying the allocator over the
 //! same graph gives llama.cpp's own number.
@@ -28,11 +29,13 @@ pub(super) fn compute_bytes(
         .attention
         .recurrent
         .filter(|r| r.kind == RecurrentKind::GatedDeltaNet)?;
-    let experts = model.experts?;
-    if model.architecture != "qwen3next" || linear.group_count == 0 || linear.time_step_rank == 0 {
+    let flavour = Flavour::of(model)?;
+    if linear.group_count == 0 || linear.time_step_rank == 0 {
         return None;
     }
-    let mut builder = Builder::new(model, linear, experts.used, g, options);
+    let experts_used = model.experts.map_or(1, |e| e.used);
+    let mut builder = Builder::new(model, linear, experts_used, g, options);
+    builder.flavour = flavour;
     builder.forms = LayerForms::of(model);
     if !plausible(model, &builder.batch, g) {
         return None;
@@ -46,6 +49,29 @@ pub(super) fn compute_bytes(
     }
     builder.build(model, &held, holds_output, options, g);
     Some(allocator::reserve(&builder.graph, ALIGNMENT))
+}
+
+/// Where the Qwen hybrids' graphs differ.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Flavour {
+    /// `qwen3next`: beta and alpha from one projection split per key head, Q and K repeated
+    /// to the value heads, routed and shared experts.
+    Qwen3Next,
+    /// `qwen35moe`: beta and alpha projected apart, Q and K left to the fused op's broadcast.
+    Qwen35Moe,
+    /// `qwen35`: as `qwen35moe` with a dense feed-forward.
+    Qwen35,
+}
+
+impl Flavour {
+    fn of(model: &ModelShape) -> Option<Flavour> {
+        match (model.architecture.as_str(), model.experts.is_some()) {
+            ("qwen3next", true) => Some(Flavour::Qwen3Next),
+            ("qwen35moe", true) => Some(Flavour::Qwen35Moe),
+            ("qwen35", false) => Some(Flavour::Qwen35),
+            _ => None,
+        }
+    }
 }
 
 /// The batch llama.cpp reserves for (`llama_context::sched_reserve`): `min(n_ctx, ubatch)`
@@ -78,6 +104,7 @@ struct Builder {
     mask: Option<TensorId>,
     output_rows: Option<TensorId>,
     forms: LayerForms,
+    flavour: Flavour,
 }
 
 /// Which form of each layer's tensors the file has (each changes the graph).
@@ -156,6 +183,7 @@ impl Builder {
             mask: None,
             output_rows: None,
             forms: LayerForms::default(),
+            flavour: Flavour::Qwen3Next,
         }
     }
 
@@ -190,7 +218,13 @@ impl Builder {
             self.state_copy = Some(self.input(Element::I32, [self.batch.sequences, 1, 1, 1]));
         }
         if let Some(il) = attention_layer {
-            self.positions = Some(self.input(Element::I32, [tokens, 1, 1, 1]));
+            // Qwen3.5's M-RoPE reads four positions per token.
+            let per_token = if self.flavour == Flavour::Qwen3Next {
+                1
+            } else {
+                4
+            };
+            self.positions = Some(self.input(Element::I32, [tokens * per_token, 1, 1, 1]));
             self.key_rows = Some(self.input(Element::I64, [tokens, 1, 1, 1]));
             // Without flash attention V is stored transposed, written element by element.
             let value_rows = if self.flash_attention {
@@ -307,30 +341,7 @@ impl Builder {
         let qkv = self
             .graph
             .reshape(qkv, [channels, per_sequence, sequences, 1]);
-        let ba = self.matmul(2 * value_heads, x);
-        let per_group = value_heads / key_heads;
-        let ba = self
-            .graph
-            .reshape(ba, [2 * per_group, key_heads, per_sequence, sequences]);
-        let ba_strides = self.graph.strides(ba);
-        let split = [per_group, key_heads, per_sequence, sequences];
-        let b = self.graph.view(ba, split, ba_strides, 0);
-        let a = self.graph.view(ba, split, ba_strides, per_group * 4);
-        let b = self.op(Reuse::Fresh, split, &[b]);
-        let beta = self.elementwise(b, &[]);
-        let alpha = self.op(
-            Reuse::Fresh,
-            [value_heads, per_sequence, sequences, 1],
-            &[a],
-        );
-        let bias = self.weight([value_heads, 1, 1, 1]);
-        let alpha = self.elementwise(alpha, &[bias]);
-        let alpha = self.elementwise(alpha, &[]);
-        let decay = self.weight([value_heads, 1, 1, 1]);
-        let gate = self.elementwise(alpha, &[decay]);
-        let per_head = [1, value_heads, per_sequence, sequences];
-        let beta = self.graph.reshape(beta, per_head);
-        let gate = self.graph.reshape(gate, per_head);
+        let (beta, gate) = self.beta_and_gate(x);
 
         let conv_input = self.convolution_input(qkv);
         let state = self.recurrent_state(shape.ssm_state_elements());
@@ -402,6 +413,54 @@ impl Builder {
             .reshape(gated, [value_width, per_sequence, sequences, 1]);
         let projected = self.matmul(self.n_embd, flat);
         self.graph.reshape(projected, [self.n_embd, tokens, 1, 1])
+    }
+
+    /// The delta net's write strength (beta, a sigmoid) and decay gate (softplus of alpha plus
+    /// its bias, times A), one per value head and token, shaped `[1, value heads, tokens, seqs]`.
+    fn beta_and_gate(&mut self, x: TensorId) -> (TensorId, TensorId) {
+        let Batch {
+            sequences,
+            per_sequence,
+            ..
+        } = self.batch;
+        let value_heads = u64::from(self.linear.time_step_rank);
+        let per_head = [1, value_heads, per_sequence, sequences];
+        let (beta, alpha) = if self.flavour == Flavour::Qwen3Next {
+            // One projection, [beta | alpha] per key head, split and made contiguous.
+            let key_heads = u64::from(self.linear.group_count);
+            let per_group = value_heads / key_heads;
+            let ba = self.matmul(2 * value_heads, x);
+            let ba = self
+                .graph
+                .reshape(ba, [2 * per_group, key_heads, per_sequence, sequences]);
+            let strides = self.graph.strides(ba);
+            let split = [per_group, key_heads, per_sequence, sequences];
+            let b = self.graph.view(ba, split, strides, 0);
+            let a = self.graph.view(ba, split, strides, per_group * 4);
+            let b = self.op(Reuse::Fresh, split, &[b]);
+            let beta = self.elementwise(b, &[]);
+            let alpha = self.op(
+                Reuse::Fresh,
+                [value_heads, per_sequence, sequences, 1],
+                &[a],
+            );
+            (self.graph.reshape(beta, per_head), alpha)
+        } else {
+            let beta = self.matmul(value_heads, x);
+            let beta = self.graph.reshape(beta, per_head);
+            let beta = self.elementwise(beta, &[]);
+            let alpha = self.matmul(value_heads, x);
+            let alpha = self
+                .graph
+                .reshape(alpha, [value_heads, per_sequence, sequences, 1]);
+            (beta, alpha)
+        };
+        let bias = self.weight([value_heads, 1, 1, 1]);
+        let alpha = self.elementwise(alpha, &[bias]);
+        let alpha = self.elementwise(alpha, &[]);
+        let decay = self.weight([value_heads, 1, 1, 1]);
+        let gate = self.elementwise(alpha, &[decay]);
+        (beta, self.graph.reshape(gate, per_head))
     }
 
     /// `build_qkvz`: Q, K and V (the convolution's channels) and the output gate z, from the
@@ -503,7 +562,8 @@ impl Builder {
             u64::from(shape.group_count),
             u64::from(shape.time_step_rank),
         );
-        if key_heads == value_heads {
+        // Qwen3.5 leaves the repeat to the fused op (`[TAG_GGML_GDN_BCAST]`).
+        if key_heads == value_heads || self.flavour != Flavour::Qwen3Next {
             return scaled;
         }
         let factor = value_heads / key_heads;
@@ -612,7 +672,7 @@ impl Builder {
     fn feed_forward(&mut self, model: &ModelShape, il: usize, x: TensorId) -> TensorId {
         let tokens = self.batch.tokens;
         let Some(experts) = model.experts else {
-            return x;
+            return self.dense_feed_forward(u64::from(model.n_ff), x);
         };
         let (count, used) = (u64::from(experts.count), self.experts_used);
         let expert_ff = match experts.feed_forward_length {
@@ -685,14 +745,21 @@ impl Builder {
             0 => u64::from(model.n_ff),
             ff => u64::from(ff),
         };
-        let up = self.matmul(shared_ff, x);
-        let gate = self.matmul(shared_ff, x);
-        let activated = self.op(Reuse::Fresh, [shared_ff, tokens, 1, 1], &[gate, up]);
-        let shared = self.matmul(self.n_embd, activated);
+        let shared = self.dense_feed_forward(shared_ff, x);
         let shared_gate = self.matmul(1, x);
         let shared_gate = self.elementwise(shared_gate, &[]);
         let shared = self.elementwise(shared, &[shared_gate]);
         self.elementwise(sum, &[shared])
+    }
+
+    /// `build_ffn` with SiLU gating (`LLM_FFN_SILU`, `LLM_FFN_PAR`): up, gate, their SwiGLU and
+    /// the down projection.
+    fn dense_feed_forward(&mut self, width: u64, x: TensorId) -> TensorId {
+        let tokens = self.batch.tokens;
+        let up = self.matmul(width, x);
+        let gate = self.matmul(width, x);
+        let activated = self.op(Reuse::Fresh, [width, tokens, 1, 1], &[gate, up]);
+        self.matmul(self.n_embd, activated)
     }
 
     /// `ggml_mul_mat_id`: `rows` outputs per selected expert and token.
@@ -772,7 +839,7 @@ mod tests {
     use crate::plan::plan;
     use crate::testing::{gpus, shape_of_writer, synthetic_vocab, GIB};
     use crate::{DeviceId, ModelShape, PlacementOptions};
-    use rigdeck_gguf::tiny_recurrent::TinyQwen3Next;
+    use rigdeck_gguf::tiny_recurrent::{QwenHybrid, TinyQwen3Next};
 
     /// Three layers (two linear, one full attention), 16/32 linear heads of 128, 16 experts
     /// with 4 active, GPT-NeoX's vocabulary size.
@@ -807,6 +874,32 @@ mod tests {
         assert_eq!(compute_on_one_gpu(&model, &options(1, true)), 132_659_232);
         assert_eq!(compute_on_one_gpu(&model, &options(4, true)), 120_076_320);
         assert_eq!(compute_on_one_gpu(&model, &options(1, false)), 610_281_504);
+    }
+
+    #[test]
+    fn qwen3_5_graphs_give_llama_cpps_own_buffer_to_the_byte() {
+        // Eight layers (every fourth full attention), 16/48 linear heads, n_ff 8 192, a
+        // 32 000-token vocabulary, eight slots: llama.cpp's allocator reached these byte counts
+        // (printed as 118 and 115 MiB).
+        for (hybrid, bytes) in [
+            (QwenHybrid::Qwen35Moe, 124_735_520),
+            (QwenHybrid::Qwen35, 121_524_256),
+        ] {
+            let model = TinyQwen3Next {
+                hybrid,
+                n_ff: 8192,
+                full_attention_interval: 4,
+                ..TinyQwen3Next::with_linear_heads(8, 2048, 16, 48)
+            };
+            let shape = shape_of_writer(&model.writer(&synthetic_vocab(32_000))).unwrap();
+            let options = PlacementOptions {
+                context: 16_384,
+                parallel: 8,
+                kv_unified: false,
+                ..Default::default()
+            };
+            assert_eq!(compute_on_one_gpu(&shape, &options), bytes, "{hybrid:?}");
+        }
     }
 
     #[test]
