@@ -154,6 +154,29 @@ fn dense_cases() -> Vec<Case> {
         let model = tiny(2, n_embd, n_head, n_head_kv, n_ff);
         cases.push(tiny_case("dense", label, model, "llama-spm", o));
     }
+    // Quantized caches: llama.cpp rotates Q/K and V around them (Hadamard blocks of the head
+    // size and of 64), with slots of their own.
+    for (n_embd, n_head, k, v, parallel, fa) in [
+        (1024, 8, KvType::Q8_0, KvType::Q8_0, 4, true),
+        (2048, 16, KvType::Q4_0, KvType::F16, 1, true),
+        (512, 8, KvType::Q8_0, KvType::Q5_1, 2, true),
+        (2048, 32, KvType::Q8_0, KvType::F16, 1, false),
+    ] {
+        let o = PlacementOptions {
+            parallel,
+            cache_type_k: k,
+            cache_type_v: v,
+            ..options(16_384, 512, fa)
+        };
+        let label = format!(
+            "embd {n_embd}, {n_head} heads, -ctk {} -ctv {}, {parallel} slots, {}",
+            k.name(),
+            v.name(),
+            flags(&o)
+        );
+        let model = tiny(2, n_embd, n_head, n_head / 4, 2816);
+        cases.push(tiny_case("dense", label, model, "llama-bpe", o));
+    }
     cases
 }
 
@@ -355,6 +378,19 @@ fn qwen3next_cases() -> Vec<Case> {
         };
         cases.push(qwen3next_case(label, model, "llama-spm", o));
     }
+    // A q8_0 cache (rotated around, for the full-attention layers) over two slots.
+    let o = PlacementOptions {
+        parallel: 2,
+        cache_type_k: KvType::Q8_0,
+        cache_type_v: KvType::Q8_0,
+        ..options(16_384, 512, true)
+    };
+    let label = format!(
+        "embd 2048, 16/32 linear heads, q8_0 cache, 2 slots, {}",
+        flags(&o)
+    );
+    let model = TinyQwen3Next::with_linear_heads(3, 2048, 16, 32);
+    cases.push(qwen3next_case(label, model, "llama-spm", o));
     // The older single `ssm_in` projection, and the experts' gate and up fused.
     for (legacy_ssm_in, fused_gate_up, fa) in [
         (true, false, true),

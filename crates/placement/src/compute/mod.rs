@@ -1,11 +1,14 @@
 //! The compute buffer a device needs: llama.cpp's allocator reserves the worst-case graph for
 //! one micro-batch and reuses memory between the graph's phases, so the buffer is the largest
 //! phase with what is alive beside it, not the sum of the phases. Each phase below was measured
-//! against `llama-fit-params -fitp on` on the CPU backend; Qwen3-Next and Qwen3.5, whose
-//! linear-attention layers defeated such formulas, have their graph replayed through ggml's
-//! allocator instead ([`qwen_hybrid`]). `cargo run -p rigdeck-core --example estimate_vs_dry_run` prints the grid.
+//! against `llama-fit-params -fitp on` on the CPU backend. Where the planner knows the graph
+//! llama.cpp builds (`llama`: [`llama`]; Qwen3-Next and Qwen3.5, whose linear-attention layers
+//! defeated such formulas: [`qwen_hybrid`]), it replays ggml's allocator over it instead
+//! ([`allocator`], [`builder`]) and gets llama.cpp's own byte count. `cargo run -p rigdeck-core --example estimate_vs_dry_run` prints the grid.
 
 mod allocator;
+mod builder;
+mod llama;
 mod qwen_hybrid;
 
 use super::kv::{self, ContextGeometry};
@@ -41,7 +44,9 @@ pub(crate) fn compute_estimate(
     g: &ContextGeometry,
     options: &PlacementOptions,
 ) -> u64 {
-    if let Some(bytes) = qwen_hybrid::compute_bytes(model, device, layers, g, options) {
+    let replayed = qwen_hybrid::compute_bytes(model, device, layers, g, options)
+        .or_else(|| llama::compute_bytes(model, device, layers, g, options));
+    if let Some(bytes) = replayed {
         return bytes;
     }
     let holds_layers = layers.layers.contains(&device);

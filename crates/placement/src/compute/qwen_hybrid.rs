@@ -6,18 +6,17 @@
 //! envelope was 6.5 % under to 12 % over llama.cpp's figure); replaying the allocator over the
 //! same graph gives llama.cpp's own number.
 
-use super::allocator::{self, Element, Graph, Reuse, TensorId};
-use crate::kv::{self, ContextGeometry};
+use std::ops::{Deref, DerefMut};
+
+use super::allocator::{Element, Reuse, TensorId};
+use super::builder::{contiguous_strides, layer_heads, replay, Batch, Builder, LayerForms};
+use crate::kv::ContextGeometry;
 use crate::layers::LayerDevices;
 use crate::model::{ModelShape, RecurrentKind, RecurrentShape};
 use crate::options::{DeviceId, PlacementOptions};
 
-/// The CPU buffer's alignment (`TENSOR_ALIGNMENT`); other backends align to 128 or 256 bytes,
-/// which moves a graph of megabyte tensors by far less than a mebibyte.
-const ALIGNMENT: u64 = 32;
-
-/// The compute buffer of `device` for a Qwen3-Next model, or `None` for a model this graph
-/// does not describe (no gated delta net, no experts).
+/// The compute buffer of `device` for a Qwen3-Next or Qwen3.5 model, or `None` for a model
+/// this graph does not describe.
 pub(super) fn compute_bytes(
     model: &ModelShape,
     device: DeviceId,
@@ -33,22 +32,22 @@ pub(super) fn compute_bytes(
     if linear.group_count == 0 || linear.time_step_rank == 0 {
         return None;
     }
-    let experts_used = model.experts.map_or(1, |e| e.used);
-    let mut builder = Builder::new(model, linear, experts_used, g, options);
-    builder.flavour = flavour;
-    builder.forms = LayerForms::of(model);
-    if !plausible(model, &builder.batch, g) {
-        return None;
-    }
-    let held: Vec<usize> = (0..layers.layers.len())
-        .filter(|&il| layers.layers[il] == device)
-        .collect();
-    let holds_output = layers.output == device;
-    if held.is_empty() && !holds_output {
-        return Some(0);
-    }
-    builder.build(model, &held, holds_output, options, g);
-    Some(allocator::reserve(&builder.graph, ALIGNMENT))
+    replay(
+        model,
+        device,
+        layers,
+        g,
+        options,
+        |builder, held, holds_output| {
+            let mut graph = HybridGraph {
+                builder,
+                linear,
+                flavour,
+            };
+            graph.build(model, held, holds_output, options, g);
+            graph.builder
+        },
+    )
 }
 
 /// Where the Qwen hybrids' graphs differ.
@@ -74,119 +73,28 @@ impl Flavour {
     }
 }
 
-/// The batch llama.cpp reserves for (`llama_context::sched_reserve`): `min(n_ctx, ubatch)`
-/// tokens spread evenly over `n_seq_max` sequences (rounded up to a multiple of them), every
-/// token an output.
-#[derive(Clone, Copy)]
-struct Batch {
-    tokens: u64,
-    sequences: u64,
-    /// Tokens per sequence.
-    per_sequence: u64,
-    /// KV streams: one per sequence unless the cache is unified.
-    streams: u64,
-}
-
-/// The graph under construction with the inputs every layer reads.
-struct Builder {
-    graph: Graph,
-    batch: Batch,
-    n_embd: u64,
-    n_vocab: u64,
+/// The shared [`Builder`] with what the linear-attention layers add.
+struct HybridGraph {
+    builder: Builder,
     linear: RecurrentShape,
-    experts_used: u64,
-    flash_attention: bool,
-    tokens: Option<TensorId>,
-    state_copy: Option<TensorId>,
-    positions: Option<TensorId>,
-    key_rows: Option<TensorId>,
-    value_rows: Option<TensorId>,
-    mask: Option<TensorId>,
-    output_rows: Option<TensorId>,
-    forms: LayerForms,
     flavour: Flavour,
 }
 
-/// Which form of each layer's tensors the file has (each changes the graph).
-#[derive(Default)]
-struct LayerForms {
-    /// The single `ssm_in` projection of older conversions.
-    ssm_in: Vec<bool>,
-    /// The experts' gate and up projections in one `ffn_gate_up_exps`.
-    gate_up: Vec<bool>,
-    /// A shared expert (`ffn_up_shexp`).
-    shared_expert: Vec<bool>,
-}
+impl Deref for HybridGraph {
+    type Target = Builder;
 
-impl LayerForms {
-    /// One pass over the tensor table.
-    fn of(model: &ModelShape) -> LayerForms {
-        let n = model.n_layer as usize;
-        let mut forms = LayerForms {
-            ssm_in: vec![false; n],
-            gate_up: vec![false; n],
-            shared_expert: vec![false; n],
-        };
-        for tensor in &model.tensors {
-            let Some(il) = tensor.layer.map(|l| l as usize).filter(|&l| l < n) else {
-                continue;
-            };
-            let suffix = tensor
-                .name
-                .strip_prefix("blk.")
-                .and_then(|rest| rest.split_once('.'))
-                .map(|(_, suffix)| suffix);
-            match suffix {
-                Some("ssm_in.weight") => forms.ssm_in[il] = true,
-                Some("ffn_gate_up_exps.weight") => forms.gate_up[il] = true,
-                Some("ffn_up_shexp.weight") => forms.shared_expert[il] = true,
-                _ => {}
-            }
-        }
-        forms
-    }
-
-    fn has(flags: &[bool], il: usize) -> bool {
-        flags.get(il).copied().unwrap_or(false)
+    fn deref(&self) -> &Builder {
+        &self.builder
     }
 }
 
-impl Builder {
-    fn new(
-        model: &ModelShape,
-        linear: RecurrentShape,
-        experts_used: u32,
-        g: &ContextGeometry,
-        options: &PlacementOptions,
-    ) -> Builder {
-        let sequences = u64::from(options.parallel.max(1));
-        let ubatch = u64::from(options.ubatch.min(options.batch).max(1));
-        let tokens = ubatch.min(g.n_ctx.max(1)).div_ceil(sequences) * sequences;
-        Builder {
-            graph: Graph::default(),
-            batch: Batch {
-                tokens,
-                sequences,
-                per_sequence: tokens / sequences,
-                streams: g.n_stream.max(1),
-            },
-            n_embd: u64::from(model.n_embd),
-            n_vocab: u64::from(model.n_vocab),
-            linear,
-            experts_used: u64::from(experts_used.max(1)),
-            flash_attention: options.flash_attention,
-            tokens: None,
-            state_copy: None,
-            positions: None,
-            key_rows: None,
-            value_rows: None,
-            mask: None,
-            output_rows: None,
-            forms: LayerForms::default(),
-            flavour: Flavour::Qwen3Next,
-        }
+impl DerefMut for HybridGraph {
+    fn deref_mut(&mut self) -> &mut Builder {
+        &mut self.builder
     }
+}
 
+impl HybridGraph {
     /// The graph of the layers `held` (and the output when `holds_output`), as
     /// `llama_model_qwen3next::graph::graph` builds it.
     fn build(
@@ -197,106 +105,19 @@ impl Builder {
         options: &PlacementOptions,
         g: &ContextGeometry,
     ) {
-        let (tokens, n_embd) = (self.batch.tokens, self.n_embd);
-        let first_layer = held.first().is_some_and(|&il| il == 0);
-        let attention_layer = held
-            .iter()
-            .copied()
-            .find(|&il| !model.attention.is_recurrent(il));
-        // Inputs are placed first, in the order the graph meets them.
-        let mut input = if first_layer {
-            let ids = self.input(Element::I32, [tokens, 1, 1, 1]);
-            self.tokens = Some(ids);
-            // The embeddings input is allocated though token ids feed this graph.
-            self.input(Element::F32, [n_embd, tokens, 1, 1]);
-            None
+        // Qwen3.5's M-RoPE reads four positions per token.
+        let positions = if self.flavour == Flavour::Qwen3Next {
+            1
         } else {
-            // A device after the first receives the previous layer's output.
-            Some(self.input(Element::F32, [n_embd, tokens, 1, 1]))
+            4
         };
-        if held.iter().any(|&il| model.attention.is_recurrent(il)) {
-            self.state_copy = Some(self.input(Element::I32, [self.batch.sequences, 1, 1, 1]));
-        }
-        if let Some(il) = attention_layer {
-            // Qwen3.5's M-RoPE reads four positions per token.
-            let per_token = if self.flavour == Flavour::Qwen3Next {
-                1
-            } else {
-                4
-            };
-            self.positions = Some(self.input(Element::I32, [tokens * per_token, 1, 1, 1]));
-            self.key_rows = Some(self.input(Element::I64, [tokens, 1, 1, 1]));
-            // Without flash attention V is stored transposed, written element by element.
-            let value_rows = if self.flash_attention {
-                tokens
-            } else {
-                let kv_heads = model.attention.head_count_kv.get(il).copied().unwrap_or(0);
-                tokens * u64::from(kv_heads) * u64::from(model.attention.value_length)
-            };
-            self.value_rows = Some(self.input(Element::I64, [value_rows, 1, 1, 1]));
-            let cells = kv::cells(&model.attention, il, options, g);
-            let element = if self.flash_attention {
-                Element::F16
-            } else {
-                Element::F32
-            };
-            let per_stream = tokens / self.batch.streams;
-            self.mask = Some(self.input(element, [cells, per_stream, 1, self.batch.streams]));
-        }
-        if holds_output {
-            self.output_rows = Some(self.input(Element::I32, [tokens, 1, 1, 1]));
-        }
-        if let Some(ids) = self.tokens {
-            let table = self
-                .graph
-                .external(Element::F32, [n_embd, self.n_vocab, 1, 1]);
-            input = Some(self.op(Reuse::Fresh, [n_embd, tokens, 1, 1], &[table, ids]));
-        }
-        let Some(mut cur) = input else { return };
+        let mut cur = self.inputs(model, held, positions, holds_output, options, g);
         for &il in held {
             cur = self.layer(model, il, cur, options, g);
         }
         if holds_output {
             self.output(cur);
         }
-    }
-
-    fn input(&mut self, element: Element, ne: [u64; 4]) -> TensorId {
-        let id = self.graph.input(element, ne);
-        self.graph.expand(id);
-        id
-    }
-
-    fn weight(&mut self, ne: [u64; 4]) -> TensorId {
-        self.graph.external(Element::F32, ne)
-    }
-
-    /// An f32 result of `ne` from `sources`.
-    fn op(&mut self, reuse: Reuse, ne: [u64; 4], sources: &[TensorId]) -> TensorId {
-        self.graph.op(reuse, Element::F32, ne, sources)
-    }
-
-    /// `ggml_mul_mat(weight, x)`: `rows` outputs for each of x's columns.
-    fn matmul(&mut self, rows: u64, x: TensorId) -> TensorId {
-        let ne = self.graph.extents(x);
-        let weight = self.weight([ne[0], rows, 1, 1]);
-        self.op(Reuse::Fresh, [rows, ne[1], ne[2], ne[3]], &[weight, x])
-    }
-
-    /// `build_norm(x, weight, LLM_NORM_RMS)`: the norm, then the weight applied in place.
-    fn rms_norm(&mut self, x: TensorId) -> TensorId {
-        let ne = self.graph.extents(x);
-        let norm = self.op(Reuse::InPlace, ne, &[x]);
-        let weight = self.weight([ne[0], 1, 1, 1]);
-        self.op(Reuse::InPlace, ne, &[norm, weight])
-    }
-
-    /// An element-wise operation over `x` (with `other` broadcast), which may work in place.
-    fn elementwise(&mut self, x: TensorId, other: &[TensorId]) -> TensorId {
-        let ne = self.graph.extents(x);
-        let mut sources = vec![x];
-        sources.extend_from_slice(other);
-        self.op(Reuse::InPlace, ne, &sources)
     }
 
     fn layer(
@@ -411,8 +232,9 @@ impl Builder {
         let flat = self
             .graph
             .reshape(gated, [value_width, per_sequence, sequences, 1]);
-        let projected = self.matmul(self.n_embd, flat);
-        self.graph.reshape(projected, [self.n_embd, tokens, 1, 1])
+        let n_embd = self.n_embd;
+        let projected = self.matmul(n_embd, flat);
+        self.graph.reshape(projected, [n_embd, tokens, 1, 1])
     }
 
     /// The delta net's write strength (beta, a sigmoid) and decay gate (softplus of alpha plus
@@ -580,7 +402,7 @@ impl Builder {
     }
 
     /// `build_layer_attn`: a Q projection carrying an output gate, Q/K norms, RoPE, the KV
-    /// cache written and read (`build_attn`, with or without flash attention), the gate.
+    /// cache written and read ([`Builder::attend`]), the gate.
     fn attention(
         &mut self,
         model: &ModelShape,
@@ -589,15 +411,8 @@ impl Builder {
         options: &PlacementOptions,
         g: &ContextGeometry,
     ) -> TensorId {
-        let Batch {
-            tokens, streams, ..
-        } = self.batch;
-        let attention = &model.attention;
-        let head = u64::from(attention.key_length);
-        let heads = u64::from(attention.head_count.get(il).copied().unwrap_or(0));
-        let kv_heads = u64::from(attention.head_count_kv.get(il).copied().unwrap_or(0));
-        let cells = kv::cells(attention, il, options, g);
-        let per_stream = tokens / streams;
+        let tokens = self.batch.tokens;
+        let (head, heads, kv_heads) = layer_heads(model, il);
         let full = self.matmul(2 * head * heads, x);
         let full = self.graph.reshape(full, [2 * head, heads, tokens, 1]);
         let strides = self.graph.strides(full);
@@ -611,226 +426,55 @@ impl Builder {
         let v = self.graph.reshape(v, [head, kv_heads, tokens, 1]);
         let q = self.rms_norm(q);
         let k = self.rms_norm(k);
-        let positions = self.positions.unwrap_or(x);
-        let q = self.elementwise(q, &[positions]);
-        let k = self.elementwise(k, &[positions]);
-        // `build_attn` expands Q, then V, then K (so that RoPE may write K into the cache).
-        self.graph.expand(q);
-        self.graph.expand(v);
-        self.graph.expand(k);
-        for (projection, rows) in [(k, self.key_rows), (v, self.value_rows)] {
-            let flat = self
-                .graph
-                .reshape(projection, [head * kv_heads, tokens, 1, 1]);
-            let cache = self
-                .graph
-                .external(Element::F16, [head * kv_heads, cells, 1, 1]);
-            let rows = rows.unwrap_or(cache);
-            let written = self.graph.write_rows(cache, flat, rows);
-            self.graph.expand(written);
-        }
-        let q = self.graph.reshape(q, [head, heads, per_stream, streams]);
-        let q = self.graph.permute(q, [0, 2, 1, 3]);
-        let keys = self
-            .graph
-            .external(Element::F16, [head, cells, kv_heads, streams]);
-        let values = self
-            .graph
-            .external(Element::F16, [head, cells, kv_heads, streams]);
-        let mask = self.mask.unwrap_or(keys);
-        let attended = if self.flash_attention {
-            let out = self.op(
-                Reuse::Fresh,
-                [head, heads, per_stream, streams],
-                &[q, keys, values, mask],
-            );
-            self.graph.reshape(out, [head * heads, tokens, 1, 1])
-        } else {
-            let scores = self.op(
-                Reuse::Fresh,
-                [cells, per_stream, heads, streams],
-                &[keys, q],
-            );
-            let weights = self.elementwise(scores, &[mask]);
-            let mixed = self.op(
-                Reuse::Fresh,
-                [head, per_stream, heads, streams],
-                &[values, weights],
-            );
-            let mixed = self.graph.permute(mixed, [0, 2, 1, 3]);
-            self.op(Reuse::Fresh, [head * heads, tokens, 1, 1], &[mixed])
-        };
+        let q = self.rope(q);
+        let k = self.rope(k);
+        let attended = self.attend(model, il, [q, k, v], options, g);
         let gate = self.op(Reuse::Fresh, [head * heads, tokens, 1, 1], &[gate]);
         let gate = self.elementwise(gate, &[]);
         let gated = self.elementwise(attended, &[gate]);
-        self.matmul(self.n_embd, gated)
+        let n_embd = self.n_embd;
+        self.matmul(n_embd, gated)
     }
 
-    /// `build_layer_ffn`: the routed experts (`build_moe_ffn`: softmax gating, top-k, weights
-    /// normalized, gate/up/down per selected expert, their weighted sum) and, when the file has
-    /// one, the shared expert gated by a sigmoid.
+    /// `build_layer_ffn`: the routed experts ([`Builder::routed_experts`]) and, when the file
+    /// has one, the shared expert gated by a sigmoid; Qwen3.5 dense a plain feed-forward.
     fn feed_forward(&mut self, model: &ModelShape, il: usize, x: TensorId) -> TensorId {
-        let tokens = self.batch.tokens;
+        let n_ff = u64::from(model.n_ff);
         let Some(experts) = model.experts else {
-            return self.dense_feed_forward(u64::from(model.n_ff), x);
+            return self.dense_feed_forward(n_ff, x);
         };
-        let (count, used) = (u64::from(experts.count), self.experts_used);
+        // `n_ff_exp`, else the dense width shared among the selected experts.
         let expert_ff = match experts.feed_forward_length {
-            0 => u64::from(model.n_ff) / used,
+            0 => n_ff / self.experts_used,
             ff => u64::from(ff),
         };
-        let logits = self.matmul(count, x);
-        let probabilities = self.elementwise(logits, &[]);
-        let per_expert = self.graph.reshape(probabilities, [1, count, tokens, 1]);
-        let order = self.graph.op(
-            Reuse::Fresh,
-            Element::I32,
-            [count, tokens, 1, 1],
-            &[probabilities],
-        );
-        let selected = self
-            .graph
-            .view(order, [used, tokens, 1, 1], self.graph.strides(order), 0);
-        let weights = self.op(Reuse::Fresh, [1, used, tokens, 1], &[per_expert, selected]);
-        let weights = self.graph.reshape(weights, [used, tokens, 1, 1]);
-        let sum = self.op(Reuse::Fresh, [1, tokens, 1, 1], &[weights]);
-        let sum = self.elementwise(sum, &[]);
-        let weights = self.op(Reuse::InPlace, [used, tokens, 1, 1], &[weights, sum]);
-        let weights = self.graph.reshape(weights, [1, used, tokens, 1]);
-        self.graph.expand(weights);
-        let x3 = self.graph.reshape(x, [self.n_embd, 1, tokens, 1]);
-        let activated = if LayerForms::has(&self.forms.gate_up, il) {
-            let both = self.expert_matmul(2 * expert_ff, x3, selected);
-            let strides = self.graph.strides(both);
-            let gate = self
-                .graph
-                .view(both, [expert_ff, used, tokens, 1], strides, 0);
-            let up = self
-                .graph
-                .view(both, [expert_ff, used, tokens, 1], strides, expert_ff * 4);
-            self.op(Reuse::Fresh, [expert_ff, used, tokens, 1], &[gate, up])
-        } else {
-            let up = self.expert_matmul(expert_ff, x3, selected);
-            let gate = self.expert_matmul(expert_ff, x3, selected);
-            self.op(Reuse::Fresh, [expert_ff, used, tokens, 1], &[gate, up])
-        };
-        let down = self.expert_matmul(self.n_embd, activated, selected);
-        let weighted = self.elementwise(down, &[weights]);
-        self.graph.expand(weighted);
-        let strides = self.graph.strides(weighted);
-        let views: Vec<TensorId> = (0..used)
-            .map(|i| {
-                let view = self.graph.view(
-                    weighted,
-                    [self.n_embd, tokens, 1, 1],
-                    [4, strides[2], strides[2], strides[2]],
-                    i * strides[1],
-                );
-                self.graph.expand(view);
-                view
-            })
-            .collect();
-        let mut sum = views[0];
-        for &view in &views[1..] {
-            sum = self.elementwise(sum, &[view]);
-            self.graph.expand(sum);
-        }
-        if used == 1 {
-            sum = self.op(Reuse::Fresh, [self.n_embd, tokens, 1, 1], &[sum]);
-        }
+        let routed = self.routed_experts(u64::from(experts.count), expert_ff, il, x);
         if !LayerForms::has(&self.forms.shared_expert, il) {
-            return sum;
+            return routed;
         }
         let shared_ff = match experts.shared_feed_forward_length {
-            0 => u64::from(model.n_ff),
+            0 => n_ff,
             ff => u64::from(ff),
         };
         let shared = self.dense_feed_forward(shared_ff, x);
         let shared_gate = self.matmul(1, x);
         let shared_gate = self.elementwise(shared_gate, &[]);
         let shared = self.elementwise(shared, &[shared_gate]);
-        self.elementwise(sum, &[shared])
-    }
-
-    /// `build_ffn` with SiLU gating (`LLM_FFN_SILU`, `LLM_FFN_PAR`): up, gate, their SwiGLU and
-    /// the down projection.
-    fn dense_feed_forward(&mut self, width: u64, x: TensorId) -> TensorId {
-        let tokens = self.batch.tokens;
-        let up = self.matmul(width, x);
-        let gate = self.matmul(width, x);
-        let activated = self.op(Reuse::Fresh, [width, tokens, 1, 1], &[gate, up]);
-        self.matmul(self.n_embd, activated)
-    }
-
-    /// `ggml_mul_mat_id`: `rows` outputs per selected expert and token.
-    fn expert_matmul(&mut self, rows: u64, x: TensorId, selected: TensorId) -> TensorId {
-        let ne = self.graph.extents(x);
-        let weight = self.weight([ne[0], rows, 1, 1]);
-        let used = self.graph.extents(selected)[0];
-        self.op(
-            Reuse::Fresh,
-            [rows, used, self.batch.tokens, 1],
-            &[weight, x, selected],
-        )
+        self.elementwise(routed, &[shared])
     }
 
     /// The final norm, the output rows and the logits: all three graph outputs, never freed.
     fn output(&mut self, x: TensorId) {
-        let tokens = self.batch.tokens;
+        let (tokens, n_embd, n_vocab) = (self.batch.tokens, self.n_embd, self.n_vocab);
         let normed = self.rms_norm(x);
         self.graph.mark_output(normed);
         let rows = self.output_rows.unwrap_or(normed);
-        let selected = self.op(Reuse::Fresh, [self.n_embd, tokens, 1, 1], &[normed, rows]);
+        let selected = self.op(Reuse::Fresh, [n_embd, tokens, 1, 1], &[normed, rows]);
         self.graph.mark_output(selected);
-        let logits = self.matmul(self.n_vocab, selected);
+        let logits = self.matmul(n_vocab, selected);
         self.graph.mark_output(logits);
         self.graph.expand(logits);
     }
-}
-
-/// Elements no tensor of a real graph comes near (a 256 K vocabulary's logits over 8 K tokens
-/// are 2^31); past it, a damaged or hostile header's dimensions could overflow the plain
-/// arithmetic of [`Builder`], so such a model gets the saturating formulas instead.
-const MAX_ELEMENTS: u64 = 1 << 46;
-
-/// Whether every tensor of the graph stays under [`MAX_ELEMENTS`]: the products below bound
-/// each one (and every byte offset into it).
-fn plausible(model: &ModelShape, batch: &Batch, g: &ContextGeometry) -> bool {
-    let attention = &model.attention;
-    let Some(linear) = attention.recurrent else {
-        return false;
-    };
-    let widest = |values: &[u32]| u64::from(values.iter().copied().max().unwrap_or(0));
-    let heads = widest(&attention.head_count).max(widest(&attention.head_count_kv));
-    let head = u64::from(attention.key_length.max(attention.value_length));
-    let experts = model.experts.map_or(0, |e| {
-        u64::from(e.count.max(e.used)).saturating_mul(u64::from(
-            e.feed_forward_length.max(e.shared_feed_forward_length),
-        ))
-    });
-    let rows = [
-        u64::from(model.n_vocab),
-        u64::from(model.n_embd),
-        u64::from(model.n_ff),
-        g.n_ctx.saturating_mul(heads.max(1)),
-        heads.saturating_mul(head).saturating_mul(2),
-        experts.saturating_mul(2),
-        linear.conv_channels(),
-        linear.ssm_state_elements(),
-        u64::from(linear.conv_kernel).saturating_mul(linear.conv_channels()),
-        u64::from(linear.inner_size).saturating_mul(u64::from(linear.state_size)),
-        u64::from(linear.time_step_rank).saturating_mul(u64::from(linear.state_size)),
-    ];
-    let columns = batch
-        .tokens
-        .saturating_add(batch.sequences.saturating_mul(u64::from(linear.state_size)))
-        .saturating_add(u64::from(linear.conv_kernel).saturating_mul(batch.sequences));
-    rows.iter()
-        .all(|&row| row.saturating_mul(columns.max(1)) <= MAX_ELEMENTS)
-}
-
-fn contiguous_strides(ne: [u64; 4]) -> [u64; 4] {
-    [4, 4 * ne[0], 4 * ne[0] * ne[1], 4 * ne[0] * ne[1] * ne[2]]
 }
 
 #[cfg(test)]

@@ -1,0 +1,554 @@
+//! The pieces llama.cpp's model graphs share (`llm_graph_context`'s `build_inp_*`, `build_norm`,
+//! `build_attn`, `build_ffn`, `build_moe_ffn` in `llama-graph.cpp`), built tensor by tensor into
+//! a [`Graph`] for [`allocator::reserve`]; each architecture's own graph ([`super::qwen_hybrid`],
+//! [`super::llama`]) strings them together as its `src/models/*.cpp` does.
+
+use super::allocator::{self, Element, Graph, Reuse, TensorId};
+use crate::kv::{self, ContextGeometry};
+use crate::layers::LayerDevices;
+use crate::model::{ModelShape, RecurrentKind, RecurrentShape};
+use crate::options::{DeviceId, KvType, PlacementOptions};
+
+/// The CPU buffer's alignment (`TENSOR_ALIGNMENT`); other backends align to 128 or 256 bytes,
+/// which moves a graph of megabyte tensors by far less than a mebibyte.
+const ALIGNMENT: u64 = 32;
+
+/// The batch llama.cpp reserves for (`llama_context::sched_reserve`): `min(n_ctx, ubatch)`
+/// tokens spread evenly over `n_seq_max` sequences (rounded up to a multiple of them), every
+/// token an output.
+#[derive(Clone, Copy)]
+pub(super) struct Batch {
+    pub(super) tokens: u64,
+    pub(super) sequences: u64,
+    /// Tokens per sequence.
+    pub(super) per_sequence: u64,
+    /// KV streams: one per sequence unless the cache is unified.
+    pub(super) streams: u64,
+}
+
+/// The compute buffer of `device`: `build` strings together its share of the graph (the
+/// layers it holds, in order, and whether the output is its) on a fresh builder, and the
+/// allocator is replayed over the result; 0 for a device with neither layers nor the output,
+/// `None` when the model's dimensions are out of the builder's range ([`plausible`]).
+pub(super) fn replay(
+    model: &ModelShape,
+    device: DeviceId,
+    layers: &LayerDevices,
+    g: &ContextGeometry,
+    options: &PlacementOptions,
+    build: impl FnOnce(Builder, &[usize], bool) -> Builder,
+) -> Option<u64> {
+    let builder = Builder::new(model, g, options);
+    if !plausible(model, &builder.batch, g) {
+        return None;
+    }
+    let held: Vec<usize> = (0..layers.layers.len())
+        .filter(|&il| layers.layers[il] == device)
+        .collect();
+    let holds_output = layers.output == device;
+    if held.is_empty() && !holds_output {
+        return Some(0);
+    }
+    Some(build(builder, &held, holds_output).reserve())
+}
+
+/// What the first held layer reads: token ids to look up, or the previous device's output.
+enum LayerInput {
+    Tokens(TensorId),
+    Received(TensorId),
+}
+
+/// The graph under construction with the inputs every layer reads.
+pub(super) struct Builder {
+    pub(super) graph: Graph,
+    pub(super) batch: Batch,
+    pub(super) n_embd: u64,
+    pub(super) n_vocab: u64,
+    pub(super) experts_used: u64,
+    flash_attention: bool,
+    /// The recurrent layers' state indices (`build_rs_inp`).
+    pub(super) state_copy: Option<TensorId>,
+    positions: Option<TensorId>,
+    /// The Hadamard rotations applied to Q/K and to V around a quantized cache.
+    key_rotation: Option<TensorId>,
+    value_rotation: Option<TensorId>,
+    key_rows: Option<TensorId>,
+    value_rows: Option<TensorId>,
+    mask: Option<TensorId>,
+    /// The rows whose logits are wanted (`build_inp_out_ids`).
+    pub(super) output_rows: Option<TensorId>,
+    pub(super) forms: LayerForms,
+}
+
+/// Which form of each layer's tensors the file has (each changes the graph).
+#[derive(Default)]
+pub(super) struct LayerForms {
+    /// The single `ssm_in` projection of older conversions.
+    pub(super) ssm_in: Vec<bool>,
+    /// The experts' gate and up projections in one `ffn_gate_up_exps`.
+    pub(super) gate_up: Vec<bool>,
+    /// A shared expert (`ffn_up_shexp`).
+    pub(super) shared_expert: Vec<bool>,
+}
+
+impl LayerForms {
+    /// One pass over the tensor table.
+    fn of(model: &ModelShape) -> LayerForms {
+        let n = model.n_layer as usize;
+        let mut forms = LayerForms {
+            ssm_in: vec![false; n],
+            gate_up: vec![false; n],
+            shared_expert: vec![false; n],
+        };
+        for tensor in &model.tensors {
+            let Some(il) = tensor.layer.map(|l| l as usize).filter(|&l| l < n) else {
+                continue;
+            };
+            let suffix = tensor
+                .name
+                .strip_prefix("blk.")
+                .and_then(|rest| rest.split_once('.'))
+                .map(|(_, suffix)| suffix);
+            match suffix {
+                Some("ssm_in.weight") => forms.ssm_in[il] = true,
+                Some("ffn_gate_up_exps.weight") => forms.gate_up[il] = true,
+                Some("ffn_up_shexp.weight") => forms.shared_expert[il] = true,
+                _ => {}
+            }
+        }
+        forms
+    }
+
+    pub(super) fn has(flags: &[bool], il: usize) -> bool {
+        flags.get(il).copied().unwrap_or(false)
+    }
+}
+
+impl Builder {
+    pub(super) fn new(
+        model: &ModelShape,
+        g: &ContextGeometry,
+        options: &PlacementOptions,
+    ) -> Builder {
+        let sequences = u64::from(options.parallel.max(1));
+        let ubatch = u64::from(options.ubatch.min(options.batch).max(1));
+        let tokens = ubatch.min(g.n_ctx.max(1)).div_ceil(sequences) * sequences;
+        Builder {
+            graph: Graph::default(),
+            batch: Batch {
+                tokens,
+                sequences,
+                per_sequence: tokens / sequences,
+                streams: g.n_stream.max(1),
+            },
+            n_embd: u64::from(model.n_embd),
+            n_vocab: u64::from(model.n_vocab),
+            experts_used: u64::from(model.experts.map_or(1, |e| e.used).max(1)),
+            flash_attention: options.flash_attention,
+            state_copy: None,
+            positions: None,
+            key_rotation: None,
+            value_rotation: None,
+            key_rows: None,
+            value_rows: None,
+            mask: None,
+            output_rows: None,
+            forms: LayerForms::of(model),
+        }
+    }
+
+    /// The graph's inputs, placed before anything computed in the order the graph meets them,
+    /// and the first held layer's input: the token embeddings looked up on the device holding
+    /// layer 0, else the activations received from the previous device. `positions_per_token`
+    /// is 4 for M-RoPE; `rows_out` when this device selects the output rows.
+    pub(super) fn inputs(
+        &mut self,
+        model: &ModelShape,
+        held: &[usize],
+        positions_per_token: u64,
+        rows_out: bool,
+        options: &PlacementOptions,
+        g: &ContextGeometry,
+    ) -> TensorId {
+        let (tokens, n_embd) = (self.batch.tokens, self.n_embd);
+        let first = if held.first().is_some_and(|&il| il == 0) {
+            let ids = self.input(Element::I32, [tokens, 1, 1, 1]);
+            // The embeddings input is allocated though token ids feed this graph.
+            self.input(Element::F32, [n_embd, tokens, 1, 1]);
+            LayerInput::Tokens(ids)
+        } else {
+            LayerInput::Received(self.input(Element::F32, [n_embd, tokens, 1, 1]))
+        };
+        if held.iter().any(|&il| model.attention.is_recurrent(il)) {
+            self.state_copy = Some(self.input(Element::I32, [self.batch.sequences, 1, 1, 1]));
+        }
+        if let Some(il) = held
+            .iter()
+            .copied()
+            .find(|&il| !model.attention.is_recurrent(il))
+        {
+            self.attention_inputs(model, il, positions_per_token, options, g);
+        }
+        if rows_out {
+            self.output_rows = Some(self.input(Element::I32, [tokens, 1, 1, 1]));
+        }
+        match first {
+            LayerInput::Tokens(ids) => {
+                let table = self
+                    .graph
+                    .external(Element::F32, [n_embd, self.n_vocab, 1, 1]);
+                self.op(Reuse::Fresh, [n_embd, tokens, 1, 1], &[table, ids])
+            }
+            LayerInput::Received(activations) => activations,
+        }
+    }
+
+    /// Positions, the cache rows K and V are written to, and the mask (`build_attn_inp_kv`).
+    fn attention_inputs(
+        &mut self,
+        model: &ModelShape,
+        il: usize,
+        positions_per_token: u64,
+        options: &PlacementOptions,
+        g: &ContextGeometry,
+    ) {
+        let tokens = self.batch.tokens;
+        // A quantized cache is written rotated (`llama_kv_cache::build_input_k_rot`): K by the
+        // largest power-of-two block from 64 up that divides the head, V by 64; the graph meets
+        // the K rotation before the positions and the V one after.
+        let rotation = |kind: KvType, head: u32, largest: bool| {
+            let head = u64::from(head);
+            let rotates = kind.is_quantized() && head > 0 && head.is_multiple_of(64);
+            if !rotates {
+                return None;
+            }
+            let mut block: u64 = 64;
+            while largest && head.is_multiple_of(block * 2) {
+                block *= 2;
+            }
+            Some(block)
+        };
+        let attention = &model.attention;
+        if let Some(block) = rotation(options.cache_type_k, attention.key_length, true) {
+            self.key_rotation = Some(self.input(Element::F32, [block, block, 1, 1]));
+        }
+        self.positions = Some(self.input(Element::I32, [tokens * positions_per_token, 1, 1, 1]));
+        if let Some(block) = rotation(options.cache_type_v, attention.value_length, false) {
+            self.value_rotation = Some(self.input(Element::F32, [block, block, 1, 1]));
+        }
+        self.key_rows = Some(self.input(Element::I64, [tokens, 1, 1, 1]));
+        // Without flash attention V is stored transposed, written element by element.
+        let value_rows = if self.flash_attention {
+            tokens
+        } else {
+            let kv_heads = model.attention.head_count_kv.get(il).copied().unwrap_or(0);
+            tokens * u64::from(kv_heads) * u64::from(model.attention.value_length)
+        };
+        self.value_rows = Some(self.input(Element::I64, [value_rows, 1, 1, 1]));
+        let cells = kv::cells(&model.attention, il, options, g);
+        let element = if self.flash_attention {
+            Element::F16
+        } else {
+            Element::F32
+        };
+        let per_stream = tokens / self.batch.streams;
+        self.mask = Some(self.input(element, [cells, per_stream, 1, self.batch.streams]));
+    }
+
+    /// RoPE over `x` (`[head, heads, tokens]`) with the positions input.
+    pub(super) fn rope(&mut self, x: TensorId) -> TensorId {
+        let positions = self.positions.unwrap_or(x);
+        self.elementwise(x, &[positions])
+    }
+
+    /// The compute buffer this graph needs.
+    pub(super) fn reserve(&self) -> u64 {
+        allocator::reserve(&self.graph, ALIGNMENT)
+    }
+
+    pub(super) fn input(&mut self, element: Element, ne: [u64; 4]) -> TensorId {
+        let id = self.graph.input(element, ne);
+        self.graph.expand(id);
+        id
+    }
+
+    pub(super) fn weight(&mut self, ne: [u64; 4]) -> TensorId {
+        self.graph.external(Element::F32, ne)
+    }
+
+    /// An f32 result of `ne` from `sources`.
+    pub(super) fn op(&mut self, reuse: Reuse, ne: [u64; 4], sources: &[TensorId]) -> TensorId {
+        self.graph.op(reuse, Element::F32, ne, sources)
+    }
+
+    /// `ggml_mul_mat(weight, x)`: `rows` outputs for each of x's columns.
+    pub(super) fn matmul(&mut self, rows: u64, x: TensorId) -> TensorId {
+        let ne = self.graph.extents(x);
+        let weight = self.weight([ne[0], rows, 1, 1]);
+        self.op(Reuse::Fresh, [rows, ne[1], ne[2], ne[3]], &[weight, x])
+    }
+
+    /// `build_norm(x, weight, LLM_NORM_RMS)`: the norm, then the weight applied in place.
+    pub(super) fn rms_norm(&mut self, x: TensorId) -> TensorId {
+        let ne = self.graph.extents(x);
+        let norm = self.op(Reuse::InPlace, ne, &[x]);
+        let weight = self.weight([ne[0], 1, 1, 1]);
+        self.op(Reuse::InPlace, ne, &[norm, weight])
+    }
+
+    /// An element-wise operation over `x` (with `other` broadcast), which may work in place.
+    pub(super) fn elementwise(&mut self, x: TensorId, other: &[TensorId]) -> TensorId {
+        let ne = self.graph.extents(x);
+        let mut sources = vec![x];
+        sources.extend_from_slice(other);
+        self.op(Reuse::InPlace, ne, &sources)
+    }
+
+    /// `build_attn` over roped Q and K and V (`[head, heads, tokens]`): K and V written into the
+    /// cache, then flash attention over the cache with the mask, or without it the scores, their
+    /// masked softmax and the weighted values made contiguous; `[head × heads, tokens]` out.
+    pub(super) fn attend(
+        &mut self,
+        model: &ModelShape,
+        il: usize,
+        [q, k, v]: [TensorId; 3],
+        options: &PlacementOptions,
+        g: &ContextGeometry,
+    ) -> TensorId {
+        let Batch {
+            tokens, streams, ..
+        } = self.batch;
+        let (head, heads, kv_heads) = layer_heads(model, il);
+        let cells = kv::cells(&model.attention, il, options, g);
+        let per_stream = tokens / streams;
+        let (q, k) = match self.key_rotation {
+            Some(rotation) => (self.rotate(q, rotation), self.rotate(k, rotation)),
+            None => (q, k),
+        };
+        let v = match self.value_rotation {
+            Some(rotation) => self.rotate(v, rotation),
+            None => v,
+        };
+        // `build_attn` expands Q, then V, then K (so that RoPE may write K into the cache).
+        self.graph.expand(q);
+        self.graph.expand(v);
+        self.graph.expand(k);
+        for (projection, rows) in [(k, self.key_rows), (v, self.value_rows)] {
+            let flat = self
+                .graph
+                .reshape(projection, [head * kv_heads, tokens, 1, 1]);
+            let cache = self
+                .graph
+                .external(Element::F16, [head * kv_heads, cells, 1, 1]);
+            let rows = rows.unwrap_or(cache);
+            let written = self.graph.write_rows(cache, flat, rows);
+            self.graph.expand(written);
+        }
+        let q = self.graph.reshape(q, [head, heads, per_stream, streams]);
+        let q = self.graph.permute(q, [0, 2, 1, 3]);
+        let keys = self
+            .graph
+            .external(Element::F16, [head, cells, kv_heads, streams]);
+        let values = self
+            .graph
+            .external(Element::F16, [head, cells, kv_heads, streams]);
+        let mask = self.mask.unwrap_or(keys);
+        let attended = if self.flash_attention {
+            let out = self.op(
+                Reuse::Fresh,
+                [head, heads, per_stream, streams],
+                &[q, keys, values, mask],
+            );
+            self.graph.reshape(out, [head * heads, tokens, 1, 1])
+        } else {
+            let scores = self.op(
+                Reuse::Fresh,
+                [cells, per_stream, heads, streams],
+                &[keys, q],
+            );
+            let weights = self.elementwise(scores, &[mask]);
+            let mixed = self.op(
+                Reuse::Fresh,
+                [head, per_stream, heads, streams],
+                &[values, weights],
+            );
+            let mixed = self.graph.permute(mixed, [0, 2, 1, 3]);
+            self.op(Reuse::Fresh, [head * heads, tokens, 1, 1], &[mixed])
+        };
+        match self.value_rotation {
+            Some(rotation) => self.rotate(attended, rotation),
+            None => attended,
+        }
+    }
+
+    /// `llama_mul_mat_hadamard` over a contiguous `x`: its elements in rows of the rotation's
+    /// width, multiplied by it, in `x`'s shape again.
+    fn rotate(&mut self, x: TensorId, rotation: TensorId) -> TensorId {
+        let ne = self.graph.extents(x);
+        let block = self.graph.extents(rotation)[0].max(1);
+        let elements = ne.iter().product::<u64>();
+        let rows = self.graph.reshape(x, [block, elements / block, 1, 1]);
+        let rotated = self.op(
+            Reuse::Fresh,
+            [block, elements / block, 1, 1],
+            &[rotation, rows],
+        );
+        self.graph.reshape(rotated, ne)
+    }
+
+    /// `build_moe_ffn` with softmax gating and normalized weights: the router's top-k of
+    /// `count` experts, gate/up/down (`expert_ff` wide) per selected expert and token, their
+    /// weighted sum.
+    pub(super) fn routed_experts(
+        &mut self,
+        count: u64,
+        expert_ff: u64,
+        il: usize,
+        x: TensorId,
+    ) -> TensorId {
+        let (tokens, used) = (self.batch.tokens, self.experts_used);
+        let logits = self.matmul(count, x);
+        let probabilities = self.elementwise(logits, &[]);
+        let per_expert = self.graph.reshape(probabilities, [1, count, tokens, 1]);
+        let order = self.graph.op(
+            Reuse::Fresh,
+            Element::I32,
+            [count, tokens, 1, 1],
+            &[probabilities],
+        );
+        let selected = self
+            .graph
+            .view(order, [used, tokens, 1, 1], self.graph.strides(order), 0);
+        let weights = self.op(Reuse::Fresh, [1, used, tokens, 1], &[per_expert, selected]);
+        let weights = self.graph.reshape(weights, [used, tokens, 1, 1]);
+        let sum = self.op(Reuse::Fresh, [1, tokens, 1, 1], &[weights]);
+        let sum = self.elementwise(sum, &[]);
+        let weights = self.op(Reuse::InPlace, [used, tokens, 1, 1], &[weights, sum]);
+        let weights = self.graph.reshape(weights, [1, used, tokens, 1]);
+        self.graph.expand(weights);
+        let x3 = self.graph.reshape(x, [self.n_embd, 1, tokens, 1]);
+        let activated = if LayerForms::has(&self.forms.gate_up, il) {
+            let both = self.expert_matmul(2 * expert_ff, x3, selected);
+            let strides = self.graph.strides(both);
+            let gate = self
+                .graph
+                .view(both, [expert_ff, used, tokens, 1], strides, 0);
+            let up = self
+                .graph
+                .view(both, [expert_ff, used, tokens, 1], strides, expert_ff * 4);
+            self.op(Reuse::Fresh, [expert_ff, used, tokens, 1], &[gate, up])
+        } else {
+            let up = self.expert_matmul(expert_ff, x3, selected);
+            let gate = self.expert_matmul(expert_ff, x3, selected);
+            self.op(Reuse::Fresh, [expert_ff, used, tokens, 1], &[gate, up])
+        };
+        let down = self.expert_matmul(self.n_embd, activated, selected);
+        let weighted = self.elementwise(down, &[weights]);
+        self.graph.expand(weighted);
+        let strides = self.graph.strides(weighted);
+        let views: Vec<TensorId> = (0..used)
+            .map(|i| {
+                let view = self.graph.view(
+                    weighted,
+                    [self.n_embd, tokens, 1, 1],
+                    [4, strides[2], strides[2], strides[2]],
+                    i * strides[1],
+                );
+                self.graph.expand(view);
+                view
+            })
+            .collect();
+        let mut sum = views[0];
+        for &view in &views[1..] {
+            sum = self.elementwise(sum, &[view]);
+            self.graph.expand(sum);
+        }
+        if used == 1 {
+            sum = self.op(Reuse::Fresh, [self.n_embd, tokens, 1, 1], &[sum]);
+        }
+        sum
+    }
+
+    /// `build_ffn` with SiLU gating (`LLM_FFN_SILU`, `LLM_FFN_PAR`): up, gate, their SwiGLU and
+    /// the down projection.
+    pub(super) fn dense_feed_forward(&mut self, width: u64, x: TensorId) -> TensorId {
+        let tokens = self.batch.tokens;
+        let up = self.matmul(width, x);
+        let gate = self.matmul(width, x);
+        let activated = self.op(Reuse::Fresh, [width, tokens, 1, 1], &[gate, up]);
+        self.matmul(self.n_embd, activated)
+    }
+
+    /// `ggml_mul_mat_id`: `rows` outputs per selected expert and token.
+    fn expert_matmul(&mut self, rows: u64, x: TensorId, selected: TensorId) -> TensorId {
+        let ne = self.graph.extents(x);
+        let weight = self.weight([ne[0], rows, 1, 1]);
+        let used = self.graph.extents(selected)[0];
+        self.op(
+            Reuse::Fresh,
+            [rows, used, self.batch.tokens, 1],
+            &[weight, x, selected],
+        )
+    }
+}
+
+/// Elements no tensor of a real graph comes near (a 256 K vocabulary's logits over 8 K tokens
+/// are 2^31); past it, a damaged or hostile header's dimensions could overflow the plain
+/// arithmetic of [`Builder`], so such a model gets the saturating formulas instead.
+const MAX_ELEMENTS: u64 = 1 << 46;
+
+/// Whether every tensor of the graph stays under [`MAX_ELEMENTS`]: the products below bound
+/// each one (and every byte offset into it).
+fn plausible(model: &ModelShape, batch: &Batch, g: &ContextGeometry) -> bool {
+    let attention = &model.attention;
+    let linear = attention.recurrent.unwrap_or(RecurrentShape {
+        kind: RecurrentKind::Mamba,
+        conv_kernel: 0,
+        inner_size: 0,
+        state_size: 0,
+        group_count: 0,
+        time_step_rank: 0,
+    });
+    let widest = |values: &[u32]| u64::from(values.iter().copied().max().unwrap_or(0));
+    let heads = widest(&attention.head_count).max(widest(&attention.head_count_kv));
+    let head = u64::from(attention.key_length.max(attention.value_length));
+    let experts = model.experts.map_or(0, |e| {
+        u64::from(e.count.max(e.used)).saturating_mul(u64::from(
+            e.feed_forward_length.max(e.shared_feed_forward_length),
+        ))
+    });
+    let rows = [
+        u64::from(model.n_vocab),
+        u64::from(model.n_embd),
+        u64::from(model.n_ff),
+        g.n_ctx.saturating_mul(heads.max(1)),
+        heads.saturating_mul(head).saturating_mul(2),
+        experts.saturating_mul(2),
+        linear.conv_channels(),
+        linear.ssm_state_elements(),
+        u64::from(linear.conv_kernel).saturating_mul(linear.conv_channels()),
+        u64::from(linear.inner_size).saturating_mul(u64::from(linear.state_size)),
+        u64::from(linear.time_step_rank).saturating_mul(u64::from(linear.state_size)),
+    ];
+    let columns = batch
+        .tokens
+        .saturating_add(batch.sequences.saturating_mul(u64::from(linear.state_size)))
+        .saturating_add(u64::from(linear.conv_kernel).saturating_mul(batch.sequences));
+    rows.iter()
+        .all(|&row| row.saturating_mul(columns.max(1)) <= MAX_ELEMENTS)
+}
+
+/// Layer `il`'s head size, query heads and KV heads.
+pub(super) fn layer_heads(model: &ModelShape, il: usize) -> (u64, u64, u64) {
+    let attention = &model.attention;
+    let count = |counts: &[u32]| u64::from(counts.get(il).copied().unwrap_or(0));
+    (
+        u64::from(attention.key_length),
+        count(&attention.head_count),
+        count(&attention.head_count_kv),
+    )
+}
+
+pub(super) fn contiguous_strides(ne: [u64; 4]) -> [u64; 4] {
+    [4, 4 * ne[0], 4 * ne[0] * ne[1], 4 * ne[0] * ne[1] * ne[2]]
+}
