@@ -386,10 +386,19 @@ async fn a_burst_of_first_requests_starts_one_instance_and_it_stops_when_idle() 
         "{metrics}"
     );
 
-    // Idle past its TTL (1 s; the timer looks every 5 s): stopped, and the page says why.
+    // Idle past its TTL (1 s; the timer looks every 5 s): stopped, and the page says why. The
+    // gateway records the eviction once the stop has returned, a moment after the instance
+    // shows "stopped".
     rig.wait_phase("lazy", "stopped", Duration::from_secs(20))
         .await;
-    let (_, status) = rig.api("GET", "/api/v1/gateway", None).await;
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    let status = loop {
+        let (_, status) = rig.api("GET", "/api/v1/gateway", None).await;
+        if !status["evictions"][0].is_null() || std::time::Instant::now() > deadline {
+            break status;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
     assert_eq!(status["evictions"][0]["evicted"], "lazy", "{status}");
     assert!(
         status["evictions"][0]["reason"]
