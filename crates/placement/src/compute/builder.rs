@@ -266,12 +266,14 @@ impl Builder {
         allocator::reserve(&self.graph, ALIGNMENT)
     }
 
+    /// A graph input, met (and so placed) now.
     pub(super) fn input(&mut self, element: Element, ne: [u64; 4]) -> TensorId {
         let id = self.graph.input(element, ne);
         self.graph.expand(id);
         id
     }
 
+    /// A weight: memory outside the compute buffer.
     pub(super) fn weight(&mut self, ne: [u64; 4]) -> TensorId {
         self.graph.external(Element::F32, ne)
     }
@@ -549,6 +551,7 @@ pub(super) fn layer_heads(model: &ModelShape, il: usize) -> (u64, u64, u64) {
     )
 }
 
+/// The byte strides of a contiguous f32 tensor of extents `ne`.
 pub(super) fn contiguous_strides(ne: [u64; 4]) -> [u64; 4] {
     [4, 4 * ne[0], 4 * ne[0] * ne[1], 4 * ne[0] * ne[1] * ne[2]]
 }
