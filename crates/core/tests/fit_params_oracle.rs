@@ -146,6 +146,14 @@ const REPLAYED: ComputeTolerance = ComputeTolerance {
     above: 0.0,
 };
 
+/// A Qwen hybrid written with llama.cpp's `vocab` tokenizer, held to the MiB.
+fn compare_replayed(name: &str, model: TinyQwen3Next, vocab: &str, options: PlacementOptions) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join(format!("{name}.gguf"));
+    model.write(&vocab_named(vocab), &path).unwrap();
+    compare_file_within(name, &path, options, REPLAYED);
+}
+
 fn compare_file(name: &str, path: &Path, options: PlacementOptions) {
     compare_file_within(name, path, options, WITHIN_5_PERCENT);
 }
@@ -499,19 +507,16 @@ fn a_hybrid_qwen3next_model_matches_llama_cpp() {
     // linear ones keep Q/K/V conv and head-size² × value-heads states per sequence. Wide
     // linear attention (96 value heads over 32 key heads) with GPT-NeoX's 50k tokenizer makes
     // the delta net the largest compute phase.
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("qwen3next.gguf");
     let model = TinyQwen3Next::with_linear_heads(12, 2560, 32, 96);
-    model.write(&vocab_named("gpt-neox"), &path).unwrap();
-    compare_file_within(
+    compare_replayed(
         "qwen3next",
-        &path,
+        model,
+        "gpt-neox",
         PlacementOptions {
             context: 16_384,
             parallel: 4,
             ..Default::default()
         },
-        REPLAYED,
     );
 }
 
@@ -520,23 +525,20 @@ fn an_older_qwen3next_file_without_flash_attention_matches_llama_cpp() {
     // The single `ssm_in` projection of older conversions (split and made contiguous in the
     // graph), no flash attention (scores, and V written element by element) and three slots
     // that do not divide the micro-batch (llama.cpp rounds it up to 513 tokens).
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("qwen3next-ssm-in.gguf");
     let model = TinyQwen3Next {
         legacy_ssm_in: true,
         ..TinyQwen3Next::with_linear_heads(12, 2048, 16, 32)
     };
-    model.write(&vocab_named("llama-spm"), &path).unwrap();
-    compare_file_within(
+    compare_replayed(
         "qwen3next-ssm-in",
-        &path,
+        model,
+        "llama-spm",
         PlacementOptions {
             context: 16_384,
             parallel: 3,
             flash_attention: false,
             ..Default::default()
         },
-        REPLAYED,
     );
 }
 
@@ -544,24 +546,21 @@ fn an_older_qwen3next_file_without_flash_attention_matches_llama_cpp() {
 fn a_full_size_qwen3_next_80b_matches_llama_cpp() {
     // Qwen3-Next-80B-A3B's shape (48 layers, every fourth full attention, 512 experts with 10
     // active, Qwen's 151 k tokenizer) as a sparse file: the replayed graph holds at full size.
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("qwen3-next-80b.gguf");
     let model = TinyQwen3Next {
         name: "Qwen3-Next-80B-A3B".into(),
         full_attention_interval: 4,
         experts: (512, 10),
         ..TinyQwen3Next::with_linear_heads(48, 2048, 16, 32)
     };
-    model.write(&vocab_named("qwen2"), &path).unwrap();
-    compare_file_within(
+    compare_replayed(
         "qwen3-next-80b",
-        &path,
+        model,
+        "qwen2",
         PlacementOptions {
             context: 32_768,
             parallel: 2,
             ..Default::default()
         },
-        REPLAYED,
     );
 }
 
@@ -571,25 +570,22 @@ fn qwen3_5_models_match_llama_cpp() {
     // fused delta net instead of repeated, M-RoPE sections. A 32 000-token vocabulary lets the
     // layers, not the logits, lead; eight slots.
     for hybrid in [QwenHybrid::Qwen35Moe, QwenHybrid::Qwen35] {
-        let dir = tempfile::tempdir().unwrap();
         let name = hybrid.architecture();
-        let path = dir.path().join(format!("{name}.gguf"));
         let model = TinyQwen3Next {
             hybrid,
             n_ff: 8192,
             full_attention_interval: 4,
             ..TinyQwen3Next::with_linear_heads(8, 2048, 16, 48)
         };
-        model.write(&vocab_named("llama-spm"), &path).unwrap();
-        compare_file_within(
+        compare_replayed(
             name,
-            &path,
+            model,
+            "llama-spm",
             PlacementOptions {
                 context: 16_384,
                 parallel: 8,
                 ..Default::default()
             },
-            REPLAYED,
         );
     }
 }
@@ -598,8 +594,6 @@ fn qwen3_5_models_match_llama_cpp() {
 fn a_full_size_qwen3_5_35b_matches_llama_cpp() {
     // Qwen3.5-35B-A3B's shape (40 layers, 256 experts with 8 active) as a sparse file, with
     // the 151 936-token Qwen tokenizer of llama.cpp's test vocabularies.
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("qwen3.5-35b.gguf");
     let model = TinyQwen3Next {
         name: "Qwen3.5-35B-A3B".into(),
         hybrid: QwenHybrid::Qwen35Moe,
@@ -607,15 +601,14 @@ fn a_full_size_qwen3_5_35b_matches_llama_cpp() {
         experts: (256, 8),
         ..TinyQwen3Next::with_linear_heads(40, 2048, 16, 32)
     };
-    model.write(&vocab_named("qwen35"), &path).unwrap();
-    compare_file_within(
+    compare_replayed(
         "qwen3.5-35b",
-        &path,
+        model,
+        "qwen35",
         PlacementOptions {
             context: 65_536,
             parallel: 1,
             ..Default::default()
         },
-        REPLAYED,
     );
 }

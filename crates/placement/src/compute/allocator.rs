@@ -73,8 +73,9 @@ struct Tensor {
     /// An operation's result (a node) rather than a constant or an input (a leaf).
     computed: bool,
     reuse: Reuse,
-    /// The tensor whose memory a view shares (always the root, never a view itself), and where.
-    view_of: Option<(TensorId, u64)>,
+    /// The tensor whose memory a view shares (always the root, never a view itself). Where in
+    /// it does not matter: the allocator never places a view, nor reuses one in place.
+    view_of: Option<TensorId>,
     /// Memory outside the compute buffer: weights, the KV cache, recurrent states.
     external: bool,
     input: bool,
@@ -148,22 +149,13 @@ impl Graph {
 
     /// A tensor sharing the memory of `of` (a view, or a copy's result): no memory of its own.
     /// `sources` are the operation's sources in order.
-    fn view_with(
-        &mut self,
-        of: TensorId,
-        layout: Layout,
-        offset: u64,
-        sources: Vec<TensorId>,
-    ) -> TensorId {
-        let (root, offset) = match self.tensor(of).view_of {
-            Some((root, base)) => (root, base.saturating_add(offset)),
-            None => (of, offset),
-        };
+    fn view_with(&mut self, of: TensorId, layout: Layout, sources: Vec<TensorId>) -> TensorId {
+        let root = self.tensor(of).view_of.unwrap_or(of);
         self.push(Tensor {
             layout,
             computed: true,
             reuse: Reuse::Fresh,
-            view_of: Some((root, offset)),
+            view_of: Some(root),
             external: false,
             input: false,
             output: false,
@@ -171,22 +163,16 @@ impl Graph {
         })
     }
 
-    /// `ggml_view_4d`: extents `ne` with byte strides `nb` from `offset` bytes into `of`.
-    pub(crate) fn view(
-        &mut self,
-        of: TensorId,
-        ne: [u64; 4],
-        nb: [u64; 4],
-        offset: u64,
-    ) -> TensorId {
+    /// `ggml_view_4d`: extents `ne` with byte strides `nb` somewhere in `of`.
+    pub(crate) fn view(&mut self, of: TensorId, ne: [u64; 4], nb: [u64; 4]) -> TensorId {
         let element = self.tensor(of).layout.element;
-        self.view_with(of, Layout { element, ne, nb }, offset, vec![of])
+        self.view_with(of, Layout { element, ne, nb }, vec![of])
     }
 
     /// `ggml_reshape_*`: the same contiguous memory under other extents.
     pub(crate) fn reshape(&mut self, of: TensorId, ne: [u64; 4]) -> TensorId {
         let element = self.tensor(of).layout.element;
-        self.view(of, ne, Layout::contiguous(element, ne).nb, 0)
+        self.view(of, ne, Layout::contiguous(element, ne).nb)
     }
 
     /// `ggml_permute`: axis `i` of `of` becomes axis `axes[i]`.
@@ -197,13 +183,13 @@ impl Graph {
             ne[axis] = source.ne[i];
             nb[axis] = source.nb[i];
         }
-        self.view(of, ne, nb, 0)
+        self.view(of, ne, nb)
     }
 
     /// `ggml_cpy(source, destination)`: the result is a view of the destination.
     pub(crate) fn copy(&mut self, source: TensorId, destination: TensorId) -> TensorId {
         let layout = self.tensor(destination).layout;
-        self.view_with(destination, layout, 0, vec![source, destination])
+        self.view_with(destination, layout, vec![source, destination])
     }
 
     /// `ggml_set_rows(destination, source, indices)`: the result is a view of the destination.
@@ -214,7 +200,7 @@ impl Graph {
         indices: TensorId,
     ) -> TensorId {
         let layout = self.tensor(destination).layout;
-        self.view_with(destination, layout, 0, vec![source, indices, destination])
+        self.view_with(destination, layout, vec![source, indices, destination])
     }
 
     /// The extents of `id` (ggml's `ne`).
@@ -379,7 +365,7 @@ impl Replay<'_> {
         // Count children and views; inputs are placed before anything computed.
         for &node in &graph.nodes {
             let tensor = graph.tensor(node);
-            if let Some((root, _)) = tensor.view_of {
+            if let Some(root) = tensor.view_of {
                 self.slots[root.0].views += 1;
             }
             if tensor.input {
@@ -455,7 +441,7 @@ impl Replay<'_> {
             return;
         }
         match self.graph.tensor(source).view_of {
-            Some((root, _)) => {
+            Some(root) => {
                 let root_slot = &mut self.slots[root.0];
                 root_slot.views = root_slot.views.saturating_sub(1);
                 if root_slot.views == 0 && root_slot.children == 0 && root_slot.allocated {
@@ -533,7 +519,7 @@ mod tests {
         let mut graph = Graph::default();
         let w = weight(&mut graph);
         let a = kib(&mut graph, Reuse::Fresh, &[w]);
-        let half = graph.view(a, [128, 1, 1, 1], [4, 512, 512, 512], 0);
+        let half = graph.view(a, [128, 1, 1, 1], [4, 512, 512, 512]);
         let b = kib(&mut graph, Reuse::Fresh, &[w]);
         graph.expand(b);
         // Without the view `a` would be free here; the view's reader comes last.

@@ -6,7 +6,7 @@
 use super::allocator::{self, Element, Graph, Reuse, TensorId};
 use crate::kv::{self, ContextGeometry};
 use crate::layers::LayerDevices;
-use crate::model::{ModelShape, RecurrentKind, RecurrentShape};
+use crate::model::ModelShape;
 use crate::options::{DeviceId, KvType, PlacementOptions};
 
 /// The CPU buffer's alignment (`TENSOR_ALIGNMENT`); other backends align to 128 or 256 bytes,
@@ -68,60 +68,22 @@ pub(super) struct Builder {
     flash_attention: bool,
     /// The recurrent layers' state indices (`build_rs_inp`).
     pub(super) state_copy: Option<TensorId>,
-    positions: Option<TensorId>,
-    /// The Hadamard rotations applied to Q/K and to V around a quantized cache.
-    key_rotation: Option<TensorId>,
-    value_rotation: Option<TensorId>,
-    key_rows: Option<TensorId>,
-    value_rows: Option<TensorId>,
-    mask: Option<TensorId>,
+    /// Placed whenever a held layer attends.
+    attention: Option<AttentionInputs>,
     /// The rows whose logits are wanted (`build_inp_out_ids`).
     pub(super) output_rows: Option<TensorId>,
-    pub(super) forms: LayerForms,
 }
 
-/// Which form of each layer's tensors the file has (each changes the graph).
-#[derive(Default)]
-pub(super) struct LayerForms {
-    /// The single `ssm_in` projection of older conversions.
-    pub(super) ssm_in: Vec<bool>,
-    /// The experts' gate and up projections in one `ffn_gate_up_exps`.
-    pub(super) gate_up: Vec<bool>,
-    /// A shared expert (`ffn_up_shexp`).
-    pub(super) shared_expert: Vec<bool>,
-}
-
-impl LayerForms {
-    /// One pass over the tensor table.
-    fn of(model: &ModelShape) -> LayerForms {
-        let n = model.n_layer as usize;
-        let mut forms = LayerForms {
-            ssm_in: vec![false; n],
-            gate_up: vec![false; n],
-            shared_expert: vec![false; n],
-        };
-        for tensor in &model.tensors {
-            let Some(il) = tensor.layer.map(|l| l as usize).filter(|&l| l < n) else {
-                continue;
-            };
-            let suffix = tensor
-                .name
-                .strip_prefix("blk.")
-                .and_then(|rest| rest.split_once('.'))
-                .map(|(_, suffix)| suffix);
-            match suffix {
-                Some("ssm_in.weight") => forms.ssm_in[il] = true,
-                Some("ffn_gate_up_exps.weight") => forms.gate_up[il] = true,
-                Some("ffn_up_shexp.weight") => forms.shared_expert[il] = true,
-                _ => {}
-            }
-        }
-        forms
-    }
-
-    pub(super) fn has(flags: &[bool], il: usize) -> bool {
-        flags.get(il).copied().unwrap_or(false)
-    }
+/// The inputs `build_attn_inp_kv` adds: positions, the cache rows K and V are written to, the
+/// mask, and the Hadamard rotations applied to Q/K and to V around a quantized cache.
+#[derive(Clone, Copy)]
+struct AttentionInputs {
+    positions: TensorId,
+    key_rows: TensorId,
+    value_rows: TensorId,
+    mask: TensorId,
+    key_rotation: Option<TensorId>,
+    value_rotation: Option<TensorId>,
 }
 
 impl Builder {
@@ -146,14 +108,8 @@ impl Builder {
             experts_used: u64::from(model.experts.map_or(1, |e| e.used).max(1)),
             flash_attention: options.flash_attention,
             state_copy: None,
-            positions: None,
-            key_rotation: None,
-            value_rotation: None,
-            key_rows: None,
-            value_rows: None,
-            mask: None,
+            attention: None,
             output_rows: None,
-            forms: LayerForms::of(model),
         }
     }
 
@@ -187,7 +143,8 @@ impl Builder {
             .copied()
             .find(|&il| !model.attention.is_recurrent(il))
         {
-            self.attention_inputs(model, il, positions_per_token, options, g);
+            self.attention =
+                Some(self.attention_inputs(model, il, positions_per_token, options, g));
         }
         if rows_out {
             self.output_rows = Some(self.input(Element::I32, [tokens, 1, 1, 1]));
@@ -203,7 +160,7 @@ impl Builder {
         }
     }
 
-    /// Positions, the cache rows K and V are written to, and the mask (`build_attn_inp_kv`).
+    /// [`AttentionInputs`], placed in the order the graph meets them.
     fn attention_inputs(
         &mut self,
         model: &ModelShape,
@@ -211,54 +168,47 @@ impl Builder {
         positions_per_token: u64,
         options: &PlacementOptions,
         g: &ContextGeometry,
-    ) {
+    ) -> AttentionInputs {
         let tokens = self.batch.tokens;
-        // A quantized cache is written rotated (`llama_kv_cache::build_input_k_rot`): K by the
-        // largest power-of-two block from 64 up that divides the head, V by 64; the graph meets
-        // the K rotation before the positions and the V one after.
-        let rotation = |kind: KvType, head: u32, largest: bool| {
-            let head = u64::from(head);
-            let rotates = kind.is_quantized() && head > 0 && head.is_multiple_of(64);
-            if !rotates {
-                return None;
-            }
-            let mut block: u64 = 64;
-            while largest && head.is_multiple_of(block * 2) {
-                block *= 2;
-            }
-            Some(block)
-        };
         let attention = &model.attention;
-        if let Some(block) = rotation(options.cache_type_k, attention.key_length, true) {
-            self.key_rotation = Some(self.input(Element::F32, [block, block, 1, 1]));
-        }
-        self.positions = Some(self.input(Element::I32, [tokens * positions_per_token, 1, 1, 1]));
-        if let Some(block) = rotation(options.cache_type_v, attention.value_length, false) {
-            self.value_rotation = Some(self.input(Element::F32, [block, block, 1, 1]));
-        }
-        self.key_rows = Some(self.input(Element::I64, [tokens, 1, 1, 1]));
+        // The K rotation is met before the positions (the rotated Q's first source), the V one
+        // after.
+        let key_rotation = rotation_block(options.cache_type_k, attention.key_length, true)
+            .map(|block| self.input(Element::F32, [block, block, 1, 1]));
+        let positions = self.input(Element::I32, [tokens * positions_per_token, 1, 1, 1]);
+        let value_rotation = rotation_block(options.cache_type_v, attention.value_length, false)
+            .map(|block| self.input(Element::F32, [block, block, 1, 1]));
+        let key_rows = self.input(Element::I64, [tokens, 1, 1, 1]);
         // Without flash attention V is stored transposed, written element by element.
         let value_rows = if self.flash_attention {
             tokens
         } else {
-            let kv_heads = model.attention.head_count_kv.get(il).copied().unwrap_or(0);
-            tokens * u64::from(kv_heads) * u64::from(model.attention.value_length)
+            let (_, _, kv_heads) = layer_heads(model, il);
+            tokens * kv_heads * u64::from(attention.value_length)
         };
-        self.value_rows = Some(self.input(Element::I64, [value_rows, 1, 1, 1]));
-        let cells = kv::cells(&model.attention, il, options, g);
+        let value_rows = self.input(Element::I64, [value_rows, 1, 1, 1]);
+        let cells = kv::cells(attention, il, options, g);
         let element = if self.flash_attention {
             Element::F16
         } else {
             Element::F32
         };
         let per_stream = tokens / self.batch.streams;
-        self.mask = Some(self.input(element, [cells, per_stream, 1, self.batch.streams]));
+        let mask = self.input(element, [cells, per_stream, 1, self.batch.streams]);
+        AttentionInputs {
+            positions,
+            key_rows,
+            value_rows,
+            mask,
+            key_rotation,
+            value_rotation,
+        }
     }
 
     /// RoPE over `x` (`[head, heads, tokens]`) with the positions input.
     pub(super) fn rope(&mut self, x: TensorId) -> TensorId {
-        let positions = self.positions.unwrap_or(x);
-        self.elementwise(x, &[positions])
+        let positions: Vec<TensorId> = self.attention.map(|a| a.positions).into_iter().collect();
+        self.elementwise(x, &positions)
     }
 
     /// The compute buffer this graph needs.
@@ -317,49 +267,43 @@ impl Builder {
         options: &PlacementOptions,
         g: &ContextGeometry,
     ) -> TensorId {
+        let Some(inputs) = self.attention else {
+            // `inputs` placed them for every graph with an attending layer.
+            return q;
+        };
         let Batch {
             tokens, streams, ..
         } = self.batch;
         let (head, heads, kv_heads) = layer_heads(model, il);
         let cells = kv::cells(&model.attention, il, options, g);
         let per_stream = tokens / streams;
-        let (q, k) = match self.key_rotation {
-            Some(rotation) => (self.rotate(q, rotation), self.rotate(k, rotation)),
-            None => (q, k),
-        };
-        let v = match self.value_rotation {
-            Some(rotation) => self.rotate(v, rotation),
-            None => v,
-        };
+        let q = self.rotate(q, inputs.key_rotation);
+        let k = self.rotate(k, inputs.key_rotation);
+        let v = self.rotate(v, inputs.value_rotation);
         // `build_attn` expands Q, then V, then K (so that RoPE may write K into the cache).
         self.graph.expand(q);
         self.graph.expand(v);
         self.graph.expand(k);
-        for (projection, rows) in [(k, self.key_rows), (v, self.value_rows)] {
+        for (projection, rows) in [(k, inputs.key_rows), (v, inputs.value_rows)] {
             let flat = self
                 .graph
                 .reshape(projection, [head * kv_heads, tokens, 1, 1]);
             let cache = self
                 .graph
                 .external(Element::F16, [head * kv_heads, cells, 1, 1]);
-            let rows = rows.unwrap_or(cache);
             let written = self.graph.write_rows(cache, flat, rows);
             self.graph.expand(written);
         }
         let q = self.graph.reshape(q, [head, heads, per_stream, streams]);
         let q = self.graph.permute(q, [0, 2, 1, 3]);
-        let keys = self
-            .graph
-            .external(Element::F16, [head, cells, kv_heads, streams]);
-        let values = self
-            .graph
-            .external(Element::F16, [head, cells, kv_heads, streams]);
-        let mask = self.mask.unwrap_or(keys);
+        let cache = [head, cells, kv_heads, streams];
+        let keys = self.graph.external(Element::F16, cache);
+        let values = self.graph.external(Element::F16, cache);
         let attended = if self.flash_attention {
             let out = self.op(
                 Reuse::Fresh,
                 [head, heads, per_stream, streams],
-                &[q, keys, values, mask],
+                &[q, keys, values, inputs.mask],
             );
             self.graph.reshape(out, [head * heads, tokens, 1, 1])
         } else {
@@ -368,7 +312,7 @@ impl Builder {
                 [cells, per_stream, heads, streams],
                 &[keys, q],
             );
-            let weights = self.elementwise(scores, &[mask]);
+            let weights = self.elementwise(scores, &[inputs.mask]);
             let mixed = self.op(
                 Reuse::Fresh,
                 [head, per_stream, heads, streams],
@@ -377,35 +321,31 @@ impl Builder {
             let mixed = self.graph.permute(mixed, [0, 2, 1, 3]);
             self.op(Reuse::Fresh, [head * heads, tokens, 1, 1], &[mixed])
         };
-        match self.value_rotation {
-            Some(rotation) => self.rotate(attended, rotation),
-            None => attended,
-        }
+        self.rotate(attended, inputs.value_rotation)
     }
 
-    /// `llama_mul_mat_hadamard` over a contiguous `x`: its elements in rows of the rotation's
-    /// width, multiplied by it, in `x`'s shape again.
-    fn rotate(&mut self, x: TensorId, rotation: TensorId) -> TensorId {
+    /// `llama_mul_mat_hadamard` over a contiguous `x` when there is a rotation: its elements in
+    /// rows of the rotation's width, multiplied by it, in `x`'s shape again.
+    fn rotate(&mut self, x: TensorId, rotation: Option<TensorId>) -> TensorId {
+        let Some(rotation) = rotation else {
+            return x;
+        };
         let ne = self.graph.extents(x);
         let block = self.graph.extents(rotation)[0].max(1);
-        let elements = ne.iter().product::<u64>();
-        let rows = self.graph.reshape(x, [block, elements / block, 1, 1]);
-        let rotated = self.op(
-            Reuse::Fresh,
-            [block, elements / block, 1, 1],
-            &[rotation, rows],
-        );
+        let rows = [block, ne.iter().product::<u64>() / block, 1, 1];
+        let flat = self.graph.reshape(x, rows);
+        let rotated = self.op(Reuse::Fresh, rows, &[rotation, flat]);
         self.graph.reshape(rotated, ne)
     }
 
     /// `build_moe_ffn` with softmax gating and normalized weights: the router's top-k of
-    /// `count` experts, gate/up/down (`expert_ff` wide) per selected expert and token, their
-    /// weighted sum.
+    /// `count` experts, gate/up/down (`expert_ff` wide; one `ffn_gate_up_exps` projection when
+    /// `fused_gate_up`) per selected expert and token, their weighted sum.
     pub(super) fn routed_experts(
         &mut self,
         count: u64,
         expert_ff: u64,
-        il: usize,
+        fused_gate_up: bool,
         x: TensorId,
     ) -> TensorId {
         let (tokens, used) = (self.batch.tokens, self.experts_used);
@@ -420,7 +360,7 @@ impl Builder {
         );
         let selected = self
             .graph
-            .view(order, [used, tokens, 1, 1], self.graph.strides(order), 0);
+            .view(order, [used, tokens, 1, 1], self.graph.strides(order));
         let weights = self.op(Reuse::Fresh, [1, used, tokens, 1], &[per_expert, selected]);
         let weights = self.graph.reshape(weights, [used, tokens, 1, 1]);
         let sum = self.op(Reuse::Fresh, [1, tokens, 1, 1], &[weights]);
@@ -429,15 +369,11 @@ impl Builder {
         let weights = self.graph.reshape(weights, [1, used, tokens, 1]);
         self.graph.expand(weights);
         let x3 = self.graph.reshape(x, [self.n_embd, 1, tokens, 1]);
-        let activated = if LayerForms::has(&self.forms.gate_up, il) {
+        let activated = if fused_gate_up {
             let both = self.expert_matmul(2 * expert_ff, x3, selected);
             let strides = self.graph.strides(both);
-            let gate = self
-                .graph
-                .view(both, [expert_ff, used, tokens, 1], strides, 0);
-            let up = self
-                .graph
-                .view(both, [expert_ff, used, tokens, 1], strides, expert_ff * 4);
+            let gate = self.graph.view(both, [expert_ff, used, tokens, 1], strides);
+            let up = self.graph.view(both, [expert_ff, used, tokens, 1], strides);
             self.op(Reuse::Fresh, [expert_ff, used, tokens, 1], &[gate, up])
         } else {
             let up = self.expert_matmul(expert_ff, x3, selected);
@@ -449,12 +385,11 @@ impl Builder {
         self.graph.expand(weighted);
         let strides = self.graph.strides(weighted);
         let views: Vec<TensorId> = (0..used)
-            .map(|i| {
+            .map(|_| {
                 let view = self.graph.view(
                     weighted,
                     [self.n_embd, tokens, 1, 1],
                     [4, strides[2], strides[2], strides[2]],
-                    i * strides[1],
                 );
                 self.graph.expand(view);
                 view
@@ -503,41 +438,52 @@ const MAX_ELEMENTS: u64 = 1 << 46;
 /// each one (and every byte offset into it).
 fn plausible(model: &ModelShape, batch: &Batch, g: &ContextGeometry) -> bool {
     let attention = &model.attention;
-    let linear = attention.recurrent.unwrap_or(RecurrentShape {
-        kind: RecurrentKind::Mamba,
-        conv_kernel: 0,
-        inner_size: 0,
-        state_size: 0,
-        group_count: 0,
-        time_step_rank: 0,
-    });
     let widest = |values: &[u32]| u64::from(values.iter().copied().max().unwrap_or(0));
     let heads = widest(&attention.head_count).max(widest(&attention.head_count_kv));
     let head = u64::from(attention.key_length.max(attention.value_length));
+    let n_ff = u64::from(model.n_ff);
     let experts = model.experts.map_or(0, |e| {
-        u64::from(e.count.max(e.used)).saturating_mul(u64::from(
-            e.feed_forward_length.max(e.shared_feed_forward_length),
-        ))
+        let width = u64::from(e.feed_forward_length.max(e.shared_feed_forward_length)).max(n_ff);
+        u64::from(e.count.max(e.used)).saturating_mul(width)
     });
-    let rows = [
+    let mut rows = vec![
         u64::from(model.n_vocab),
         u64::from(model.n_embd),
-        u64::from(model.n_ff),
+        n_ff,
         g.n_ctx.saturating_mul(heads.max(1)),
         heads.saturating_mul(head).saturating_mul(2),
         experts.saturating_mul(2),
-        linear.conv_channels(),
-        linear.ssm_state_elements(),
-        u64::from(linear.conv_kernel).saturating_mul(linear.conv_channels()),
-        u64::from(linear.inner_size).saturating_mul(u64::from(linear.state_size)),
-        u64::from(linear.time_step_rank).saturating_mul(u64::from(linear.state_size)),
     ];
-    let columns = batch
-        .tokens
-        .saturating_add(batch.sequences.saturating_mul(u64::from(linear.state_size)))
-        .saturating_add(u64::from(linear.conv_kernel).saturating_mul(batch.sequences));
+    let mut columns = batch.tokens;
+    if let Some(linear) = attention.recurrent {
+        let (kernel, state) = (u64::from(linear.conv_kernel), u64::from(linear.state_size));
+        rows.extend([
+            linear.ssm_state_elements(),
+            kernel.saturating_mul(linear.conv_channels()),
+            u64::from(linear.inner_size).saturating_mul(state),
+            u64::from(linear.time_step_rank).saturating_mul(state),
+        ]);
+        columns = columns
+            .saturating_add(batch.sequences.saturating_mul(state))
+            .saturating_add(kernel.saturating_mul(batch.sequences));
+    }
     rows.iter()
         .all(|&row| row.saturating_mul(columns.max(1)) <= MAX_ELEMENTS)
+}
+
+/// The Hadamard block llama.cpp rotates a quantized cache's rows by
+/// (`llama_kv_cache::build_input_k_rot`): for K the largest power of two from 64 up that divides
+/// the head (`largest`), for V 64; none for an unquantized cache or a head not a multiple of 64.
+fn rotation_block(kind: KvType, head: u32, largest: bool) -> Option<u64> {
+    let head = u64::from(head);
+    if !kind.is_quantized() || head == 0 || !head.is_multiple_of(64) {
+        return None;
+    }
+    let mut block: u64 = 64;
+    while largest && head.is_multiple_of(block * 2) {
+        block *= 2;
+    }
+    Some(block)
 }
 
 /// Layer `il`'s head size, query heads and KV heads.

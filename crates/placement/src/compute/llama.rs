@@ -83,7 +83,8 @@ fn layer(
     // Mixtral-style experts are `n_ff` wide whatever `expert_feed_forward_length` says.
     let n_ff = u64::from(model.n_ff);
     let feed_forward = match model.experts {
-        Some(experts) => b.routed_experts(u64::from(experts.count), n_ff, il, normed),
+        // llama.cpp's llama graph passes no fused gate/up tensor.
+        Some(experts) => b.routed_experts(u64::from(experts.count), n_ff, false, normed),
         None => b.dense_feed_forward(n_ff, normed),
     };
     b.elementwise(feed_forward, &[feed_forward_input])

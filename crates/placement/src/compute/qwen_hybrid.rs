@@ -9,7 +9,7 @@
 use std::ops::{Deref, DerefMut};
 
 use super::allocator::{Element, Reuse, TensorId};
-use super::builder::{contiguous_strides, layer_heads, replay, Batch, Builder, LayerForms};
+use super::builder::{contiguous_strides, layer_heads, replay, Batch, Builder};
 use crate::kv::ContextGeometry;
 use crate::layers::LayerDevices;
 use crate::model::{ModelShape, RecurrentKind, RecurrentShape};
@@ -43,6 +43,7 @@ pub(super) fn compute_bytes(
                 builder,
                 linear,
                 flavour,
+                forms: LayerForms::of(model),
             };
             graph.build(model, held, holds_output, options, g);
             graph.builder
@@ -78,6 +79,51 @@ struct HybridGraph {
     builder: Builder,
     linear: RecurrentShape,
     flavour: Flavour,
+    forms: LayerForms,
+}
+
+/// Which form of each layer's tensors the file has (each changes the graph).
+#[derive(Default)]
+struct LayerForms {
+    /// The single `ssm_in` projection of older conversions.
+    ssm_in: Vec<bool>,
+    /// The experts' gate and up projections in one `ffn_gate_up_exps`.
+    gate_up: Vec<bool>,
+    /// A shared expert (`ffn_up_shexp`).
+    shared_expert: Vec<bool>,
+}
+
+impl LayerForms {
+    /// One pass over the tensor table.
+    fn of(model: &ModelShape) -> LayerForms {
+        let n = model.n_layer as usize;
+        let mut forms = LayerForms {
+            ssm_in: vec![false; n],
+            gate_up: vec![false; n],
+            shared_expert: vec![false; n],
+        };
+        for tensor in &model.tensors {
+            let Some(il) = tensor.layer.map(|l| l as usize).filter(|&l| l < n) else {
+                continue;
+            };
+            let suffix = tensor
+                .name
+                .strip_prefix("blk.")
+                .and_then(|rest| rest.split_once('.'))
+                .map(|(_, suffix)| suffix);
+            match suffix {
+                Some("ssm_in.weight") => forms.ssm_in[il] = true,
+                Some("ffn_gate_up_exps.weight") => forms.gate_up[il] = true,
+                Some("ffn_up_shexp.weight") => forms.shared_expert[il] = true,
+                _ => {}
+            }
+        }
+        forms
+    }
+
+    fn has(flags: &[bool], il: usize) -> bool {
+        flags.get(il).copied().unwrap_or(false)
+    }
 }
 
 impl Deref for HybridGraph {
@@ -156,7 +202,6 @@ impl HybridGraph {
         let value_heads = u64::from(shape.time_step_rank);
         let value_width = u64::from(shape.inner_size);
         let value_head = value_width / value_heads;
-        let key_width = head * key_heads;
         let channels = shape.conv_channels();
         let (qkv, z) = self.qkvz(il, x);
         let qkv = self
@@ -182,19 +227,16 @@ impl HybridGraph {
             convolved,
             [head, key_heads, per_sequence, sequences],
             strides,
-            0,
         );
         let k = self.graph.view(
             convolved,
             [head, key_heads, per_sequence, sequences],
             strides,
-            key_width * 4,
         );
         let v = self.graph.view(
             convolved,
             [value_head, value_heads, per_sequence, sequences],
             [4, value_head * 4, row, row * per_sequence],
-            2 * key_width * 4,
         );
         let q = self.l2_norm_repeated(q);
         let k = self.l2_norm_repeated(k);
@@ -212,13 +254,11 @@ impl HybridGraph {
             fused,
             [value_head, value_heads, per_sequence, sequences],
             contiguous_strides([value_head, value_heads, per_sequence, sequences]),
-            0,
         );
         let new_state = self.graph.view(
             fused,
             [value_head, value_head, value_heads, sequences],
             contiguous_strides([value_head, value_head, value_heads, sequences]),
-            value_head * value_heads * tokens * 4,
         );
         let cache = self.cache([shape.ssm_state_elements(), sequences, 1, 1]);
         let written = self.graph.copy(new_state, cache);
@@ -257,8 +297,8 @@ impl HybridGraph {
                 .reshape(ba, [2 * per_group, key_heads, per_sequence, sequences]);
             let strides = self.graph.strides(ba);
             let split = [per_group, key_heads, per_sequence, sequences];
-            let b = self.graph.view(ba, split, strides, 0);
-            let a = self.graph.view(ba, split, strides, per_group * 4);
+            let b = self.graph.view(ba, split, strides);
+            let a = self.graph.view(ba, split, strides);
             let b = self.op(Reuse::Fresh, split, &[b]);
             let beta = self.elementwise(b, &[]);
             let alpha = self.op(
@@ -312,14 +352,10 @@ impl HybridGraph {
             .reshape(mixed, [row, key_heads, per_sequence, sequences]);
         let strides = self.graph.strides(mixed);
         let part = |width: u64| [width, key_heads, per_sequence, sequences];
-        let query = self.graph.view(mixed, part(head), strides, 0);
-        let key = self.graph.view(mixed, part(head), strides, head * 4);
-        let value = self
-            .graph
-            .view(mixed, part(per_group), strides, 2 * head * 4);
-        let z = self
-            .graph
-            .view(mixed, part(per_group), strides, (2 * head + per_group) * 4);
+        let query = self.graph.view(mixed, part(head), strides);
+        let key = self.graph.view(mixed, part(head), strides);
+        let value = self.graph.view(mixed, part(per_group), strides);
+        let z = self.graph.view(mixed, part(per_group), strides);
         let z = self.op(Reuse::Fresh, part(per_group), &[z]);
         let flat = |width: u64| [width, per_sequence, sequences, 1];
         let query = self.op(Reuse::Fresh, flat(head * key_heads), &[query]);
@@ -349,7 +385,7 @@ impl HybridGraph {
         let strides = self.graph.strides(input);
         let last = self
             .graph
-            .view(input, [kept, channels, sequences, 1], strides, 0);
+            .view(input, [kept, channels, sequences, 1], strides);
         let cache = self.cache([shape.conv_state_elements(), sequences, 1, 1]);
         let written = self.graph.copy(last, cache);
         self.graph.expand(written);
@@ -416,10 +452,8 @@ impl HybridGraph {
         let full = self.matmul(2 * head * heads, x);
         let full = self.graph.reshape(full, [2 * head, heads, tokens, 1]);
         let strides = self.graph.strides(full);
-        let q = self.graph.view(full, [head, heads, tokens, 1], strides, 0);
-        let gate = self
-            .graph
-            .view(full, [head, heads, tokens, 1], strides, head * 4);
+        let q = self.graph.view(full, [head, heads, tokens, 1], strides);
+        let gate = self.graph.view(full, [head, heads, tokens, 1], strides);
         let k = self.matmul(head * kv_heads, x);
         let v = self.matmul(head * kv_heads, x);
         let k = self.graph.reshape(k, [head, kv_heads, tokens, 1]);
@@ -448,7 +482,8 @@ impl HybridGraph {
             0 => n_ff / self.experts_used,
             ff => u64::from(ff),
         };
-        let routed = self.routed_experts(u64::from(experts.count), expert_ff, il, x);
+        let fused = LayerForms::has(&self.forms.gate_up, il);
+        let routed = self.routed_experts(u64::from(experts.count), expert_ff, fused, x);
         if !LayerForms::has(&self.forms.shared_expert, il) {
             return routed;
         }
