@@ -275,34 +275,9 @@ pub(crate) fn error_text(body: &str) -> String {
     }
 }
 
-/// Sends a request, and once more when it went out on a pooled connection the server had
-/// already closed. llama-server answers `Keep-Alive` yet closes after a streamed reply, so the
-/// next request can pick that connection up; the server never saw the first try, and a new
-/// connection is what a client without a pool would have paid for anyway.
-pub(crate) async fn send_request(
-    request: reqwest::RequestBuilder,
-) -> reqwest::Result<reqwest::Response> {
-    let again = request.try_clone();
-    match (request.send().await, again) {
-        (Err(err), Some(again)) if closed_before_answer(&err) => again.send().await,
-        (outcome, _) => outcome,
-    }
-}
-
-/// Whether hyper says the connection closed before an answer began.
-fn closed_before_answer(err: &(dyn std::error::Error + 'static)) -> bool {
-    let mut cause: Option<&(dyn std::error::Error + 'static)> = Some(err);
-    while let Some(current) = cause {
-        if current
-            .downcast_ref::<hyper::Error>()
-            .is_some_and(hyper::Error::is_incomplete_message)
-        {
-            return true;
-        }
-        cause = current.source();
-    }
-    false
-}
+/// Sends a request, once more on a new connection when the pooled one had been closed by
+/// the engine (the gateway's own rule, see `rigdeck_gateway::proxy::send`).
+pub(crate) use rigdeck_gateway::proxy::send as send_request;
 
 /// The innermost cause of a client error ("connection refused"), which says what to fix.
 pub(crate) fn root_cause(err: &(dyn std::error::Error + 'static)) -> String {

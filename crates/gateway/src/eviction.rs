@@ -1,5 +1,6 @@
-//! Which running model makes room for another (least recently used, idle, never a pinned one)
-//! and which ones have been idle past their TTL. Pure: the times and states come in.
+//! Which running model makes room for another (least recently used, unused, never a pinned one,
+//! never one that frees nothing on the GPUs that are short) and which ones have been idle past
+//! their TTL. Pure: the times, states and holds come in.
 
 use serde::Serialize;
 
@@ -11,12 +12,32 @@ pub struct Candidate<'a> {
     pub entry: &'a ModelEntry,
     pub state: &'a ModelState,
     pub activity: ModelActivity,
+    /// Something uses it now: a gateway request, a chat reply, a benchmark, a tuning trial.
+    pub held: bool,
+    /// What stopping it frees on each GPU (index, bytes): its plan, or what the driver shows it
+    /// holding when it has none. Empty for a model on the CPU.
+    pub frees: Vec<(u32, u64)>,
+}
+
+impl Candidate<'_> {
+    fn frees_on(&self, gpu: u32) -> u64 {
+        self.frees
+            .iter()
+            .filter(|(g, _)| *g == gpu)
+            .map(|(_, bytes)| bytes)
+            .sum()
+    }
+
+    /// Ready, and nobody uses it.
+    fn unused(&self) -> bool {
+        matches!(self.state, ModelState::Ready(_)) && !self.held && self.activity.in_flight == 0
+    }
 }
 
 /// The model to stop so that `target` can start, given the GPUs it is short on and by how much:
-/// a ready one that is not pinned, serves no request, and holds memory on one of those GPUs (a
-/// model without a plan may hold any), the least recently used first. `None` when stopping every
-/// such model would still leave a GPU short: nothing is stopped in vain.
+/// a ready one that is not pinned, that nothing uses, and that frees memory on one of those GPUs,
+/// the least recently used first. `None` when stopping every such model would still leave a GPU
+/// short: nothing is stopped in vain, and a model on the CPU is never stopped for GPU room.
 pub fn pick_victim<'a>(
     candidates: &[Candidate<'a>],
     target: &str,
@@ -24,34 +45,30 @@ pub fn pick_victim<'a>(
 ) -> Option<&'a ModelEntry> {
     let evictable: Vec<&Candidate<'a>> = candidates
         .iter()
-        .filter(|c| c.entry.name != target)
-        .filter(|c| matches!(c.state, ModelState::Ready(_)))
-        .filter(|c| !c.entry.policy.pinned && c.activity.in_flight == 0)
+        .filter(|c| c.entry.name != target && !c.entry.policy.pinned && c.unused())
         .collect();
-    let unplanned = evictable.iter().any(|c| c.entry.planned.is_empty());
     let enough = short.iter().all(|&(gpu, missing)| {
-        let freed: u64 = evictable.iter().map(|c| c.entry.planned_on(gpu)).sum();
-        unplanned || freed >= missing
+        let freed: u64 = evictable.iter().map(|c| c.frees_on(gpu)).sum();
+        freed >= missing
     });
     if !enough {
         return None;
     }
     evictable
         .into_iter()
-        .filter(|c| {
-            c.entry.planned.is_empty()
-                || short.is_empty()
-                || short.iter().any(|&(gpu, _)| c.entry.planned_on(gpu) > 0)
+        .filter(|c| match short {
+            [] => c.frees.iter().any(|(_, bytes)| *bytes > 0),
+            short => short.iter().any(|&(gpu, _)| c.frees_on(gpu) > 0),
         })
         .min_by_key(|c| c.activity.last_used_ms.unwrap_or(i64::MIN))
         .map(|c| c.entry)
 }
 
-/// Ready models with a TTL, no request in flight, and no use for longer than the TTL.
+/// Ready models with a TTL, nobody using them, and no use for longer than the TTL.
 pub fn idle_past_ttl<'a>(candidates: &[Candidate<'a>], now_ms: i64) -> Vec<&'a ModelEntry> {
     candidates
         .iter()
-        .filter(|c| matches!(c.state, ModelState::Ready(_)) && c.activity.in_flight == 0)
+        .filter(|c| c.unused())
         .filter(|c| {
             let Some(ttl_s) = c.entry.policy.idle_ttl_s else {
                 return false;
@@ -103,6 +120,21 @@ mod tests {
         })
     }
 
+    /// Frees what its plan says, and nothing holds it.
+    fn candidate<'a>(
+        entry: &'a ModelEntry,
+        state: &'a ModelState,
+        activity: ModelActivity,
+    ) -> Candidate<'a> {
+        Candidate {
+            entry,
+            state,
+            activity,
+            held: false,
+            frees: entry.planned.clone(),
+        }
+    }
+
     fn used(in_flight: u32, at: i64) -> ModelActivity {
         ModelActivity {
             in_flight,
@@ -121,31 +153,11 @@ mod tests {
         );
         let (r, stopped) = (ready(), ModelState::Stopped);
         let candidates = [
-            Candidate {
-                entry: &busy,
-                state: &r,
-                activity: used(1, 1),
-            },
-            Candidate {
-                entry: &pinned,
-                state: &r,
-                activity: used(0, 2),
-            },
-            Candidate {
-                entry: &other_gpu,
-                state: &r,
-                activity: used(0, 3),
-            },
-            Candidate {
-                entry: &newer,
-                state: &r,
-                activity: used(0, 50),
-            },
-            Candidate {
-                entry: &old,
-                state: &r,
-                activity: used(0, 10),
-            },
+            candidate(&busy, &r, used(1, 1)),
+            candidate(&pinned, &r, used(0, 2)),
+            candidate(&other_gpu, &r, used(0, 3)),
+            candidate(&newer, &r, used(0, 50)),
+            candidate(&old, &r, used(0, 10)),
         ];
         assert_eq!(
             pick_victim(&candidates, "new", &[(0, GIB)]).map(|e| e.name.as_str()),
@@ -159,11 +171,7 @@ mod tests {
             pick_victim(&candidates, "old", &[(0, GIB)]).map(|e| e.name.as_str()),
             Some("newer")
         );
-        let none = [Candidate {
-            entry: &old,
-            state: &stopped,
-            activity: used(0, 1),
-        }];
+        let none = [candidate(&old, &stopped, used(0, 1))];
         assert!(pick_victim(&none, "new", &[(0, GIB)]).is_none());
     }
 
@@ -176,21 +184,9 @@ mod tests {
         );
         let r = ready();
         let candidates = [
-            Candidate {
-                entry: &a,
-                state: &r,
-                activity: used(0, 1),
-            },
-            Candidate {
-                entry: &b,
-                state: &r,
-                activity: used(0, 2),
-            },
-            Candidate {
-                entry: &pinned,
-                state: &r,
-                activity: used(0, 0),
-            },
+            candidate(&a, &r, used(0, 1)),
+            candidate(&b, &r, used(0, 2)),
+            candidate(&pinned, &r, used(0, 0)),
         ];
         // a and b free 20 GiB on GPU 0; the pinned model's 10 do not count.
         assert!(pick_victim(&candidates, "new", &[(0, 25 * GIB)]).is_none());
@@ -207,32 +203,63 @@ mod tests {
         );
         let r = ready();
         let candidates = [
-            Candidate {
-                entry: &short,
-                state: &r,
-                activity: used(0, 0),
-            },
-            Candidate {
-                entry: &long,
-                state: &r,
-                activity: used(0, 0),
-            },
-            Candidate {
-                entry: &never,
-                state: &r,
-                activity: used(0, 0),
-            },
+            candidate(&short, &r, used(0, 0)),
+            candidate(&long, &r, used(0, 0)),
+            candidate(&never, &r, used(0, 0)),
         ];
         let idle: Vec<&str> = idle_past_ttl(&candidates, 60_000)
             .iter()
             .map(|e| e.name.as_str())
             .collect();
         assert_eq!(idle, vec!["short"]);
-        let busy = [Candidate {
-            entry: &short,
-            state: &r,
-            activity: used(1, 0),
-        }];
+        let busy = [candidate(&short, &r, used(1, 0))];
         assert!(idle_past_ttl(&busy, 600_000).is_empty());
+    }
+
+    #[test]
+    fn a_held_model_is_neither_evicted_nor_stopped_for_idleness() {
+        let (bench, idle) = (
+            entry("bench", &[0], false, Some(1)),
+            entry("idle", &[0], false, Some(1)),
+        );
+        let r = ready();
+        let mut held = candidate(&bench, &r, used(0, 0));
+        held.held = true;
+        let candidates = [held, candidate(&idle, &r, used(0, 5))];
+        assert_eq!(
+            pick_victim(&candidates, "new", &[(0, GIB)]).map(|e| e.name.as_str()),
+            Some("idle")
+        );
+        let idle_ones: Vec<&str> = idle_past_ttl(&candidates, 60_000)
+            .iter()
+            .map(|e| e.name.as_str())
+            .collect();
+        assert_eq!(idle_ones, vec!["idle"]);
+    }
+
+    #[test]
+    fn a_model_on_the_cpu_is_never_evicted_for_gpu_room() {
+        let (cpu, gpu) = (
+            entry("cpu", &[], false, None),
+            entry("gpu", &[0], false, None),
+        );
+        let r = ready();
+        // The CPU model is the least recently used, yet stopping it frees no VRAM.
+        let candidates = [
+            candidate(&cpu, &r, used(0, 1)),
+            candidate(&gpu, &r, used(0, 9)),
+        ];
+        assert_eq!(
+            pick_victim(&candidates, "new", &[(0, GIB)]).map(|e| e.name.as_str()),
+            Some("gpu")
+        );
+        assert!(pick_victim(&candidates[..1], "new", &[(0, GIB)]).is_none());
+        // Without a plan, what the driver shows it holding counts.
+        let mut measured = candidate(&cpu, &r, used(0, 1));
+        measured.frees = vec![(0, 2 * GIB)];
+        assert_eq!(
+            pick_victim(&[measured], "new", &[(0, GIB)]).map(|e| e.name.as_str()),
+            Some("cpu")
+        );
     }
 }

@@ -117,9 +117,20 @@ pub trait Fleet: Send + Sync + 'static {
     fn state(&self, name: &str) -> ModelState;
     /// Starts it through the daemon's normal path.
     fn start<'a>(&'a self, name: &'a str) -> BoxFuture<'a, Result<(), StartError>>;
-    /// Stops it (SIGTERM, then SIGKILL after the stop timeout).
-    fn stop<'a>(&'a self, name: &'a str) -> BoxFuture<'a, Result<(), String>>;
+    /// Holds it for one request (see [`Hold`]); waits while it is being stopped for
+    /// idleness or eviction, so the request then finds it stopped rather than cut.
+    fn hold<'a>(&'a self, name: &'a str) -> BoxFuture<'a, Hold>;
+    /// Whether anything uses it now: a request, a reply, a benchmark, a tuning trial.
+    fn held(&self, name: &str) -> bool;
+    /// What it holds on each GPU now (index, bytes), as the driver reports it.
+    fn gpu_memory(&self, name: &str) -> Vec<(u32, u64)>;
+    /// Stops it (SIGTERM, then SIGKILL after the stop timeout) unless something holds it, the
+    /// check and the stop's start being one step; `Ok(false)` when it was held.
+    fn stop_if_unheld<'a>(&'a self, name: &'a str) -> BoxFuture<'a, Result<bool, String>>;
 }
+
+/// A use of a model that keeps the idle timer and eviction away until dropped.
+pub type Hold = Box<dyn std::any::Any + Send + Sync>;
 
 /// `GPU 2–3`, `GPU 0, 2`, `CPU` for a model's planned devices.
 pub fn describe_gpus(gpus: &[u32]) -> String {

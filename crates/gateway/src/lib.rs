@@ -27,7 +27,7 @@ use std::sync::{Mutex, MutexGuard, PoisonError};
 pub(crate) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
-pub use fleet::{Fleet, ModelEntry, ModelState, ServePolicy, StartError, Upstream};
+pub use fleet::{Fleet, Hold, ModelEntry, ModelState, ServePolicy, StartError, Upstream};
 pub use keys::{Caller, KeyRing};
 pub use route::Route;
 pub use service::{Gateway, GatewayOptions};

@@ -85,8 +85,9 @@ impl Metrics {
         change(models.entry(model.to_owned()).or_default());
     }
 
-    pub fn request(&self, record: &UsageRecord) {
-        self.with(&record.model, |m| {
+    /// Counts a request under `model` (the profile it named, or one label for unknown names).
+    pub fn request(&self, model: &str, record: &UsageRecord) {
+        self.with(model, |m| {
             *m.requests.entry(record.status).or_default() += 1;
             m.prompt_tokens += record.prompt_tokens.unwrap_or(0);
             m.completion_tokens += record.completion_tokens.unwrap_or(0);
@@ -234,7 +235,7 @@ mod tests {
             duration_ms: 1.0,
             error: None,
         };
-        metrics.request(&record);
+        metrics.request(&record.model, &record);
         let mut out = PromText::default();
         metrics.write(&mut out, &|_| 2);
         let text = out.finish();

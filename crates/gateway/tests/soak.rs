@@ -14,7 +14,7 @@ use futures_util::future::BoxFuture;
 use futures_util::StreamExt;
 use rigdeck_gateway::keys::Caller;
 use rigdeck_gateway::{
-    Fleet, Gateway, GatewayOptions, ModelEntry, ModelState, Route, ServePolicy, StartError,
+    Fleet, Gateway, GatewayOptions, Hold, ModelEntry, ModelState, Route, ServePolicy, StartError,
     Upstream,
 };
 
@@ -45,8 +45,20 @@ impl Fleet for OneModel {
         Box::pin(async { Err(StartError::AlreadyRunning) })
     }
 
-    fn stop<'a>(&'a self, _: &'a str) -> BoxFuture<'a, Result<(), String>> {
-        Box::pin(async { Ok(()) })
+    fn hold<'a>(&'a self, _: &'a str) -> BoxFuture<'a, Hold> {
+        Box::pin(async { Box::new(()) as Hold })
+    }
+
+    fn held(&self, _: &str) -> bool {
+        false
+    }
+
+    fn gpu_memory(&self, _: &str) -> Vec<(u32, u64)> {
+        Vec::new()
+    }
+
+    fn stop_if_unheld<'a>(&'a self, _: &'a str) -> BoxFuture<'a, Result<bool, String>> {
+        Box::pin(async { Ok(true) })
     }
 }
 

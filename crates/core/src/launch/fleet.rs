@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use futures_util::future::BoxFuture;
 
 use super::instances::{Instances, LaunchError};
-use crate::gateway::{Fleet, ModelEntry, ModelState, StartError, Upstream};
+use crate::gateway::{Fleet, Hold, ModelEntry, ModelState, StartError, Upstream};
 use crate::profiles::admission::AdmissionError;
 use crate::profiles::profile::LaunchProfile;
 use crate::store::Store;
@@ -132,13 +132,31 @@ impl Fleet for InstancesFleet {
         })
     }
 
-    fn stop<'a>(&'a self, name: &'a str) -> BoxFuture<'a, Result<(), String>> {
+    fn hold<'a>(&'a self, name: &'a str) -> BoxFuture<'a, Hold> {
+        Box::pin(async move { Box::new(self.instances.hold(name).await) as Hold })
+    }
+
+    fn held(&self, name: &str) -> bool {
+        self.instances.holds_on(name) > 0
+    }
+
+    fn gpu_memory(&self, name: &str) -> Vec<(u32, u64)> {
+        self.instances.get(name).map_or_else(Vec::new, |view| {
+            view.measured_memory
+                .iter()
+                .map(|held| (held.gpu, held.bytes))
+                .collect()
+        })
+    }
+
+    fn stop_if_unheld<'a>(&'a self, name: &'a str) -> BoxFuture<'a, Result<bool, String>> {
         Box::pin(async move {
-            self.instances
-                .stop(name)
-                .await
-                .map(|_| ())
-                .map_err(|err| err.to_string())
+            match self.instances.stop_if_unheld(name).await {
+                Ok(stopped) => Ok(stopped.is_some()),
+                // Never started since the daemon did: nothing to stop.
+                Err(LaunchError::NotRunning(_)) => Ok(true),
+                Err(err) => Err(err.to_string()),
+            }
         })
     }
 }

@@ -13,7 +13,10 @@ use serde::Serialize;
 use tokio::sync::broadcast::error::RecvError;
 use tokio::task::AbortHandle;
 
+mod holds;
 mod measure;
+
+pub use holds::{Drain, Holds, InstanceHold};
 
 use crate::calibration::record::StartEstimate;
 use crate::engines::registry::{EngineBuild, RegistryError};
@@ -96,6 +99,9 @@ pub struct InstanceView {
     pub argv: Vec<String>,
     /// `argv` as one shell-quoted line: the run's real port, not the profile's 0.
     pub command_line: Option<String>,
+    /// Uses in progress (gateway requests, chat replies, benchmarks): while any, the idle
+    /// timer and eviction leave it running.
+    pub holds: usize,
 }
 
 /// One engine output line, as the `instance.log` event.
@@ -169,6 +175,13 @@ pub struct Instances {
     meta: Mutex<HashMap<String, Meta>>,
     /// Pids of engines that ended but that NVML may still list; a start waits for them.
     ended: Mutex<Vec<u32>>,
+    /// Per profile, the lock its start, stop and restart take: one lifecycle change at a time.
+    lifecycles: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
+    /// Held from the admission decision until the admitted engines are registered, so two
+    /// starts never both spend the same free VRAM.
+    admission: tokio::sync::Mutex<()>,
+    /// Who uses each instance (requests, replies, benchmarks): idle stops and eviction wait.
+    holds: Arc<Holds>,
     ready_timeout: Duration,
     release_wait: Duration,
 }
@@ -215,6 +228,9 @@ impl Instances {
             gpus,
             meta: Mutex::new(HashMap::new()),
             ended: Mutex::new(Vec::new()),
+            lifecycles: Mutex::new(HashMap::new()),
+            admission: tokio::sync::Mutex::new(()),
+            holds: Arc::new(Holds::default()),
             ready_timeout,
             release_wait,
         });
@@ -306,6 +322,7 @@ impl Instances {
             measured_memory: measured,
             command_line: (!argv.is_empty()).then(|| profile::display_command_line(&argv)),
             argv,
+            holds: self.holds.count(&state.name),
             state,
         }
     }
@@ -360,8 +377,19 @@ impl Instances {
     /// Starts profiles together (e.g. at boot): all are admitted as one, so two that cannot
     /// coexist on the same GPUs are refused together. First waits (bounded) until NVML no
     /// longer lists engines that just ended; `force` skips the admission refusal and the
-    /// refusal after that wait.
+    /// refusal after that wait. Each profile's lifecycle lock is held throughout, so a second
+    /// start of the same profile finds the first one running and is refused before it changes
+    /// anything.
     pub async fn start_many(
+        &self,
+        names: &[String],
+        force: bool,
+    ) -> Result<Vec<InstanceView>, LaunchError> {
+        let _locked = self.lock_lifecycles(names).await;
+        self.start_many_locked(names, force).await
+    }
+
+    async fn start_many_locked(
         &self,
         names: &[String],
         force: bool,
@@ -383,11 +411,51 @@ impl Instances {
         profile: LaunchProfile,
         force: bool,
     ) -> Result<InstanceView, LaunchError> {
-        let build = self.build_of(&profile).await?;
-        self.refuse_if_running(&profile.name)?;
         let name = profile.name.clone();
+        let _locked = self.lock_lifecycles(std::slice::from_ref(&name)).await;
+        let build = self.build_of(&profile).await?;
+        self.refuse_if_running(&name)?;
         let mut views = self.launch(vec![(profile, build)], force).await?;
         views.pop().ok_or(LaunchError::NotRunning(name))
+    }
+
+    /// Takes the lifecycle locks of `names`, in name order (two starts of overlapping sets
+    /// cannot each hold one the other waits for).
+    async fn lock_lifecycles(&self, names: &[String]) -> Vec<tokio::sync::OwnedMutexGuard<()>> {
+        let mut sorted: Vec<&String> = names.iter().collect();
+        sorted.sort();
+        sorted.dedup();
+        let mut guards = Vec::with_capacity(sorted.len());
+        for name in sorted {
+            let lifecycle = lock(&self.lifecycles)
+                .entry(name.clone())
+                .or_default()
+                .clone();
+            guards.push(lifecycle.lock_owned().await);
+        }
+        guards
+    }
+
+    /// Holds `name` for a use (a request, a reply, a benchmark): while the hold lives, the idle
+    /// timer and eviction leave the instance alone. Waits while the instance is being stopped
+    /// for idleness or eviction, so the caller then finds it stopped rather than cut mid-use.
+    pub async fn hold(&self, name: &str) -> InstanceHold {
+        self.holds.hold(name).await
+    }
+
+    /// How many uses hold `name` now.
+    pub fn holds_on(&self, name: &str) -> usize {
+        self.holds.count(name)
+    }
+
+    /// Stops `name` for idleness or to make room, unless something holds it: the check and
+    /// the draining mark are one step, so a use that arrives meanwhile waits for the stop and
+    /// then starts it again instead of being cut. `Ok(None)` when it was held (nothing done).
+    pub async fn stop_if_unheld(&self, name: &str) -> Result<Option<InstanceView>, LaunchError> {
+        let Some(_drain) = self.holds.begin_drain(name) else {
+            return Ok(None);
+        };
+        self.stop(name).await.map(Some)
     }
 
     async fn build_of(&self, profile: &LaunchProfile) -> Result<EngineBuild, LaunchError> {
@@ -414,12 +482,14 @@ impl Instances {
         }
     }
 
-    /// The release wait, admission (unless forced), then each start.
+    /// The release wait, admission (unless forced), then each start, under the admission lock
+    /// so that the engines admitted are registered before anyone else is admitted.
     async fn launch(
         &self,
         prepared: Vec<(LaunchProfile, EngineBuild)>,
         force: bool,
     ) -> Result<Vec<InstanceView>, LaunchError> {
+        let _admission = self.admission.lock().await;
         self.wait_for_release(&prepared, force).await?;
         if !force {
             self.admit(&prepared)?;
@@ -620,6 +690,8 @@ impl Instances {
         spec.restart = profile.restart.policy();
         spec.health.ready_timeout = self.ready_timeout;
         let estimate = self.estimate_for(&profile, build).await;
+        let handle = self.supervisor.start(spec).await?;
+        // Recorded only now that the spawn succeeded: a refused start changes nothing.
         let old = lock(&self.meta).insert(
             profile.name.clone(),
             Meta {
@@ -636,7 +708,6 @@ impl Instances {
         if let Some(forwarder) = old.and_then(|m| m.log_forwarder) {
             forwarder.abort();
         }
-        let handle = self.supervisor.start(spec).await?;
         if let Some(pid) = handle.pid() {
             self.ours.insert(pid, handle.name());
         }
@@ -674,6 +745,11 @@ impl Instances {
 
     /// SIGTERM, then SIGKILL of the group after the stop timeout.
     pub async fn stop(&self, name: &str) -> Result<InstanceView, LaunchError> {
+        let _locked = self.lock_lifecycles(&[name.to_owned()]).await;
+        self.stop_locked(name).await
+    }
+
+    async fn stop_locked(&self, name: &str) -> Result<InstanceView, LaunchError> {
         let handle = self.handle(name)?;
         let state = handle.stop().await?;
         self.remember_ended(&state);
@@ -691,13 +767,18 @@ impl Instances {
         }
     }
 
-    /// Stops (if running) and starts again, waiting for the old memory to be released.
+    /// Stops (if running) and starts again, waiting for the old memory to be released; no
+    /// other start or stop of the profile can come in between.
     pub async fn restart(&self, name: &str, force: bool) -> Result<InstanceView, LaunchError> {
-        if let Some(handle) = self.supervisor.get(name) {
-            let state = handle.stop().await?;
-            self.remember_ended(&state);
+        let names = [name.to_owned()];
+        let _locked = self.lock_lifecycles(&names).await;
+        if self.supervisor.get(name).is_some() {
+            self.stop_locked(name).await?;
         }
-        self.start(name, force).await
+        let mut views = self.start_many_locked(&names, force).await?;
+        views
+            .pop()
+            .ok_or_else(|| LaunchError::NotRunning(name.to_owned()))
     }
 
     /// Log lines: after `after` (a `seq`, for following), else matching `search`, else all,

@@ -18,22 +18,6 @@ use crate::fleet::Upstream;
 use crate::route::GatewayRequest;
 use relay::{EndGuard, Relay};
 
-/// Sends the request to the engine and relays its answer. The error comes back with the
-/// guard when the engine did not answer at all.
-pub async fn forward(
-    client: &reqwest::Client,
-    request: &GatewayRequest,
-    upstream: &Upstream,
-    model: &str,
-    end: EndGuard,
-    stall: Duration,
-) -> Result<Response, (GatewayError, EndGuard)> {
-    match open(client, request, upstream, model).await {
-        Ok(answer) => Ok(relay_response(answer, request, model, end, stall)),
-        Err(err) => Err((err, end)),
-    }
-}
-
 /// The engine's answer, headers read, body not yet.
 pub async fn open(
     client: &reqwest::Client,
@@ -49,7 +33,7 @@ pub async fn open(
     if let Some(key) = &upstream.api_key {
         builder = builder.bearer_auth(key);
     }
-    builder.send().await.map_err(|err| {
+    send(builder).await.map_err(|err| {
         GatewayError::new(
             ErrorKind::Engine,
             format!(
@@ -90,7 +74,8 @@ pub fn relay(
     )
 }
 
-fn relay_response(
+/// The engine's open answer as the client's response: status and content type as sent.
+pub fn relay_response(
     answer: reqwest::Response,
     request: &GatewayRequest,
     model: &str,
@@ -120,4 +105,31 @@ pub fn stream_headers(response: &mut Response) {
     let headers = response.headers_mut();
     headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
     headers.insert("x-accel-buffering", HeaderValue::from_static("no"));
+}
+
+/// Sends a request, and once more when it went out on a pooled connection the server had
+/// already closed. llama-server answers `Keep-Alive` yet closes after a streamed reply, so the
+/// next request can pick that connection up; the server never saw the first try, and a new
+/// connection is what a client without a pool would have paid for anyway.
+pub async fn send(request: reqwest::RequestBuilder) -> reqwest::Result<reqwest::Response> {
+    let again = request.try_clone();
+    match (request.send().await, again) {
+        (Err(err), Some(again)) if closed_before_answer(&err) => again.send().await,
+        (outcome, _) => outcome,
+    }
+}
+
+/// Whether hyper says the connection closed before an answer began.
+fn closed_before_answer(err: &(dyn std::error::Error + 'static)) -> bool {
+    let mut cause: Option<&(dyn std::error::Error + 'static)> = Some(err);
+    while let Some(current) = cause {
+        if current
+            .downcast_ref::<hyper::Error>()
+            .is_some_and(hyper::Error::is_incomplete_message)
+        {
+            return true;
+        }
+        cause = current.source();
+    }
+    false
 }

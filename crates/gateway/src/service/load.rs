@@ -13,8 +13,7 @@ use bytes::Bytes;
 use futures_util::StreamExt;
 use tokio::sync::watch;
 
-use super::{fail, Call, Gateway};
-use crate::activity::InFlight;
+use super::{fail, Call, Gateway, InUse};
 use crate::error::{Dialect, ErrorKind, GatewayError};
 use crate::fleet::{describe_gpus, ModelEntry, ModelState, StartError, Upstream};
 use crate::lock;
@@ -32,19 +31,68 @@ pub(super) enum Load {
     Failed(GatewayError),
 }
 
+/// A load in progress in the gateway's table: what waiters follow, and a token each holds.
+pub(super) struct LoadEntry {
+    load: watch::Receiver<Load>,
+    waiters: Arc<()>,
+}
+
+/// A request waiting for a load: the load it follows, and its place among the waiters.
+pub(super) struct Waiter {
+    load: watch::Receiver<Load>,
+    _place: Arc<()>,
+}
+
 impl Gateway {
     /// Joins the load of `entry` in progress, or starts one. A burst of first requests thus
     /// starts one instance.
     pub(super) fn ensure_loading(self: &Arc<Self>, entry: &ModelEntry) -> watch::Receiver<Load> {
+        self.loading(entry).load.clone()
+    }
+
+    fn loading(self: &Arc<Self>, entry: &ModelEntry) -> LoadEntry {
         let mut loads = lock(&self.loads);
         if let Some(load) = loads.get(&entry.name) {
-            return load.clone();
+            return LoadEntry {
+                load: load.load.clone(),
+                waiters: load.waiters.clone(),
+            };
         }
         let (tx, rx) = watch::channel(Load::Loading { progress: None });
-        loads.insert(entry.name.clone(), rx.clone());
+        let waiters = Arc::new(());
+        loads.insert(
+            entry.name.clone(),
+            LoadEntry {
+                load: rx.clone(),
+                waiters: waiters.clone(),
+            },
+        );
         self.metrics.load(&entry.name);
         tokio::spawn(self.clone().load(entry.clone(), tx));
-        rx
+        LoadEntry { load: rx, waiters }
+    }
+
+    /// Joins the load of `entry` as one of its waiters, or refuses (429) when as many as the
+    /// gateway lets wait already do: each keeps its request body until the model is ready.
+    pub(super) fn join_load(self: &Arc<Self>, entry: &ModelEntry) -> Result<Waiter, GatewayError> {
+        let joined = self.loading(entry);
+        // The table's entry and `joined` itself hold a token each; the rest are waiters.
+        let waiting = Arc::strong_count(&joined.waiters).saturating_sub(2);
+        if waiting >= self.options.max_waiters {
+            let mut err = GatewayError::new(
+                ErrorKind::RateLimited,
+                format!(
+                    "{waiting} requests already wait for '{}' to load: retry once it is ready",
+                    entry.name
+                ),
+            );
+            err.retry_after_s = Some(5);
+            return Err(err);
+        }
+        Ok(Waiter {
+            load: joined.load,
+            _place: joined.waiters,
+        })
     }
 
     /// Runs on its own task, so a client that leaves does not cancel others' wait.
@@ -148,19 +196,21 @@ impl Gateway {
         call: Call,
         request: GatewayRequest,
         entry: ModelEntry,
-        mut load: watch::Receiver<Load>,
-        in_flight: InFlight,
+        mut waiter: Waiter,
+        in_use: InUse,
     ) -> Response {
         let dialect = call.route.dialect();
-        let end = call.end_guard(in_flight);
-        match self.upstream_after(&entry, &mut load).await {
+        let end = call.end_guard(in_use);
+        let ready = self.upstream_after(&entry, &mut waiter.load).await;
+        drop(waiter);
+        match ready {
             Ok(upstream) => self.forward(&request, &upstream, &entry, end).await,
             Err(err) => fail(end, err, Outcome::Refused).response(dialect),
         }
     }
 
     /// Waits for a load to end; the ready model's address, or why it failed.
-    async fn upstream_after(
+    pub(super) async fn upstream_after(
         &self,
         entry: &ModelEntry,
         load: &mut watch::Receiver<Load>,
@@ -189,16 +239,16 @@ impl Gateway {
         call: Call,
         request: GatewayRequest,
         entry: ModelEntry,
-        load: watch::Receiver<Load>,
-        in_flight: InFlight,
+        waiter: Waiter,
+        in_use: InUse,
     ) -> Response {
         let dialect = call.route.dialect();
         let state = Waiting::Load(Box::new(LoadWait {
             gateway: self.clone(),
             request,
             entry,
-            load,
-            end: call.end_guard(in_flight),
+            waiter,
+            end: call.end_guard(in_use),
             started: Instant::now(),
             announced: false,
             dialect,
@@ -234,7 +284,7 @@ struct LoadWait {
     gateway: Arc<Gateway>,
     request: GatewayRequest,
     entry: ModelEntry,
-    load: watch::Receiver<Load>,
+    waiter: Waiter,
     end: EndGuard,
     started: Instant,
     announced: bool,
@@ -250,9 +300,12 @@ impl LoadWait {
         } else {
             Duration::ZERO
         };
-        let ended = self.load.wait_for(|l| !matches!(l, Load::Loading { .. }));
+        let ended = self
+            .waiter
+            .load
+            .wait_for(|l| !matches!(l, Load::Loading { .. }));
         if tokio::time::timeout(wait, ended).await.is_err() {
-            let current = self.load.borrow().clone();
+            let current = self.waiter.load.borrow().clone();
             let line = progress_line(&self.entry, &current, self.started.elapsed());
             self.announced = true;
             return Some((Ok(line), Waiting::Load(self)));
@@ -261,16 +314,18 @@ impl LoadWait {
             gateway,
             request,
             entry,
-            mut load,
+            mut waiter,
             end,
             dialect,
             ..
         } = *self;
-        let upstream = match gateway.upstream_after(&entry, &mut load).await {
+        let ready = gateway.upstream_after(&entry, &mut waiter.load).await;
+        drop(waiter);
+        let upstream = match ready {
             Ok(upstream) => upstream,
             Err(err) => return error_step(fail(end, err, Outcome::Refused), dialect),
         };
-        let answer = match proxy::open(&gateway.client, &request, &upstream, &entry.name).await {
+        let answer = match gateway.open(&request, &upstream, &entry).await {
             Ok(answer) => answer,
             Err(err) => return error_step(fail(end, err, Outcome::EngineError), dialect),
         };

@@ -6,7 +6,7 @@
 mod load;
 mod room;
 
-use load::Load;
+use load::LoadEntry;
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
@@ -18,13 +18,12 @@ use bytes::Bytes;
 use serde::Serialize;
 use serde_json::json;
 use sqlx::SqlitePool;
-use tokio::sync::watch;
 
 use crate::activity::{Activity, InFlight};
 use crate::clock::now_ms;
 use crate::error::{Dialect, ErrorKind, GatewayError};
 use crate::eviction::Eviction;
-use crate::fleet::{Fleet, ModelEntry, ModelState};
+use crate::fleet::{Fleet, Hold, ModelEntry, ModelState};
 use crate::keys::{Caller, KeyError, KeyRing};
 use crate::lock;
 use crate::metrics::{Metrics, PromText};
@@ -33,6 +32,9 @@ use crate::proxy::relay::{EndGuard, Ending};
 use crate::proxy::tally::Tally;
 use crate::route::{GatewayRequest, Route};
 use crate::usage::{self, Outcome, UsageLog, UsageRecord, UsageSummary};
+
+/// The metrics label of requests that name no known model.
+const UNKNOWN_MODEL: &str = "unknown";
 
 /// Timings the tests shorten.
 #[derive(Debug, Clone)]
@@ -47,6 +49,11 @@ pub struct GatewayOptions {
     /// How long a stream waits for a client that stopped reading before the engine's
     /// connection is closed.
     pub client_stall: Duration,
+    /// Requests that may wait for one model's load at once (each keeps its body); more get 429.
+    pub max_waiters: usize,
+    /// How long a request whose engine did not answer watches for the supervisor to notice the
+    /// engine is gone (and restart it) before answering 502.
+    pub engine_gone_grace: Duration,
 }
 
 impl Default for GatewayOptions {
@@ -56,6 +63,8 @@ impl Default for GatewayOptions {
             progress_every: Duration::from_secs(1),
             poll_every: Duration::from_millis(100),
             client_stall: Duration::from_secs(120),
+            max_waiters: 32,
+            engine_gone_grace: Duration::from_secs(1),
         }
     }
 }
@@ -90,7 +99,7 @@ pub struct Gateway {
     usage: UsageLog,
     metrics: Metrics,
     activity: Arc<Activity>,
-    loads: Mutex<HashMap<String, watch::Receiver<Load>>>,
+    loads: Mutex<HashMap<String, LoadEntry>>,
     evictions: Mutex<VecDeque<Eviction>>,
     client: reqwest::Client,
     options: GatewayOptions,
@@ -149,6 +158,7 @@ impl Gateway {
             at_ms: now_ms(),
             started: Instant::now(),
             model: String::new(),
+            resolved: false,
             stream: false,
         };
         let request = match GatewayRequest::parse(route, body) {
@@ -162,6 +172,7 @@ impl Gateway {
             Err(err) => return call.refuse(err, Outcome::Refused),
         };
         call.model = entry.name.clone();
+        call.resolved = true;
         let in_flight = match self
             .activity
             .begin(&entry.name, entry.policy.max_concurrent)
@@ -179,9 +190,15 @@ impl Gateway {
                 return call.refuse(err, Outcome::RateLimited);
             }
         };
+        // Held from here to the request's end: the idle timer and eviction leave the model
+        // alone, and a request that arrives while it is being stopped waits for the stop.
+        let in_use = InUse {
+            _in_flight: in_flight,
+            _hold: self.fleet.hold(&entry.name).await,
+        };
         match self.fleet.state(&entry.name) {
             ModelState::Ready(upstream) => {
-                let end = call.end_guard(in_flight);
+                let end = call.end_guard(in_use);
                 self.forward(&request, &upstream, &entry, end).await
             }
             // Loading already (a click on Start, a restart after a crash): wait for it like
@@ -200,11 +217,14 @@ impl Gateway {
                 call.refuse(err, Outcome::Refused)
             }
             _ => {
-                let load = self.ensure_loading(&entry);
+                let load = match self.join_load(&entry) {
+                    Ok(load) => load,
+                    Err(err) => return call.refuse(err, Outcome::RateLimited),
+                };
                 if request.stream {
-                    self.stream_after_load(call, request, entry, load, in_flight)
+                    self.stream_after_load(call, request, entry, load, in_use)
                 } else {
-                    self.answer_after_load(call, request, entry, load, in_flight)
+                    self.answer_after_load(call, request, entry, load, in_use)
                         .await
                 }
             }
@@ -235,18 +255,61 @@ impl Gateway {
 
     /// Forwards to a ready engine; one that does not answer is a 502 in the route's dialect.
     async fn forward(
-        &self,
+        self: &Arc<Self>,
         request: &GatewayRequest,
         upstream: &crate::fleet::Upstream,
         entry: &ModelEntry,
         end: EndGuard,
     ) -> Response {
-        let stall = self.options.client_stall;
-        match proxy::forward(&self.client, request, upstream, &entry.name, end, stall).await {
-            Ok(response) => response,
-            Err((err, end)) => {
-                fail(end, err, Outcome::EngineError).response(request.route.dialect())
+        match self.open(request, upstream, entry).await {
+            Ok(answer) => {
+                let stall = self.options.client_stall;
+                proxy::relay_response(answer, request, &entry.name, end, stall)
             }
+            Err(err) => fail(end, err, Outcome::EngineError).response(request.route.dialect()),
+        }
+    }
+
+    /// The engine's answer (headers read). When the engine did not answer because it just died
+    /// (killed, crashed), the supervisor notices within moments and restarts it: the request
+    /// then waits for the restart like for a load on request and goes out once more.
+    async fn open(
+        self: &Arc<Self>,
+        request: &GatewayRequest,
+        upstream: &crate::fleet::Upstream,
+        entry: &ModelEntry,
+    ) -> Result<reqwest::Response, GatewayError> {
+        let err = match proxy::open(&self.client, request, upstream, &entry.name).await {
+            Ok(answer) => return Ok(answer),
+            Err(err) => err,
+        };
+        match self.upstream_after_failure(entry, upstream).await {
+            Some(again) => proxy::open(&self.client, request, &again, &entry.name).await,
+            None => Err(err),
+        }
+    }
+
+    /// After `failed` did not answer: the instance's new address once it is ready again (it
+    /// was restarting, or restarted elsewhere), or `None` when it still claims to be ready at
+    /// the same address after the grace period, or is stopped or crashed for good.
+    async fn upstream_after_failure(
+        self: &Arc<Self>,
+        entry: &ModelEntry,
+        failed: &crate::fleet::Upstream,
+    ) -> Option<crate::fleet::Upstream> {
+        let deadline = Instant::now() + self.options.engine_gone_grace;
+        let poll = self.options.poll_every.min(Duration::from_millis(20));
+        loop {
+            match self.fleet.state(&entry.name) {
+                ModelState::Ready(upstream) if upstream != *failed => return Some(upstream),
+                ModelState::Ready(_) if Instant::now() < deadline => {}
+                ModelState::Loading { .. } => {
+                    let mut load = self.ensure_loading(entry);
+                    return self.upstream_after(entry, &mut load).await.ok();
+                }
+                _ => return None,
+            }
+            tokio::time::sleep(poll).await;
         }
     }
 
@@ -324,16 +387,25 @@ struct Call {
     started: Instant,
     /// The profile once resolved; until then the name the client sent.
     model: String,
+    /// Whether `model` names a profile (metrics label only those).
+    resolved: bool,
     stream: bool,
 }
 
+/// A request's claim on its model: counted against its concurrency limit, and holding the
+/// instance so that it is not stopped under the request.
+pub(super) struct InUse {
+    _in_flight: InFlight,
+    _hold: Hold,
+}
+
 impl Call {
-    fn end_guard(&self, in_flight: InFlight) -> EndGuard {
+    fn end_guard(&self, in_use: InUse) -> EndGuard {
         EndGuard::new(Box::new(RequestEnd {
             gateway: self.gateway.clone(),
             record: self.record(Outcome::Cancelled, 0, None),
             started: self.started,
-            _in_flight: in_flight,
+            _in_use: in_use,
         }))
     }
 
@@ -360,7 +432,14 @@ impl Call {
     /// Answers with `err` and records it.
     fn refuse(&self, err: GatewayError, outcome: Outcome) -> Response {
         let record = self.record(outcome, err.status().as_u16(), Some(err.message.clone()));
-        self.gateway.metrics.request(&record);
+        // A name no profile answers to is counted as `unknown`: any key holder could otherwise
+        // add a label set per made-up name.
+        let label = if self.resolved {
+            &record.model
+        } else {
+            UNKNOWN_MODEL
+        };
+        self.gateway.metrics.request(label, &record);
         self.gateway.usage.record(record);
         err.response(self.route.dialect())
     }
@@ -371,7 +450,7 @@ struct RequestEnd {
     gateway: Arc<Gateway>,
     record: UsageRecord,
     started: Instant,
-    _in_flight: InFlight,
+    _in_use: InUse,
 }
 
 impl Ending for RequestEnd {
@@ -394,7 +473,7 @@ impl Ending for RequestEnd {
         record.decode_tps = tally.decode_tps();
         record.duration_ms = self.started.elapsed().as_secs_f64() * 1000.0;
         record.error = error;
-        self.gateway.metrics.request(&record);
+        self.gateway.metrics.request(&record.model, &record);
         self.gateway.usage.record(record);
     }
 }

@@ -34,24 +34,35 @@ impl Gateway {
                 entry,
                 state,
                 activity: self.activity.get(&entry.name),
+                held: self.fleet.held(&entry.name),
+                frees: if entry.planned.is_empty() {
+                    self.fleet.gpu_memory(&entry.name)
+                } else {
+                    entry.planned.clone()
+                },
             })
             .collect()
     }
 
-    /// Stops a model the policy chose and remembers why.
+    /// Stops a model the policy chose, unless a use of it began since (then `Ok(false)` and
+    /// nothing is stopped), and remembers why.
     pub(super) async fn stop_model(
         &self,
         name: &str,
         for_model: &str,
         reason: String,
-    ) -> Result<(), GatewayError> {
-        tracing::info!("gateway: stopping '{name}': {reason}");
-        self.fleet.stop(name).await.map_err(|err| {
+    ) -> Result<bool, GatewayError> {
+        let stopped = self.fleet.stop_if_unheld(name).await.map_err(|err| {
             GatewayError::new(
                 ErrorKind::Unavailable,
                 format!("cannot stop '{name}' to make room for '{for_model}': {err}"),
             )
         })?;
+        if !stopped {
+            tracing::info!("gateway: left '{name}' running: it is in use again");
+            return Ok(false);
+        }
+        tracing::info!("gateway: stopped '{name}': {reason}");
         self.activity.stopped(name);
         self.metrics.eviction(name);
         let mut evictions = lock(&self.evictions);
@@ -62,7 +73,7 @@ impl Gateway {
             reason,
         });
         evictions.truncate(EVICTIONS_KEPT);
-        Ok(())
+        Ok(true)
     }
 
     /// Stops models idle past their TTL, every `period`, until the gateway is dropped.

@@ -1,0 +1,292 @@
+//! The gateway under a hostile or unlucky client, in front of stand-ins it does not control:
+//! made-up model names do not grow `/metrics`, the requests waiting for one load are capped, a
+//! request that went out on a pooled connection the engine had closed is sent again, and a
+//! request whose engine just died waits for the supervisor's restart instead of failing.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use bytes::Bytes;
+use futures_util::future::BoxFuture;
+use futures_util::StreamExt;
+use rigdeck_gateway::keys::Caller;
+use rigdeck_gateway::metrics::PromText;
+use rigdeck_gateway::{
+    Fleet, Gateway, GatewayOptions, Hold, ModelEntry, ModelState, Route, ServePolicy, StartError,
+    Upstream,
+};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+
+/// Models in whatever state the test sets; a start never finishes on its own.
+#[derive(Default)]
+struct Stage {
+    states: Mutex<HashMap<String, ModelState>>,
+    on_demand: bool,
+}
+
+impl Stage {
+    fn set(&self, name: &str, state: ModelState) {
+        self.states.lock().unwrap().insert(name.to_owned(), state);
+    }
+}
+
+fn ready_at(base_url: String) -> ModelState {
+    ModelState::Ready(Upstream {
+        base_url,
+        api_key: None,
+        served_name: "m".into(),
+    })
+}
+
+impl Fleet for Stage {
+    fn models(&self) -> BoxFuture<'_, Result<Vec<ModelEntry>, String>> {
+        Box::pin(async {
+            Ok(vec![ModelEntry {
+                name: "m".into(),
+                policy: ServePolicy {
+                    on_demand: self.on_demand,
+                    ..ServePolicy::default()
+                },
+                planned: vec![],
+                model_file: "m.gguf".into(),
+            }])
+        })
+    }
+
+    fn state(&self, name: &str) -> ModelState {
+        let states = self.states.lock().unwrap();
+        states.get(name).cloned().unwrap_or(ModelState::Stopped)
+    }
+
+    fn start<'a>(&'a self, _: &'a str) -> BoxFuture<'a, Result<(), StartError>> {
+        Box::pin(async { Err(StartError::AlreadyRunning) })
+    }
+
+    fn hold<'a>(&'a self, _: &'a str) -> BoxFuture<'a, Hold> {
+        Box::pin(async { Box::new(()) as Hold })
+    }
+
+    fn held(&self, _: &str) -> bool {
+        false
+    }
+
+    fn gpu_memory(&self, _: &str) -> Vec<(u32, u64)> {
+        Vec::new()
+    }
+
+    fn stop_if_unheld<'a>(&'a self, _: &'a str) -> BoxFuture<'a, Result<bool, String>> {
+        Box::pin(async { Ok(true) })
+    }
+}
+
+async fn gateway_over(stage: Arc<Stage>, options: GatewayOptions) -> Arc<Gateway> {
+    let pool = sqlx::sqlite::SqlitePoolOptions::new()
+        .max_connections(1)
+        .connect("sqlite::memory:")
+        .await
+        .unwrap();
+    let schema = include_str!("../../core/migrations/20261125000001_gateway.sql");
+    sqlx::raw_sql(schema).execute(&pool).await.unwrap();
+    Gateway::new(stage, pool, options).await.unwrap()
+}
+
+fn chat(model: &str, stream: bool) -> Bytes {
+    Bytes::from(format!(
+        r#"{{"model":"{model}","stream":{stream},"messages":[{{"role":"user","content":"hi"}}]}}"#
+    ))
+}
+
+fn metrics_text(gateway: &Gateway) -> String {
+    let mut out = PromText::default();
+    gateway.write_metrics(&mut out);
+    out.finish()
+}
+
+#[tokio::test]
+async fn made_up_model_names_share_one_metrics_label() {
+    let stage = Arc::new(Stage::default());
+    let gateway = gateway_over(stage, GatewayOptions::default()).await;
+    let ask = |i: usize| {
+        let gateway = gateway.clone();
+        async move {
+            let body = chat(&format!("bogus-{i}"), false);
+            let answer = gateway
+                .handle(Route::ChatCompletions, Caller::app(), body)
+                .await;
+            assert_eq!(answer.status().as_u16(), 404);
+        }
+    };
+    for i in 0..10 {
+        ask(i).await;
+    }
+    let series_after_ten = metrics_text(&gateway).lines().count();
+    for i in 10..2_000 {
+        ask(i).await;
+    }
+    let text = metrics_text(&gateway);
+    assert_eq!(
+        text.lines().count(),
+        series_after_ten,
+        "/metrics grew with made-up names:\n{}",
+        &text[..text.len().min(2_000)]
+    );
+    assert!(!text.contains("bogus-"), "{text}");
+    assert!(text.contains(r#"model="unknown""#), "{text}");
+}
+
+#[tokio::test]
+async fn requests_waiting_for_one_load_are_capped_with_a_retry_after() {
+    let stage = Arc::new(Stage {
+        on_demand: true,
+        ..Stage::default()
+    });
+    // Loading, and it never finishes: every request waits.
+    stage.set("m", ModelState::Loading { progress: None });
+    let options = GatewayOptions {
+        max_waiters: 4,
+        ..GatewayOptions::default()
+    };
+    let gateway = gateway_over(stage, options).await;
+    let mut waiting = Vec::new();
+    for _ in 0..4 {
+        let answer = gateway
+            .handle(Route::ChatCompletions, Caller::app(), chat("m", true))
+            .await;
+        assert_eq!(
+            answer.status().as_u16(),
+            200,
+            "a stream waits with progress"
+        );
+        waiting.push(answer);
+    }
+    let refused = gateway
+        .handle(Route::ChatCompletions, Caller::app(), chat("m", false))
+        .await;
+    assert_eq!(refused.status().as_u16(), 429);
+    assert!(refused.headers().contains_key("retry-after"));
+    let body = axum::body::to_bytes(refused.into_body(), 1 << 20)
+        .await
+        .unwrap();
+    let text = String::from_utf8_lossy(&body);
+    assert!(text.contains("wait for 'm' to load"), "{text}");
+    // One that leaves makes room for another.
+    waiting.pop();
+    let again = gateway
+        .handle(Route::ChatCompletions, Caller::app(), chat("m", true))
+        .await;
+    assert_eq!(again.status().as_u16(), 200);
+}
+
+/// Reads one HTTP request (headers and a Content-Length body); `false` when the peer closed.
+async fn read_request(socket: &mut TcpStream) -> bool {
+    let mut seen = Vec::new();
+    let mut buf = [0u8; 4096];
+    loop {
+        let n = socket.read(&mut buf).await.unwrap_or(0);
+        if n == 0 {
+            return false;
+        }
+        seen.extend_from_slice(&buf[..n]);
+        let Some(end) = seen.windows(4).position(|w| w == b"\r\n\r\n") else {
+            continue;
+        };
+        let head = String::from_utf8_lossy(&seen[..end]).to_ascii_lowercase();
+        let length: usize = head
+            .lines()
+            .find_map(|l| l.strip_prefix("content-length:"))
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or(0);
+        if seen.len() >= end + 4 + length {
+            return true;
+        }
+    }
+}
+
+/// An engine like llama-server after a streamed reply: it answers one request per connection
+/// with keep-alive, then closes the connection when the next request arrives on it, unanswered.
+async fn closing_engine() -> String {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let address = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        loop {
+            let Ok((mut socket, _)) = listener.accept().await else {
+                return;
+            };
+            tokio::spawn(async move {
+                if !read_request(&mut socket).await {
+                    return;
+                }
+                let body = r#"{"choices":[{"message":{"content":"hi"}}],"usage":{"prompt_tokens":1,"completion_tokens":1}}"#;
+                let answer = format!(
+                    "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
+                    body.len()
+                );
+                let _ = socket.write_all(answer.as_bytes()).await;
+                // The next request on this connection is never answered.
+                read_request(&mut socket).await;
+            });
+        }
+    });
+    format!("http://{address}")
+}
+
+#[tokio::test]
+async fn a_request_on_a_pooled_connection_the_engine_closed_is_sent_again() {
+    let stage = Arc::new(Stage::default());
+    stage.set("m", ready_at(closing_engine().await));
+    let gateway = gateway_over(stage, GatewayOptions::default()).await;
+    for i in 0..20 {
+        let answer = gateway
+            .handle(Route::ChatCompletions, Caller::app(), chat("m", false))
+            .await;
+        let status = answer.status().as_u16();
+        let body = axum::body::to_bytes(answer.into_body(), 1 << 20)
+            .await
+            .unwrap();
+        assert_eq!(
+            status,
+            200,
+            "request {i}: {}",
+            String::from_utf8_lossy(&body)
+        );
+    }
+}
+
+/// A port nothing listens on (bound, then released).
+fn dead_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+#[tokio::test]
+async fn a_request_whose_engine_just_died_waits_for_its_restart() {
+    let stage = Arc::new(Stage::default());
+    // Still shown ready at its old address, as in the moments after a kill -9.
+    stage.set("m", ready_at(format!("http://127.0.0.1:{}", dead_port())));
+    let gateway = gateway_over(stage.clone(), GatewayOptions::default()).await;
+    let restarted = closing_engine().await;
+    // The supervisor notices, restarts it, and it comes back on a new port.
+    tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(30)).await;
+        stage.set("m", ModelState::Loading { progress: None });
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        stage.set("m", ready_at(restarted));
+    });
+    for stream in [false, true] {
+        let answer = gateway
+            .handle(Route::ChatCompletions, Caller::app(), chat("m", stream))
+            .await;
+        let status = answer.status().as_u16();
+        let mut body = answer.into_body().into_data_stream();
+        let mut text = Vec::new();
+        while let Some(Ok(chunk)) = body.next().await {
+            text.extend_from_slice(&chunk);
+        }
+        assert_eq!(status, 200, "{}", String::from_utf8_lossy(&text));
+    }
+}
