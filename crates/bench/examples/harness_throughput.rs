@@ -68,7 +68,7 @@ fn parse_args() -> Result<Args, String> {
 struct Collect(Mutex<Vec<StepResult>>);
 
 impl StepSink for Collect {
-    fn step(&self, step: &StepResult) {
+    async fn step(&self, step: &StepResult) {
         self.0
             .lock()
             .expect("the sink is never poisoned")

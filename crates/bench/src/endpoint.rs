@@ -31,7 +31,8 @@ pub struct Endpoint {
     pub engine: EngineKind,
     /// The engine's own root (`/tokenize`, `/metrics`), when it can be reached directly.
     pub engine_url: Option<String>,
-    /// The key the engine's own root wants, when it differs from `api_key`.
+    /// The only key sent to the engine's own root. `api_key` never goes there: behind the
+    /// gateway it is the gateway's credential (the daemon's own), which no engine may see.
     #[serde(skip_serializing, default)]
     pub engine_key: Option<String>,
 }

@@ -62,7 +62,7 @@ const QUESTIONS: &[Question] = &[
     q("word-3", "reasoning", "A tank holds 600 litres. One pipe fills it in 30 minutes, another empties it in 50 minutes. Starting empty with both open, how many minutes until it is full?", "75", Number),
     q("word-4", "reasoning", "There are 5 red, 7 blue and 8 green marbles in a bag. How many must you take without looking to be sure of having two of the same colour?", "4", Number),
     q("word-5", "reasoning", "If all bloops are razzies and no razzies are lazzies, can a bloop be a lazzie? Answer yes or no.", "no", Text),
-    q("word-6", "reasoning", "A week from the day after tomorrow is a Sunday. What day is today?", "Thursday", Text),
+    q("word-6", "reasoning", "A week from the day after tomorrow is a Sunday. What day is today?", "Friday", Text),
     q("word-7", "reasoning", "How many times does the digit 7 appear when writing every integer from 1 to 100?", "20", Number),
     q("word-8", "reasoning", "A snail climbs 3 metres up a 10-metre wall each day and slides back 2 metres each night. On which day does it reach the top?", "8", Number),
     q("text-1", "text", "Write the word 'benchmark' backwards.", "kramhcneb", Text),
@@ -188,12 +188,19 @@ impl ProbeSummary {
     }
 }
 
+/// Where a probe's answers go as they come (the daemon stores them and tells the UI). The probe
+/// waits for each report to be taken, so a sink that falls behind holds the next question back.
+pub trait AnswerSink: Send + Sync {
+    /// The answers so far, in question order.
+    fn answers(&self, answers: &[Answer]) -> impl std::future::Future<Output = ()> + Send;
+}
+
 /// Asks every question; `progress` gets the answers so far after each. Ends early (with what
 /// was answered) when `cancel` turns true. Returns the answers in question order.
 pub async fn probe(
     endpoint: &Endpoint,
     spec: &ProbeSpec,
-    progress: &(dyn Fn(&[Answer]) + Send + Sync),
+    progress: &impl AnswerSink,
     mut cancel: watch::Receiver<bool>,
 ) -> (Vec<Answer>, bool) {
     let client = reqwest::Client::new();
@@ -230,7 +237,7 @@ pub async fn probe(
         let Ok((index, reply)) = joined else { continue };
         answers.push(grade(&QUESTIONS[index], reply));
         answers.sort_by_key(|a| QUESTIONS.iter().position(|q| q.id == a.id));
-        progress(&answers);
+        progress.answers(&answers).await;
     }
     (answers, cancelled)
 }
@@ -414,10 +421,28 @@ mod tests {
             "fact-2",
             "<think>Answer: Canberra</think>Answer: Sydney"
         ));
-        assert!(pass("word-6", "Answer: thursday"));
+        assert!(pass("word-6", "Answer: friday"));
         assert!(!pass("word-5", "Answer: yes, or no"));
         assert!(pass("text-1", "Answer: `kramhcneb`"));
         assert!(pass("fact-3", "8"));
+    }
+
+    /// Counts the days instead of trusting the key: today + 2 (the day after tomorrow) + 7 (a
+    /// week from it) is a Sunday.
+    #[test]
+    fn the_weekday_question_key_is_the_day_nine_days_before_a_sunday() {
+        const WEEK: [&str; 7] = [
+            "Monday",
+            "Tuesday",
+            "Wednesday",
+            "Thursday",
+            "Friday",
+            "Saturday",
+            "Sunday",
+        ];
+        let sunday = 6;
+        let today = (sunday + 7 * 2 - (2 + 7)) % 7;
+        assert_eq!(question("word-6").answer, WEEK[today]);
     }
 
     #[test]

@@ -20,10 +20,12 @@ use crate::request::{self, Sample};
 use crate::result::{EngineDeltas, RunResult, StepResult, StepSummary};
 use crate::spec::{BenchSpec, Load, Point};
 
-/// Where steps go as they progress (the daemon stores them and tells the UI).
+/// Where steps go as they progress (the daemon stores them and tells the UI). The runner waits
+/// for each report to be taken, so a sink that falls behind slows the benchmark down between
+/// runs rather than piling reports up.
 pub trait StepSink: Send + Sync {
     /// A run of `step` finished, or the step completed.
-    fn step(&self, step: &StepResult);
+    fn step(&self, step: &StepResult) -> impl std::future::Future<Output = ()> + Send;
 }
 
 /// How a benchmark ended.
@@ -60,13 +62,10 @@ impl Runner {
             .build()
             .map_err(|e| format!("cannot set up the HTTP client: {e}"))?;
         let tokenizer = Tokenizer::probe(&client, &endpoint).await;
-        let scraper = endpoint.engine_url.as_deref().map(|url| {
-            let key = endpoint
-                .engine_key
-                .clone()
-                .or_else(|| endpoint.api_key.clone());
-            Scraper::new(client.clone(), url, key)
-        });
+        let scraper = endpoint
+            .engine_url
+            .as_deref()
+            .map(|url| Scraper::new(client.clone(), url, endpoint.engine_key.clone()));
         Ok(Runner {
             client,
             book: PromptBook::new(spec.prompts, spec.seed, tokenizer),
@@ -83,7 +82,11 @@ impl Runner {
     }
 
     /// Runs every step until done, failed or `cancel` turns true.
-    pub async fn run(&mut self, sink: &dyn StepSink, mut cancel: watch::Receiver<bool>) -> Outcome {
+    pub async fn run(
+        &mut self,
+        sink: &impl StepSink,
+        mut cancel: watch::Receiver<bool>,
+    ) -> Outcome {
         for (index, point) in self.spec.points().into_iter().enumerate() {
             let mut step = StepResult {
                 index: index as u32,
@@ -105,7 +108,7 @@ impl Runner {
                 let first_error = result.requests.iter().find_map(|s| s.error.clone());
                 step.runs.push(result);
                 step.summary = Some(StepSummary::new(&step.runs, self.spec.min_acceptance));
-                sink.step(&step);
+                sink.step(&step).await;
                 if every_request_failed {
                     let why = first_error.unwrap_or_else(|| "no request succeeded".into());
                     return Outcome::Failed(format!(
@@ -115,7 +118,7 @@ impl Runner {
                 }
             }
             step.complete = true;
-            sink.step(&step);
+            sink.step(&step).await;
         }
         Outcome::Done
     }

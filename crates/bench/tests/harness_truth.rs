@@ -43,7 +43,7 @@ static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 struct Collect(Mutex<Vec<StepResult>>);
 
 impl StepSink for Collect {
-    fn step(&self, step: &StepResult) {
+    async fn step(&self, step: &StepResult) {
         self.0
             .lock()
             .expect("the sink is never poisoned")

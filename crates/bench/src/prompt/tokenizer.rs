@@ -25,10 +25,7 @@ impl Tokenizer {
         let tokenizer = Tokenizer {
             client: client.clone(),
             url: format!("{root}/tokenize"),
-            key: endpoint
-                .engine_key
-                .clone()
-                .or_else(|| endpoint.api_key.clone()),
+            key: endpoint.engine_key.clone(),
             model: endpoint.model.clone(),
             engine: endpoint.engine,
         };

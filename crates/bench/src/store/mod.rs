@@ -1,8 +1,12 @@
 //! Benchmark runs in the daemon's SQLite database: a row per run (target, spec, context,
-//! status, a digest of each step for lists), a row per step with every run's requests; and
-//! tuning runs with their trials ([`tunes`]).
+//! status), a row per step (its point, summary and the digest lists show), a row per run of a
+//! step with its requests, and a row per telemetry point; and tuning runs with their trials
+//! ([`tunes`]). A run's progress is appended as it comes: what each save writes does not grow
+//! with what was saved before.
 
 pub mod tunes;
+
+use std::collections::HashMap;
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -11,7 +15,7 @@ use sqlx::{Row, SqlitePool};
 
 use crate::llama_bench::{LlamaBenchSpec, LlamaBenchTest};
 use crate::quality::{Answer, ProbeSpec, ProbeSummary};
-use crate::result::StepResult;
+use crate::result::{RunResult, StepResult, StepSummary};
 use crate::spec::{BenchSpec, Point};
 
 #[derive(Debug, thiserror::Error)]
@@ -165,7 +169,29 @@ pub struct NewRun<'a> {
     pub started_at_ms: i64,
 }
 
-const COLUMNS: &str = "id, name, kind, target, spec, digest, answers, tests, status, error, exact_prompts, started_at_ms, finished_at_ms";
+const COLUMNS: &str = "id, name, kind, target, spec, answers, tests, status, error, exact_prompts, started_at_ms, finished_at_ms";
+
+/// A step's own row: the step without its runs, which have rows of their own.
+#[derive(Serialize)]
+struct StepHeader<'a> {
+    index: u32,
+    point: &'a Point,
+    runs: &'a [RunResult],
+    summary: &'a Option<StepSummary>,
+    complete: bool,
+}
+
+impl<'a> StepHeader<'a> {
+    fn of(step: &'a StepResult) -> Self {
+        StepHeader {
+            index: step.index,
+            point: &step.point,
+            runs: &[],
+            summary: &step.summary,
+            complete: step.complete,
+        }
+    }
+}
 
 /// The benchmark tables over the daemon's database.
 #[derive(Clone)]
@@ -206,32 +232,42 @@ impl BenchStore {
         Ok(id)
     }
 
-    /// Saves a step as it stands and refreshes the run's digest.
+    /// Saves a step as its latest run left it: the step's row (point, summary, digest) and
+    /// that run's row. The runner reports a step after each run, so its earlier runs are
+    /// stored already; a report with no new run (the step completing) writes only the step.
     pub async fn save_step(&self, id: i64, step: &StepResult) -> Result<(), StoreError> {
         let mut tx = self.pool.begin().await?;
-        sqlx::query("INSERT OR REPLACE INTO bench_steps (run_id, idx, result) VALUES (?, ?, ?)")
+        sqlx::query(
+            "INSERT OR REPLACE INTO bench_steps (run_id, idx, result, digest) VALUES (?, ?, ?, ?)",
+        )
+        .bind(id)
+        .bind(step.index)
+        .bind(json(&StepHeader::of(step)))
+        .bind(json(&StepDigest::of(step)))
+        .execute(&mut *tx)
+        .await?;
+        if let Some(run) = step.runs.last() {
+            sqlx::query(
+                "INSERT OR IGNORE INTO bench_step_runs (run_id, step_idx, idx, result) VALUES (?, ?, ?, ?)",
+            )
             .bind(id)
             .bind(step.index)
-            .bind(json(step))
+            .bind(run.index)
+            .bind(json(run))
             .execute(&mut *tx)
             .await?;
-        let digest: String = sqlx::query_scalar("SELECT digest FROM bench_runs WHERE id = ?")
-            .bind(id)
-            .fetch_optional(&mut *tx)
-            .await?
-            .ok_or(StoreError::NoRun(id))?;
-        let mut digest: Vec<StepDigest> = serde_json::from_str(&digest).unwrap_or_default();
-        let index = step.index as usize;
-        if digest.len() <= index {
-            digest.resize(index + 1, StepDigest::of(step));
         }
-        digest[index] = StepDigest::of(step);
-        sqlx::query("UPDATE bench_runs SET digest = ? WHERE id = ?")
-            .bind(json(&digest))
-            .bind(id)
-            .execute(&mut *tx)
-            .await?;
         tx.commit().await?;
+        Ok(())
+    }
+
+    /// Appends a telemetry point taken during the run.
+    pub async fn add_telemetry(&self, id: i64, point: &Value) -> Result<(), StoreError> {
+        sqlx::query("INSERT INTO bench_telemetry (run_id, point) VALUES (?, ?)")
+            .bind(id)
+            .bind(point.to_string())
+            .execute(&self.pool)
+            .await?;
         Ok(())
     }
 
@@ -257,10 +293,6 @@ impl BenchStore {
             .execute(&self.pool)
             .await?;
         Ok(())
-    }
-
-    pub async fn set_telemetry(&self, id: i64, samples: &[Value]) -> Result<(), StoreError> {
-        self.set(id, "telemetry", json(&samples)).await
     }
 
     async fn set(&self, id: i64, column: &'static str, value: String) -> Result<(), StoreError> {
@@ -289,49 +321,96 @@ impl BenchStore {
         ))
         .fetch_all(&self.pool)
         .await?;
-        rows.iter().map(summary).collect()
+        let digests: Vec<(i64, String)> =
+            sqlx::query_as("SELECT run_id, digest FROM bench_steps ORDER BY run_id, idx")
+                .fetch_all(&self.pool)
+                .await?;
+        let mut by_run: HashMap<i64, Vec<StepDigest>> = HashMap::new();
+        for (run_id, digest) in digests {
+            by_run
+                .entry(run_id)
+                .or_default()
+                .extend(parse_digest(&digest));
+        }
+        rows.iter()
+            .map(|row| summary(row, by_run.remove(&row.get("id")).unwrap_or_default()))
+            .collect()
     }
 
-    /// A run's list entry alone (its steps' rows are not read).
+    /// A run's list entry alone (its steps' runs are not read).
     pub async fn summary(&self, id: i64) -> Result<RunSummary, StoreError> {
         let row = sqlx::query(&format!("SELECT {COLUMNS} FROM bench_runs WHERE id = ?"))
             .bind(id)
             .fetch_optional(&self.pool)
             .await?
             .ok_or(StoreError::NoRun(id))?;
-        summary(&row)
+        summary(&row, self.digests(id).await?)
+    }
+
+    async fn digests(&self, id: i64) -> Result<Vec<StepDigest>, StoreError> {
+        let digests: Vec<String> =
+            sqlx::query_scalar("SELECT digest FROM bench_steps WHERE run_id = ? ORDER BY idx")
+                .bind(id)
+                .fetch_all(&self.pool)
+                .await?;
+        Ok(digests.iter().filter_map(|d| parse_digest(d)).collect())
     }
 
     pub async fn get(&self, id: i64) -> Result<RunDetail, StoreError> {
         let row = sqlx::query(&format!(
-            "SELECT {COLUMNS}, context, telemetry FROM bench_runs WHERE id = ?"
+            "SELECT {COLUMNS}, context FROM bench_runs WHERE id = ?"
         ))
         .bind(id)
         .fetch_optional(&self.pool)
         .await?
         .ok_or(StoreError::NoRun(id))?;
-        let steps: Vec<String> =
+        let telemetry: Vec<String> =
+            sqlx::query_scalar("SELECT point FROM bench_telemetry WHERE run_id = ? ORDER BY id")
+                .bind(id)
+                .fetch_all(&self.pool)
+                .await?;
+        Ok(RunDetail {
+            answers: answers(&row),
+            tests: tests(&row),
+            summary: summary(&row, self.digests(id).await?)?,
+            context: parse_or_null(&row.get::<String, _>("context")),
+            telemetry: telemetry.iter().map(|p| parse_or_null(p)).collect(),
+            results: self.steps(id).await?,
+        })
+    }
+
+    /// A run's steps, each with its runs.
+    async fn steps(&self, id: i64) -> Result<Vec<StepResult>, StoreError> {
+        let unreadable = |what: &'static str| {
+            move |e: serde_json::Error| StoreError::Unreadable {
+                id,
+                what,
+                reason: e.to_string(),
+            }
+        };
+        let headers: Vec<String> =
             sqlx::query_scalar("SELECT result FROM bench_steps WHERE run_id = ? ORDER BY idx")
                 .bind(id)
                 .fetch_all(&self.pool)
                 .await?;
-        let results = steps
+        let mut steps = headers
             .iter()
             .map(|s| serde_json::from_str(s))
             .collect::<Result<Vec<StepResult>, _>>()
-            .map_err(|e| StoreError::Unreadable {
-                id,
-                what: "step",
-                reason: e.to_string(),
-            })?;
-        Ok(RunDetail {
-            answers: answers(&row),
-            tests: tests(&row),
-            summary: summary(&row)?,
-            context: parse_or_null(&row.get::<String, _>("context")),
-            telemetry: serde_json::from_str(&row.get::<String, _>("telemetry")).unwrap_or_default(),
-            results,
-        })
+            .map_err(unreadable("step"))?;
+        let runs: Vec<(u32, String)> = sqlx::query_as(
+            "SELECT step_idx, result FROM bench_step_runs WHERE run_id = ? ORDER BY step_idx, idx",
+        )
+        .bind(id)
+        .fetch_all(&self.pool)
+        .await?;
+        for (step_index, run) in runs {
+            let run: RunResult = serde_json::from_str(&run).map_err(unreadable("step's run"))?;
+            if let Some(step) = steps.iter_mut().find(|s| s.index == step_index) {
+                step.runs.push(run);
+            }
+        }
+        Ok(steps)
     }
 
     pub async fn delete(&self, id: i64) -> Result<(), StoreError> {
@@ -346,7 +425,12 @@ impl BenchStore {
     }
 }
 
-fn summary(row: &SqliteRow) -> Result<RunSummary, StoreError> {
+/// A step's digest; one an earlier version never wrote is left out of the list.
+fn parse_digest(text: &str) -> Option<StepDigest> {
+    serde_json::from_str(text).ok()
+}
+
+fn summary(row: &SqliteRow, steps: Vec<StepDigest>) -> Result<RunSummary, StoreError> {
     let id: i64 = row.get("id");
     let spec: RunSpec = serde_json::from_str(&row.get::<String, _>("spec")).map_err(|e| {
         StoreError::Unreadable {
@@ -355,8 +439,6 @@ fn summary(row: &SqliteRow) -> Result<RunSummary, StoreError> {
             reason: e.to_string(),
         }
     })?;
-    let steps: Vec<StepDigest> =
-        serde_json::from_str(&row.get::<String, _>("digest")).unwrap_or_default();
     let answers = answers(row);
     let quality = matches!(spec, RunSpec::Quality(_)).then(|| ProbeSummary::of(&answers));
     let runs_done = match &spec {

@@ -3,7 +3,9 @@
 //! its context recorded (engine build, exact command line, placement, model and quantization,
 //! hardware before and after), telemetry sampled each second, every step saved after each of
 //! its runs and announced as a `bench.run` event, and its end stored: done, failed, cancelled,
-//! or (when the daemon stopped) aborted at the next start.
+//! or (when the daemon stopped) aborted at the next start. Progress reaches the database
+//! through a bounded queue: when the database falls behind, the benchmark waits between runs
+//! and the sampler between points, and memory does not grow.
 
 pub mod context;
 pub mod knobs;
@@ -17,10 +19,10 @@ use std::time::{Duration, Instant};
 
 use serde::Deserialize;
 use serde_json::{json, Value};
-use tokio::sync::{mpsc, watch};
+use tokio::sync::{mpsc, watch, Notify};
 
 use crate::bench::llama_bench::LlamaBenchSpec;
-use crate::bench::quality::{self, Answer, ProbeSpec};
+use crate::bench::quality::{self, Answer, AnswerSink, ProbeSpec};
 use crate::bench::store::{BenchStore, NewRun, RunSpec, RunSummary, Status, StoreError};
 use crate::bench::{BenchSpec, Endpoint, Outcome, Runner, StepResult, StepSink};
 use crate::events::{Event, EventBus};
@@ -123,6 +125,8 @@ pub struct Benchmarks {
     daemon: DaemonAddress,
     /// Cancel switches of the runs in progress.
     running: Mutex<HashMap<i64, watch::Sender<bool>>>,
+    /// Told each time a run has ended and announced how.
+    ended: Notify,
 }
 
 /// The longest a llama-bench run may take (a large model at deep contexts takes a while).
@@ -130,6 +134,9 @@ const LLAMA_BENCH_LIMIT: Duration = Duration::from_secs(4 * 3600);
 
 /// How often telemetry is sampled during a run.
 const TELEMETRY_EVERY: Duration = Duration::from_secs(1);
+
+/// Progress reports (steps, answers, telemetry points) that may wait for the database.
+const PROGRESS_QUEUE: usize = 64;
 
 impl Benchmarks {
     /// Marks runs a stopped daemon left unfinished as aborted.
@@ -152,6 +159,7 @@ impl Benchmarks {
             bus,
             daemon,
             running: Mutex::new(HashMap::new()),
+            ended: Notify::new(),
         }))
     }
 
@@ -241,6 +249,28 @@ impl Benchmarks {
         Ok(())
     }
 
+    /// Deletes a run; one still running is cancelled first and deleted once it has stopped
+    /// (what it measured goes with it).
+    pub async fn delete(&self, id: i64) -> Result<(), BenchError> {
+        self.cancel_and_wait(id).await;
+        self.store.delete(id).await?;
+        Ok(())
+    }
+
+    /// Cancels the run if it is running and waits until it has stored how it ended.
+    async fn cancel_and_wait(&self, id: i64) {
+        loop {
+            let ended = self.ended.notified();
+            tokio::pin!(ended);
+            ended.as_mut().enable();
+            match lock(&self.running).get(&id) {
+                Some(sender) => sender.send_replace(true),
+                None => return,
+            };
+            ended.await;
+        }
+    }
+
     /// Cancels every run (the daemon is stopping) and waits, up to `wait`, until each has
     /// stored how it ended.
     pub async fn cancel_all_and_wait(&self, wait: Duration) {
@@ -270,10 +300,9 @@ impl Benchmarks {
             cancel,
             llama_bench,
         } = created;
-        let (writer, steps) = mpsc::unbounded_channel();
-        let samples = Arc::new(Mutex::new(Vec::new()));
-        let saver = tokio::spawn(self.clone().save_steps(id, steps, samples.clone()));
-        let sampler = tokio::spawn(sample_telemetry(self.telemetry.clone(), samples.clone()));
+        let (writer, progress) = mpsc::channel(PROGRESS_QUEUE);
+        let saver = tokio::spawn(self.clone().save_progress(id, progress));
+        let sampler = tokio::spawn(sample_telemetry(self.telemetry.clone(), writer.clone()));
         let (outcome, started_profile) = match llama_bench {
             Some(prepared) => {
                 // Its results are stored at the end, not streamed: the saver has nothing to wait for.
@@ -284,10 +313,6 @@ impl Benchmarks {
         };
         sampler.abort();
         let _ = saver.await;
-        let telemetry = lock(&samples).clone();
-        if let Err(err) = self.store.set_telemetry(id, &telemetry).await {
-            tracing::warn!("benchmark {id}: telemetry not saved: {err}");
-        }
         let after = self.telemetry.latest();
         context["hardware_after"] = context::hardware(after.as_ref().map(|f| &f.sample));
         if let Err(err) = self.store.set_context(id, &context).await {
@@ -313,8 +338,9 @@ impl Benchmarks {
         {
             tracing::warn!("benchmark {id}: end not saved: {err}");
         }
-        lock(&self.running).remove(&id);
         self.announce(id).await;
+        lock(&self.running).remove(&id);
+        self.ended.notify_waiters();
     }
 
     /// Resolves the target (starting a profile when asked) and runs the benchmark. Returns how
@@ -323,7 +349,7 @@ impl Benchmarks {
         &self,
         id: i64,
         new: &NewBenchmark,
-        writer: mpsc::UnboundedSender<Progress>,
+        writer: mpsc::Sender<Progress>,
         mut cancel: watch::Receiver<bool>,
     ) -> (Outcome, Option<String>) {
         let resolved = tokio::select! {
@@ -334,9 +360,10 @@ impl Benchmarks {
             Ok(resolved) => resolved,
             Err((why, started)) => return (Outcome::Failed(why), started),
         };
+        let sink = ChannelSink(writer);
         if new.kind == RunKind::Quality {
             return (
-                probe_quality(&endpoint, &new.probe, writer, cancel).await,
+                probe_quality(&endpoint, &new.probe, &sink, cancel).await,
                 started,
             );
         }
@@ -351,7 +378,6 @@ impl Benchmarks {
         {
             tracing::warn!("benchmark {id}: {err}");
         }
-        let sink = ChannelSink(writer);
         (runner.run(&sink, cancel).await, started)
     }
 
@@ -536,27 +562,20 @@ impl Benchmarks {
         })
     }
 
-    /// Writes steps (or answers) in the order they come, with the telemetry so far, and
-    /// announces each.
-    async fn save_steps(
-        self: Arc<Self>,
-        id: i64,
-        mut steps: mpsc::UnboundedReceiver<Progress>,
-        samples: Arc<Mutex<Vec<Value>>>,
-    ) {
-        while let Some(progress) = steps.recv().await {
-            let saved = match &progress {
+    /// Writes the reports in the order they come; announces each step and answer.
+    async fn save_progress(self: Arc<Self>, id: i64, mut progress: mpsc::Receiver<Progress>) {
+        while let Some(report) = progress.recv().await {
+            let saved = match &report {
                 Progress::Step(step) => self.store.save_step(id, step).await,
                 Progress::Answers(answers) => self.store.save_answers(id, answers).await,
+                Progress::Telemetry(point) => self.store.add_telemetry(id, point).await,
             };
             if let Err(err) = saved {
                 tracing::warn!("benchmark {id}: progress not saved: {err}");
             }
-            let telemetry = lock(&samples).clone();
-            if let Err(err) = self.store.set_telemetry(id, &telemetry).await {
-                tracing::warn!("benchmark {id}: telemetry not saved: {err}");
+            if !matches!(report, Progress::Telemetry(_)) {
+                self.announce(id).await;
             }
-            self.announce(id).await;
         }
     }
 
@@ -581,14 +600,22 @@ struct Created {
 enum Progress {
     Step(Box<StepResult>),
     Answers(Vec<Answer>),
+    Telemetry(Value),
 }
 
-/// Steps to the saver task (the runner's sink is synchronous).
-struct ChannelSink(mpsc::UnboundedSender<Progress>);
+/// Steps and answers to the saver task, waiting while its queue is full.
+struct ChannelSink(mpsc::Sender<Progress>);
 
 impl StepSink for ChannelSink {
-    fn step(&self, step: &StepResult) {
-        let _ = self.0.send(Progress::Step(Box::new(step.clone())));
+    async fn step(&self, step: &StepResult) {
+        // Fails only once the saver has ended (the run is over): nothing is left to store.
+        let _ = self.0.send(Progress::Step(Box::new(step.clone()))).await;
+    }
+}
+
+impl AnswerSink for ChannelSink {
+    async fn answers(&self, answers: &[Answer]) {
+        let _ = self.0.send(Progress::Answers(answers.to_vec())).await;
     }
 }
 
@@ -596,13 +623,10 @@ impl StepSink for ChannelSink {
 async fn probe_quality(
     endpoint: &Endpoint,
     spec: &ProbeSpec,
-    writer: mpsc::UnboundedSender<Progress>,
+    sink: &ChannelSink,
     cancel: watch::Receiver<bool>,
 ) -> Outcome {
-    let progress = move |answers: &[Answer]| {
-        let _ = writer.send(Progress::Answers(answers.to_vec()));
-    };
-    let (answers, cancelled) = quality::probe(endpoint, spec, &progress, cancel).await;
+    let (answers, cancelled) = quality::probe(endpoint, spec, sink, cancel).await;
     if cancelled {
         return Outcome::Cancelled;
     }
@@ -642,19 +666,58 @@ pub(crate) fn is_up(phase: &Phase) -> bool {
     !matches!(phase, Phase::Stopped | Phase::Crashed { .. })
 }
 
-/// A telemetry point each second, from the collector's latest frame.
-async fn sample_telemetry(telemetry: Arc<TelemetryHandle>, samples: Arc<Mutex<Vec<Value>>>) {
+/// A telemetry point each second, from the collector's latest frame, to the saver task.
+async fn sample_telemetry(telemetry: Arc<TelemetryHandle>, writer: mpsc::Sender<Progress>) {
     let start = crate::now_ms();
     let mut tick = tokio::time::interval(TELEMETRY_EVERY);
+    // A point late for the database is skipped, not queued behind it.
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
     loop {
         tick.tick().await;
         if let Some(frame) = telemetry.latest() {
             let point = context::telemetry_point(&frame.sample, crate::now_ms() - start);
-            lock(&samples).push(point);
+            if writer.send(Progress::Telemetry(point)).await.is_err() {
+                return;
+            }
         }
     }
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+#[cfg(test)]
+mod store_writes;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_full_progress_queue_makes_the_benchmark_wait_instead_of_growing() {
+        let (writer, _unread) = mpsc::channel(PROGRESS_QUEUE);
+        let sink = ChannelSink(writer);
+        let step = StepResult {
+            index: 0,
+            point: BenchSpec::default().points()[0],
+            runs: Vec::new(),
+            summary: None,
+            complete: false,
+        };
+        for _ in 0..PROGRESS_QUEUE {
+            sink.step(&step).await;
+        }
+        let next = sink.step(&step);
+        tokio::pin!(next);
+        let waits = tokio::select! {
+            biased;
+            () = &mut next => false,
+            () = std::future::ready(()) => true,
+        };
+        assert!(
+            waits,
+            "a report past {PROGRESS_QUEUE} unsaved ones waits for the saver"
+        );
+    }
 }

@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use serde::Deserialize;
-use tokio::sync::watch;
+use tokio::sync::{watch, Notify};
 
 use super::{is_up, knobs, wait_ready, Benchmarks, NewBenchmark, RunKind, Target};
 use crate::bench::store::tunes::{Best, Trial, TrialOutcome, TuneStore, TuneView};
@@ -54,6 +54,8 @@ pub struct Tunings {
     instances: Arc<Instances>,
     bus: EventBus,
     running: Mutex<Option<(i64, watch::Sender<bool>)>>,
+    /// Told each time a tuning has ended and announced how.
+    ended: Notify,
     /// The daemon is stopping: a cancelled tuning leaves the profile's engine stopped.
     stopping: AtomicBool,
 }
@@ -96,6 +98,7 @@ impl Tunings {
             instances,
             bus,
             running: Mutex::new(None),
+            ended: Notify::new(),
             stopping: AtomicBool::new(false),
         }))
     }
@@ -156,6 +159,27 @@ impl Tunings {
                 Ok(())
             }
             _ => Err(TuneError::NotRunning(id)),
+        }
+    }
+
+    /// Deletes a tuning; one still running is cancelled first and deleted once it has stopped
+    /// (its trials' benchmark runs stay in the run history).
+    pub async fn delete(&self, id: i64) -> Result<(), TuneError> {
+        self.cancel_and_wait(id).await;
+        self.store.delete(id).await?;
+        Ok(())
+    }
+
+    /// Cancels the tuning if it is running and waits until it has stored how it ended.
+    async fn cancel_and_wait(&self, id: i64) {
+        loop {
+            let ended = self.ended.notified();
+            tokio::pin!(ended);
+            ended.as_mut().enable();
+            if self.cancel(id).is_err() {
+                return;
+            }
+            ended.await;
         }
     }
 
@@ -241,8 +265,9 @@ impl Tunings {
         {
             tracing::warn!("tuning {id}: end not saved: {err}");
         }
-        *lock(&self.running) = None;
         self.announce(id).await;
+        *lock(&self.running) = None;
+        self.ended.notify_waiters();
     }
 
     /// Runs the trials the search asks for; how the tuning ended.

@@ -96,19 +96,12 @@ pub async fn cancel(
     Ok(Json(benchmarks.summary(id).await.map_err(store_error)?))
 }
 
+/// `DELETE /bench/runs/{id}`: a running benchmark is cancelled, then deleted.
 pub async fn delete(
     State(state): State<Arc<AppState>>,
     Path(id): Path<i64>,
 ) -> ApiResult<StatusCode> {
-    let benchmarks = benchmarks(&state)?;
-    if benchmarks.cancel(id).await.is_ok() {
-        return Err(ApiError::new(
-            StatusCode::CONFLICT,
-            "running",
-            format!("benchmark run {id} is still running: cancel it first"),
-        ));
-    }
-    benchmarks.store().delete(id).await.map_err(store_error)?;
+    benchmarks(&state)?.delete(id).await.map_err(bench_error)?;
     Ok(StatusCode::NO_CONTENT)
 }
 

@@ -8,7 +8,6 @@ use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::Json;
 use rigdeck_core::bench::store::tunes::TuneView;
-use rigdeck_core::bench::store::Status;
 use rigdeck_core::benchmarks::tuning::{NewTune, TuneError, Tunings};
 use serde::Deserialize;
 use serde_json::Value;
@@ -84,20 +83,12 @@ pub async fn cancel(
     Ok(Json(tunings.store().get(id).await.map_err(store_error)?))
 }
 
+/// `DELETE /bench/tunes/{id}`: a running tuning is cancelled, then deleted.
 pub async fn delete(
     State(state): State<Arc<AppState>>,
     Path(id): Path<i64>,
 ) -> ApiResult<StatusCode> {
-    let tunings = tunings(&state)?;
-    let view = tunings.store().get(id).await.map_err(store_error)?;
-    if view.status == Status::Running {
-        return Err(ApiError::new(
-            StatusCode::CONFLICT,
-            "running",
-            format!("tuning run {id} is still running: cancel it first"),
-        ));
-    }
-    tunings.store().delete(id).await.map_err(store_error)?;
+    tunings(&state)?.delete(id).await.map_err(tune_error)?;
     Ok(StatusCode::NO_CONTENT)
 }
 
