@@ -2,13 +2,16 @@
 //! and the models a conversation can use. Thin wrappers over `rigdeck_chat::Chat`; replies
 //! stream to the UI as `chat.delta` and `chat.message` events on the WebSocket.
 
+use std::convert::Infallible;
 use std::sync::Arc;
 use std::time::Duration;
 
 use axum::extract::{Path, Query, State};
 use axum::http::{header, StatusCode};
+use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
+use futures_util::Stream;
 use rigdeck_core::chat::{
     export, Chat, ChatError, Conversation, ConversationChange, ConversationSummary, Message,
     NewConversation, NewMessage,
@@ -16,7 +19,9 @@ use rigdeck_core::chat::{
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
-use rigdeck_core::events::Event;
+use rigdeck_core::events::{Event, Subscription};
+use tokio::sync::broadcast::error::RecvError;
+use tokio::sync::watch;
 
 use super::error::ApiError;
 use super::AppState;
@@ -265,6 +270,10 @@ async fn engine_props(base_url: &str, key: Option<&str>) -> Option<(Option<u64>,
     Some((context, vision))
 }
 
+/// How often an idle conversation stream sends a comment: writing to a client that went away
+/// fails, which ends the stream and its subscription to the bus.
+const KEEP_ALIVE_EVERY: Duration = Duration::from_secs(15);
+
 /// `GET /chat/conversations/{id}/events`: this conversation's `chat.message` and `chat.delta`
 /// events as server-sent events, for clients without the WebSocket (`rigdeck chat`). Open it
 /// before sending, so no delta of the reply is missed.
@@ -277,9 +286,25 @@ pub async fn conversation_events(
         .conversation(id)
         .await
         .map_err(chat_error)?;
-    let subscription = state.bus.subscribe();
-    let stopping = state.stopping.clone();
-    let stream = futures_util::stream::unfold(
+    let events = conversation_stream(state.bus.subscribe(), state.stopping.clone(), id);
+    Ok(with_keep_alive(events, KEEP_ALIVE_EVERY).into_response())
+}
+
+/// Server-sent events with a comment after each `every` without an event.
+fn with_keep_alive<S>(events: S, every: Duration) -> impl IntoResponse
+where
+    S: Stream<Item = Result<SseEvent, Infallible>> + Send + 'static,
+{
+    Sse::new(events).keep_alive(KeepAlive::new().interval(every))
+}
+
+/// The events of conversation `id` from the bus, until the daemon stops.
+fn conversation_stream(
+    subscription: Subscription,
+    stopping: watch::Receiver<bool>,
+    id: i64,
+) -> impl Stream<Item = Result<SseEvent, Infallible>> {
+    futures_util::stream::unfold(
         (subscription, stopping),
         move |(mut sub, mut stopping)| async move {
             loop {
@@ -291,11 +316,11 @@ pub async fn conversation_events(
                 let event = match event {
                     Ok(event) => event,
                     // A client that fell behind is told, and refetches the conversation.
-                    Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {
-                        let line = bytes::Bytes::from_static(b"event: lagged\ndata: {}\n\n");
-                        return Some((Ok::<_, std::convert::Infallible>(line), (sub, stopping)));
+                    Err(RecvError::Lagged(_)) => {
+                        let lagged = SseEvent::default().event("lagged").data("{}");
+                        return Some((Ok(lagged), (sub, stopping)));
                     }
-                    Err(tokio::sync::broadcast::error::RecvError::Closed) => return None,
+                    Err(RecvError::Closed) => return None,
                 };
                 let mine = match event.as_ref() {
                     Event::ChatMessage(m) => m.conversation_id == id,
@@ -304,20 +329,111 @@ pub async fn conversation_events(
                 };
                 if mine {
                     let text = serde_json::to_string(event.as_ref()).unwrap_or_default();
-                    return Some((
-                        Ok(bytes::Bytes::from(format!("data: {text}\n\n"))),
-                        (sub, stopping),
-                    ));
+                    return Some((Ok(SseEvent::default().data(text)), (sub, stopping)));
                 }
             }
         },
-    );
-    Ok((
-        [
-            (header::CONTENT_TYPE, "text/event-stream"),
-            (header::CACHE_CONTROL, "no-cache"),
-        ],
-        axum::body::Body::from_stream(stream),
     )
-        .into_response())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Instant;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio::sync::broadcast;
+
+    /// Serves one conversation's stream over a subscription whose senders the test keeps.
+    async fn serve_stream(
+        state: &broadcast::Sender<Arc<Event>>,
+        bulk: &broadcast::Sender<Arc<Event>>,
+        keep_alive: Duration,
+    ) -> std::net::SocketAddr {
+        let subscription = Subscription {
+            state: state.subscribe(),
+            bulk: bulk.subscribe(),
+        };
+        let slot = Arc::new(std::sync::Mutex::new(Some(subscription)));
+        let (running, stopping) = watch::channel(false);
+        let app = axum::Router::new().route(
+            "/events",
+            axum::routing::get(move || {
+                let subscription = slot.lock().expect("never poisoned").take();
+                let stopping = stopping.clone();
+                async move {
+                    let subscription = subscription.expect("one client");
+                    with_keep_alive(conversation_stream(subscription, stopping, 7), keep_alive)
+                }
+            }),
+        );
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("a port");
+        let addr = listener.local_addr().expect("its address");
+        tokio::spawn(async move { axum::serve(listener, app).await });
+        // The daemon never stops during the test.
+        std::mem::forget(running);
+        addr
+    }
+
+    /// Stands between a client and `server` like a NAT that forgot the connection once the
+    /// client left: the server is told nothing until it next writes, and then it is closed.
+    async fn forgetful_middlebox(server: std::net::SocketAddr) -> std::net::SocketAddr {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("a port");
+        let addr = listener.local_addr().expect("its address");
+        tokio::spawn(async move {
+            let (client, _) = listener.accept().await.expect("the client");
+            let upstream = tokio::net::TcpStream::connect(server)
+                .await
+                .expect("the server");
+            let (mut from_client, mut to_client) = client.into_split();
+            let (mut from_server, mut to_server) = upstream.into_split();
+            let (mut up, mut down) = ([0u8; 4096], [0u8; 4096]);
+            loop {
+                tokio::select! {
+                    read = from_client.read(&mut up) => match read {
+                        Ok(0) | Err(_) => break,
+                        Ok(n) => to_server.write_all(&up[..n]).await.expect("relayed"),
+                    },
+                    read = from_server.read(&mut down) => match read {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => { let _ = to_client.write_all(&down[..n]).await; }
+                    },
+                }
+            }
+            // The client is gone; the next bytes from the server get the connection closed.
+            let _ = from_server.read(&mut down).await;
+        });
+        addr
+    }
+
+    #[tokio::test]
+    async fn a_client_that_vanished_ends_its_conversation_stream_and_subscription() {
+        let (state, _) = broadcast::channel::<Arc<Event>>(16);
+        let (bulk, _) = broadcast::channel::<Arc<Event>>(16);
+        let server = serve_stream(&state, &bulk, Duration::from_millis(50)).await;
+        let middlebox = forgetful_middlebox(server).await;
+        let mut client = tokio::net::TcpStream::connect(middlebox)
+            .await
+            .expect("connects");
+        client
+            .write_all(b"GET /events HTTP/1.1\r\nhost: localhost\r\n\r\n")
+            .await
+            .expect("the request");
+        let mut head = [0u8; 512];
+        let read = client.read(&mut head).await.expect("the answer's head");
+        assert!(String::from_utf8_lossy(&head[..read]).contains("text/event-stream"));
+        assert_eq!(state.receiver_count(), 1, "the stream is subscribed");
+        drop(client);
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while state.receiver_count() > 0 || bulk.receiver_count() > 0 {
+            assert!(
+                Instant::now() < deadline,
+                "the stream of a client that vanished is still subscribed"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
 }
