@@ -7,11 +7,13 @@ use reqwest::header::{HeaderMap, AUTHORIZATION, LOCATION, RANGE, RETRY_AFTER};
 use reqwest::{Response, StatusCode};
 use serde::de::DeserializeOwned;
 use std::collections::HashSet;
+use std::future::Future;
 use std::ops::Range;
 use std::time::Duration;
 use url::Url;
 
-use super::error::HubError;
+use super::error::{seconds_text, HubError};
+use super::redact::shown_url;
 use crate::config::{HubConfig, HubToken};
 use crate::repo::{CommitId, RepoId, RepoPath};
 
@@ -19,16 +21,46 @@ use crate::repo::{CommitId, RepoId, RepoPath};
 const MAX_REDIRECTS: usize = 10;
 /// Bound on a JSON or text answer read into memory (a model listing or a card).
 pub const MAX_ANSWER_BYTES: u64 = 32 << 20;
+/// The longest pause a server's `Retry-After` can impose on us; a longer ask is cut to this,
+/// and the message says so (a `Retry-After: 86400` would otherwise hold a download for a day).
+pub const MAX_RETRY_AFTER: Duration = Duration::from_secs(60);
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(15);
 /// Whole-answer deadline for API calls (not for file bodies, which the downloader watches for
 /// stalls instead).
 const API_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// How long the hub may keep an API call waiting, and how often a failed call is tried again.
+#[derive(Clone, Debug)]
+pub struct ClientOptions {
+    /// From sending a request to the answer's headers.
+    pub response_deadline: Duration,
+    /// Without a byte of an API answer's body (model info, a listing page, a card).
+    pub body_stall: Duration,
+    /// Tries of one API call when it fails for a reason that may pass (the network, the
+    /// server's side, a rate limit, no answer).
+    pub api_attempts: u32,
+    /// First wait between two tries, doubled after each (a server's `Retry-After`, capped at
+    /// [`MAX_RETRY_AFTER`], takes its place).
+    pub retry_wait: Duration,
+}
+
+impl Default for ClientOptions {
+    fn default() -> Self {
+        ClientOptions {
+            response_deadline: Duration::from_secs(30),
+            body_stall: Duration::from_secs(30),
+            api_attempts: 3,
+            retry_wait: Duration::from_secs(1),
+        }
+    }
+}
 
 #[derive(Clone, Debug)]
 pub struct HubClient {
     http: reqwest::Client,
     endpoint: Url,
     token: Option<HubToken>,
+    options: ClientOptions,
 }
 
 /// A successful answer and the address that gave it, after redirects.
@@ -47,14 +79,21 @@ impl HubClient {
             .no_gzip()
             .build()
             .map_err(|e| HubError::Network {
-                url: config.endpoint.to_string(),
+                url: shown_url(&config.endpoint),
                 detail: e.to_string(),
             })?;
         Ok(HubClient {
             http,
             endpoint: config.endpoint.clone(),
             token: config.token.clone(),
+            options: ClientOptions::default(),
         })
+    }
+
+    /// The same client with other deadlines and retries.
+    pub fn with_options(mut self, options: ClientOptions) -> HubClient {
+        self.options = options;
+        self
     }
 
     pub fn endpoint(&self) -> &Url {
@@ -96,7 +135,7 @@ impl HubClient {
         for _ in 0..=MAX_REDIRECTS {
             if !visited.insert(url.clone()) {
                 return Err(HubError::RedirectLoop {
-                    url: start.to_string(),
+                    url: shown_url(start),
                     hops: visited.len(),
                 });
             }
@@ -108,7 +147,7 @@ impl HubClient {
             url = next_hop(&url, response.headers())?;
         }
         Err(HubError::RedirectLoop {
-            url: start.to_string(),
+            url: shown_url(start),
             hops: MAX_REDIRECTS,
         })
     }
@@ -122,7 +161,47 @@ impl HubClient {
             let last = range.end.saturating_sub(1);
             request = request.header(RANGE, format!("bytes={}-{last}", range.start));
         }
-        request.send().await.map_err(|e| network_error(url, &e))
+        let deadline = self.options.response_deadline;
+        match tokio::time::timeout(deadline, request.send()).await {
+            Ok(sent) => sent.map_err(|e| network_error(url, &e)),
+            Err(_) => Err(HubError::no_response(url, deadline)),
+        }
+    }
+
+    /// Runs one API call, again while it fails for a reason that may pass, at most
+    /// `api_attempts` times; the waits double from `retry_wait`, or follow the server's
+    /// `Retry-After` (capped).
+    async fn with_retries<T, F, Fut>(&self, call: F) -> Result<T, HubError>
+    where
+        F: Fn() -> Fut,
+        Fut: Future<Output = Result<T, HubError>>,
+    {
+        let mut attempt = 1u32;
+        loop {
+            match call().await {
+                Err(error) if error.is_transient() && attempt < self.options.api_attempts => {
+                    let doubled = 1u32 << (attempt - 1).min(8);
+                    let wait = error
+                        .retry_after()
+                        .unwrap_or_else(|| self.options.retry_wait.saturating_mul(doubled));
+                    tracing::warn!(attempt, "{error}; trying again in {}", seconds_text(wait));
+                    tokio::time::sleep(wait).await;
+                    attempt += 1;
+                }
+                other => return other,
+            }
+        }
+    }
+
+    /// An answer's body (at most `limit` bytes) and its headers, with retries.
+    pub async fn get_bytes(&self, url: &Url, limit: u64) -> Result<(Vec<u8>, HeaderMap), HubError> {
+        self.with_retries(|| async {
+            let fetched = self.get(url, None).await?;
+            let headers = fetched.response.headers().clone();
+            let body = self.read_bounded(fetched.response, url, limit).await?;
+            Ok((body, headers))
+        })
+        .await
     }
 
     /// A JSON answer (bounded in size) and its headers.
@@ -130,50 +209,67 @@ impl HubClient {
         &self,
         url: &Url,
     ) -> Result<(T, HeaderMap), HubError> {
-        let fetched = self.get(url, None).await?;
-        let headers = fetched.response.headers().clone();
-        let body = read_bounded(fetched.response, url, MAX_ANSWER_BYTES).await?;
-        let value = serde_json::from_slice(&body).map_err(|e| HubError::Parse {
-            url: url.to_string(),
-            detail: e.to_string(),
-        })?;
-        Ok((value, headers))
+        let (body, headers) = self.get_bytes(url, MAX_ANSWER_BYTES).await?;
+        Ok((parse_json(&body, url)?, headers))
     }
 
     /// A text answer (a model card), bounded in size; invalid UTF-8 is replaced, not refused.
     pub async fn get_text(&self, url: &Url, limit: u64) -> Result<String, HubError> {
-        let fetched = self.get(url, None).await?;
-        let body = read_bounded(fetched.response, url, limit).await?;
+        let (body, _) = self.get_bytes(url, limit).await?;
         Ok(String::from_utf8_lossy(&body).into_owned())
+    }
+
+    /// Reads a whole answer, refusing one longer than `limit` before holding it, one that
+    /// sends no byte for `body_stall`, and one that takes longer than `API_TIMEOUT` in all.
+    async fn read_bounded(
+        &self,
+        mut response: Response,
+        url: &Url,
+        limit: u64,
+    ) -> Result<Vec<u8>, HubError> {
+        let too_large = || HubError::TooLarge {
+            url: shown_url(url),
+            limit,
+        };
+        if response.content_length().is_some_and(|n| n > limit) {
+            return Err(too_large());
+        }
+        let stall = self.options.body_stall;
+        let mut body = Vec::new();
+        let read = async {
+            loop {
+                let chunk = tokio::time::timeout(stall, response.chunk())
+                    .await
+                    .map_err(|_| HubError::BodyStalled {
+                        url: shown_url(url),
+                        waited: stall,
+                    })?
+                    .map_err(|e| network_error(url, &e))?;
+                let Some(chunk) = chunk else {
+                    return Ok(());
+                };
+                if body.len() as u64 + chunk.len() as u64 > limit {
+                    return Err(too_large());
+                }
+                body.extend_from_slice(&chunk);
+            }
+        };
+        tokio::time::timeout(API_TIMEOUT, read)
+            .await
+            .map_err(|_| HubError::Timeout {
+                url: shown_url(url),
+                seconds: API_TIMEOUT.as_secs(),
+            })??;
+        Ok(body)
     }
 }
 
-/// Reads a whole answer, refusing one longer than `limit` before holding it.
-async fn read_bounded(mut response: Response, url: &Url, limit: u64) -> Result<Vec<u8>, HubError> {
-    let too_large = || HubError::TooLarge {
-        url: url.to_string(),
-        limit,
-    };
-    if response.content_length().is_some_and(|n| n > limit) {
-        return Err(too_large());
-    }
-    let mut body = Vec::new();
-    let read = async {
-        while let Some(chunk) = response.chunk().await.map_err(|e| network_error(url, &e))? {
-            if body.len() as u64 + chunk.len() as u64 > limit {
-                return Err(too_large());
-            }
-            body.extend_from_slice(&chunk);
-        }
-        Ok(())
-    };
-    tokio::time::timeout(API_TIMEOUT, read)
-        .await
-        .map_err(|_| HubError::Timeout {
-            url: url.to_string(),
-            seconds: API_TIMEOUT.as_secs(),
-        })??;
-    Ok(body)
+/// An answer's body as JSON.
+pub fn parse_json<T: DeserializeOwned>(body: &[u8], url: &Url) -> Result<T, HubError> {
+    serde_json::from_slice(body).map_err(|e| HubError::Parse {
+        url: shown_url(url),
+        detail: e.to_string(),
+    })
 }
 
 /// Scheme, host and port equal: where the token may go.
@@ -183,11 +279,17 @@ pub fn same_origin(a: &Url, b: &Url) -> bool {
         && a.port_or_known_default() == b.port_or_known_default()
 }
 
-/// The address a redirect points to, refused when missing, unparsable or a downgrade to http.
+/// The address a redirect points to, refused when missing, unparsable, or by [`hop_refusal`].
 fn next_hop(from: &Url, headers: &HeaderMap) -> Result<Url, HubError> {
     let bad = |to: &str, why| HubError::BadRedirect {
-        from: from.to_string(),
-        to: to.chars().take(300).collect(),
+        from: shown_url(from),
+        to: to
+            .split(['?', '#'])
+            .next()
+            .unwrap_or_default()
+            .chars()
+            .take(300)
+            .collect(),
         why,
     };
     let location = headers
@@ -197,16 +299,52 @@ fn next_hop(from: &Url, headers: &HeaderMap) -> Result<Url, HubError> {
     let to = from
         .join(location)
         .map_err(|_| bad(location, "which is not an address"))?;
-    match (from.scheme(), to.scheme()) {
-        ("https", "http") => Err(bad(location, "from https down to plain http")),
-        (_, "http" | "https") => Ok(to),
-        _ => Err(bad(location, "which is not an http(s) address")),
+    match hop_refusal(from, &to) {
+        Some(why) => Err(bad(location, why)),
+        None => Ok(to),
     }
 }
 
+/// Why a redirect from `from` to `to` is not followed, if it is not: every hub request
+/// follows this rule (an https → http downgrade would send the request, and on the hub's own
+/// host its token, in the clear).
+fn hop_refusal(from: &Url, to: &Url) -> Option<&'static str> {
+    match (from.scheme(), to.scheme()) {
+        ("https", "http") => Some("from https down to plain http"),
+        (_, "http" | "https") => None,
+        _ => Some("which is not an http(s) address"),
+    }
+}
+
+/// The redirect policy for a `reqwest` client that follows redirects itself (the fit path's
+/// header reads), with the rule [`HubClient::get`] follows by hand: at most `MAX_REDIRECTS`
+/// hops, no loop, no downgrade or other scheme ([`hop_refusal`]). `reqwest` drops the token
+/// when the host or port changes, and a refused downgrade is never sent.
+pub fn redirect_policy() -> reqwest::redirect::Policy {
+    reqwest::redirect::Policy::custom(|attempt| {
+        let refusal = match attempt.previous() {
+            previous if previous.len() > MAX_REDIRECTS => Some("more than 10 redirects"),
+            previous if previous.contains(attempt.url()) => Some("a redirect loop"),
+            [.., from] => hop_refusal(from, attempt.url()),
+            [] => None,
+        };
+        match refusal {
+            Some(why) => {
+                let to = shown_url(attempt.url());
+                attempt.error(format!("redirected to {to}, {why}; refused"))
+            }
+            None => attempt.follow(),
+        }
+    })
+}
+
 fn network_error(url: &Url, error: &reqwest::Error) -> HubError {
-    // The chain holds the useful part ("connection refused", "dns error …").
+    // The chain holds the useful part ("connection refused", "dns error …"); the address it
+    // names loses its query, as every address shown does.
     let mut detail = error.to_string();
+    if let Some(named) = error.url() {
+        detail = detail.replace(named.as_str(), &shown_url(named));
+    }
     let mut source = std::error::Error::source(error);
     while let Some(inner) = source {
         detail = format!("{detail}: {inner}");
@@ -214,12 +352,12 @@ fn network_error(url: &Url, error: &reqwest::Error) -> HubError {
     }
     if error.is_timeout() {
         return HubError::Timeout {
-            url: url.to_string(),
+            url: shown_url(url),
             seconds: CONNECT_TIMEOUT.as_secs(),
         };
     }
     HubError::Network {
-        url: url.to_string(),
+        url: shown_url(url),
         detail,
     }
 }
@@ -240,14 +378,13 @@ async fn check_status(response: Response, url: &Url) -> Result<Response, HubErro
     };
     let code = header("x-error-code").unwrap_or_default();
     let message = header("x-error-message");
-    let retry_after = response
+    let asked_s = response
         .headers()
         .get(RETRY_AFTER)
         .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.trim().parse::<u64>().ok())
-        .map(Duration::from_secs);
+        .and_then(|v| v.trim().parse::<u64>().ok());
     let detail = message.map_or_else(String::new, |m| format!(": {m}"));
-    let url_text = url.to_string();
+    let url_text = shown_url(url);
     Err(match status {
         _ if code == "GatedRepo" => HubError::Gated {
             repo: repo_of(url),
@@ -268,7 +405,8 @@ async fn check_status(response: Response, url: &Url) -> Result<Response, HubErro
         },
         StatusCode::TOO_MANY_REQUESTS => HubError::RateLimited {
             url: url_text,
-            retry_after,
+            retry_after: asked_s.map(|s| Duration::from_secs(s).min(MAX_RETRY_AFTER)),
+            asked_s,
         },
         s if s.is_server_error() || s == StatusCode::REQUEST_TIMEOUT => HubError::Server {
             url: url_text,

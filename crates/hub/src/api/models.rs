@@ -5,14 +5,20 @@ use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 use url::Url;
 
-use super::client::{same_origin, HubClient};
+use super::client::{parse_json, same_origin, HubClient, MAX_ANSWER_BYTES};
 use super::error::HubError;
+use super::redact::shown_url;
 use crate::repo::{is_hex_digest, CommitId, RepoFile, RepoId, RepoPath, Revision};
 
 /// Files in one listing we accept (the largest public repositories hold a few thousand).
 const MAX_LISTED_FILES: usize = 100_000;
 /// Pages of a tree listing followed (the hub pages by 1000 entries).
 const MAX_TREE_PAGES: usize = 200;
+/// Bytes of a tree listing, all its pages together (each page is also bounded by
+/// `MAX_ANSWER_BYTES`); the largest public repositories list a few MB.
+const MAX_LISTING_BYTES: u64 = 64 << 20;
+/// Refusals quoted in the error for a repository whose every file was refused.
+const QUOTED_REFUSALS: usize = 3;
 /// A model card read for display.
 const MAX_CARD_BYTES: u64 = 2 << 20;
 
@@ -176,7 +182,7 @@ impl HubClient {
         let url = self.url(segments);
         let (raw, _) = self.get_json::<RawModel>(&url).await?;
         let parse_error = |detail: String| HubError::Parse {
-            url: url.to_string(),
+            url: shown_url(&url),
             detail,
         };
         let summary = summary_of(&raw).map_err(parse_error)?;
@@ -197,29 +203,46 @@ impl HubClient {
         })
     }
 
-    /// Every file of the repository at `commit`, paged as the hub pages it.
+    /// Every file of the repository at `commit`, paged as the hub pages it, bounded in
+    /// entries and bytes across all pages. A listing whose every file is refused is an error
+    /// that says why.
     pub async fn list_files(&self, repo: &RepoId, commit: &CommitId) -> Result<Listing, HubError> {
         let mut segments = vec!["api", "models"];
         segments.extend(repo.as_str().split('/'));
         segments.extend(["tree", commit.as_str()]);
         let mut url = self.url(segments);
         url.query_pairs_mut().append_pair("recursive", "true");
+        let too_large = |url: &Url| HubError::ListingTooLarge {
+            url: shown_url(url),
+            bytes: MAX_LISTING_BYTES,
+            entries: MAX_LISTED_FILES,
+        };
         let mut entries = Vec::new();
+        let mut bytes_left = MAX_LISTING_BYTES;
         for _ in 0..MAX_TREE_PAGES {
-            let (page, headers) = self.get_json::<Vec<RawEntry>>(&url).await?;
-            entries.extend(page);
+            let limit = MAX_ANSWER_BYTES.min(bytes_left);
+            let (body, headers) = match self.get_bytes(&url, limit).await {
+                Err(HubError::TooLarge { .. }) if limit < MAX_ANSWER_BYTES => {
+                    return Err(too_large(&url))
+                }
+                other => other?,
+            };
+            bytes_left -= body.len() as u64;
+            entries.extend(parse_json::<Vec<RawEntry>>(&body, &url)?);
             if entries.len() > MAX_LISTED_FILES {
-                return Err(HubError::TooLarge {
-                    url: url.to_string(),
-                    limit: MAX_LISTED_FILES as u64,
-                });
+                return Err(too_large(&url));
             }
             match next_page(&headers, &url) {
                 Some(next) if same_origin(&next, self.endpoint()) => url = next,
                 _ => break,
             }
         }
-        Ok(validate_entries(entries))
+        let listed = entries.iter().filter(|e| e.kind == "file").count();
+        let listing = validate_entries(entries);
+        if listing.files.is_empty() && !listing.refused.is_empty() {
+            return Err(every_file_refused(repo, listed, &listing.refused));
+        }
+        Ok(listing)
     }
 
     /// The model card (README.md) at `commit`; an empty text when the repository has none.
@@ -235,6 +258,24 @@ impl HubClient {
             Err(HubError::NotFound { .. }) => Ok(String::new()),
             other => other,
         }
+    }
+}
+
+/// The error for a listing with nothing usable, quoting the first refusals.
+fn every_file_refused(repo: &RepoId, listed: usize, refused: &[String]) -> HubError {
+    let mut reasons = refused
+        .iter()
+        .take(QUOTED_REFUSALS)
+        .cloned()
+        .collect::<Vec<_>>()
+        .join("; ");
+    if refused.len() > QUOTED_REFUSALS {
+        reasons.push_str(&format!(" (and {} more)", refused.len() - QUOTED_REFUSALS));
+    }
+    HubError::EveryFileRefused {
+        repo: repo.to_string(),
+        count: listed,
+        reasons,
     }
 }
 

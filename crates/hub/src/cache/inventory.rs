@@ -6,6 +6,7 @@ use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
+use super::DownloadLock;
 use crate::repo::{CommitId, RepoId};
 
 /// One snapshot (a commit) of a cached repository.
@@ -150,6 +151,36 @@ fn collect_links(dir: &Path, prefix: &str, out: &mut Vec<CachedFile>) {
     }
 }
 
+/// Takes every download lock of the repository (`.locks/models--owner--name/*.lock`, shared
+/// with `huggingface_hub`), so no download of it runs while it is removed; an error naming
+/// the blob when one is held.
+fn hold_downloads(cache_dir: &Path, repo: &RepoId) -> std::io::Result<Vec<DownloadLock>> {
+    let locks = cache_dir.join(".locks").join(repo.cache_folder_name());
+    let Ok(entries) = std::fs::read_dir(&locks) else {
+        return Ok(Vec::new());
+    };
+    let mut held = Vec::new();
+    for path in entries.filter_map(Result::ok).map(|e| e.path()) {
+        if path.extension().is_none_or(|e| e != "lock") {
+            continue;
+        }
+        match DownloadLock::try_acquire(&path)? {
+            Some(lock) => held.push(lock),
+            None => {
+                let blob = path.file_stem().map(|s| s.to_string_lossy().into_owned());
+                return Err(std::io::Error::new(
+                    std::io::ErrorKind::ResourceBusy,
+                    format!(
+                        "{repo} is being downloaded (blob {}): pause or cancel that download, then remove it",
+                        blob.unwrap_or_default()
+                    ),
+                ));
+            }
+        }
+    }
+    Ok(held)
+}
+
 /// What removing a snapshot freed.
 #[derive(Clone, Debug, Serialize)]
 pub struct Removed {
@@ -160,12 +191,14 @@ pub struct Removed {
 }
 
 /// Removes one snapshot of a repository (or all when `commit` is `None`), then the blobs no
-/// remaining snapshot uses, and refs that pointed to removed snapshots.
+/// remaining snapshot uses, and refs that pointed to removed snapshots. Refused (with
+/// `ResourceBusy`) while a download of the repository runs: its partial file would go.
 pub fn remove(
     cache_dir: &Path,
     repo: &RepoId,
     commit: Option<&CommitId>,
 ) -> std::io::Result<Removed> {
+    let _downloads_held_off = hold_downloads(cache_dir, repo)?;
     let dir = cache_dir.join(repo.cache_folder_name());
     let before = read_repo(repo.clone(), dir.clone());
     let (gone, kept): (Vec<&CachedSnapshot>, Vec<&CachedSnapshot>) = before

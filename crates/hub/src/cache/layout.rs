@@ -31,6 +31,9 @@ pub struct FilePaths {
     /// Held while downloading, so two programs never write one file (same name as
     /// `huggingface_hub`'s lock, so `hf` and Rigdeck wait for each other).
     pub lock: PathBuf,
+    /// In a plain folder, where the blob the content was verified as is recorded: the
+    /// content's name says nothing of its version there (in the cache, the name is the hash).
+    pub record: Option<PathBuf>,
 }
 
 impl Destination {
@@ -59,6 +62,7 @@ impl Destination {
                         .join(".locks")
                         .join(repo.cache_folder_name())
                         .join(format!("{blob}.lock")),
+                    record: None,
                     content,
                 }
             }
@@ -70,6 +74,7 @@ impl Destination {
                     partial: state.join(format!("{blob}.incomplete")),
                     journal: state.join(format!("{blob}.resume.json")),
                     lock: state.join(format!("{blob}.lock")),
+                    record: Some(state.join("verified").join(file.path.as_str())),
                     content,
                 }
             }

@@ -19,30 +19,50 @@ impl DownloadLock {
     /// Takes the lock, waiting while another process holds it; `on_wait` is called once when
     /// the first attempt finds it taken (to tell the user why nothing moves).
     pub async fn acquire(path: &Path, on_wait: impl FnOnce()) -> io::Result<DownloadLock> {
-        if let Some(parent) = path.parent() {
-            std::fs::create_dir_all(parent)?;
-        }
-        let file = File::options()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(path)?;
+        let file = open_lock_file(path)?;
         let mut on_wait = Some(on_wait);
         loop {
-            // SAFETY: flock on a descriptor this function owns; no memory is involved.
-            let taken = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
-            if taken == 0 {
+            if lock_now(&file)? {
                 return Ok(DownloadLock { _file: file });
-            }
-            let error = io::Error::last_os_error();
-            if error.raw_os_error() != Some(libc::EWOULDBLOCK) {
-                return Err(error);
             }
             if let Some(tell) = on_wait.take() {
                 tell();
             }
             tokio::time::sleep(POLL).await;
         }
+    }
+
+    /// Takes the lock if nobody holds it; `None` while a download (of this or another
+    /// process) holds it: what removing a partial file must check first.
+    pub fn try_acquire(path: &Path) -> io::Result<Option<DownloadLock>> {
+        let file = open_lock_file(path)?;
+        Ok(lock_now(&file)?.then_some(DownloadLock { _file: file }))
+    }
+}
+
+fn open_lock_file(path: &Path) -> io::Result<File> {
+    if let Some(parent) = path.parent() {
+        std::fs::create_dir_all(parent)?;
+    }
+    File::options()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(path)
+}
+
+/// One attempt at the exclusive lock: `false` when another holder has it.
+fn lock_now(file: &File) -> io::Result<bool> {
+    // SAFETY: flock on a descriptor the caller owns; no memory is involved.
+    let taken = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
+    if taken == 0 {
+        return Ok(true);
+    }
+    let error = io::Error::last_os_error();
+    if error.raw_os_error() == Some(libc::EWOULDBLOCK) {
+        Ok(false)
+    } else {
+        Err(error)
     }
 }
 

@@ -1,8 +1,10 @@
 //! What stops a download, each case naming the file, the numbers and what happens next.
 
 use std::path::PathBuf;
+use std::time::Duration;
 use thiserror::Error;
 
+use crate::api::error::seconds_text;
 use crate::api::HubError;
 
 #[derive(Debug, Error)]
@@ -13,12 +15,14 @@ pub enum DownloadError {
         #[source]
         source: HubError,
     },
-    #[error("{file}: no data from {url} for {seconds} s, {attempts} times in a row; the received part is kept, the next start resumes it")]
+    #[error("{file}: no data from {url} for {}, {attempts} time(s) in a row; {}", seconds_text(*waited), kept_text(*kept_bytes))]
     Stalled {
         file: String,
         url: String,
-        seconds: u64,
+        waited: Duration,
         attempts: u32,
+        /// Bytes of the file on disk when the download stopped (what the next start resumes).
+        kept_bytes: u64,
     },
     #[error("{file}: the received bytes hash to {got}, the hub says {expected}; the partial file was removed and the file is fetched again")]
     HashMismatch {
@@ -46,6 +50,8 @@ pub enum DownloadError {
         #[source]
         source: std::io::Error,
     },
+    #[error("nothing to download from {repo}: no file was chosen; nothing was written")]
+    NothingToDownload { repo: String },
     #[error(transparent)]
     Config(#[from] crate::config::ConfigError),
     #[error("the download was stopped")]
@@ -56,6 +62,18 @@ impl DownloadError {
     pub fn disk(path: impl Into<PathBuf>) -> impl FnOnce(std::io::Error) -> DownloadError {
         let path = path.into();
         move |source| DownloadError::Disk { path, source }
+    }
+}
+
+/// What a stopped download left for the next start to resume.
+fn kept_text(kept_bytes: u64) -> String {
+    if kept_bytes == 0 {
+        "nothing was received yet".into()
+    } else {
+        format!(
+            "the {} received are kept, the next start resumes them",
+            human_bytes(kept_bytes)
+        )
     }
 }
 

@@ -19,7 +19,8 @@ use tokio_util::sync::CancellationToken;
 use url::Url;
 
 use super::error::DownloadError;
-use super::resume::{open_partial, ContentHash, Resumed};
+use super::resume::{open_partial, ContentHash, Journal, Resumed};
+use crate::api::redact::shown_url;
 use crate::api::{HubClient, HubError};
 use crate::cache::FilePaths;
 use crate::repo::RepoFile;
@@ -31,7 +32,8 @@ pub struct FetchOptions {
     pub connections: usize,
     /// Bytes asked for in one Range request.
     pub chunk_bytes: u64,
-    /// No byte for this long ends a request; it is retried from where it stopped.
+    /// No response headers, or no byte of the body, for this long ends a request; it is
+    /// retried from where it stopped.
     pub stall_timeout: Duration,
     /// Failed attempts in a row (without a byte of progress) before a chunk gives up.
     pub max_attempts: u32,
@@ -86,7 +88,7 @@ pub async fn fetch_file(
     received: Arc<AtomicU64>,
     cancel: &CancellationToken,
 ) -> Result<(), DownloadError> {
-    let resumed = open_partial(paths, file).map_err(DownloadError::disk(&paths.partial))?;
+    let resumed = open_partial_off_the_runtime(paths, file).await?;
     received.fetch_add(resumed.offset, Ordering::Relaxed);
     let chunks = chunk_ranges(resumed.offset, file.size_bytes, options.chunk_bytes);
     let cancel = cancel.child_token();
@@ -131,11 +133,47 @@ pub async fn fetch_file(
         }
     }
     let written = writer.await.unwrap_or(Err(DownloadError::Cancelled));
-    match (failure, written) {
+    let outcome = match (failure, written) {
         (None, Ok(hash)) => check_hash(file, paths, &hash),
         // The writer's own error (a full disk) caused the connections' cancellation.
         (Some(DownloadError::Cancelled) | None, Err(error)) => Err(error),
         (Some(error), _) => Err(error),
+    };
+    outcome.map_err(|error| with_kept_bytes(error, paths))
+}
+
+/// Opens the partial file on a blocking thread: without a usable journal, resuming hashes
+/// what is on disk (tens of GB from another tool's partial), which must not hold an async
+/// worker (the gateway and the UI run on the same runtime).
+async fn open_partial_off_the_runtime(
+    paths: &FilePaths,
+    file: &RepoFile,
+) -> Result<Resumed, DownloadError> {
+    let (owned_paths, owned_file) = (paths.clone(), file.clone());
+    tokio::task::spawn_blocking(move || open_partial(&owned_paths, &owned_file))
+        .await
+        .map_err(|e| std::io::Error::other(e.to_string()))
+        .and_then(|opened| opened)
+        .map_err(DownloadError::disk(&paths.partial))
+}
+
+/// A stall's error says how much of the file is on disk for the next start.
+fn with_kept_bytes(error: DownloadError, paths: &FilePaths) -> DownloadError {
+    match error {
+        DownloadError::Stalled {
+            file,
+            url,
+            waited,
+            attempts,
+            ..
+        } => DownloadError::Stalled {
+            file,
+            url,
+            waited,
+            attempts,
+            kept_bytes: std::fs::metadata(&paths.partial).map_or(0, |m| m.len()),
+        },
+        other => other,
     }
 }
 
@@ -206,16 +244,36 @@ async fn fetch_chunk(shared: &Shared, range: Range<u64>) -> Result<Vec<Bytes>, D
         };
         failures = if got > before { 1 } else { failures + 1 };
         if failures >= shared.options.max_attempts {
-            return Err(error);
+            return Err(counted(error, failures));
         }
         let wait = asked_wait.unwrap_or_else(|| backoff(&shared.options, failures));
-        tracing::warn!(file = %shared.file.path, attempt = failures, wait_ms = wait.as_millis() as u64, "{error}; retrying");
+        tracing::warn!(file = %shared.file.path, attempt = failures, wait_ms = wait.as_millis() as u64, "{error}; trying again");
         tokio::select! {
             _ = tokio::time::sleep(wait) => {}
             _ = shared.cancel.cancelled() => return Err(DownloadError::Cancelled),
         }
     }
     Ok(frames)
+}
+
+/// A stall that ended the chunk, with the attempts that stalled in a row.
+fn counted(error: DownloadError, failures: u32) -> DownloadError {
+    match error {
+        DownloadError::Stalled {
+            file,
+            url,
+            waited,
+            kept_bytes,
+            ..
+        } => DownloadError::Stalled {
+            file,
+            url,
+            waited,
+            attempts: failures,
+            kept_bytes,
+        },
+        other => other,
+    }
 }
 
 fn backoff(options: &FetchOptions, failures: u32) -> Duration {
@@ -239,9 +297,15 @@ async fn attempt_range(
         .lock()
         .map(|l| l.clone())
         .unwrap_or_else(|_| shared.resolve.clone());
-    let fetched = match shared.client.get(&location, Some(range.clone())).await {
-        Ok(fetched) => fetched,
-        Err(error) => return Err(classify(shared, &location, file, error)),
+    let stall = shared.options.stall_timeout;
+    let asked = shared.client.get(&location, Some(range.clone()));
+    let fetched = match tokio::time::timeout(stall, asked).await {
+        Ok(Ok(fetched)) => fetched,
+        Ok(Err(error)) => return Err(classify(shared, &location, file, error)),
+        Err(_) => {
+            let error = HubError::no_response(&location, stall);
+            return Err(classify(shared, &location, file, error));
+        }
     };
     if fetched.url != location {
         if let Ok(mut remembered) = shared.location.lock() {
@@ -259,23 +323,23 @@ async fn attempt_range(
     let mut body = fetched.response.bytes_stream();
     let wanted = range.end - range.start;
     let mut this_attempt = 0u64;
-    let stall = shared.options.stall_timeout;
     while this_attempt < wanted {
         let frame = match tokio::time::timeout(stall, body.next()).await {
             Err(_) => {
                 let stalled = DownloadError::Stalled {
                     file,
-                    url: fetched.url.to_string(),
-                    seconds: stall.as_secs(),
+                    url: shown_url(&fetched.url),
+                    waited: stall,
                     attempts: 1,
+                    kept_bytes: 0,
                 };
                 return Err(AttemptError::Transient(stalled, None));
             }
             Ok(None) => break,
             Ok(Some(Err(error))) => {
                 let error = HubError::Network {
-                    url: fetched.url.to_string(),
-                    detail: error.to_string(),
+                    url: shown_url(&fetched.url),
+                    detail: error.without_url().to_string(),
                 };
                 return Err(AttemptError::Transient(
                     DownloadError::Hub {
@@ -297,7 +361,7 @@ async fn attempt_range(
     }
     if this_attempt < wanted {
         let short = HubError::Network {
-            url: fetched.url.to_string(),
+            url: shown_url(&fetched.url),
             detail: format!("the answer ended after {this_attempt} of {wanted} bytes"),
         };
         return Err(AttemptError::Transient(
@@ -366,7 +430,7 @@ fn check_range(
         }
         return Err(DownloadError::RangeIgnored {
             file: file.to_owned(),
-            url: url.to_string(),
+            url: shown_url(url),
         });
     }
     let content_range = response
@@ -384,7 +448,7 @@ fn check_range(
         Some((start, end, _)) if start == range.start && end < range.end => Ok(()),
         _ => Err(DownloadError::RangeIgnored {
             file: file.to_owned(),
-            url: url.to_string(),
+            url: shown_url(url),
         }),
     }
 }
@@ -420,21 +484,23 @@ fn write_in_order(
     let mut waiting: BTreeMap<usize, Vec<Bytes>> = BTreeMap::new();
     let mut next = 0usize;
     let mut since_journal = 0u64;
-    let save = |hash: &ContentHash| {
+    let save = |out: &std::fs::File, hash: &ContentHash| {
         if let Some(journal) = hash.journal(file) {
-            let _ = journal.save(&paths.journal);
+            if let Err(error) = save_journal(out, &journal, &paths.journal) {
+                tracing::warn!(file = %file.path, "the resume journal was not saved: {error}");
+            }
         }
     };
     while next < count {
         let Some((index, frames)) = arrived.blocking_recv() else {
-            save(&hash);
+            save(&out, &hash);
             return Err(DownloadError::Cancelled);
         };
         waiting.insert(index, frames);
         while let Some(frames) = waiting.remove(&next) {
             for frame in &frames {
                 if let Err(error) = out.write_all(frame) {
-                    save(&hash);
+                    save(&out, &hash);
                     cancel.cancel();
                     return Err(DownloadError::disk(&paths.partial)(error));
                 }
@@ -444,15 +510,26 @@ fn write_in_order(
             next += 1;
             let _ = written.send(next);
             if since_journal >= every {
-                save(&hash);
+                save(&out, &hash);
                 since_journal = 0;
             }
         }
     }
     out.sync_all()
         .map_err(DownloadError::disk(&paths.partial))?;
-    save(&hash);
+    save(&out, &hash);
     Ok(hash)
+}
+
+/// Saves the journal only once the partial file's bytes it vouches for are on the disk: a
+/// crash must never leave a journal that claims bytes the file lost.
+fn save_journal(
+    partial: &std::fs::File,
+    journal: &Journal,
+    path: &std::path::Path,
+) -> std::io::Result<()> {
+    partial.sync_data()?;
+    journal.save(path)
 }
 
 /// The whole file is there: its hash must be the hub's. A mismatch removes the partial file
@@ -498,6 +575,23 @@ mod tests {
         assert_eq!(parse_content_range("bytes 0-1000/1000"), None);
         assert_eq!(parse_content_range("bytes */1000"), None);
         assert_eq!(parse_content_range("items 0-1/2"), None);
+    }
+
+    #[test]
+    fn no_journal_is_saved_for_a_partial_that_could_not_be_synced() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        // fsync fails on a socket: it stands for a partial file whose bytes did not reach the
+        // disk.
+        let (socket, _peer) = std::os::unix::net::UnixStream::pair().expect("socket pair");
+        let unsynced = std::fs::File::from(std::os::fd::OwnedFd::from(socket));
+        let journal = Journal {
+            blob: "b".repeat(64),
+            size: 10,
+            hash: super::super::sha::ResumableSha256::default().checkpoint(),
+        };
+        let path = dir.path().join("b.resume.json");
+        assert!(save_journal(&unsynced, &journal, &path).is_err());
+        assert!(!path.exists(), "a journal vouches only for synced bytes");
     }
 
     #[test]

@@ -76,6 +76,11 @@ impl Downloader {
         progress: &DownloadProgress,
         cancel: &CancellationToken,
     ) -> Result<Downloaded, DownloadError> {
+        if plan.files.is_empty() {
+            return Err(DownloadError::NothingToDownload {
+                repo: plan.repo.to_string(),
+            });
+        }
         let files: Vec<(&RepoFile, FilePaths)> = plan
             .files
             .iter()
@@ -112,7 +117,7 @@ impl Downloader {
         files: &[(&RepoFile, FilePaths)],
     ) -> Result<(), DownloadError> {
         let needed = files.iter().fold(0u64, |sum, (file, paths)| {
-            let have = if is_complete(&paths.content, file) {
+            let have = if is_recorded_complete(paths, file) {
                 file.size_bytes
             } else {
                 file_len(&paths.partial).min(file.size_bytes)
@@ -153,7 +158,7 @@ impl Downloader {
             lock = lock => lock.map_err(DownloadError::disk(&paths.lock))?,
             _ = cancel.cancelled() => return Err(DownloadError::Cancelled),
         };
-        let reused = is_complete(&paths.content, file);
+        let reused = is_complete(paths, file).await;
         if reused {
             progress
                 .done_bytes
@@ -162,6 +167,7 @@ impl Downloader {
             self.fetch_verified(plan, file, paths, progress, cancel)
                 .await?;
             move_into_place(paths)?;
+            record_verified(paths, file)?;
         }
         self.destination
             .publish(file, paths)
@@ -221,10 +227,46 @@ fn move_into_place(paths: &FilePaths) -> Result<(), DownloadError> {
     Ok(())
 }
 
-/// A content file of the right size is taken as complete: it only ever arrives there after
-/// its hash matched (`rigdeck verify` re-hashes on request).
-fn is_complete(content: &Path, file: &RepoFile) -> bool {
-    std::fs::metadata(content).is_ok_and(|m| m.is_file() && m.len() == file.size_bytes)
+/// Whether the content is this file, without reading it: in the cache a blob of the right
+/// size (it only arrives there, under its hash's name, after its hash matched; `rigdeck
+/// verify` re-hashes on request); in a plain folder a file of the right size whose record
+/// names this blob.
+fn is_recorded_complete(paths: &FilePaths, file: &RepoFile) -> bool {
+    let sized =
+        std::fs::metadata(&paths.content).is_ok_and(|m| m.is_file() && m.len() == file.size_bytes);
+    sized
+        && paths.record.as_ref().is_none_or(|record| {
+            std::fs::read_to_string(record).is_ok_and(|blob| blob.trim() == file.blob_name())
+        })
+}
+
+/// Whether the content is this file: recorded as it, or else (a plain-folder file another
+/// tool or an older Rigdeck left, or one a same-size re-upload replaced upstream) of the right
+/// size and hashing to it, which is then recorded. The hashing runs on a blocking thread.
+async fn is_complete(paths: &FilePaths, file: &RepoFile) -> bool {
+    if is_recorded_complete(paths, file) {
+        return true;
+    }
+    let sized =
+        std::fs::metadata(&paths.content).is_ok_and(|m| m.is_file() && m.len() == file.size_bytes);
+    if !sized || paths.record.is_none() {
+        return false;
+    }
+    let (content, listed) = (paths.content.clone(), file.clone());
+    let hashed = tokio::task::spawn_blocking(move || verify::hash_file(&content, &listed)).await;
+    let same = matches!(hashed, Ok(Ok(got)) if got == file.blob_name());
+    same && record_verified(paths, file).is_ok()
+}
+
+/// In a plain folder, records which blob the content now is.
+fn record_verified(paths: &FilePaths, file: &RepoFile) -> Result<(), DownloadError> {
+    let Some(record) = &paths.record else {
+        return Ok(());
+    };
+    if let Some(parent) = record.parent() {
+        std::fs::create_dir_all(parent).map_err(DownloadError::disk(parent))?;
+    }
+    std::fs::write(record, file.blob_name()).map_err(DownloadError::disk(record))
 }
 
 fn file_len(path: &Path) -> u64 {

@@ -85,7 +85,7 @@ pub async fn verify(
 }
 
 /// The hash the hub names this file by, computed from the file on disk.
-fn hash_file(path: &Path, file: &RepoFile) -> std::io::Result<String> {
+pub(crate) fn hash_file(path: &Path, file: &RepoFile) -> std::io::Result<String> {
     let mut reader = std::fs::File::open(path)?;
     let mut buffer = vec![0u8; 4 << 20];
     let mut hash = ContentHash::new(file);
