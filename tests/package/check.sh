@@ -38,7 +38,8 @@ rpm_file=$(ls "$work"/packages/*.rpm)
 tarball=$(ls "$work"/packages/*.tar.gz)
 
 # A user of their own: data and config under this HOME, nothing of the machine's.
-user_env() { env HOME="$work/home" XDG_DATA_HOME= XDG_CONFIG_HOME= XDG_CACHE_HOME= "$@"; }
+user_vars=(HOME="$work/home" XDG_DATA_HOME= XDG_CONFIG_HOME= XDG_CACHE_HOME=)
+user_env() { env "${user_vars[@]}" "$@"; }
 
 # --- the .deb -------------------------------------------------------------------------------
 started=$(date +%s.%N)
@@ -66,7 +67,9 @@ EOF
 
 port=$(free_port)
 url=http://127.0.0.1:$port
-user_env "$rigdeck" serve --bind "127.0.0.1:$port" > "$work/serve.log" 2>&1 &
+# Started with `env` itself in the background, not through the shell function: a function in
+# the background runs in a subshell, and killing that subshell would leave the daemon running.
+env "${user_vars[@]}" "$rigdeck" serve --bind "127.0.0.1:$port" > "$work/serve.log" 2>&1 &
 serve_pid=$!
 token_file=$work/home/.config/rigdeck/token
 ready=false
@@ -96,6 +99,7 @@ reply=$(user_env "$rigdeck" chat tiny --message "Say hello." 2>&1) || fail "chat
 echo "packaging check: chat through the shipped llama-server answered"
 user_env "$rigdeck" stop tiny >/dev/null
 kill "$serve_pid"; wait "$serve_pid" 2>/dev/null || true; serve_pid=
+if pgrep -f "^$rigdeck serve" >/dev/null; then fail "the installed 'rigdeck serve' still runs after it was stopped"; fi
 
 data=$work/home/.local/share/rigdeck/rigdeck.db
 [ -f "$data" ] || fail "no database at $data"
