@@ -71,7 +71,9 @@ async function recordGrowth() {
       const line = document.querySelector('[data-testid="status-line"]')?.textContent;
       if (line && !window.__statusLines.includes(line)) window.__statusLines.push(line);
       if (!last) return;
-      const len = last.querySelector('[data-testid="message-content"]')?.textContent.length ?? 0;
+      // The length of the text the shown render came from: rendered Markdown may shrink as a
+      // closing marker arrives (`*a` → emphasised `a`), the text it shows never does.
+      const len = Number(last.querySelector('[data-testid="message-content"]')?.getAttribute("data-source-length") ?? 0);
       const status = last.getAttribute("data-status");
       const g = window.__growth;
       const prev = g[g.length - 1];
