@@ -445,3 +445,52 @@ async fn llama_bench_runs_with_the_profiles_flags_and_is_stored_like_a_benchmark
         .unwrap_or_default()
         .contains("is running"));
 }
+
+/// An OpenAI-compatible endpoint that takes requests and never answers them.
+async fn endpoint_that_never_answers() -> String {
+    async fn hold() -> &'static str {
+        std::future::pending::<()>().await;
+        ""
+    }
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let app = axum::Router::new().route("/v1/chat/completions", axum::routing::post(hold));
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    format!("http://{addr}/v1")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deleting_a_running_benchmark_cancels_it_and_deletes_it() {
+    let t = support::TestServer::start("2x5060ti.json").await;
+    let url = endpoint_that_never_answers().await;
+    let (status, run) = t
+        .post_json(
+            "/api/v1/bench/runs",
+            &json!({"target": {"kind": "url", "url": url, "model": "m"},
+                "spec": {"warm_runs": 1, "request_timeout_s": 600,
+                    "shapes": [{"prompt_tokens": 8, "output_tokens": 4}]}}),
+        )
+        .await;
+    assert_eq!(status, 201, "{run}");
+    assert_eq!(run["status"], "running");
+    let path = format!("/api/v1/bench/runs/{}", run["id"]);
+    let deleted = t
+        .client
+        .delete(t.url(&path))
+        .bearer_auth(t.server.token())
+        .send()
+        .await
+        .unwrap();
+    let status = deleted.status();
+    assert_eq!(status, 204, "{}", deleted.text().await.unwrap());
+    let gone = t
+        .client
+        .get(t.url(&path))
+        .bearer_auth(t.server.token())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(gone.status(), 404);
+    let listed = t.get_json("/api/v1/bench/runs").await;
+    assert_eq!(listed, json!([]), "nothing of the run is left");
+}
