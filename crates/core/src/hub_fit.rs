@@ -7,6 +7,8 @@ use serde::Serialize;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 
+use crate::hub::api::client::redirect_policy;
+use crate::hub::api::redact::without_url_queries;
 use crate::hub::api::HubClient;
 use crate::hub::config::HubConfig;
 use crate::hub::quants::{FileGroup, GroupKind};
@@ -81,7 +83,10 @@ impl HeaderCache {
             Ok(client) => client,
             Err(e) => return vec![failed_fit("", 0, e.to_string())],
         };
-        let reader = header_reader(config);
+        let reader = match header_reader(config) {
+            Ok(reader) => reader,
+            Err(e) => return vec![failed_fit("", 0, e)],
+        };
         let mut reads = tokio::task::JoinSet::new();
         for (index, group) in groups
             .iter()
@@ -117,18 +122,20 @@ impl HeaderCache {
         if let Some(model) = self.get(&url) {
             return Ok(model);
         }
+        // The reader's errors may name the CDN's signed address: its query goes.
         let (model, _) = load_remote_shape_with(reader, &url)
             .await
-            .map_err(|e| e.to_string())?;
+            .map_err(|e| without_url_queries(&e.to_string()))?;
         let model = Arc::new(model);
         self.put(url, model.clone());
         Ok(model)
     }
 }
 
-/// A header reader that sends the token (reqwest drops it on a redirect to another host, such
-/// as the hub's CDN).
-fn header_reader(config: &HubConfig) -> rigdeck_gguf::remote::HttpReader {
+/// A header reader that sends the token and follows redirects by the rule of every hub request
+/// (`redirect_policy`: no downgrade to http, no loop; reqwest drops the token on a redirect to
+/// another host or port, such as the hub's CDN).
+fn header_reader(config: &HubConfig) -> Result<rigdeck_gguf::remote::HttpReader, String> {
     use rigdeck_gguf::remote::{HttpReader, Limits};
     let limits = Limits::default();
     let mut headers = reqwest::header::HeaderMap::new();
@@ -142,10 +149,16 @@ fn header_reader(config: &HubConfig) -> rigdeck_gguf::remote::HttpReader {
     let client = reqwest::Client::builder()
         .connect_timeout(limits.connect)
         .read_timeout(limits.idle)
+        .redirect(redirect_policy())
         .default_headers(headers)
         .build()
-        .unwrap_or_default();
-    HttpReader::with_client(client, limits)
+        .map_err(|e| {
+            format!(
+                "the HTTP client for {} could not be built: {e}",
+                config.endpoint
+            )
+        })?;
+    Ok(HttpReader::with_client(client, limits))
 }
 
 fn failed_fit(label: &str, total_bytes: u64, error: String) -> QuantFit {
@@ -226,6 +239,71 @@ fn mark_recommended(fits: &mut [QuantFit]) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::downloads::raw_http::{answer, RawServer, Reply};
+    use crate::hub::quants;
+    use crate::hub::repo::{RepoFile, RepoPath};
+
+    const COMMIT: &str = "0123456789abcdef0123456789abcdef01234567";
+
+    /// The fit of the one GGUF quantization of `o/n` on a hub at `hub`.
+    async fn fit_error(hub: &str) -> String {
+        let config = HubConfig {
+            endpoint: crate::hub::config::parse_endpoint(Some(hub)).expect("endpoint"),
+            cache_dir: std::env::temp_dir(),
+            token: None,
+        };
+        let file = RepoFile {
+            path: RepoPath::parse("m-Q4_K_M.gguf").expect("path"),
+            size_bytes: 1 << 20,
+            git_oid: "1".repeat(40),
+            lfs_sha256: Some("a".repeat(64)),
+        };
+        let groups = quants::group(&[file]);
+        let repo = RepoId::parse("o/n").expect("repo");
+        let commit = CommitId::parse(COMMIT).expect("commit");
+        let fits = HeaderCache::default()
+            .fit_quants(&config, &repo, &commit, &groups, &[], 4096)
+            .await;
+        fits.first()
+            .and_then(|f| f.error.clone())
+            .expect("the header read fails")
+    }
+
+    fn redirect(to: &str) -> Reply {
+        Reply::Bytes(answer("302 Found", &[("location", to.to_owned())], b""))
+    }
+
+    #[tokio::test]
+    async fn the_fit_path_refuses_a_redirect_loop_at_its_first_repeat_as_the_downloader_does() {
+        let server = RawServer::start(|line| {
+            if line.contains("/loop/a") {
+                redirect("/loop/b")
+            } else {
+                redirect("/loop/a")
+            }
+        })
+        .await;
+        let error = fit_error(&server.url).await;
+        assert!(error.contains("loop"), "{error}");
+        assert_eq!(
+            server.requests().len(),
+            3,
+            "the resolve, /loop/a, /loop/b; /loop/a again is refused"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_fit_error_shows_no_signed_query() {
+        // The resolve sends the reader to a signed CDN address that redirects to itself.
+        let signed = "/blob?X-Amz-Signature=s3cr3t&X-Amz-Credential=AKIA";
+        let server = RawServer::start(move |_| redirect(signed)).await;
+        let error = fit_error(&server.url).await;
+        assert!(error.contains("/blob"), "{error}");
+        assert!(
+            !error.contains("s3cr3t") && !error.contains("X-Amz"),
+            "{error}"
+        );
+    }
 
     fn fit(label: &str, bytes: u64, verdict: Option<FitVerdict>) -> QuantFit {
         QuantFit {

@@ -11,7 +11,7 @@ use std::time::Duration;
 use tokio::sync::Notify;
 
 use crate::hub::api::HubClient;
-use crate::hub::cache::Destination;
+use crate::hub::cache::{Destination, DownloadLock};
 use crate::hub::config::{ConfigError, HubConfig};
 use crate::hub::download::{
     CancellationToken, DownloadError, DownloadPlan, DownloadProgress, Downloader, FetchOptions,
@@ -522,7 +522,8 @@ impl Downloads {
         })
     }
 
-    /// A cancelled download leaves nothing behind but complete files (shared with others).
+    /// A cancelled download leaves nothing behind but complete files (shared with others),
+    /// and partial files another download is writing: each goes only under its lock.
     fn remove_partials(&self, id: i64) {
         let request = match self.jobs().get(&id) {
             Some(job) => job.request.clone(),
@@ -533,8 +534,147 @@ impl Downloads {
         };
         for file in &request.files {
             let paths = destination.paths(&request.repo, &request.commit, file);
-            let _ = std::fs::remove_file(&paths.partial);
-            let _ = std::fs::remove_file(&paths.journal);
+            match DownloadLock::try_acquire(&paths.lock) {
+                Ok(Some(_unused)) => {
+                    let _ = std::fs::remove_file(&paths.partial);
+                    let _ = std::fs::remove_file(&paths.journal);
+                }
+                Ok(None) => tracing::info!(
+                    file = %file.path,
+                    "another download is writing this file; its partial file is kept"
+                ),
+                Err(e) => tracing::warn!(
+                    file = %file.path,
+                    "the partial file was kept: its lock {} could not be taken ({e})",
+                    paths.lock.display()
+                ),
+            }
         }
+    }
+}
+
+/// The scripted loopback server of the hub crate's tests (also the fit path's tests').
+#[cfg(test)]
+#[path = "../../../hub/tests/support/raw_http.rs"]
+pub(crate) mod raw_http;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::hub::config::parse_endpoint;
+    use crate::hub::repo::RepoPath;
+
+    struct Quiet;
+
+    impl DownloadEvents for Quiet {
+        fn state(&self, _: DownloadView) {}
+        fn progress(&self, _: DownloadView) {}
+    }
+
+    fn quick_options() -> FetchOptions {
+        FetchOptions {
+            connections: 1,
+            stall_timeout: Duration::from_millis(300),
+            max_attempts: 2,
+            backoff_base: Duration::from_millis(10),
+            backoff_max: Duration::from_millis(20),
+            ..FetchOptions::default()
+        }
+    }
+
+    /// A hub that accepts connections and never answers a byte.
+    async fn silent_hub() -> String {
+        super::raw_http::RawServer::start(|_| super::raw_http::Reply::Silence)
+            .await
+            .url
+    }
+
+    fn request(blob_seed: u8) -> DownloadRequest {
+        let file = RepoFile {
+            path: RepoPath::parse("m-Q4_K_M.gguf").expect("path"),
+            size_bytes: 10,
+            git_oid: "1".repeat(40),
+            lfs_sha256: Some(format!("{blob_seed:02x}").repeat(32)),
+        };
+        DownloadRequest {
+            repo: RepoId::parse("o/n").expect("repo"),
+            revision: Revision::main(),
+            commit: CommitId::parse(&"c".repeat(40)).expect("commit"),
+            label: "Q4_K_M".into(),
+            files: vec![file],
+        }
+    }
+
+    async fn queue(dir: &std::path::Path, hub: &str) -> Downloads {
+        let store = Store::open(&dir.join("rigdeck.db")).await.expect("store");
+        let endpoint = parse_endpoint(Some(hub)).expect("endpoint");
+        let cache = dir.join("hub");
+        let source: HubSource = Arc::new(move || {
+            let config = HubConfig {
+                endpoint: endpoint.clone(),
+                cache_dir: cache.clone(),
+                token: None,
+            };
+            Ok((config, Destination::HubCache(cache.clone())))
+        });
+        Downloads::start(store, Arc::new(Quiet), source, quick_options(), || {})
+            .await
+            .expect("queue")
+    }
+
+    /// The download's view once `reached` holds, failing the test after 15 s.
+    async fn wait_for(
+        downloads: &Downloads,
+        id: i64,
+        reached: impl Fn(&DownloadView) -> bool,
+    ) -> DownloadView {
+        for _ in 0..300 {
+            let view = downloads.list().into_iter().find(|v| v.id == id);
+            if let Some(view) = view.filter(|v| reached(v)) {
+                return view;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        panic!("download #{id} never got there: {:?}", downloads.list());
+    }
+
+    #[tokio::test]
+    async fn a_download_whose_hub_never_answers_fails_and_the_queue_moves_on() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let downloads = queue(dir.path(), &silent_hub().await).await;
+        let first = downloads.enqueue(request(0xaa)).await.expect("first").id;
+        let second = downloads.enqueue(request(0xbb)).await.expect("second").id;
+        let failed = wait_for(&downloads, first, |v| v.state == DownloadState::Failed).await;
+        let error = failed.error.unwrap_or_default();
+        assert!(error.contains("sent no response headers"), "{error}");
+        wait_for(&downloads, second, |v| v.state != DownloadState::Queued).await;
+    }
+
+    #[tokio::test]
+    async fn cancelling_a_download_keeps_the_partial_another_live_download_writes() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let downloads = queue(dir.path(), &silent_hub().await).await;
+        let request = request(0xcc);
+        let paths = Destination::HubCache(dir.path().join("hub")).paths(
+            &request.repo,
+            &request.commit,
+            &request.files[0],
+        );
+        // Another download of the same file (another queue, `hf`) is writing its partial.
+        let _live = DownloadLock::acquire(&paths.lock, || {})
+            .await
+            .expect("lock");
+        std::fs::create_dir_all(paths.partial.parent().expect("blobs")).expect("mkdir");
+        std::fs::write(&paths.partial, b"01234").expect("partial");
+
+        let id = downloads.enqueue(request).await.expect("queued").id;
+        wait_for(&downloads, id, |v| v.state == DownloadState::Running).await;
+        downloads.pause(id).await.expect("paused");
+        wait_for(&downloads, id, |v| v.state == DownloadState::Paused).await;
+        downloads.cancel(id).await.expect("cancelled");
+        assert!(
+            paths.partial.exists(),
+            "the partial another download writes is kept"
+        );
     }
 }
