@@ -22,7 +22,7 @@ use rigdeck_core::telemetry::{spawn_collector, StartedByRigdeck, TelemetryHandle
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
-use crate::http::{self, AllowedHosts, AppState};
+use crate::http::{self, AllowedHosts, AppState, ListenerLimits};
 
 /// Default address of `rigdeck serve`.
 pub const DEFAULT_BIND: &str = "127.0.0.1:7878";
@@ -41,6 +41,8 @@ pub struct ServeOptions {
     pub nvml_library: Option<PathBuf>,
     /// A second address serving only the gateway (`/v1`, `/metrics`).
     pub gateway_bind: Option<SocketAddr>,
+    /// Connection cap, header-read timeout and shutdown deadline of each listener.
+    pub limits: ListenerLimits,
 }
 
 impl ServeOptions {
@@ -54,6 +56,7 @@ impl ServeOptions {
                 .map_or_else(|| PathBuf::from("/sys"), PathBuf::from),
             nvml_library: std::env::var_os(NVML_LIBRARY_ENV).map(PathBuf::from),
             gateway_bind: None,
+            limits: ListenerLimits::default(),
         })
     }
 }
@@ -65,6 +68,8 @@ pub struct RunningServer {
     state: Arc<AppState>,
     stop: watch::Sender<bool>,
     serving: JoinHandle<std::io::Result<()>>,
+    /// The gateway-only listener's loop, when `gateway_bind` asked for one.
+    gateway_serving: Option<JoinHandle<std::io::Result<()>>>,
     gateway_addr: Option<SocketAddr>,
     telemetry: Arc<TelemetryHandle>,
 }
@@ -123,12 +128,17 @@ impl RunningServer {
             .context("server stopped")
     }
 
-    /// Stops accepting requests, closes WebSockets (they watch the same stop signal), stops the
-    /// engines it started, and stops the collector, flushing the history bucket in progress.
+    /// Stops accepting requests, closes WebSockets (they watch the same stop signal) and the
+    /// connections as their requests end (those still open after the shutdown grace are
+    /// dropped), stops the engines it started, and stops the collector, flushing the history
+    /// bucket in progress.
     pub async fn shutdown(self) {
         let _ = self.stop.send(true);
-        if let Err(err) = self.serving.await {
-            tracing::warn!("server task ended abnormally: {err}");
+        let listeners = std::iter::once(self.serving).chain(self.gateway_serving);
+        for serving in listeners {
+            if let Err(err) = serving.await {
+                tracing::warn!("server task ended abnormally: {err}");
+            }
         }
         // Benchmarks in progress end as cancelled, keeping what they measured.
         if let Some(tunings) = &self.state.tunings {
@@ -147,6 +157,11 @@ impl RunningServer {
 
 /// Starts everything and returns once the listener is bound and the first sample is taken.
 pub async fn start(options: ServeOptions) -> anyhow::Result<RunningServer> {
+    let limits = options.limits.within_open_files(raise_open_files_limit());
+    tracing::info!(
+        "each listener serves up to {} connections at once",
+        limits.max_connections
+    );
     let paths = &options.paths;
     let token = ApiToken::load_or_create(&paths.token_file())?;
     let (settings, problem) = SettingsStore::load(paths);
@@ -268,24 +283,27 @@ pub async fn start(options: ServeOptions) -> anyhow::Result<RunningServer> {
         benchmarks,
         tunings,
     });
-    let gateway_addr = match options.gateway_bind {
+    let gateway_listener = match options.gateway_bind {
         Some(address) => {
             let listener = bind(address).await?;
             let bound = listener
                 .local_addr()
                 .context("cannot read the gateway's address")?;
-            tokio::spawn(http::serve_gateway(
+            let serving = tokio::spawn(http::serve_gateway(
                 listener,
                 state.clone(),
+                limits,
                 stop_rx.clone(),
             ));
-            Some(bound)
+            Some((bound, serving))
         }
         None => None,
     };
-    let serving = tokio::spawn(http::serve(listener, state.clone(), stop_rx));
+    let (gateway_addr, gateway_serving) = gateway_listener.unzip();
+    let serving = tokio::spawn(http::serve(listener, state.clone(), limits, stop_rx));
     Ok(RunningServer {
         gateway_addr,
+        gateway_serving,
         local_addr,
         token,
         state,
@@ -293,6 +311,46 @@ pub async fn start(options: ServeOptions) -> anyhow::Result<RunningServer> {
         serving,
         telemetry,
     })
+}
+
+/// Where the hard open-files limit is "unlimited", the soft one is raised to this (Linux's
+/// default `fs.nr_open`; the kernel refuses more).
+const OPEN_FILES_WHEN_UNLIMITED: u64 = 1 << 20;
+
+/// Lifts the soft open-files limit to the hard one (systemd starts services with 1 024, which a
+/// few hundred idle connections would use up) and logs it; the limit in force afterwards
+/// (`None`: unlimited).
+fn raise_open_files_limit() -> Option<u64> {
+    use rustix::process::{getrlimit, setrlimit, Resource, Rlimit};
+    let before = getrlimit(Resource::Nofile);
+    let target = before.maximum.unwrap_or(OPEN_FILES_WHEN_UNLIMITED);
+    let current = match before.current {
+        Some(current) if current < target => current,
+        already => {
+            tracing::info!("open-files limit: {}", describe_limit(already));
+            return already;
+        }
+    };
+    let raised = Rlimit {
+        current: Some(target),
+        maximum: before.maximum,
+    };
+    match setrlimit(Resource::Nofile, raised) {
+        Ok(()) => {
+            tracing::info!("open-files limit: {target} (raised from {current})");
+            Some(target)
+        }
+        Err(err) => {
+            tracing::warn!(
+                "open-files limit stays at {current} (cannot raise it to {target}: {err}); raise it with LimitNOFILE= in the service's unit or `ulimit -n`"
+            );
+            Some(current)
+        }
+    }
+}
+
+fn describe_limit(limit: Option<u64>) -> String {
+    limit.map_or_else(|| "unlimited".to_owned(), |limit| limit.to_string())
 }
 
 /// How often the gateway looks for models idle past their TTL.

@@ -44,7 +44,7 @@ pub fn routes(state: Arc<AppState>) -> Router<Arc<AppState>> {
         .route_layer(axum::middleware::from_fn_with_state(state, require_key))
 }
 
-fn dialect_of(path: &str) -> Dialect {
+pub(super) fn dialect_of(path: &str) -> Dialect {
     if path.starts_with("/v1/messages") {
         Dialect::Anthropic
     } else {
@@ -85,7 +85,7 @@ async fn require_key(
     next.run(request).await
 }
 
-fn presented_key(headers: &HeaderMap) -> Option<&str> {
+pub(super) fn presented_key(headers: &HeaderMap) -> Option<&str> {
     guard::bearer_token(headers).or_else(|| {
         headers
             .get("x-api-key")

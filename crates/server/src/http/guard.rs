@@ -9,6 +9,7 @@ use axum::http::header::{self, HeaderMap, HeaderValue};
 use axum::http::StatusCode;
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
+use rigdeck_core::gateway::{ErrorKind, GatewayError};
 
 use super::error::ApiError;
 use super::AppState;
@@ -138,11 +139,32 @@ pub async fn require_token(
     }
 }
 
-/// The `Authorization: Bearer` value (the admin token, or a gateway key).
+/// The `Authorization: Bearer` value (the admin token, or a gateway key). The scheme's name is
+/// case-insensitive (RFC 9110 §11.1): `bearer` and `BEARER` are `Bearer` too.
 pub(super) fn bearer_token(headers: &HeaderMap) -> Option<&str> {
-    header_str(headers, header::AUTHORIZATION)?
-        .strip_prefix("Bearer ")
-        .map(str::trim)
+    let (scheme, credentials) = header_str(headers, header::AUTHORIZATION)?
+        .trim_start()
+        .split_once(' ')?;
+    scheme
+        .eq_ignore_ascii_case("bearer")
+        .then(|| credentials.trim())
+}
+
+/// On the gateway's own port (the one other machines reach) only API keys are accepted: the
+/// admin token, which controls the whole rig, is refused there even though `/v1` takes it on
+/// the daemon's port (the Chat page uses it).
+pub async fn refuse_admin_token(
+    State(state): State<Arc<AppState>>,
+    request: Request,
+    next: Next,
+) -> Response {
+    let presented = super::gateway::presented_key(request.headers());
+    if presented.is_some_and(|key| state.token.matches(key)) {
+        let dialect = super::gateway::dialect_of(request.uri().path());
+        let message = "the admin token is not accepted on the gateway's own port: send an API key (create one on the Gateway page or with `rigdeck keys create NAME`)";
+        return GatewayError::new(ErrorKind::Authentication, message).response(dialect);
+    }
+    next.run(request).await
 }
 
 fn session_cookie(headers: &HeaderMap) -> Option<&str> {
@@ -239,6 +261,22 @@ mod tests {
         assert!(!origin_matches("http://evil.example", "127.0.0.1:7878"));
         assert!(!origin_matches("null", "127.0.0.1:7878"));
         assert!(!origin_matches("http://127.0.0.1:7879", "127.0.0.1:7878"));
+    }
+
+    fn authorization(value: &'static str) -> HeaderMap {
+        let mut headers = HeaderMap::new();
+        headers.insert(header::AUTHORIZATION, HeaderValue::from_static(value));
+        headers
+    }
+
+    #[test]
+    fn reads_the_bearer_scheme_in_any_case() {
+        for value in ["Bearer abc", "bearer abc", "BEARER abc", "Bearer   abc "] {
+            assert_eq!(bearer_token(&authorization(value)), Some("abc"), "{value}");
+        }
+        for value in ["Basic abc", "Bearerabc", "abc", "Bearer"] {
+            assert_eq!(bearer_token(&authorization(value)), None, "{value}");
+        }
     }
 
     #[test]

@@ -19,11 +19,14 @@ use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
 use std::sync::atomic::AtomicUsize;
 use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
 
 use axum::extract::DefaultBodyLimit;
 use axum::http::Method;
 use axum::routing::{delete, get, patch, post, put, MethodRouter};
 use axum::Router;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use hyper_util::service::TowerToHyperService;
 use rigdeck_core::auth::ApiToken;
 use rigdeck_core::events::EventBus;
 use rigdeck_core::launch::instances::StartReport;
@@ -31,9 +34,60 @@ use rigdeck_core::launch::Instances;
 use rigdeck_core::settings::{Settings, SettingsStore};
 use rigdeck_core::store::Store;
 use rigdeck_core::telemetry::TelemetryHandle;
-use tokio::sync::watch;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{watch, OwnedSemaphorePermit, Semaphore};
+use tokio::task::JoinSet;
 
 pub use guard::AllowedHosts;
+
+/// Connections one listener holds at most: far below the usual open-files limits, so a flood
+/// of connections on one port leaves descriptors for the database, the engines' logs and the
+/// other listener. [`start`](crate::start) lowers it to a quarter of the process's limit.
+pub const MAX_CONNECTIONS_PER_LISTENER: usize = 4096;
+
+/// How long a connection may take to send a request's headers: its first request, and the
+/// next one on a kept-alive connection (an idle connection is closed after it).
+pub const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(20);
+
+/// How long a shutdown waits for requests still open (a long streamed answer, a stalled upload)
+/// before it drops their connections and stops the engines anyway.
+pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
+
+/// Bounds on each listener's connections.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ListenerLimits {
+    /// Connections served at once; the next ones wait in the kernel's queue until one closes.
+    pub max_connections: usize,
+    /// See [`HEADER_READ_TIMEOUT`]. Answers being streamed are not subject to it.
+    pub header_read_timeout: Duration,
+    /// See [`SHUTDOWN_GRACE`].
+    pub shutdown_grace: Duration,
+}
+
+impl ListenerLimits {
+    /// These limits with the connection cap at most a quarter of `open_files` (the process's
+    /// descriptor limit, `None` when unlimited): the two listeners together leave at least half
+    /// of the descriptors for the database, the engines and their logs.
+    pub fn within_open_files(self, open_files: Option<u64>) -> Self {
+        let quarter = open_files.map_or(usize::MAX, |limit| {
+            usize::try_from(limit / 4).unwrap_or(usize::MAX)
+        });
+        Self {
+            max_connections: self.max_connections.min(quarter).max(1),
+            ..self
+        }
+    }
+}
+
+impl Default for ListenerLimits {
+    fn default() -> Self {
+        Self {
+            max_connections: MAX_CONNECTIONS_PER_LISTENER,
+            header_read_timeout: HEADER_READ_TIMEOUT,
+            shutdown_grace: SHUTDOWN_GRACE,
+        }
+    }
+}
 
 /// Everything a request handler may need.
 pub struct AppState {
@@ -321,35 +375,152 @@ pub fn router(state: Arc<AppState>) -> Router {
         .with_state(state)
 }
 
-/// Serves until `stop` turns true.
+/// Serves the full router until `stop` turns true (see [`serve_connections`]).
 pub async fn serve(
-    listener: tokio::net::TcpListener,
+    listener: TcpListener,
     state: Arc<AppState>,
-    mut stop: watch::Receiver<bool>,
+    limits: ListenerLimits,
+    stop: watch::Receiver<bool>,
 ) -> std::io::Result<()> {
-    axum::serve(listener, router(state))
-        .with_graceful_shutdown(async move {
-            let _ = stop.wait_for(|stopped| *stopped).await;
-        })
-        .await
+    serve_connections(listener, router(state), limits, stop).await;
+    Ok(())
 }
 
 /// Serves the gateway alone (`/v1`, `/metrics`: API keys, no UI, no admin API) until `stop`.
-/// Browsers' cross-origin requests are refused: tools call it, web pages do not.
+/// Browsers' cross-origin requests are refused: tools call it, web pages do not. The admin token
+/// is refused too: this port is the one other machines reach.
 pub async fn serve_gateway(
-    listener: tokio::net::TcpListener,
+    listener: TcpListener,
     state: Arc<AppState>,
-    mut stop: watch::Receiver<bool>,
+    limits: ListenerLimits,
+    stop: watch::Receiver<bool>,
 ) -> std::io::Result<()> {
     let router = gateway::routes(state.clone())
+        .route_layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            guard::refuse_admin_token,
+        ))
         .layer(axum::middleware::from_fn(guard::refuse_browser_origins))
         .layer(axum::middleware::from_fn(guard::security_headers))
         .with_state(state);
-    axum::serve(listener, router)
-        .with_graceful_shutdown(async move {
-            let _ = stop.wait_for(|stopped| *stopped).await;
-        })
-        .await
+    serve_connections(listener, router, limits, stop).await;
+    Ok(())
+}
+
+/// Accepts connections while fewer than `limits.max_connections` are open and serves each over
+/// HTTP/1 with the header-read timeout. On `stop` it stops accepting and closes the connections
+/// as their requests end, dropping those still open after `limits.shutdown_grace`.
+async fn serve_connections(
+    listener: TcpListener,
+    router: Router,
+    limits: ListenerLimits,
+    mut stop: watch::Receiver<bool>,
+) {
+    let slots = Arc::new(Semaphore::new(limits.max_connections.max(1)));
+    let mut open = JoinSet::new();
+    loop {
+        let accepted = tokio::select! {
+            accepted = accept_within_cap(&listener, &slots) => accepted,
+            _ = stop.wait_for(|stopped| *stopped) => break,
+        };
+        // Forget the connections that ended meanwhile.
+        while open.try_join_next().is_some() {}
+        if let Some((stream, slot)) = accepted {
+            let (router, stop) = (router.clone(), stop.clone());
+            open.spawn(serve_connection(
+                stream,
+                router,
+                limits.header_read_timeout,
+                stop,
+                slot,
+            ));
+        }
+    }
+    drop(listener);
+    close_connections(open, limits.shutdown_grace).await;
+}
+
+/// The next connection, once a slot is free for it (`None` when accepting failed).
+async fn accept_within_cap(
+    listener: &TcpListener,
+    slots: &Arc<Semaphore>,
+) -> Option<(TcpStream, OwnedSemaphorePermit)> {
+    // The semaphore is never closed, so this only waits.
+    let slot = slots.clone().acquire_owned().await.ok()?;
+    match listener.accept().await {
+        Ok((stream, _peer)) => Some((stream, slot)),
+        Err(err) => {
+            pause_after_accept_error(&err).await;
+            None
+        }
+    }
+}
+
+/// A connection that went away before it was accepted is skipped; anything else (out of
+/// descriptors, out of memory) is logged and retried a second later, not in a busy loop.
+async fn pause_after_accept_error(err: &std::io::Error) {
+    use std::io::ErrorKind;
+    let gone = [
+        ErrorKind::ConnectionAborted,
+        ErrorKind::ConnectionReset,
+        ErrorKind::ConnectionRefused,
+    ];
+    if gone.contains(&err.kind()) {
+        return;
+    }
+    tracing::warn!(
+        "cannot accept a connection ({err}); retrying in a second. Out of file descriptors? \
+         Raise the open-files limit (`ulimit -n`, or LimitNOFILE= in the service's unit)"
+    );
+    tokio::time::sleep(Duration::from_secs(1)).await;
+}
+
+/// One connection: HTTP/1 (WebSocket upgrades included) until the client closes it, its next
+/// request's headers do not arrive within `header_read_timeout`, or the server stops (then it
+/// closes once the request in progress is answered). Holds its `slot` until it ends.
+async fn serve_connection(
+    stream: TcpStream,
+    router: Router,
+    header_read_timeout: Duration,
+    mut stop: watch::Receiver<bool>,
+    _slot: OwnedSemaphorePermit,
+) {
+    let mut http = hyper::server::conn::http1::Builder::new();
+    http.timer(TokioTimer::new())
+        .header_read_timeout(header_read_timeout);
+    let connection = http
+        .serve_connection(TokioIo::new(stream), TowerToHyperService::new(router))
+        .with_upgrades();
+    let mut connection = std::pin::pin!(connection);
+    let mut stopping = false;
+    loop {
+        tokio::select! {
+            served = connection.as_mut() => {
+                if let Err(err) = served {
+                    tracing::debug!("connection ended: {err}");
+                }
+                return;
+            }
+            _ = stop.wait_for(|stopped| *stopped), if !stopping => {
+                connection.as_mut().graceful_shutdown();
+                stopping = true;
+            }
+        }
+    }
+}
+
+/// Waits up to `grace` for the connections to close after a stop; then drops those still open
+/// (a stream that does not end, a request whose body never comes), so the shutdown goes on.
+async fn close_connections(mut open: JoinSet<()>, grace: Duration) {
+    let all_closed = async { while open.join_next().await.is_some() {} };
+    if tokio::time::timeout(grace, all_closed).await.is_err() {
+        tracing::warn!(
+            "{} connection(s) still open {} s after the stop: closing them",
+            open.len(),
+            grace.as_secs()
+        );
+        open.shutdown().await;
+    }
 }
 
 /// An IP as it appears in a URL's host part (`[::1]` for IPv6).

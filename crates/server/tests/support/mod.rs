@@ -216,6 +216,7 @@ pub fn options(dir: &Path, bind: &str) -> ServeOptions {
         sysfs_root: PathBuf::from("/sys"),
         nvml_library: Some(nvml_double()),
         gateway_bind: None,
+        limits: Default::default(),
     }
 }
 
