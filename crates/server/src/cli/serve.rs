@@ -1,10 +1,12 @@
 //! `rigdeck serve`: the headless daemon.
 
+use std::io::IsTerminal;
 use std::net::SocketAddr;
+use std::path::Path;
 use std::process::ExitCode;
 
 use crate::running::DEFAULT_BIND;
-use crate::{start, ServeOptions};
+use crate::{start, RunningServer, ServeOptions};
 
 #[derive(Debug, clap::Args)]
 pub struct ServeArgs {
@@ -39,6 +41,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
     let mut options = ServeOptions::from_env(args.bind)?;
     options.allow_hosts = args.allow_hosts;
     options.gateway_bind = args.gateway_bind;
+    let token_file = options.paths.token_file();
     let mut server = start(options).await?;
     println!("Rigdeck is serving on {}", server.base_url());
     if let Some(gateway) = server.gateway_addr() {
@@ -46,7 +49,8 @@ async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
             "The gateway alone is on http://{gateway}/v1 (clients need an API key: `rigdeck keys create NAME`)"
         );
     }
-    println!("Open this URL to sign in: {}", server.login_url());
+    let to_terminal = std::io::stdout().is_terminal();
+    println!("{}", sign_in_hint(&server, &token_file, to_terminal));
     tokio::select! {
         result = server.wait() => result?,
         _ = shutdown_signal() => {
@@ -55,6 +59,19 @@ async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// How to sign in. On a terminal, the URL that carries the token; otherwise (a service, whose
+/// output lands in the journal that more than the user may read) only where the token is.
+fn sign_in_hint(server: &RunningServer, token_file: &Path, to_terminal: bool) -> String {
+    if to_terminal {
+        return format!("Open this URL to sign in: {}", server.login_url());
+    }
+    format!(
+        "Sign in at {}/ with the token in {} (the sign-in URL with the token is printed only to a terminal)",
+        server.base_url(),
+        token_file.display()
+    )
 }
 
 /// Ctrl-C or SIGTERM (systemd's stop).

@@ -152,7 +152,7 @@ pub async fn login(
             StatusCode::UNAUTHORIZED,
             Html(
                 "<!doctype html><title>Rigdeck: sign-in failed</title><p>This sign-in link is wrong or out of date. \
-                 Use the URL that <code>rigdeck serve</code> prints, or paste the token from \
+                 Use the URL that <code>rigdeck serve</code> prints in a terminal, or paste the token from \
                  <code>~/.config/rigdeck/token</code> on the <a href=\"/\">sign-in page</a>.</p>",
             ),
         )
