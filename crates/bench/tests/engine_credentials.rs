@@ -16,9 +16,12 @@ use tokio::sync::watch;
 
 const GATEWAY_CREDENTIAL: &str = "the-daemons-admin-token";
 
-/// Every `(path, Authorization)` a fake server was sent.
+/// A request's path and its `Authorization` header.
+type Request = (String, Option<String>);
+
+/// Every request a fake server was sent.
 #[derive(Clone, Default)]
-struct Seen(Arc<Mutex<Vec<(String, Option<String>)>>>);
+struct Seen(Arc<Mutex<Vec<Request>>>);
 
 impl Seen {
     fn record(&self, path: &str, headers: &HeaderMap) {
@@ -32,7 +35,7 @@ impl Seen {
             .push((path.to_owned(), auth));
     }
 
-    fn all(&self) -> Vec<(String, Option<String>)> {
+    fn all(&self) -> Vec<Request> {
         self.0.lock().expect("never poisoned").clone()
     }
 }
@@ -96,7 +99,7 @@ impl StepSink for Ignore {
 }
 
 /// Runs a one-step benchmark through the fake gateway at the fake engine; what the engine saw.
-async fn engine_sees(engine_key: Option<&str>) -> Vec<(String, Option<String>)> {
+async fn engine_sees(engine_key: Option<&str>) -> Vec<Request> {
     let (engine_seen, gateway_seen) = (Seen::default(), Seen::default());
     let engine = fake_engine(engine_seen.clone()).await;
     let gateway = fake_gateway(gateway_seen.clone()).await;

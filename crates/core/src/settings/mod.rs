@@ -10,6 +10,9 @@ use crate::paths::AppPaths;
 /// The slowest and fastest telemetry periods the collectors accept.
 pub const TELEMETRY_PERIOD_RANGE_MS: std::ops::RangeInclusive<u64> = 250..=60_000;
 
+/// How many days of gateway usage may be kept: a day to ten years.
+pub const USAGE_RETENTION_RANGE_DAYS: std::ops::RangeInclusive<u32> = 1..=3650;
+
 /// The effective settings: defaults with the user's changes applied.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Settings {
@@ -22,6 +25,9 @@ pub struct Settings {
     /// Where model downloads go: `None` is the shared Hugging Face cache (`$HF_HUB_CACHE`);
     /// a folder gets the files as the repository names them.
     pub download_folder: Option<PathBuf>,
+    /// Days of gateway usage (one row per request) kept; older rows are deleted at start and
+    /// once a day.
+    pub usage_retention_days: u32,
 }
 
 impl Settings {
@@ -54,6 +60,8 @@ pub struct SettingsChanges {
     /// A folder for downloads; the empty path goes back to the Hugging Face cache.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub download_folder: Option<PathBuf>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub usage_retention_days: Option<u32>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -62,6 +70,10 @@ pub enum SettingsError {
     PeriodOutOfRange(u64),
     #[error("cpu_bandwidth_gb_s {0} is not a plausible DRAM bandwidth: give GB/s between 1 and 10000 (e.g. 89.6 for dual-channel DDR5-5600)")]
     BandwidthOutOfRange(f64),
+    #[error(
+        "usage_retention_days {0} is out of range: keep between 1 and 3650 days of gateway usage"
+    )]
+    RetentionOutOfRange(u32),
     #[error("folder '{0}' is not an absolute path: give the full path, e.g. /home/you/models")]
     RelativeFolder(PathBuf),
     #[error("settings file '{path}' is not valid: {reason}; fix or delete it (the defaults are used meanwhile)")]
@@ -83,6 +95,11 @@ impl SettingsChanges {
         if let Some(bandwidth) = self.cpu_bandwidth_gb_s {
             if !(1.0..=10_000.0).contains(&bandwidth) {
                 return Err(SettingsError::BandwidthOutOfRange(bandwidth));
+            }
+        }
+        if let Some(days) = self.usage_retention_days {
+            if !USAGE_RETENTION_RANGE_DAYS.contains(&days) {
+                return Err(SettingsError::RetentionOutOfRange(days));
             }
         }
         let download = self
@@ -117,6 +134,7 @@ impl SettingsChanges {
                 .download_folder
                 .clone()
                 .or_else(|| self.download_folder.clone()),
+            usage_retention_days: newer.usage_retention_days.or(self.usage_retention_days),
         }
     }
 }
@@ -168,6 +186,9 @@ impl SettingsStore {
                 .clone()
                 .filter(|f| !f.as_os_str().is_empty())
                 .or_else(|| self.defaults.download_folder.clone()),
+            usage_retention_days: c
+                .usage_retention_days
+                .unwrap_or(self.defaults.usage_retention_days),
         }
     }
 
@@ -227,6 +248,7 @@ fn default_settings(paths: &AppPaths) -> Settings {
         keep_running_in_background: false,
         cpu_bandwidth_gb_s: None,
         download_folder: None,
+        usage_retention_days: 90,
     }
 }
 
@@ -362,6 +384,24 @@ mod tests {
             ..Default::default()
         };
         assert_eq!(store.update(&back).unwrap().download_folder, None);
+    }
+
+    #[test]
+    fn usage_is_kept_90_days_unless_the_user_picks_between_a_day_and_ten_years() {
+        let dir = tempfile::tempdir().unwrap();
+        let (mut store, _) = SettingsStore::load(&paths(dir.path()));
+        assert_eq!(store.current().usage_retention_days, 90);
+        let none = SettingsChanges {
+            usage_retention_days: Some(0),
+            ..Default::default()
+        };
+        let err = store.update(&none).unwrap_err().to_string();
+        assert!(err.contains("between 1 and 3650"), "{err}");
+        let year = SettingsChanges {
+            usage_retention_days: Some(365),
+            ..Default::default()
+        };
+        assert_eq!(store.update(&year).unwrap().usage_retention_days, 365);
     }
 
     #[test]

@@ -248,6 +248,8 @@ export interface Settings {
   /** Where model downloads go: null is the shared Hugging Face cache (the default). PUT an
    *  absolute path to choose a plain folder, or "" to go back to the cache. */
   download_folder: string | null;
+  /** Days of gateway usage kept (1–3650); older requests are deleted at start and daily. */
+  usage_retention_days: number;
 }
 
 /** Every error body: the message names the thing and the fix. */

@@ -60,7 +60,7 @@ describe('the cache store', () => {
     // The downloads panel and the cache panel both ask: one request each.
     const again = s.ensure();
     expect(calls.map((c) => c.name).sort()).toEqual(['list', 'settings']);
-    await answer('settings', { telemetry_period_ms: 1000, model_folders: [], keep_running_in_background: false, download_folder: '/data/dl' });
+    await answer('settings', { telemetry_period_ms: 1000, model_folders: [], keep_running_in_background: false, download_folder: '/data/dl', usage_retention_days: 90 });
     await answer('list', listing(model()));
     await Promise.all([loading, again]);
     expect(s.downloadFolder).toBe('/data/dl');

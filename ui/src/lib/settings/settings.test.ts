@@ -2,7 +2,7 @@
 
 import { describe, expect, it } from 'vitest';
 import { rigLoginUrl } from './rigUrl';
-import { downloadFolderPatch, normalizeFolders, periodError } from './validate';
+import { downloadFolderPatch, normalizeFolders, periodError, retentionError } from './validate';
 
 describe('rigLoginUrl', () => {
   it('builds <url>/login?token=<token>', () => {
@@ -32,6 +32,14 @@ describe('settings validation', () => {
     expect(periodError(60_001)).toMatch(/between/);
     expect(periodError(500.5)).toMatch(/whole/);
     expect(periodError(null)).toMatch(/number/);
+  });
+  it('keeps usage 1–3650 whole days, as the daemon does', () => {
+    expect(retentionError(1)).toBeNull();
+    expect(retentionError(3650)).toBeNull();
+    expect(retentionError(0)).toMatch(/between 1 and 3650/);
+    expect(retentionError(3651)).toMatch(/between/);
+    expect(retentionError(90.5)).toMatch(/whole/);
+    expect(retentionError(null)).toMatch(/number/);
   });
   it('trims, drops blanks and duplicates in the folder list', () => {
     expect(normalizeFolders([' /a ', '', '/b', '/a', '  '])).toEqual(['/a', '/b']);

@@ -13,6 +13,18 @@ export function periodError(value: number | null | undefined): string | null {
   return null;
 }
 
+export const RETENTION_MIN_DAYS = 1;
+export const RETENTION_MAX_DAYS = 3650;
+
+export function retentionError(value: number | null | undefined): string | null {
+  if (value == null || !Number.isFinite(value)) return 'Enter a number of days.';
+  if (!Number.isInteger(value)) return 'Use whole days.';
+  if (value < RETENTION_MIN_DAYS || value > RETENTION_MAX_DAYS) {
+    return `Keep between ${RETENTION_MIN_DAYS} and ${RETENTION_MAX_DAYS} days.`;
+  }
+  return null;
+}
+
 /** Trims entries, drops blanks and duplicates; the daemon checks that the folders are usable. */
 export function normalizeFolders(folders: readonly string[]): string[] {
   const out: string[] = [];
