@@ -1,9 +1,12 @@
 //! `rigdeck pull`, `rigdeck search` and `rigdeck hub show` as a user runs them, against the
 //! hub crate's local fake of the Hugging Face hub: a `kill -9` mid-download resumes to a
-//! verified file without fetching the received part again.
+//! verified file without fetching the received part again; a hub that never answers, rate
+//! limits the revision API or lists only refused files ends the pull with a clear error.
 
 #[path = "../../hub/tests/support/fake_hub.rs"]
 mod fake_hub;
+#[path = "../../hub/tests/support/raw_http.rs"]
+mod raw_http;
 
 use fake_hub::{FakeFile, FakeRepo, RunningHub};
 use std::path::{Path, PathBuf};
@@ -281,4 +284,79 @@ async fn list_verify_and_remove_what_was_pulled() {
         text(&removed)
     );
     assert!(!env.cache().join("models--org--Model-GGUF").exists());
+}
+
+#[tokio::test]
+async fn a_pull_from_a_hub_that_never_answers_fails_within_its_timeout() {
+    let silent = raw_http::RawServer::start(|_| raw_http::Reply::Silence).await;
+    let hub = RunningHub::start(vec![repo()]).await;
+    let mut env = Env::new(&hub);
+    env.hub = silent.url.clone();
+    let mut child = env
+        .rigdeck(&["pull", "org/Model-GGUF:Q4_K_M", "--timeout", "1"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("start rigdeck pull");
+    let started = Instant::now();
+    while child.try_wait().expect("poll").is_none() {
+        if started.elapsed() > Duration::from_secs(60) {
+            let _ = child.kill();
+            panic!("rigdeck pull still waits on a hub that never answers");
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let output = child.wait_with_output().expect("output");
+    assert!(!output.status.success(), "{}", text(&output));
+    assert!(
+        text(&output).contains("sent no response headers") && text(&output).contains("HF_ENDPOINT"),
+        "{}",
+        text(&output)
+    );
+}
+
+#[tokio::test]
+async fn a_rate_limited_revision_api_is_retried_before_the_pull_gives_up() {
+    let hub = RunningHub::start(vec![repo()]).await;
+    hub.state
+        .faults
+        .model_info_rate_limits
+        .store(1, Ordering::SeqCst);
+    let env = Env::new(&hub);
+    let pulled = env.run(&["pull", "org/Model-GGUF:Q4_K_M"]).await;
+    assert!(pulled.status.success(), "{}", text(&pulled));
+    assert!(
+        text(&pulled).contains("1 file(s) verified"),
+        "{}",
+        text(&pulled)
+    );
+}
+
+#[tokio::test]
+async fn a_repository_whose_every_file_is_refused_fails_and_writes_no_ref() {
+    let hub = RunningHub::start(vec![repo()]).await;
+    let hostile = serde_json::json!([
+        {"type": "file", "path": "../escape.gguf", "size": 1, "oid": "1".repeat(40)},
+        {"type": "file", "path": "a//b.gguf", "size": 1, "oid": "2".repeat(40)},
+    ]);
+    hub.state
+        .raw_trees
+        .lock()
+        .expect("raw")
+        .insert("org/Model-GGUF".into(), hostile.to_string());
+    let env = Env::new(&hub);
+    let pulled = env.run(&["pull", "org/Model-GGUF"]).await;
+    assert!(!pulled.status.success(), "{}", text(&pulled));
+    assert!(
+        text(&pulled).contains("every file was refused")
+            && text(&pulled).contains("climbing with '.' or '..'"),
+        "{}",
+        text(&pulled)
+    );
+    assert!(
+        !env.cache()
+            .join("models--org--Model-GGUF/refs/main")
+            .exists(),
+        "no ref for a pull that got nothing"
+    );
 }

@@ -220,6 +220,8 @@ pub struct Faults {
     pub server_errors: AtomicUsize,
     /// Answer this many with 429 and `Retry-After: 1` first.
     pub rate_limits: AtomicUsize,
+    /// Answer this many model-info (revision API) requests with 429 and `Retry-After: 1`.
+    pub model_info_rate_limits: AtomicUsize,
     /// This many bodies send half their bytes, then nothing (the connection stays open).
     pub stalls: AtomicUsize,
     /// This many bodies send half their bytes, then close the connection.
@@ -419,6 +421,14 @@ async fn model_info(
     State(state): State<Arc<FakeHub>>,
     Path((owner, name, rev)): Path<(String, String, String)>,
 ) -> Response {
+    if take(&state.faults.model_info_rate_limits) {
+        return (
+            StatusCode::TOO_MANY_REQUESTS,
+            [("retry-after", "1")],
+            "slow down",
+        )
+            .into_response();
+    }
     match find_repo(&state, &owner, &name) {
         Some(mut repo) if repo.serves(&rev) => {
             if rev != "main" {

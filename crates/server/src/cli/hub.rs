@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
-use rigdeck_core::hub::api::{HubClient, SearchQuery, SortBy, WeightFormat};
+use rigdeck_core::hub::api::{ClientOptions, HubClient, SearchQuery, SortBy, WeightFormat};
 use rigdeck_core::hub::cache::{inventory, Destination};
 use rigdeck_core::hub::config::{HubConfig, HubToken};
 use rigdeck_core::hub::download::verify;
@@ -67,6 +67,10 @@ pub struct PullArgs {
     /// Parallel connections per file.
     #[arg(long, default_value_t = 4)]
     pub connections: usize,
+    /// Seconds the hub may leave a request without an answer, or a transfer without a byte,
+    /// before it is tried again (a few times, then the pull stops and says why).
+    #[arg(long, default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..=3600))]
+    pub timeout: u64,
     /// Print the result as JSON (no progress bar).
     #[arg(long)]
     pub json: bool,
@@ -376,7 +380,12 @@ fn human(bytes: u64) -> String {
 
 pub fn pull(args: PullArgs) -> anyhow::Result<ExitCode> {
     let (config, _) = hub_config()?;
-    let client = HubClient::new(&config)?;
+    let patience = Duration::from_secs(args.timeout);
+    let client = HubClient::new(&config)?.with_options(ClientOptions {
+        response_deadline: patience,
+        body_stall: patience,
+        ..ClientOptions::default()
+    });
     let (repo_text, quant) = match args.model.split_once(':') {
         Some((repo, quant)) => (repo, Some(quant)),
         None => (args.model.as_str(), None),
@@ -404,6 +413,7 @@ pub fn pull(args: PullArgs) -> anyhow::Result<ExitCode> {
     };
     let options = FetchOptions {
         connections: args.connections.clamp(1, 32),
+        stall_timeout: patience,
         ..FetchOptions::default()
     };
     let downloader = Downloader::new(client, destination, options);

@@ -334,10 +334,11 @@ pub async fn remove_cached(
             .await
             .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "cache", e.to_string()))?
             .map_err(|e| {
-                let status = if e.kind() == std::io::ErrorKind::NotFound {
-                    StatusCode::NOT_FOUND
-                } else {
-                    StatusCode::INTERNAL_SERVER_ERROR
+                let status = match e.kind() {
+                    std::io::ErrorKind::NotFound => StatusCode::NOT_FOUND,
+                    // A download of the model is running: its partial file would go.
+                    std::io::ErrorKind::ResourceBusy => StatusCode::CONFLICT,
+                    _ => StatusCode::INTERNAL_SERVER_ERROR,
                 };
                 ApiError::new(status, "cache", e.to_string())
             })?;
