@@ -133,6 +133,29 @@ async fn idle_connections_are_closed_and_the_admin_api_keeps_answering() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_kept_alive_connection_is_closed_after_the_header_timeout() {
+    let header_timeout = Duration::from_secs(1);
+    let t = BoundedServer::start(ListenerLimits {
+        header_read_timeout: header_timeout,
+        ..ListenerLimits::default()
+    })
+    .await;
+    let mut kept = TcpStream::connect(t.server.local_addr).await.unwrap();
+    let request = format!(
+        "GET /api/v1/status HTTP/1.1\r\nHost: {}\r\nAuthorization: Bearer {}\r\n\r\n",
+        t.server.local_addr,
+        t.server.token()
+    );
+    kept.write_all(request.as_bytes()).await.unwrap();
+    // Reads the answer, then waits for the server to close the idle connection.
+    assert!(
+        closed_by_server(kept, header_timeout + HANG).await,
+        "a kept-alive connection stayed open past the header timeout"
+    );
+    t.server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn connections_past_the_cap_wait_for_a_free_slot() {
     let cap = 4;
     let t = BoundedServer::start(ListenerLimits {
