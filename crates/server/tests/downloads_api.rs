@@ -429,3 +429,53 @@ async fn a_download_folder_from_the_settings_gets_plain_files_that_the_library_l
     }
     assert!(listed, "the download folder is scanned by the library");
 }
+
+#[tokio::test]
+async fn removing_a_model_while_it_downloads_is_refused_and_keeps_its_partial() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let hub = hub_for(dir.path()).await;
+    let server = TestServer::start("4x3090.json").await;
+    let body = serde_json::json!({"repo": "org/Api-GGUF", "quant": "Q4_K_M"});
+    let (_, view) = server.post_json("/api/v1/downloads", &body).await;
+    wait_for_state(&server, view["id"].as_i64().expect("id"), "done").await;
+
+    hub.state.faults.throttle_bps.store(MIB, Ordering::SeqCst);
+    let running = start_download(&server, "Q8_0").await;
+    let blobs = dir.path().join("hf-cache/models--org--Api-GGUF/blobs");
+    let partial = || {
+        std::fs::read_dir(&blobs)
+            .ok()?
+            .filter_map(Result::ok)
+            .map(|e| e.path())
+            .find(|p| p.extension().is_some_and(|e| e == "incomplete"))
+    };
+    for _ in 0..200 {
+        if partial().is_some() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    let written = partial().expect("the running download's partial file");
+
+    let response = server
+        .client
+        .delete(server.url("/api/v1/hub/cache/org/Api-GGUF"))
+        .bearer_auth(server.server.token())
+        .send()
+        .await
+        .expect("delete");
+    assert_eq!(response.status(), 409);
+    let refused: serde_json::Value = response.json().await.expect("json");
+    assert!(
+        refused.to_string().contains("is being downloaded"),
+        "{refused}"
+    );
+    assert!(written.exists(), "the live download's partial file is kept");
+    let (status, _) = server
+        .post_json(
+            &format!("/api/v1/downloads/{running}/cancel"),
+            &serde_json::json!({}),
+        )
+        .await;
+    assert_eq!(status, 200);
+}
