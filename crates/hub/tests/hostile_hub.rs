@@ -396,9 +396,17 @@ async fn a_same_size_reupload_replaces_the_file_in_a_plain_folder() {
 
     // Unchanged upstream: the recorded file is reused without fetching it.
     let served = hub.state.seen.body_bytes.load(Ordering::SeqCst);
-    let third = pull(client).await.expect("third pull");
+    let third = pull(client.clone()).await.expect("third pull");
     assert_eq!(third.reused, 1);
     assert_eq!(hub.state.seen.body_bytes.load(Ordering::SeqCst), served);
+
+    // A file with no record (an older Rigdeck's, another tool's) is hashed once and reused.
+    let records = folder.join(".rigdeck-downloads/verified");
+    std::fs::remove_dir_all(&records).expect("records removed");
+    let fourth = pull(client).await.expect("fourth pull");
+    assert_eq!(fourth.reused, 1);
+    assert_eq!(hub.state.seen.body_bytes.load(Ordering::SeqCst), served);
+    assert!(records.join("chat.gguf").exists(), "recorded again");
 }
 
 #[tokio::test]

@@ -232,30 +232,35 @@ fn move_into_place(paths: &FilePaths) -> Result<(), DownloadError> {
 /// verify` re-hashes on request); in a plain folder a file of the right size whose record
 /// names this blob.
 fn is_recorded_complete(paths: &FilePaths, file: &RepoFile) -> bool {
-    let sized =
-        std::fs::metadata(&paths.content).is_ok_and(|m| m.is_file() && m.len() == file.size_bytes);
-    sized
-        && paths.record.as_ref().is_none_or(|record| {
-            std::fs::read_to_string(record).is_ok_and(|blob| blob.trim() == file.blob_name())
-        })
+    has_listed_size(paths, file)
+        && (paths.record.is_none() || recorded_blob(paths).is_some_and(|b| b == file.blob_name()))
 }
 
-/// Whether the content is this file: recorded as it, or else (a plain-folder file another
-/// tool or an older Rigdeck left, or one a same-size re-upload replaced upstream) of the right
-/// size and hashing to it, which is then recorded. The hashing runs on a blocking thread.
+/// Whether the content is this file: as [`is_recorded_complete`], and a plain-folder file
+/// with no record (another tool's, an older Rigdeck's) of the right size that hashes to it,
+/// which is then recorded. A record naming another blob means the file changed upstream (a
+/// same-size re-upload): it is fetched again. The hashing runs on a blocking thread.
 async fn is_complete(paths: &FilePaths, file: &RepoFile) -> bool {
-    if is_recorded_complete(paths, file) {
-        return true;
+    if paths.record.is_none() || !has_listed_size(paths, file) {
+        return is_recorded_complete(paths, file);
     }
-    let sized =
-        std::fs::metadata(&paths.content).is_ok_and(|m| m.is_file() && m.len() == file.size_bytes);
-    if !sized || paths.record.is_none() {
-        return false;
+    if let Some(blob) = recorded_blob(paths) {
+        return blob == file.blob_name();
     }
     let (content, listed) = (paths.content.clone(), file.clone());
     let hashed = tokio::task::spawn_blocking(move || verify::hash_file(&content, &listed)).await;
     let same = matches!(hashed, Ok(Ok(got)) if got == file.blob_name());
     same && record_verified(paths, file).is_ok()
+}
+
+fn has_listed_size(paths: &FilePaths, file: &RepoFile) -> bool {
+    std::fs::metadata(&paths.content).is_ok_and(|m| m.is_file() && m.len() == file.size_bytes)
+}
+
+/// The blob a plain-folder file was recorded as, if it was.
+fn recorded_blob(paths: &FilePaths) -> Option<String> {
+    let text = std::fs::read_to_string(paths.record.as_ref()?).ok()?;
+    Some(text.trim().to_owned())
 }
 
 /// In a plain folder, records which blob the content now is.
