@@ -194,7 +194,11 @@ impl HubClient {
     }
 
     /// An answer's body (at most `limit` bytes) and its headers, with retries.
-    pub async fn get_bytes(&self, url: &Url, limit: u64) -> Result<(Vec<u8>, HeaderMap), HubError> {
+    pub(crate) async fn get_bytes(
+        &self,
+        url: &Url,
+        limit: u64,
+    ) -> Result<(Vec<u8>, HeaderMap), HubError> {
         self.with_retries(|| async {
             let fetched = self.get(url, None).await?;
             let headers = fetched.response.headers().clone();
@@ -265,7 +269,7 @@ impl HubClient {
 }
 
 /// An answer's body as JSON.
-pub fn parse_json<T: DeserializeOwned>(body: &[u8], url: &Url) -> Result<T, HubError> {
+pub(crate) fn parse_json<T: DeserializeOwned>(body: &[u8], url: &Url) -> Result<T, HubError> {
     serde_json::from_slice(body).map_err(|e| HubError::Parse {
         url: shown_url(url),
         detail: e.to_string(),
