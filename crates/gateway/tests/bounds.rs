@@ -290,3 +290,59 @@ async fn a_request_whose_engine_just_died_waits_for_its_restart() {
         assert_eq!(status, 200, "{}", String::from_utf8_lossy(&text));
     }
 }
+
+/// An engine that streams three events and ends, as llama-server does for a short reply.
+async fn streaming_engine() -> String {
+    let app = axum::Router::new().route(
+        "/v1/chat/completions",
+        axum::routing::post(|| async {
+            let events = [
+                "data: {\"choices\":[{\"delta\":{\"content\":\"a\"}}]}\n\n",
+                "data: {\"choices\":[{\"delta\":{\"content\":\"b\"}}]}\n\n",
+                "data: [DONE]\n\n",
+            ];
+            let body = futures_util::stream::iter(events)
+                .map(|e| Ok::<_, std::io::Error>(Bytes::from_static(e.as_bytes())));
+            axum::response::Response::builder()
+                .header("content-type", "text/event-stream")
+                .body(axum::body::Body::from_stream(body))
+                .unwrap()
+        }),
+    );
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let address = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    format!("http://{address}")
+}
+
+#[tokio::test]
+async fn a_finished_stream_leaves_no_task_behind() {
+    let stage = Arc::new(Stage::default());
+    stage.set("m", ready_at(streaming_engine().await));
+    let gateway = gateway_over(stage, GatewayOptions::default()).await;
+    let stream_once = || async {
+        let answer = gateway
+            .handle(Route::ChatCompletions, Caller::app(), chat("m", true))
+            .await;
+        let mut body = answer.into_body().into_data_stream();
+        while body.next().await.is_some() {}
+    };
+    // One first, so the connection pools hold what they keep.
+    stream_once().await;
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let alive = || {
+        tokio::runtime::Handle::current()
+            .metrics()
+            .num_alive_tasks()
+    };
+    let before = alive();
+    for _ in 0..50 {
+        stream_once().await;
+    }
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert!(
+        alive() <= before + 2,
+        "tasks went from {before} to {} over 50 streams",
+        alive()
+    );
+}

@@ -91,6 +91,8 @@ struct Shared {
 /// The upstream body, relayed.
 pub struct Relay {
     shared: Arc<Shared>,
+    /// Dropped with the relay, which ends its watchdog at once (not at its next look).
+    _watched: Option<tokio::sync::oneshot::Sender<()>>,
     framing: Framing,
     tally: Tally,
     drop_usage_chunk: bool,
@@ -116,11 +118,14 @@ impl Relay {
             end: Mutex::new(end),
             handed_at_ms: AtomicI64::new(0),
         });
-        if events {
-            tokio::spawn(watch_client(Arc::downgrade(&shared), stall));
-        }
+        let watched = events.then(|| {
+            let (watched, relay_gone) = tokio::sync::oneshot::channel();
+            tokio::spawn(watch_client(Arc::downgrade(&shared), stall, relay_gone));
+            watched
+        });
         Self {
             shared,
+            _watched: watched,
             framing: if events {
                 Framing::Events(EventSplitter::default())
             } else {
@@ -270,12 +275,19 @@ impl Drop for Relay {
 
 /// Closes the engine's connection of a stream whose client has not taken a chunk for `stall`
 /// (it keeps its connection open but reads nothing), and records the request, so neither the
-/// engine's slot nor the request count stays taken. Ends with the relay.
-async fn watch_client(shared: std::sync::Weak<Shared>, stall: Duration) {
+/// engine's slot nor the request count stays taken. Ends as soon as the relay is dropped.
+async fn watch_client(
+    shared: std::sync::Weak<Shared>,
+    stall: Duration,
+    mut relay_gone: tokio::sync::oneshot::Receiver<()>,
+) {
     let stall_ms = i64::try_from(stall.as_millis()).unwrap_or(i64::MAX);
     let every = (stall / 4).max(Duration::from_millis(50));
     loop {
-        tokio::time::sleep(every).await;
+        tokio::select! {
+            _ = &mut relay_gone => return,
+            () = tokio::time::sleep(every) => {}
+        }
         let Some(shared) = shared.upgrade() else {
             return;
         };
