@@ -19,7 +19,7 @@ use rigdeck_core::gateway::{Dialect, ErrorKind, Gateway, GatewayError, Route};
 use serde::Deserialize;
 
 use super::error::ApiError;
-use super::{guard, telemetry_metrics, AppState};
+use super::{daemon_metrics, guard, telemetry_metrics, AppState};
 
 /// The largest request body the gateway reads (long contexts with images stay well below).
 pub const MAX_BODY_BYTES: usize = 64 << 20;
@@ -125,7 +125,8 @@ async fn list_models(State(state): State<Arc<AppState>>) -> Response {
     }
 }
 
-/// Prometheus: the rig's GPUs and host from the latest telemetry frame, then the gateway.
+/// Prometheus: the rig's GPUs and host from the latest telemetry frame, the gateway, then the
+/// daemon's own footprint.
 async fn metrics(State(state): State<Arc<AppState>>) -> Response {
     let mut out = PromText::default();
     if let Some(frame) = state.telemetry.latest() {
@@ -134,6 +135,7 @@ async fn metrics(State(state): State<Arc<AppState>>) -> Response {
     if let Some(gateway) = &state.gateway {
         gateway.write_metrics(&mut out);
     }
+    daemon_metrics::write(&mut out);
     (
         [(
             header::CONTENT_TYPE,

@@ -3,6 +3,7 @@
 mod api;
 mod bench;
 mod chat;
+mod daemon_metrics;
 mod error;
 mod gateway;
 mod guard;
