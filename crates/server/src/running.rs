@@ -353,8 +353,9 @@ fn describe_limit(limit: Option<u64>) -> String {
     limit.map_or_else(|| "unlimited".to_owned(), |limit| limit.to_string())
 }
 
-/// How often the gateway looks for models idle past their TTL.
-const IDLE_CHECK_EVERY: std::time::Duration = std::time::Duration::from_secs(5);
+/// How often the gateway looks for models idle past their TTL (cheap: states read from memory),
+/// so a timeout of a few seconds is kept to about a second.
+const IDLE_CHECK_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// The gateway over the instances, with its idle timer (which ends with the gateway).
 async fn start_gateway(
