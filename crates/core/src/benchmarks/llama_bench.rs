@@ -79,7 +79,9 @@ pub async fn prepare(
             ));
         }
     }
+    // llama-bench takes no key; the flags it cannot take are listed in the report, masked.
     let server_argv = profile::argv(&profile, &build, 0, None).map_err(|e| e.to_string())?;
+    let server_argv = profile::key_masked(&server_argv);
     let (flags, dropped) = llama_bench::bench_flags(server_argv.get(1..).unwrap_or_default());
     Ok(Prepared {
         argv: llama_bench::argv(&program, &flags, spec),

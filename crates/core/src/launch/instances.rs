@@ -671,6 +671,9 @@ impl Instances {
             .numa_node
             .and_then(|_| crate::engines::find_in_path("numactl"));
         let argv = profile::argv(&profile, build, port, numactl.as_deref())?;
+        // The key goes through the environment where the engine reads it there: `ps` shows
+        // every process's arguments to every user.
+        let (argv, key_variable) = profile::key_into_environment(argv, build.kind);
         let Some((program, args)) = argv.split_first() else {
             return Err(ProfileError::NumactlMissing.into());
         };
@@ -681,6 +684,9 @@ impl Instances {
         );
         spec.args = args.to_vec();
         spec.env = profile.engine_env().into_iter().collect();
+        if let Some((variable, key)) = key_variable {
+            spec.env.push((variable.to_owned(), key));
+        }
         // Files an engine writes where it runs (ik_llama.cpp's llama.log) land beside its pid
         // file, not wherever the daemon was started.
         let workdir = self.run_dir.join("work").join(&profile.name);
@@ -698,7 +704,7 @@ impl Instances {
                 host: Some(profile.host.clone()),
                 port: Some(port),
                 planned: profile.planned_memory.clone(),
-                argv: masked(&argv),
+                argv: profile::key_masked(&argv),
                 api_key: profile.api_key.clone(),
                 adopted: false,
                 log_forwarder: None,
@@ -822,16 +828,26 @@ impl Instances {
             if orphan.leader_alive && orphan.health == Probe::Ready {
                 let record = orphan.record.clone();
                 let (host, port) = host_port(&record.health_url);
-                let argv = std::iter::once(record.program.display().to_string())
+                let argv: Vec<String> = std::iter::once(record.program.display().to_string())
                     .chain(record.args.iter().cloned())
                     .collect();
+                // A key passed through the environment is not in the pid file: the profile has it.
+                let api_key = match api_key_in(&record.args) {
+                    Some(key) => Some(key),
+                    None => self
+                        .store
+                        .launch_profile(&name)
+                        .await
+                        .ok()
+                        .and_then(|p| p.api_key),
+                };
                 lock(&self.meta).insert(
                     name.clone(),
                     Meta {
                         host,
                         port,
-                        argv,
-                        api_key: api_key_in(&record.args),
+                        argv: profile::key_masked(&argv),
+                        api_key,
                         adopted: true,
                         ..Meta::default()
                     },
@@ -877,17 +893,6 @@ impl Instances {
             tracing::error!("{err}");
         }
     }
-}
-
-/// The argv for display: the API key replaced, since views go to every UI client and event.
-fn masked(argv: &[String]) -> Vec<String> {
-    let mut out = argv.to_vec();
-    for i in 1..out.len() {
-        if out[i - 1] == "--api-key" {
-            out[i] = "********".to_owned();
-        }
-    }
-    out
 }
 
 /// An engine's processes: its whole process group (it leads one), since vLLM and SGLang hold

@@ -523,6 +523,51 @@ pub fn argv(
     assemble(profile, build, &port.to_string(), numactl)
 }
 
+/// The environment variable an engine reads its API key from, where it reads one: llama.cpp's
+/// `LLAMA_API_KEY` (its `--api-key` option's variable) and vLLM's `VLLM_API_KEY`. ik_llama.cpp
+/// and SGLang read it only from `--api-key`.
+pub fn api_key_variable(kind: EngineKind) -> Option<&'static str> {
+    match kind {
+        EngineKind::LlamaCpp => Some("LLAMA_API_KEY"),
+        EngineKind::Vllm => Some("VLLM_API_KEY"),
+        EngineKind::IkLlamaCpp | EngineKind::Sglang => None,
+    }
+}
+
+/// Takes `--api-key KEY` out of an argv for an engine that reads the key from its environment,
+/// so no `ps` shows it: the argv without it, and the variable to set. Other engines' argv is
+/// returned as it is.
+pub fn key_into_environment(
+    argv: Vec<String>,
+    kind: EngineKind,
+) -> (Vec<String>, Option<(&'static str, String)>) {
+    let Some(variable) = api_key_variable(kind) else {
+        return (argv, None);
+    };
+    let mut out = Vec::with_capacity(argv.len());
+    let mut key = None;
+    let mut words = argv.into_iter();
+    while let Some(word) = words.next() {
+        if word == "--api-key" {
+            key = words.next().map(|value| (variable, value));
+        } else {
+            out.push(word);
+        }
+    }
+    (out, key)
+}
+
+/// An argv with the value after every `--api-key` replaced, for what is shown or stored.
+pub fn key_masked(argv: &[String]) -> Vec<String> {
+    let mut out = argv.to_vec();
+    for i in 1..out.len() {
+        if out[i - 1] == "--api-key" {
+            out[i] = "********".to_owned();
+        }
+    }
+    out
+}
+
 /// The argv a profile view shows before anything runs: as [`argv`], with the profile's port, or
 /// [`PORT_CHOSEN_AT_START`] when each start picks one (port 0), so the view never shows a port
 /// the engine will not use. A running instance shows the argv it was started with instead.
