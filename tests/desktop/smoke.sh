@@ -278,7 +278,7 @@ RIGDECK_CONFIG_DIR="$WORK/remote/config" RIGDECK_DATA_DIR="$WORK/remote/data" \
 REMOTE_PID=$!
 REMOTE_URL=""
 for _ in $(seq 300); do
-    REMOTE_URL=$(sed -n 's|.*sign in: \(http://[^/]*\)/login.*|\1|p' "$ART/remote-serve.log" | head -n 1)
+    REMOTE_URL=$(sed -n 's|.*Sign in at \(http://[^/]*\)/ .*|\1|p' "$ART/remote-serve.log" | head -n 1)
     [ -n "$REMOTE_URL" ] && break
     kill -0 "$REMOTE_PID" 2>/dev/null || fail "the remote rigdeck serve exited: $(cat "$ART/remote-serve.log")"
     sleep 0.1

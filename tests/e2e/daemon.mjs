@@ -53,12 +53,13 @@ export async function startDaemon(rigFile, { prepare, env = {}, dir: reuse } = {
   });
   let log = "";
   child.stderr.on("data", (chunk) => (log += chunk));
-  const loginUrl = await new Promise((resolveUrl, reject) => {
+  // Not on a terminal, the daemon prints where it listens and where its token is, never the token.
+  const base = await new Promise((resolveUrl, reject) => {
     let out = "";
     const timer = setTimeout(() => reject(new Error(`rigdeck serve did not start in 30 s:\n${log}`)), 30_000);
     child.stdout.on("data", (chunk) => {
       out += chunk;
-      const match = out.match(/sign in: (http:\/\/\S+)/);
+      const match = out.match(/Sign in at (http:\/\/[^\s/]+)\//);
       if (match) {
         clearTimeout(timer);
         resolveUrl(match[1]);
@@ -66,13 +67,14 @@ export async function startDaemon(rigFile, { prepare, env = {}, dir: reuse } = {
     });
     child.on("exit", (code) => reject(new Error(`rigdeck serve exited with ${code}:\n${log}`)));
   });
-  const url = new URL(loginUrl);
+  const token = readFileSync(join(configDir, "token"), "utf8").trim();
+  const loginUrl = `${base}/login?token=${encodeURIComponent(token)}`;
   return {
     child,
     loginUrl,
     dataDir,
-    base: url.origin,
-    token: url.searchParams.get("token"),
+    base,
+    token,
     dir,
     log: () => log,
     /** SIGKILL, as a crash or the OOM killer would: engines stay, the folders too. */
