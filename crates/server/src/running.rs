@@ -235,6 +235,13 @@ pub async fn start(options: ServeOptions) -> anyhow::Result<RunningServer> {
         (Some(store), Some(instances)) => start_gateway(store, instances).await,
         _ => None,
     };
+    if let (Some(store), Some(_)) = (&store, &gateway) {
+        // Usage older than the setting's days goes, now and then daily.
+        let settings = settings_rx.clone();
+        rigdeck_core::gateway::usage::spawn_pruning(store.pool().clone(), move || {
+            settings.borrow().usage_retention_days
+        });
+    }
     let chat = match (&store, &gateway) {
         (Some(store), Some(gateway)) => start_chat(store, gateway, &bus).await,
         _ => None,

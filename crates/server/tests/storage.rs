@@ -1,5 +1,5 @@
-//! The daemon and its database: history written as 10 s averages, and a database from a newer
-//! Rigdeck refused without stopping live telemetry.
+//! The daemon and its database: history written as 10 s averages, a database from a newer
+//! Rigdeck refused without stopping live telemetry, gateway usage pruned by age at start.
 
 mod support;
 
@@ -71,4 +71,45 @@ async fn shutdown_flushes_the_bucket_in_progress_into_the_database() {
     assert!(!history.gpus[0].t.is_empty());
     assert!(!history.host.t.is_empty());
     drop(dir);
+}
+
+#[tokio::test]
+async fn gateway_usage_older_than_the_retention_is_deleted_at_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("data/rigdeck.db");
+    let store = rigdeck_core::store::Store::open(&db).await.unwrap();
+    let day_ms = 86_400_000_i64;
+    let now = rigdeck_core::now_ms();
+    // The default keeps 90 days: one request from 100 days ago, one from yesterday.
+    for at_ms in [now - 100 * day_ms, now - day_ms] {
+        sqlx::query(
+            "INSERT INTO gateway_requests (at_ms, model, key_id, key_name, route, stream, status, \
+             http_status, prompt_tokens, completion_tokens, cached_tokens, ttft_ms, decode_tps, \
+             duration_ms, error) VALUES (?, 'm', NULL, 'app', 'chat', 0, 'ok', 200, 1, 1, NULL, \
+             NULL, NULL, 1.0, NULL)",
+        )
+        .bind(at_ms)
+        .execute(store.pool())
+        .await
+        .unwrap();
+    }
+    store.close().await;
+    let rig = support::scratch_rig(dir.path(), "2x5060ti.json");
+    let t = TestServer::start_with_rig(dir, rig).await;
+    let pool = sqlx::SqlitePool::connect(&format!("sqlite://{}", db.display()))
+        .await
+        .unwrap();
+    let mut kept: Vec<i64> = Vec::new();
+    for _ in 0..50 {
+        kept = sqlx::query_scalar("SELECT at_ms FROM gateway_requests")
+            .fetch_all(&pool)
+            .await
+            .unwrap();
+        if kept.len() == 1 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    assert_eq!(kept, vec![now - day_ms], "only yesterday's request is kept");
+    drop(t);
 }
