@@ -26,11 +26,12 @@ use crate::bench::quality::{self, Answer, AnswerSink, ProbeSpec};
 use crate::bench::store::{BenchStore, NewRun, RunSpec, RunSummary, Status, StoreError};
 use crate::bench::{BenchSpec, Endpoint, Outcome, Runner, StepResult, StepSink};
 use crate::events::{Event, EventBus};
+use crate::launch::instances::InstanceHold;
 use crate::launch::instances::READY_TIMEOUT;
-use crate::launch::Instances;
+use crate::launch::{Instances, LaunchError};
 use crate::library::LibraryHandle;
 use crate::store::Store;
-use crate::supervisor::Phase;
+use crate::supervisor::{Phase, SuperviseError};
 use crate::telemetry::TelemetryHandle;
 pub use target::Target;
 
@@ -318,8 +319,9 @@ impl Benchmarks {
         if let Err(err) = self.store.set_context(id, &context).await {
             tracing::warn!("benchmark {id}: context not saved: {err}");
         }
+        // Stopped as it was found, unless something else (a request, a reply) uses it now.
         if let (Some(name), Ok(instances)) = (started_profile, self.instances()) {
-            if let Err(err) = instances.stop(&name).await {
+            if let Err(err) = instances.stop_if_unheld(&name).await {
                 tracing::warn!("benchmark {id}: could not stop '{name}' after the run: {err}");
             }
         }
@@ -352,6 +354,10 @@ impl Benchmarks {
         writer: mpsc::Sender<Progress>,
         mut cancel: watch::Receiver<bool>,
     ) -> (Outcome, Option<String>) {
+        // The instance measured is held for the whole run: the gateway's idle timer and its
+        // eviction leave it alone (the run talks to the engine directly, so the gateway would
+        // otherwise see it idle).
+        let _hold = self.hold_target(&new.target).await;
         let resolved = tokio::select! {
             resolved = self.endpoint(&new.target) => resolved,
             Ok(_) = cancel.wait_for(|c| *c) => return (Outcome::Cancelled, None),
@@ -415,6 +421,18 @@ impl Benchmarks {
             Err(_) if *stopped.borrow() => Outcome::Cancelled,
             Err(why) => Outcome::Failed(why),
         }
+    }
+
+    /// A hold on the instance a target names (a profile, an instance, or the profile a gateway
+    /// model resolves to); none for an outside URL.
+    async fn hold_target(&self, target: &Target) -> Option<InstanceHold> {
+        let instances = self.instances.as_ref()?;
+        let name = match target {
+            Target::Profile { name } | Target::Instance { name } => name.clone(),
+            Target::Gateway { model } => target::profile_for(&self.profiles, model).await?.name,
+            Target::Url { .. } => return None,
+        };
+        Some(instances.hold(&name).await)
     }
 
     /// The endpoint for a target; a profile that is not running is started and waited for.
@@ -482,10 +500,16 @@ impl Benchmarks {
                 let started = if target::instance_root(instances, name).is_ok() {
                     None
                 } else {
-                    instances.start(name, false).await.map_err(|e| {
-                        failed(format!("could not start '{name}' for the run: {e}"))
-                    })?;
-                    Some(name.clone())
+                    match instances.start(name, false).await {
+                        Ok(_) => Some(name.clone()),
+                        // Being started already (a request, a click): used, not owned.
+                        Err(LaunchError::Supervise(SuperviseError::AlreadyRunning { .. })) => None,
+                        Err(e) => {
+                            return Err(failed(format!(
+                                "could not start '{name}' for the run: {e}"
+                            )))
+                        }
+                    }
                 };
                 let root = wait_ready(instances, name)
                     .await

@@ -358,6 +358,8 @@ impl Tunings {
             variant.planned_memory.clear();
         }
         self.stop_engine(&base.name).await;
+        // The trial's engine is its own until the trial ends: no idle stop or eviction.
+        let _hold = self.instances.hold(&base.name).await;
         if let Err(err) = self.instances.start_variant(variant, false).await {
             return TrialEnd::failed(TrialOutcome::Failed, format!("not started: {err}"));
         }
