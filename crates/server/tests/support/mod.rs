@@ -318,3 +318,17 @@ pub async fn serve_index_folder(root: &Path) -> String {
     tokio::spawn(async move { axum::serve(listener, app).await });
     format!("http://127.0.0.1:{port}/simple")
 }
+
+/// The pids listening on `port`, from the kernel's socket table (`ss`).
+#[allow(dead_code)] // not every test binary checks listeners
+pub fn listeners_on(port: u16) -> Vec<i64> {
+    let out = std::process::Command::new("ss")
+        .args(["-Hltnp", &format!("sport = :{port}")])
+        .output()
+        .expect("run ss");
+    String::from_utf8_lossy(&out.stdout)
+        .split("pid=")
+        .skip(1)
+        .filter_map(|s| s.split(|c: char| !c.is_ascii_digit()).next()?.parse().ok())
+        .collect()
+}
