@@ -15,13 +15,40 @@ impl Drop for Daemon {
 }
 
 impl Daemon {
-    /// Ends the daemon with SIGKILL: no shutdown code runs.
+    /// Ends the daemon with SIGKILL: no shutdown code runs (the engines go with the test's reaper).
     pub fn kill_hard(self) {
-        std::process::Command::new("kill")
-            .args(["-9", &self.0.id().to_string()])
-            .status()
-            .expect("run kill");
+        signal(&self.0, "-9");
     }
+
+    /// Ends the daemon with SIGKILL and leaves its engines running, as a crash would, for the
+    /// next daemon to adopt.
+    pub fn crash(mut self) {
+        signal(&self.0, "-9");
+        let _ = self.0.wait();
+        // Not dropped: dropping would end the engines too.
+        std::mem::forget(self);
+    }
+
+    /// Stops the daemon as `systemctl stop` does (SIGTERM) and waits for it to exit: `true`
+    /// when it exited within `within`.
+    pub fn stop(mut self, within: Duration) -> bool {
+        signal(&self.0, "-TERM");
+        let deadline = Instant::now() + within;
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = self.0.try_wait() {
+                return true;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        false
+    }
+}
+
+fn signal(child: &Child, which: &str) {
+    std::process::Command::new("kill")
+        .args([which, &child.id().to_string()])
+        .status()
+        .expect("run kill");
 }
 
 pub fn free_port() -> u16 {
