@@ -137,3 +137,44 @@ async fn a_benchmark_holds_its_engine_against_the_idle_timeout() {
     rig.wait_phase("held", "stopped", Duration::from_secs(30))
         .await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_that_finds_its_model_stopping_for_idleness_waits_and_starts_it_again() {
+    let rig = Rig::start("2x5060ti.json").await;
+    rig.profile(
+        "idle",
+        json!({"gateway": {"on_demand": true, "idle_ttl_s": 1}}),
+    )
+    .await;
+    let (_, key) = rig.key("agent").await;
+    let body = json!({"model": "idle", "max_tokens": 4,
+        "messages": [{"role": "user", "content": "Say something."}]});
+    let mut caught = 0;
+    for round in 0..5 {
+        let (status, answer) = rig.call_v1("/v1/chat/completions", &key, &body).await;
+        assert_eq!(status, 200, "round {round}: {answer}");
+        // Watch for the idle stop to begin, then ask at once.
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        let stopping = loop {
+            let phase = rig.instance("idle").await["phase"].clone();
+            if phase == "stopping" {
+                break true;
+            }
+            if phase == "stopped" || std::time::Instant::now() > deadline {
+                break false;
+            }
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        };
+        if !stopping {
+            continue;
+        }
+        caught += 1;
+        let (status, answer) = rig.call_v1("/v1/chat/completions", &key, &body).await;
+        assert_eq!(
+            status, 200,
+            "round {round}: asked while it stopped: {answer}"
+        );
+    }
+    eprintln!("the idle stop was caught in progress {caught} time(s) of 5");
+    assert!(caught > 0, "the idle stop was never seen in progress");
+}
