@@ -235,6 +235,8 @@ async fn a_client_that_stops_reading_frees_the_engine_and_the_request() {
     let usage = gateway.usage(0, i64::MAX).await.unwrap();
     let error = usage.recent[0].error.clone().unwrap_or_default();
     assert!(error.contains("stopped reading"), "{error}");
+    // What was measured before the stall is kept in the record.
+    assert!(usage.recent[0].ttft_ms.is_some(), "{:?}", usage.recent[0]);
     // The body it holds ends instead of hanging when it is read at last.
     while body.next().await.is_some() {}
 }

@@ -83,6 +83,8 @@ type Upstream = BoxStream<'static, reqwest::Result<Bytes>>;
 struct Shared {
     /// Taken (and so closed) by the watchdog when the client stops reading.
     upstream: Mutex<Option<Upstream>>,
+    /// What the answer told so far; the watchdog records it too when it ends the request.
+    tally: Mutex<Tally>,
     end: Mutex<EndGuard>,
     /// When the last chunk went to the client's side; 0 while the engine has nothing to send.
     handed_at_ms: AtomicI64,
@@ -94,7 +96,6 @@ pub struct Relay {
     /// Dropped with the relay, which ends its watchdog at once (not at its next look).
     _watched: Option<tokio::sync::oneshot::Sender<()>>,
     framing: Framing,
-    tally: Tally,
     drop_usage_chunk: bool,
     dialect: Dialect,
     model: String,
@@ -115,6 +116,7 @@ impl Relay {
     ) -> Self {
         let shared = Arc::new(Shared {
             upstream: Mutex::new(Some(upstream)),
+            tally: Mutex::new(Tally::default()),
             end: Mutex::new(end),
             handed_at_ms: AtomicI64::new(0),
         });
@@ -131,7 +133,6 @@ impl Relay {
             } else {
                 Framing::Whole(BytesMut::new())
             },
-            tally: Tally::default(),
             drop_usage_chunk,
             dialect,
             model,
@@ -152,7 +153,7 @@ impl Relay {
             Framing::Events(splitter) => {
                 let whole = splitter.push(&chunk)?;
                 Some(keep_events(
-                    &mut self.tally,
+                    &mut lock(&self.shared.tally),
                     whole,
                     now,
                     self.drop_usage_chunk,
@@ -164,19 +165,20 @@ impl Relay {
     /// The stream ended: what is left over goes out, the request is recorded.
     fn end_of_stream(&mut self) -> Option<Bytes> {
         let now = Instant::now();
+        let mut tally = lock(&self.shared.tally);
         let rest = match &mut self.framing {
             Framing::Whole(kept) => {
-                self.tally.body(kept, now);
+                tally.body(kept, now);
                 None
             }
             Framing::Events(splitter) => splitter
                 .rest()
-                .map(|rest| keep_events(&mut self.tally, rest, now, self.drop_usage_chunk)),
+                .map(|rest| keep_events(&mut tally, rest, now, self.drop_usage_chunk)),
         };
         let mut end = lock(&self.shared.end);
-        let failed = end.http_status >= 400 || self.tally.error.is_some();
+        let failed = end.http_status >= 400 || tally.error.is_some();
         let outcome = if failed { Outcome::Error } else { Outcome::Ok };
-        end.finish(outcome, &self.tally, self.tally.error.clone());
+        end.finish(outcome, &tally, tally.error.clone());
         drop(end);
         rest.filter(|r| !r.is_empty())
     }
@@ -187,17 +189,14 @@ impl Relay {
             "the engine serving '{}' stopped mid-reply ({err}); the Instances page shows why",
             self.model
         );
-        lock(&self.shared.end).finish(Outcome::EngineError, &self.tally, Some(message.clone()));
+        let tally = lock(&self.shared.tally);
+        lock(&self.shared.end).finish(Outcome::EngineError, &tally, Some(message.clone()));
         match self.framing {
             Framing::Events(_) => {
                 Some(GatewayError::new(ErrorKind::Engine, message).sse_event(self.dialect))
             }
             Framing::Whole(_) => None,
         }
-    }
-
-    pub fn tally(&self) -> &Tally {
-        &self.tally
     }
 }
 
@@ -268,7 +267,7 @@ impl Stream for Relay {
 
 impl Drop for Relay {
     fn drop(&mut self) {
-        let tally = std::mem::take(&mut self.tally);
+        let tally = lock(&self.shared.tally);
         lock(&self.shared.end).tally_on_drop(&tally);
     }
 }
@@ -298,7 +297,9 @@ async fn watch_client(
                 "the client stopped reading for {} s: the engine's work was cancelled",
                 stall.as_secs()
             );
-            lock(&shared.end).finish(Outcome::Cancelled, &Tally::default(), Some(message));
+            // What the answer told before the client stalled is kept in the record.
+            let tally = lock(&shared.tally);
+            lock(&shared.end).finish(Outcome::Cancelled, &tally, Some(message));
             return;
         }
     }

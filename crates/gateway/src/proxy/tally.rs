@@ -64,7 +64,8 @@ impl Tally {
 
     /// Reads the counts, timings and error an answer's JSON carries.
     pub fn read_counts(&mut self, value: &Value) {
-        if let Some(error) = value.get("error") {
+        // `"error": null` (some engines send it on every chunk) is no error.
+        if let Some(error) = value.get("error").filter(|e| !e.is_null()) {
             let message = error
                 .get("message")
                 .and_then(Value::as_str)
@@ -224,6 +225,22 @@ mod tests {
             (responses.prompt_tokens, responses.completion_tokens),
             (Some(4), Some(2))
         );
+    }
+
+    #[test]
+    fn an_error_field_that_is_null_is_no_error() {
+        let mut tally = Tally::default();
+        tally.event(
+            br#"{"choices":[{"delta":{"content":"a"}}],"error":null}"#,
+            Instant::now(),
+            false,
+        );
+        tally.body(
+            br#"{"usage":{"prompt_tokens":5,"completion_tokens":1},"error":null}"#,
+            Instant::now(),
+        );
+        assert_eq!(tally.error, None);
+        assert_eq!(tally.completion_tokens, Some(1));
     }
 
     #[test]
