@@ -69,35 +69,63 @@ enum Message {
     Flushed(oneshot::Sender<()>),
 }
 
+/// Records waiting for the writer at most: a database that cannot keep up costs records, not
+/// the daemon's memory.
+pub const USAGE_QUEUE: usize = 10_000;
+
 /// The writer's mailbox; cheap to clone.
 #[derive(Clone)]
 pub struct UsageLog {
-    tx: mpsc::UnboundedSender<Message>,
+    tx: mpsc::Sender<Message>,
+    dropped: std::sync::Arc<std::sync::atomic::AtomicU64>,
 }
 
 impl UsageLog {
     /// Starts the writer task (it ends when every `UsageLog` is dropped).
     pub fn spawn(pool: SqlitePool) -> Self {
-        let (tx, rx) = mpsc::unbounded_channel();
-        tokio::spawn(write_loop(pool, rx));
-        Self { tx }
+        Self::with_queue(pool, USAGE_QUEUE)
     }
 
+    fn with_queue(pool: SqlitePool, capacity: usize) -> Self {
+        let (tx, rx) = mpsc::channel(capacity);
+        tokio::spawn(write_loop(pool, rx));
+        Self {
+            tx,
+            dropped: Default::default(),
+        }
+    }
+
+    /// Queues a record; with the queue full (the database stalled) it is counted and dropped.
     pub fn record(&self, record: UsageRecord) {
-        // Only fails once the daemon is shutting down; the record is lost with it.
-        let _ = self.tx.send(Message::Record(Box::new(record)));
+        use std::sync::atomic::Ordering;
+        // Closed only once the daemon is shutting down; the record is lost with it.
+        if let Err(mpsc::error::TrySendError::Full(_)) =
+            self.tx.try_send(Message::Record(Box::new(record)))
+        {
+            let dropped = self.dropped.fetch_add(1, Ordering::Relaxed) + 1;
+            if dropped == 1 || dropped % 1_000 == 0 {
+                tracing::warn!(
+                    "gateway usage: {dropped} record(s) dropped: the database is not keeping up"
+                );
+            }
+        }
+    }
+
+    /// Records dropped because the queue was full.
+    pub fn dropped(&self) -> u64 {
+        self.dropped.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// Resolves once every record sent before it is in the database.
     pub async fn flushed(&self) {
         let (done, wait) = oneshot::channel();
-        if self.tx.send(Message::Flushed(done)).is_ok() {
+        if self.tx.send(Message::Flushed(done)).await.is_ok() {
             let _ = wait.await;
         }
     }
 }
 
-async fn write_loop(pool: SqlitePool, mut rx: mpsc::UnboundedReceiver<Message>) {
+async fn write_loop(pool: SqlitePool, mut rx: mpsc::Receiver<Message>) {
     let mut batch = Vec::new();
     while rx.recv_many(&mut batch, 256).await > 0 {
         let mut records = Vec::new();
@@ -560,6 +588,27 @@ mod tests {
         assert_eq!(at, vec![(0, "a"), (60_000, "b")]);
         assert_eq!(s.recent[0].model, "b");
         assert_eq!(s.recent[0].status, Outcome::Cancelled);
+    }
+
+    #[tokio::test]
+    async fn a_stalled_database_costs_records_not_memory() {
+        let pool = pool().await;
+        // The only connection is taken: the writer cannot write.
+        let held = pool.acquire().await.unwrap();
+        let log = UsageLog::with_queue(pool.clone(), 10);
+        for at in 0..100 {
+            log.record(record(at, "a", None, Outcome::Ok));
+            tokio::task::yield_now().await;
+        }
+        // At most one batch taken by the writer and one full queue wait; the rest are counted.
+        assert!(log.dropped() >= 80, "dropped {}", log.dropped());
+        drop(held);
+        log.flushed().await;
+        let written: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM gateway_requests")
+            .fetch_one(&pool)
+            .await
+            .unwrap();
+        assert_eq!(written as u64 + log.dropped(), 100);
     }
 
     #[test]
