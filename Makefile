@@ -7,7 +7,7 @@ DEBUG := $(CARGO_TARGET_DIR)/debug
 RELEASE := $(CARGO_TARGET_DIR)/release
 ARTIFACTS ?= $(CURDIR)/tests/artifacts
 
-.PHONY: run setup ui build package test test-rust test-package tiny-model test-ui test-e2e test-desktop test-hub bench bench-package bench-download bench-gateway bench-harness lint
+.PHONY: run setup ui build package test test-rust test-package tiny-model test-ui test-e2e test-desktop test-hub bench bench-package bench-download bench-gateway bench-harness bench-abuse soak lint
 
 ## run: install what is missing, build, prepare the bundled llama.cpp engine (CUDA when NVIDIA GPUs
 ## and nvcc are there, else CPU; reused afterwards), open the desktop app (or `rigdeck serve`
@@ -104,6 +104,19 @@ bench-download:
 ## direct, the proxy's CPU and RSS
 bench-gateway:
 	bash tests/bench/gateway_vs_litellm.sh
+
+## bench-abuse: a real `rigdeck serve` abused: the admin API's latency with 1 100 idle connections
+## open, /metrics before and after 10 000 made-up model names, the same profile started twice at
+## once 200 times (real llama-server, tiny model)
+bench-abuse: test-rust
+	RIGDECK_NVML_LIBRARY=$(DEBUG)/libnvml_double.so cargo nextest run -p rigdeck-server --test abuse \
+		--run-ignored only --no-capture --test-threads 1
+
+## soak: the chaos test's mix for an hour (SOAK_SECS to change it), with its figures
+SOAK_SECS ?= 3600
+soak: test-rust
+	RIGDECK_CHAOS_SECS=$(SOAK_SECS) RIGDECK_NVML_LIBRARY=$(DEBUG)/libnvml_double.so \
+		cargo nextest run -p rigdeck-server --test chaos --no-capture
 
 ## bench-harness: `rigdeck bench` against llama-benchy on one real llama-server (the cached CPU
 ## build, tiny model; 1 and 4 streams): TTFT, per-stream and aggregate tok/s, prefill, as ratios,

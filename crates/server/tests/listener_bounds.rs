@@ -18,17 +18,6 @@ const IDLE_CONNECTIONS: usize = 1_100;
 /// A generous bound past which a step counts as hung (never a performance assertion).
 const HANG: Duration = Duration::from_secs(30);
 
-/// This test process holds both ends of every connection: lift its soft open-files limit to
-/// the hard one first.
-fn raise_own_descriptor_limit() {
-    use rustix::process::{getrlimit, setrlimit, Resource};
-    let limit = getrlimit(Resource::Nofile);
-    let raised = rustix::process::Rlimit {
-        current: limit.maximum,
-        maximum: limit.maximum,
-    };
-    setrlimit(Resource::Nofile, raised).expect("raise the test's open-files limit");
-}
 
 /// A test server whose listeners use `limits` (no engines: nothing to reap).
 struct BoundedServer {
@@ -90,7 +79,7 @@ async fn timed_status(t: &BoundedServer, client: &reqwest::Client) -> Duration {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn idle_connections_are_closed_and_the_admin_api_keeps_answering() {
-    raise_own_descriptor_limit();
+    support::raise_own_descriptor_limit();
     let header_timeout = Duration::from_secs(2);
     let t = BoundedServer::start(ListenerLimits {
         header_read_timeout: header_timeout,

@@ -332,3 +332,16 @@ pub fn listeners_on(port: u16) -> Vec<i64> {
         .filter_map(|s| s.split(|c: char| !c.is_ascii_digit()).next()?.parse().ok())
         .collect()
 }
+
+/// For a test that opens many connections (an in-process daemon's test holds both ends of
+/// each): lifts the test process's soft open-files limit to the hard one.
+#[allow(dead_code)] // not every test binary opens many sockets
+pub fn raise_own_descriptor_limit() {
+    use rustix::process::{getrlimit, setrlimit, Resource};
+    let limit = getrlimit(Resource::Nofile);
+    let raised = rustix::process::Rlimit {
+        current: limit.maximum,
+        maximum: limit.maximum,
+    };
+    setrlimit(Resource::Nofile, raised).expect("raise the test's open-files limit");
+}
