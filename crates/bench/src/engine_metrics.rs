@@ -35,6 +35,10 @@ const CACHE_QUERIES: &[&str] = &[
     "sglang:prompt_tokens_total",
 ];
 /// SGLang's gauges (averages over recent batches, not counters).
+/// How long an engine's `/metrics` may take: on this machine it answers in milliseconds, and
+/// one that accepts and never answers must not hold the benchmark.
+const SCRAPE_DEADLINE: std::time::Duration = std::time::Duration::from_secs(5);
+
 const ACCEPT_RATE: &str = "sglang:spec_accept_rate";
 const ACCEPT_LENGTH: &str = "sglang:spec_accept_length";
 
@@ -135,7 +139,7 @@ impl Scraper {
     /// The counters now; `None` when the engine has no metrics (llama.cpp without
     /// `--metrics`), which only means no engine-side deltas.
     pub async fn read(&self) -> Option<Counters> {
-        let mut request = self.client.get(&self.url);
+        let mut request = self.client.get(&self.url).timeout(SCRAPE_DEADLINE);
         if let Some(key) = &self.key {
             request = request.bearer_auth(key);
         }
@@ -149,6 +153,22 @@ impl Scraper {
 
 #[cfg(test)]
 mod tests {
+    #[tokio::test]
+    async fn an_engine_whose_metrics_never_answer_does_not_hold_the_scrape() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let address = listener.local_addr().unwrap();
+        // Accepts, and never answers.
+        let held = tokio::spawn(async move {
+            let (socket, _) = listener.accept().await.unwrap();
+            tokio::time::sleep(std::time::Duration::from_secs(60)).await;
+            drop(socket);
+        });
+        let scraper = Scraper::new(reqwest::Client::new(), &format!("http://{address}"), None);
+        let read = tokio::time::timeout(SCRAPE_DEADLINE * 2, scraper.read()).await;
+        assert_eq!(read.ok(), Some(None), "the scrape ends without counters");
+        held.abort();
+    }
+
     use super::*;
 
     #[test]

@@ -4,6 +4,9 @@
 
 use serde_json::{json, Value};
 
+/// How long the engine's tokenizer may take to answer.
+const TOKENIZE_DEADLINE: std::time::Duration = std::time::Duration::from_secs(30);
+
 use crate::endpoint::{Endpoint, EngineKind};
 use crate::request::{root_cause, send_request};
 
@@ -49,7 +52,13 @@ impl Tokenizer {
                 json!({"content": text, "add_special": false})
             }
         };
-        let mut request = self.client.post(&self.url).json(&body);
+        // An engine tokenizes a long prompt in well under a second; one that never answers
+        // must not hold the benchmark.
+        let mut request = self
+            .client
+            .post(&self.url)
+            .json(&body)
+            .timeout(TOKENIZE_DEADLINE);
         if let Some(key) = &self.key {
             request = request.bearer_auth(key);
         }
