@@ -18,7 +18,11 @@ impl Gateway {
     pub(super) async fn victim_for(&self, target: &str, short: &[(u32, u64)]) -> Option<String> {
         let models = self.fleet.models().await.ok()?;
         let states: Vec<ModelState> = models.iter().map(|e| self.fleet.state(&e.name)).collect();
-        let candidates = self.candidates(&models, &states);
+        let mut candidates = self.candidates(&models, &states);
+        // A model without a plan frees what the driver shows it holding (nothing, on the CPU).
+        for candidate in candidates.iter_mut().filter(|c| c.frees.is_empty()) {
+            candidate.frees = self.fleet.gpu_memory(&candidate.entry.name);
+        }
         pick_victim(&candidates, target, short).map(|e| e.name.clone())
     }
 
@@ -35,11 +39,7 @@ impl Gateway {
                 state,
                 activity: self.activity.get(&entry.name),
                 held: self.fleet.held(&entry.name),
-                frees: if entry.planned.is_empty() {
-                    self.fleet.gpu_memory(&entry.name)
-                } else {
-                    entry.planned.clone()
-                },
+                frees: entry.planned.clone(),
             })
             .collect()
     }
