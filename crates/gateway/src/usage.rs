@@ -103,7 +103,7 @@ impl UsageLog {
             self.tx.try_send(Message::Record(Box::new(record)))
         {
             let dropped = self.dropped.fetch_add(1, Ordering::Relaxed) + 1;
-            if dropped == 1 || dropped % 1_000 == 0 {
+            if dropped == 1 || dropped.is_multiple_of(1_000) {
                 tracing::warn!(
                     "gateway usage: {dropped} record(s) dropped: the database is not keeping up"
                 );

@@ -3,94 +3,19 @@
 //! request that went out on a pooled connection the engine had closed is sent again, and a
 //! request whose engine just died waits for the supervisor's restart instead of failing.
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+mod support;
+
+use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use futures_util::future::BoxFuture;
 use futures_util::StreamExt;
 use rigdeck_gateway::keys::Caller;
 use rigdeck_gateway::metrics::PromText;
-use rigdeck_gateway::{
-    Fleet, Gateway, GatewayOptions, Hold, ModelEntry, ModelState, Route, ServePolicy, StartError,
-    Upstream,
-};
+use rigdeck_gateway::{Gateway, GatewayOptions, ModelState, Route};
+use support::{gateway_over, ready_at, Stage};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
-
-/// Models in whatever state the test sets; a start never finishes on its own.
-#[derive(Default)]
-struct Stage {
-    states: Mutex<HashMap<String, ModelState>>,
-    on_demand: bool,
-}
-
-impl Stage {
-    fn set(&self, name: &str, state: ModelState) {
-        self.states.lock().unwrap().insert(name.to_owned(), state);
-    }
-}
-
-fn ready_at(base_url: String) -> ModelState {
-    ModelState::Ready(Upstream {
-        base_url,
-        api_key: None,
-        served_name: "m".into(),
-    })
-}
-
-impl Fleet for Stage {
-    fn models(&self) -> BoxFuture<'_, Result<Vec<ModelEntry>, String>> {
-        Box::pin(async {
-            Ok(vec![ModelEntry {
-                name: "m".into(),
-                policy: ServePolicy {
-                    on_demand: self.on_demand,
-                    ..ServePolicy::default()
-                },
-                planned: vec![],
-                model_file: "m.gguf".into(),
-            }])
-        })
-    }
-
-    fn state(&self, name: &str) -> ModelState {
-        let states = self.states.lock().unwrap();
-        states.get(name).cloned().unwrap_or(ModelState::Stopped)
-    }
-
-    fn start<'a>(&'a self, _: &'a str) -> BoxFuture<'a, Result<(), StartError>> {
-        Box::pin(async { Err(StartError::AlreadyRunning) })
-    }
-
-    fn hold<'a>(&'a self, _: &'a str) -> BoxFuture<'a, Hold> {
-        Box::pin(async { Box::new(()) as Hold })
-    }
-
-    fn held(&self, _: &str) -> bool {
-        false
-    }
-
-    fn gpu_memory(&self, _: &str) -> Vec<(u32, u64)> {
-        Vec::new()
-    }
-
-    fn stop_if_unheld<'a>(&'a self, _: &'a str) -> BoxFuture<'a, Result<bool, String>> {
-        Box::pin(async { Ok(true) })
-    }
-}
-
-async fn gateway_over(stage: Arc<Stage>, options: GatewayOptions) -> Arc<Gateway> {
-    let pool = sqlx::sqlite::SqlitePoolOptions::new()
-        .max_connections(1)
-        .connect("sqlite::memory:")
-        .await
-        .unwrap();
-    let schema = include_str!("../../core/migrations/20261125000001_gateway.sql");
-    sqlx::raw_sql(schema).execute(&pool).await.unwrap();
-    Gateway::new(stage, pool, options).await.unwrap()
-}
 
 fn chat(model: &str, stream: bool) -> Bytes {
     Bytes::from(format!(
@@ -138,10 +63,7 @@ async fn made_up_model_names_share_one_metrics_label() {
 
 #[tokio::test]
 async fn requests_waiting_for_one_load_are_capped_with_a_retry_after() {
-    let stage = Arc::new(Stage {
-        on_demand: true,
-        ..Stage::default()
-    });
+    let stage = Arc::new(Stage::on_demand());
     // Loading, and it never finishes: every request waits.
     stage.set("m", ModelState::Loading { progress: None });
     let options = GatewayOptions {

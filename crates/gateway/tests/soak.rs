@@ -3,6 +3,8 @@
 //! them no request is in flight, every one is recorded, and the process holds no more file
 //! descriptors than before (no upstream connection leaked).
 
+mod support;
+
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -10,57 +12,10 @@ use axum::body::Body;
 use axum::response::Response;
 use axum::routing::post;
 use bytes::Bytes;
-use futures_util::future::BoxFuture;
 use futures_util::StreamExt;
 use rigdeck_gateway::keys::Caller;
-use rigdeck_gateway::{
-    Fleet, Gateway, GatewayOptions, Hold, ModelEntry, ModelState, Route, ServePolicy, StartError,
-    Upstream,
-};
-
-/// One always-ready model at the stand-in's address.
-struct OneModel(String);
-
-impl Fleet for OneModel {
-    fn models(&self) -> BoxFuture<'_, Result<Vec<ModelEntry>, String>> {
-        Box::pin(async {
-            Ok(vec![ModelEntry {
-                name: "m".into(),
-                policy: ServePolicy::default(),
-                planned: vec![],
-                model_file: "m.gguf".into(),
-            }])
-        })
-    }
-
-    fn state(&self, _: &str) -> ModelState {
-        ModelState::Ready(Upstream {
-            base_url: self.0.clone(),
-            api_key: None,
-            served_name: "m".into(),
-        })
-    }
-
-    fn start<'a>(&'a self, _: &'a str) -> BoxFuture<'a, Result<(), StartError>> {
-        Box::pin(async { Err(StartError::AlreadyRunning) })
-    }
-
-    fn hold<'a>(&'a self, _: &'a str) -> BoxFuture<'a, Hold> {
-        Box::pin(async { Box::new(()) as Hold })
-    }
-
-    fn held(&self, _: &str) -> bool {
-        false
-    }
-
-    fn gpu_memory(&self, _: &str) -> Vec<(u32, u64)> {
-        Vec::new()
-    }
-
-    fn stop_if_unheld<'a>(&'a self, _: &'a str) -> BoxFuture<'a, Result<bool, String>> {
-        Box::pin(async { Ok(true) })
-    }
-}
+use rigdeck_gateway::{Gateway, GatewayOptions, Route};
+use support::{gateway_over, ready_at, Stage};
 
 /// Three events and the end, or a whole answer, like llama-server's.
 async fn engine(body: Bytes) -> Response {
@@ -93,15 +48,9 @@ async fn gateway_before(engine: axum::Router, options: GatewayOptions) -> Arc<Ga
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let address = listener.local_addr().unwrap();
     tokio::spawn(async move { axum::serve(listener, engine).await.unwrap() });
-    let pool = sqlx::sqlite::SqlitePoolOptions::new()
-        .max_connections(1)
-        .connect("sqlite::memory:")
-        .await
-        .unwrap();
-    let schema = include_str!("../../core/migrations/20261125000001_gateway.sql");
-    sqlx::raw_sql(schema).execute(&pool).await.unwrap();
-    let fleet = Arc::new(OneModel(format!("http://{address}")));
-    Gateway::new(fleet, pool, options).await.unwrap()
+    let stage = Arc::new(Stage::default());
+    stage.set("m", ready_at(format!("http://{address}")));
+    gateway_over(stage, options).await
 }
 
 /// Requests the soak runs at once.

@@ -64,8 +64,9 @@ async fn two_profiles_started_at_once_spend_the_same_free_vram_once() {
     assert_eq!(refused["code"], "does_not_fit", "{refused}");
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn requests_around_the_idle_timeout_never_meet_a_half_stopped_engine() {
+/// A rig with the profile `idle` (started on request, stopped after one idle second), an API
+/// key, and a short chat request for it.
+async fn idle_after_a_second() -> (Rig, String, Value) {
     let rig = Rig::start("2x5060ti.json").await;
     rig.profile(
         "idle",
@@ -75,6 +76,12 @@ async fn requests_around_the_idle_timeout_never_meet_a_half_stopped_engine() {
     let (_, key) = rig.key("agent").await;
     let body = json!({"model": "idle", "max_tokens": 4,
         "messages": [{"role": "user", "content": "Say something."}]});
+    (rig, key, body)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn requests_around_the_idle_timeout_never_meet_a_half_stopped_engine() {
+    let (rig, key, body) = idle_after_a_second().await;
     let mut failures = Vec::new();
     // Gaps from just under to just over the timeout and its checks, so some requests arrive
     // as the idle timer stops the engine.
@@ -140,15 +147,7 @@ async fn a_benchmark_holds_its_engine_against_the_idle_timeout() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_request_that_finds_its_model_stopping_for_idleness_waits_and_starts_it_again() {
-    let rig = Rig::start("2x5060ti.json").await;
-    rig.profile(
-        "idle",
-        json!({"gateway": {"on_demand": true, "idle_ttl_s": 1}}),
-    )
-    .await;
-    let (_, key) = rig.key("agent").await;
-    let body = json!({"model": "idle", "max_tokens": 4,
-        "messages": [{"role": "user", "content": "Say something."}]});
+    let (rig, key, body) = idle_after_a_second().await;
     let mut caught = 0;
     for round in 0..5 {
         let (status, answer) = rig.call_v1("/v1/chat/completions", &key, &body).await;
