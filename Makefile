@@ -40,8 +40,10 @@ test: lint test-rust test-ui test-e2e test-desktop test-hub test-package
 	@echo "make test: all suites passed"
 
 # The engine build test goes first: it builds the bundled llama.cpp and ik_llama.cpp through
-# Rigdeck's own build path (cached in ~/.cache/rigdeck; about 5–12 and 25 minutes the first time),
-# which the llama-fit-params comparison and the real-engine tests then use.
+# Rigdeck's own build path (cached in ~/.cache/rigdeck; about 10 and 25 minutes the first time),
+# which the llama-fit-params comparison and the real-engine tests then use. The llama.cpp one is
+# the portable CPU build (engines/llama.cpp-<pin>-cpu-portable) the packages ship: package.sh
+# reuses it.
 test-rust: ui
 	cargo build -p rigdeck-nvml-double -p rigdeck-server -p rigdeck-desktop
 	cargo nextest run -p rigdeck-core --test engine_build --no-fail-fast
@@ -63,7 +65,7 @@ test-e2e: test-rust
 	cd tests/e2e && RIGDECK_BIN=$(DEBUG)/rigdeck RIGDECK_NVML_LIBRARY=$(DEBUG)/libnvml_double.so \
 		RIGDECK_PLAN_BENCH=$(DEBUG)/examples/plan_bench RIGDECK_TINY_MODEL=$(ARTIFACTS)/tiny.gguf \
 		RIGDECK_FAKE_HUB=$(DEBUG)/examples/fake_hub \
-		RIGDECK_LLAMA_SERVER="$$(ls $(RIGDECK_CACHE)/engines/llama.cpp-*-cpu/bin/llama-server | head -n 1)" \
+		RIGDECK_LLAMA_SERVER="$$(ls -t $(RIGDECK_CACHE)/engines/llama.cpp-*-cpu-portable/bin/llama-server | head -n 1)" \
 		RIGDECK_ARTIFACTS=$(ARTIFACTS) node --test --test-concurrency=1
 
 # A tiny llama model with a real tokenizer from the llama.cpp source tree (fetched by test-rust).

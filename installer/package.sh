@@ -17,6 +17,7 @@ target=${CARGO_TARGET_DIR:-$HOME/.cache/rigdeck/target}
 export CARGO_TARGET_DIR=$target  # the bundler looks for the binaries there too
 out=${PACKAGE_OUT:-$target/packages}
 cache=${RIGDECK_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/rigdeck}
+cache=${cache%/}  # spelled as Rigdeck spells it, so the build's recorded paths match the tests'
 bin=$target/$profile
 version=$(sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -n 1)
 
@@ -28,17 +29,19 @@ for binary in rigdeck rigdeck-desktop; do
 done
 
 # The engine: built once from the pinned source (verified by sha256 before anything runs) and
-# reused afterwards. Its registration goes to a database of the packaging step's own, never the
-# user's.
-echo "package: the portable CPU llama.cpp (built once, then reused)"
+# reused afterwards. It is the very build the tests run (the engine build test makes it too:
+# $cache/engines/llama.cpp-<pin>-cpu-portable), so whichever comes first builds it and the other
+# reuses it. Its registration goes to a database of the packaging step's own, never the user's.
+echo "package: the portable CPU llama.cpp (built once, shared with the tests, then reused)"
 engine_data=$cache/packaging
 RIGDECK_DATA_DIR=$engine_data RIGDECK_CONFIG_DIR=$engine_data/config \
-  "$bin/rigdeck" engines build --backend cpu --portable
+  "$bin/rigdeck" engines build --backend cpu --portable --engines-dir "$cache/engines"
 server=$(RIGDECK_DATA_DIR=$engine_data RIGDECK_CONFIG_DIR=$engine_data/config \
   "$bin/rigdeck" engines list --json | python3 -c '
 import json, sys
-builds = [b for b in json.load(sys.stdin) if b["location"].endswith("-cpu-portable/bin/llama-server") and b["status"] == "ready"]
-print(max(builds, key=lambda b: b["created_at_ms"])["location"] if builds else "")')
+prefix = sys.argv[1] + "/engines/llama.cpp-"
+builds = [b for b in json.load(sys.stdin) if b["location"].startswith(prefix) and b["location"].endswith("-cpu-portable/bin/llama-server") and b["status"] == "ready"]
+print(max(builds, key=lambda b: b["created_at_ms"])["location"] if builds else "")' "$cache")
 if [ -z "$server" ]; then
   echo "package: the portable llama.cpp build is not registered in $engine_data: see the build output above" >&2
   exit 1

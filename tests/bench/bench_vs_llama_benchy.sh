@@ -73,7 +73,7 @@ CACHE=${RIGDECK_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/rigdeck}
 export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$CACHE/target}
 RIGDECK=$CARGO_TARGET_DIR/release/rigdeck
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
-LLAMA_SERVER=${LLAMA_SERVER:-$(ls "$CACHE"/engines/llama.cpp-*-cpu/bin/llama-server 2>/dev/null | head -n 1)}
+LLAMA_SERVER=${LLAMA_SERVER:-$(ls -t "$CACHE"/engines/llama.cpp-*-cpu-portable/bin/llama-server 2>/dev/null | head -n 1)}
 if [ ! -x "$LLAMA_SERVER" ]; then
   echo "no llama-server: Rigdeck's CPU build is made by \`make test-rust\` (or set LLAMA_SERVER)" >&2
   exit 1

@@ -1,5 +1,5 @@
-//! The real llama-bench (Rigdeck's cached CPU build of the bundled llama.cpp, the sibling of its
-//! llama-server; built on first use like every real-engine test, or the one next to
+//! The real llama-bench (Rigdeck's cached portable CPU build of the bundled llama.cpp, the sibling
+//! of its llama-server; built on first use like every real-engine test, or the one next to
 //! `RIGDECK_LLAMA_SERVER` when that is set) against the tiny model written by the project's GGUF
 //! writer, with the flags of a launch profile translated by `bench_flags`.
 //!
@@ -13,7 +13,6 @@ use std::time::Duration;
 use rigdeck_bench::llama_bench::{self, LlamaBenchSpec};
 use rigdeck_engines::cmake_build::{self, BuildRequest};
 use rigdeck_engines::source;
-use rigdeck_engines::Backend;
 use tokio::sync::{watch, OnceCell};
 
 const RUN_LIMIT: Duration = Duration::from_secs(180);
@@ -37,8 +36,7 @@ async fn llama_bench() -> &'static Path {
                 None => {
                     let cache =
                         source::cache_root().expect("a cache folder (RIGDECK_CACHE_DIR or HOME)");
-                    let request =
-                        BuildRequest::bundled(Backend::Cpu, cache.join("engines"), cache.clone());
+                    let request = BuildRequest::shared_cpu(cache);
                     cmake_build::build(&request, &|_| {})
                         .await
                         .unwrap_or_else(|err| panic!("{err}"))

@@ -1,8 +1,10 @@
 //! Engine builds through Rigdeck's own build path, with real CMake and Ninja.
 //!
-//! The first test builds the bundled llama.cpp (pinned `llama-cpp-python` sdist) for CPU into the
-//! cache outside the checkout (`$RIGDECK_CACHE_DIR`, default `~/.cache/rigdeck`): about five
-//! minutes on two cores the first time, seconds afterwards, when the cached build is reused.
+//! The first test builds the bundled llama.cpp (pinned `llama-cpp-python` sdist) portably for the
+//! CPU into the cache outside the checkout (`$RIGDECK_CACHE_DIR`, default `~/.cache/rigdeck`):
+//! the one build the other tests run and the packages ship (`installer/package.sh` builds the
+//! same folder). About ten minutes on two cores the first time, seconds afterwards, when the
+//! cached build is reused.
 //! The others check the failures: a tampered archive and a CMake error in each step.
 
 use std::path::{Path, PathBuf};
@@ -10,7 +12,8 @@ use std::sync::Mutex;
 use std::time::Instant;
 
 use rigdeck_core::engines::cmake_build::{
-    self, default_build_dir, BuildError, BuildProgress, BuildRequest, BuildStep,
+    self, default_build_dir, shared_cpu_build_dir, BuildError, BuildProgress, BuildRequest,
+    BuildStep,
 };
 use rigdeck_core::engines::registry::{self, Availability};
 use rigdeck_core::engines::source::{
@@ -120,7 +123,8 @@ async fn builds_the_pinned_ik_llama_cpp_with_its_server_and_bench() {
 async fn builds_the_bundled_llama_cpp_registers_it_and_reuses_the_cache() {
     let cache = source::cache_root().expect("a cache folder (set RIGDECK_CACHE_DIR or HOME)");
     let engines_dir = cache.join("engines");
-    let request = cpu_request(bundled(), &engines_dir, &cache);
+    let request = BuildRequest::shared_cpu(cache.clone());
+    assert!(request.portable, "the build the packages ship");
     let recorder = Recorder::default();
     let sink = recorder.sink();
 
@@ -140,10 +144,19 @@ async fn builds_the_bundled_llama_cpp_registers_it_and_reuses_the_cache() {
             EngineKind::LlamaCpp,
             "0c1e570",
             Backend::Cpu,
-            false
+            true
         )
     );
+    assert_eq!(built.build_dir, shared_cpu_build_dir(&cache));
+    assert!(built.build_dir.ends_with("llama.cpp-0c1e570-cpu-portable"));
     assert_eq!(built.llama_server, built.build_dir.join("bin/llama-server"));
+    if std::env::var_os("RIGDECK_LLAMA_BIN_DIR").is_none() {
+        assert_eq!(
+            source::cached_llama_cpp_bin().unwrap_or_else(|err| panic!("{err}")),
+            built.bin_dir,
+            "the oracle tests and benchmarks find this very build"
+        );
+    }
     for name in ["llama-server", "llama-bench", "llama-fit-params"] {
         let binary = built.bin_dir.join(name);
         assert!(built.binaries.contains(&binary), "{name} not installed");
@@ -175,6 +188,7 @@ async fn builds_the_bundled_llama_cpp_registers_it_and_reuses_the_cache() {
         let log = std::fs::read_to_string(&built.log_file).unwrap();
         assert!(
             log.contains("-DLLAMA_CURL=OFF")
+                && log.contains("-DGGML_NATIVE=OFF")
                 && log.contains("Linking CXX executable bin/llama-server")
         );
     }

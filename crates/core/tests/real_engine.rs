@@ -1,6 +1,7 @@
-//! A real llama-server, built through Rigdeck's own build path (bundled llama.cpp, CPU; cached
-//! after the first build), serving a tiny GGUF written by the project's writer with a real
-//! tokenizer, launched from a stored launch profile by the instances service.
+//! A real llama-server, built through Rigdeck's own build path (bundled llama.cpp, the portable
+//! CPU build the packages ship; cached after the first build), serving a tiny GGUF written by the
+//! project's writer with a real tokenizer, launched from a stored launch profile by the instances
+//! service.
 //!
 //! Checks: ready, an OpenAI chat completion answered, logs captured and searchable, `kill -9`
 //! seen as a crash within 2 s and restarted by policy, stop leaves no process, a missing model
@@ -14,7 +15,6 @@ use std::time::{Duration, Instant};
 use rigdeck_core::engines::cmake_build::{self, BuildRequest};
 use rigdeck_core::engines::registry::{self, EngineBuild};
 use rigdeck_core::engines::source;
-use rigdeck_core::engines::Backend;
 use rigdeck_core::events::EventBus;
 use rigdeck_core::launch::instances::{GpuSource, LaunchError};
 use rigdeck_core::launch::{AdmissionError, Instances, LaunchProfile, PlannedGpu, RestartSetting};
@@ -31,7 +31,7 @@ const GIB: u64 = 1 << 30;
 
 async fn llama_server() -> PathBuf {
     let cache = source::cache_root().expect("a cache folder (RIGDECK_CACHE_DIR or HOME)");
-    let request = BuildRequest::bundled(Backend::Cpu, cache.join("engines"), cache.clone());
+    let request = BuildRequest::shared_cpu(cache);
     let built = cmake_build::build(&request, &|_| {})
         .await
         .unwrap_or_else(|err| panic!("{err}"));

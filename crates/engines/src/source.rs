@@ -380,16 +380,24 @@ pub fn cache_root() -> Result<PathBuf, SourceError> {
         .ok_or(SourceError::NoCacheDir)
 }
 
-/// The `bin` folder of the cached llama.cpp CPU build (`RIGDECK_LLAMA_BIN_DIR` names another):
-/// the `llama-server` and `llama-fit-params` tests and benchmarks run.
+/// The `bin` folder of the llama.cpp build the tests share with the packages
+/// ([`crate::cmake_build::shared_cpu_build_dir`] under [`cache_root`]; `RIGDECK_LLAMA_BIN_DIR`
+/// names another): the `llama-server` and `llama-fit-params` tests and benchmarks run.
 pub fn cached_llama_cpp_bin() -> Result<PathBuf, SourceError> {
-    cached_or_env(
-        "llama.cpp build",
-        "RIGDECK_LLAMA_BIN_DIR",
-        &cache_root()?.join("engines"),
-        "llama.cpp-",
-        "bin",
-    )
+    const ENV: &str = "RIGDECK_LLAMA_BIN_DIR";
+    if let Some(dir) = std::env::var_os(ENV) {
+        return Ok(PathBuf::from(dir));
+    }
+    let build = crate::cmake_build::shared_cpu_build_dir(&cache_root()?);
+    let bin = build.join("bin");
+    if bin.exists() {
+        return Ok(bin);
+    }
+    Err(SourceError::NotCached {
+        what: "llama.cpp build",
+        under: build,
+        env: ENV,
+    })
 }
 
 /// The cached llama.cpp source tree (`RIGDECK_LLAMA_SOURCE_DIR` names another): its

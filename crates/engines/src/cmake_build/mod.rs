@@ -81,6 +81,29 @@ impl BuildRequest {
             portable: false,
         }
     }
+
+    /// The one llama.cpp build the tests, the benchmarks and the packages share: the bundled
+    /// source built portably for the CPU into `<cache_dir>/engines` (see
+    /// [`shared_cpu_build_dir`]). `installer/package.sh` builds the same folder
+    /// (`rigdeck engines build --backend cpu --portable --engines-dir <cache>/engines`), so
+    /// whichever of the tests and the package step runs first builds it and the other reuses it.
+    pub fn shared_cpu(cache_dir: PathBuf) -> Self {
+        Self {
+            portable: true,
+            ..Self::bundled(Backend::Cpu, cache_dir.join("engines"), cache_dir)
+        }
+    }
+}
+
+/// Where [`BuildRequest::shared_cpu`] builds: `<cache_dir>/engines/llama.cpp-<pin>-cpu-portable`.
+pub fn shared_cpu_build_dir(cache_dir: &Path) -> PathBuf {
+    default_build_dir(
+        &cache_dir.join("engines"),
+        EngineKind::LlamaCpp,
+        &source::BUNDLED_LLAMA_CPP.label,
+        Backend::Cpu,
+        true,
+    )
 }
 
 /// A finished (or reused) build.

@@ -93,6 +93,10 @@ pub struct BuildArgs {
     /// Build folder (default: <data dir>/engines/<kind>-<version>-<backend>).
     #[arg(long, value_name = "DIR")]
     pub dir: Option<PathBuf>,
+    /// The folder the build folder goes into instead of <data dir>/engines (the packaging step
+    /// uses the tests' cache, ~/.cache/rigdeck/engines, to share their build).
+    #[arg(long, value_name = "DIR", conflicts_with = "dir")]
+    pub engines_dir: Option<PathBuf>,
     /// Parallel compile jobs (default: all cores).
     #[arg(long, short = 'j')]
     pub jobs: Option<usize>,
@@ -289,7 +293,7 @@ async fn build(paths: &AppPaths, mut args: BuildArgs) -> anyhow::Result<ExitCode
         source: source.clone(),
         backend,
         cuda_architectures,
-        engines_dir: paths.engines_dir(),
+        engines_dir: args.engines_dir.unwrap_or_else(|| paths.engines_dir()),
         build_dir: args.dir,
         cache_dir: source::cache_root()?,
         jobs: args.jobs,

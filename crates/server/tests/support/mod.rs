@@ -44,14 +44,14 @@ pub async fn register_llama_server(
     build
 }
 
-/// The real llama-server from Rigdeck's own CPU build of the bundled source, built once and
-/// cached outside the checkout (reused by every test that launches an engine).
+/// The real llama-server from Rigdeck's own portable CPU build of the bundled source, built once
+/// and cached outside the checkout (reused by every test that launches an engine, and shipped by
+/// the packages: [`BuildRequest::shared_cpu`]).
 pub async fn llama_server() -> PathBuf {
     use rigdeck_core::engines::cmake_build::{self, BuildRequest};
     use rigdeck_core::engines::source;
-    use rigdeck_core::engines::Backend;
     let cache = source::cache_root().expect("a cache folder");
-    let request = BuildRequest::bundled(Backend::Cpu, cache.join("engines"), cache.clone());
+    let request = BuildRequest::shared_cpu(cache);
     cmake_build::build(&request, &|_| {})
         .await
         .unwrap_or_else(|err| panic!("{err}"))
