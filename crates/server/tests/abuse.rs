@@ -53,12 +53,19 @@ impl Abused {
             .expect("the daemon answers");
         let status = response.status().as_u16();
         let text = response.text().await.expect("a body");
-        (status, serde_json::from_str(&text).unwrap_or(Value::String(text)))
+        (
+            status,
+            serde_json::from_str(&text).unwrap_or(Value::String(text)),
+        )
     }
 
     async fn key(&self) -> String {
         let (_, created) = self
-            .api(reqwest::Method::POST, "/api/v1/keys", json!({"name": "abuse"}))
+            .api(
+                reqwest::Method::POST,
+                "/api/v1/keys",
+                json!({"name": "abuse"}),
+            )
             .await;
         created["secret"].as_str().expect("a key").to_owned()
     }
@@ -178,7 +185,13 @@ async fn two_starts_at_once_200_times_leave_no_inconsistent_instance() {
         .api(reqwest::Method::POST, "/api/v1/profiles", profile)
         .await;
     assert_eq!(status, 201, "{created}");
-    let start = || abused.api(reqwest::Method::POST, "/api/v1/profiles/twice/start", json!({}));
+    let start = || {
+        abused.api(
+            reqwest::Method::POST,
+            "/api/v1/profiles/twice/start",
+            json!({}),
+        )
+    };
     let mut inconsistent = Vec::new();
     let started = Instant::now();
     for round in 0..200 {
@@ -200,9 +213,8 @@ async fn two_starts_at_once_200_times_leave_no_inconsistent_instance() {
         let port = view["port"].as_u64().and_then(|p| u16::try_from(p).ok());
         let pid = view["pid"].as_i64();
         let listening = port.map(support::listeners_on).unwrap_or_default();
-        let consistent = oks == 1
-            && view["phase"] == "ready"
-            && pid.is_some_and(|pid| listening.contains(&pid));
+        let consistent =
+            oks == 1 && view["phase"] == "ready" && pid.is_some_and(|pid| listening.contains(&pid));
         if !consistent {
             inconsistent.push(format!(
                 "round {round}: starts {} and {}, shown {} on port {port:?} (pid {pid:?}), listening there {listening:?}",
@@ -210,7 +222,11 @@ async fn two_starts_at_once_200_times_leave_no_inconsistent_instance() {
             ));
         }
         abused
-            .api(reqwest::Method::POST, "/api/v1/instances/twice/stop", json!({}))
+            .api(
+                reqwest::Method::POST,
+                "/api/v1/instances/twice/stop",
+                json!({}),
+            )
             .await;
     }
     eprintln!(
@@ -218,5 +234,9 @@ async fn two_starts_at_once_200_times_leave_no_inconsistent_instance() {
         started.elapsed().as_secs_f64(),
         inconsistent.len()
     );
-    assert!(inconsistent.is_empty(), "target 0:\n{}", inconsistent.join("\n"));
+    assert!(
+        inconsistent.is_empty(),
+        "target 0:\n{}",
+        inconsistent.join("\n")
+    );
 }

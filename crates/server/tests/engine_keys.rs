@@ -16,9 +16,15 @@ async fn an_engines_key_is_not_on_its_command_line_and_is_still_required() {
     let port = view["port"].as_u64().expect("port");
     let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).expect("the engine's cmdline");
     let cmdline = String::from_utf8_lossy(&cmdline).replace('\0', " ");
-    assert!(!cmdline.contains(secret), "the key is on the command line: {cmdline}");
+    assert!(
+        !cmdline.contains(secret),
+        "the key is on the command line: {cmdline}"
+    );
     assert!(!cmdline.contains("--api-key"), "{cmdline}");
-    assert!(!view.to_string().contains(secret), "the view shows the key: {view}");
+    assert!(
+        !view.to_string().contains(secret),
+        "the view shows the key: {view}"
+    );
 
     // The engine still wants it: without it 401, with it an answer.
     let url = format!("http://127.0.0.1:{port}/v1/models");

@@ -18,7 +18,6 @@ const IDLE_CONNECTIONS: usize = 1_100;
 /// A generous bound past which a step counts as hung (never a performance assertion).
 const HANG: Duration = Duration::from_secs(30);
 
-
 /// A test server whose listeners use `limits` (no engines: nothing to reap).
 struct BoundedServer {
     server: RunningServer,
