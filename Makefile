@@ -7,7 +7,7 @@ DEBUG := $(CARGO_TARGET_DIR)/debug
 RELEASE := $(CARGO_TARGET_DIR)/release
 ARTIFACTS ?= $(CURDIR)/tests/artifacts
 
-.PHONY: run setup ui build package test test-rust test-package tiny-model test-ui test-e2e test-desktop test-hub bench bench-package bench-download bench-gateway bench-harness bench-abuse soak lint
+.PHONY: run setup ui build package test test-rust test-package tiny-model test-ui test-e2e test-desktop test-hub test-sdk bench bench-package bench-download bench-gateway bench-harness bench-abuse soak lint
 
 ## run: install what is missing, build, prepare the bundled llama.cpp engine (CUDA when NVIDIA GPUs
 ## and nvcc are there, else CPU; reused afterwards), open the desktop app (or `rigdeck serve`
@@ -35,8 +35,8 @@ package: build
 
 ## test: formatting and lints (rustfmt, clippy -D warnings), then every suite — Rust (core, server,
 ## NVML double), UI unit, browser end-to-end, desktop smoke, the cache shared with huggingface_hub,
-## the packages (built, installed, used and removed)
-test: lint test-rust test-ui test-e2e test-desktop test-hub test-package
+## the gateway through the openai and anthropic SDKs, the packages (built, installed, used and removed)
+test: lint test-rust test-ui test-e2e test-desktop test-hub test-sdk test-package
 	@echo "make test: all suites passed"
 
 # The engine build test goes first: it builds the bundled llama.cpp and ik_llama.cpp through
@@ -89,6 +89,16 @@ test-desktop: test-rust
 test-hub: test-rust
 	cargo build -p rigdeck-hub --example fake_hub
 	bash tests/hub/interop.sh $(DEBUG)
+
+# The gateway as coding agents call it: the official openai and anthropic Python SDKs (pinned,
+# from the Python package index), streamed and not, back to back, on a started and an on-demand
+# real llama-server (tiny model, 2 s idle timeout), with the SDKs' retries off.
+test-sdk: test-rust
+	$(MAKE) tiny-model
+	RIGDECK_BIN=$(DEBUG)/rigdeck RIGDECK_NVML_LIBRARY=$(DEBUG)/libnvml_double.so \
+		RIGDECK_TINY_MODEL=$(ARTIFACTS)/tiny.gguf \
+		RIGDECK_LLAMA_SERVER="$$(ls -t $(RIGDECK_CACHE)/engines/llama.cpp-*-cpu-portable/bin/llama-server | head -n 1)" \
+		bash tests/sdk/agents.sh
 
 ## bench-package: time from `dpkg -i` of the release .deb to the dashboard served with the shipped
 ## engine registered (needs `make package` first, and root)
