@@ -58,7 +58,8 @@ struct Stage {
     /// Calls that got no answer within [`CALL_DEADLINE`], and failures that said nothing.
     violations: Mutex<Vec<String>>,
     operations: AtomicU64,
-    longest_ms: AtomicU64,
+    /// The longest call, and what it was.
+    longest: Mutex<(u64, String)>,
 }
 
 impl Stage {
@@ -75,9 +76,12 @@ impl Stage {
         self.violations.lock().unwrap().push(what);
     }
 
-    fn took(&self, started: Instant) {
+    fn took(&self, started: Instant, what: &str) {
         let ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
-        self.longest_ms.fetch_max(ms, Ordering::Relaxed);
+        let mut longest = self.longest.lock().unwrap();
+        if ms > longest.0 {
+            *longest = (ms, what.to_owned());
+        }
         self.operations.fetch_add(1, Ordering::Relaxed);
     }
 
@@ -158,7 +162,7 @@ fn pick(dice: &mut Dice) -> Action {
 async fn act(stage: &Stage, action: Action, profile: &str) {
     let started = Instant::now();
     let done = tokio::time::timeout(CALL_DEADLINE, run_action(stage, action, profile)).await;
-    stage.took(started);
+    stage.took(started, &format!("{action:?} on {profile}"));
     match done {
         Ok(kind) => stage.count(format!("{action:?}: {kind}")),
         Err(_) if stage.restarting.load(Ordering::Relaxed) => {
@@ -316,7 +320,7 @@ async fn benchmarker(stage: Arc<Stage>, until: Instant) {
                 _ => tokio::time::sleep(Duration::from_millis(250)).await,
             }
         };
-        stage.took(started);
+        stage.took(started, "a benchmark");
         stage.count(format!("Benchmark: {status}"));
         tokio::time::sleep(Duration::from_secs(3)).await;
     }
@@ -557,8 +561,10 @@ async fn a_seeded_mix_of_everything_at_once_keeps_every_invariant() {
         .expect("token")
         .trim()
         .to_owned();
+    // No idle connections kept: each would be a task and a descriptor in the daemon.
     let client = reqwest::Client::builder()
         .timeout(CALL_DEADLINE)
+        .pool_max_idle_per_host(0)
         .build()
         .expect("client");
     let key = create_key(port, &token, &client).await;
@@ -571,7 +577,7 @@ async fn a_seeded_mix_of_everything_at_once_keeps_every_invariant() {
         outcomes: Mutex::new(BTreeMap::new()),
         violations: Mutex::new(Vec::new()),
         operations: AtomicU64::new(0),
-        longest_ms: AtomicU64::new(0),
+        longest: Mutex::new((0, String::new())),
     });
     create_profiles(&stage, build.id, &model).await;
     let started = Instant::now();
@@ -600,6 +606,14 @@ async fn a_seeded_mix_of_everything_at_once_keeps_every_invariant() {
     let daemon = daemon_process::serve(dir.path(), port).await;
     stage.restarting.store(false, Ordering::Relaxed);
     assert_consistent(&stage, dir.path()).await;
+    // Second half, against the new daemon's footprint once it ran both engines.
+    settle(&stage).await;
+    for profile in PROFILES {
+        assert_eq!(ask(&stage, profile, false, false).await, "ok");
+    }
+    settle(&stage).await;
+    let before = footprint(&stage, &daemon).await;
+    let first_half = stage.operations.load(Ordering::Relaxed);
     run_mix(&stage, seed.rotate_left(17), secs - secs / 2).await;
     assert_consistent(&stage, dir.path()).await;
     settle(&stage).await;
@@ -607,10 +621,19 @@ async fn a_seeded_mix_of_everything_at_once_keeps_every_invariant() {
         engines_running(dir.path()).is_empty(),
         "engines left after every profile stopped"
     );
-
     let operations = stage.operations.load(Ordering::Relaxed);
+    assert_back_near(
+        before,
+        footprint(&stage, &daemon).await,
+        operations - first_half,
+    );
+
     let minutes = started.elapsed().as_secs_f64() / 60.0;
-    eprintln!("chaos seed {seed}: {operations} operations in {:.1} min ({:.0} per minute), longest call {} ms", minutes, operations as f64 / minutes, stage.longest_ms.load(Ordering::Relaxed));
+    let (longest_ms, longest) = stage.longest.lock().unwrap().clone();
+    eprintln!(
+        "chaos seed {seed}: {operations} operations in {minutes:.1} min ({:.0} per minute), longest call {longest_ms} ms ({longest})",
+        operations as f64 / minutes
+    );
     for (kind, n) in stage.outcomes.lock().unwrap().iter() {
         eprintln!("  {n:>6}  {kind}");
     }

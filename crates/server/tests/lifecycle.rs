@@ -177,3 +177,26 @@ async fn a_request_that_finds_its_model_stopping_for_idleness_waits_and_starts_i
     eprintln!("the idle stop was caught in progress {caught} time(s) of 5");
     assert!(caught > 0, "the idle stop was never seen in progress");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_waiting_for_a_load_on_request_outlives_a_stop_from_the_api() {
+    let (rig, key, body) = idle_after_a_second().await;
+    let asked = rig.call_v1("/v1/chat/completions", &key, &body);
+    let stopped = async {
+        // The request started the load; a stop from the API meanwhile.
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        while !matches!(
+            rig.instance("idle").await["phase"].as_str(),
+            Some("starting" | "loading")
+        ) {
+            assert!(std::time::Instant::now() < deadline, "the load never began");
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        rig.api("POST", "/api/v1/instances/idle/stop", Some(json!({})))
+            .await
+    };
+    let ((status, answer), (stop, view)) = tokio::join!(asked, stopped);
+    assert_eq!(stop, 200, "{view}");
+    // It starts on request, and a request still wants it: started again.
+    assert_eq!(status, 200, "the waiting request failed: {answer}");
+}

@@ -23,6 +23,16 @@ use crate::proxy::{self, stream_headers};
 use crate::route::GatewayRequest;
 use crate::usage::Outcome;
 
+/// How many times one load starts a model stopped under it before it gives up.
+const STARTS_PER_LOAD: u32 = 3;
+
+/// How following a starting model ended.
+enum Waited {
+    Ready,
+    /// Stopped or stopping (named) by someone else before it was ready.
+    Stopped(&'static str),
+}
+
 /// A load in progress, as waiting requests follow it.
 #[derive(Debug, Clone)]
 pub(super) enum Load {
@@ -97,10 +107,7 @@ impl Gateway {
 
     /// Runs on its own task, so a client that leaves does not cancel others' wait.
     async fn load(self: Arc<Self>, entry: ModelEntry, tx: watch::Sender<Load>) {
-        let outcome = match self.start_making_room(&entry).await {
-            Ok(()) => self.wait_ready(&entry, &tx).await,
-            Err(err) => Err(err),
-        };
+        let outcome = self.load_until_ready(&entry, &tx).await;
         if let Err(err) = &outcome {
             tracing::warn!("gateway: loading '{}' failed: {err}", entry.name);
         }
@@ -109,6 +116,35 @@ impl Gateway {
             Err(err) => Load::Failed(err),
         });
         lock(&self.loads).remove(&entry.name);
+    }
+
+    /// Starts the model and follows it until it is ready. A model started on request that is
+    /// stopped or restarted from the Instances page or the API while it loads is started again
+    /// (the start waits for that stop or restart to finish), a few times at most: the requests
+    /// waiting for it still want it.
+    async fn load_until_ready(
+        &self,
+        entry: &ModelEntry,
+        tx: &watch::Sender<Load>,
+    ) -> Result<(), GatewayError> {
+        let mut starts = 0;
+        loop {
+            starts += 1;
+            self.start_making_room(entry).await?;
+            match self.wait_ready(entry, tx).await? {
+                Waited::Ready => return Ok(()),
+                Waited::Stopped(_) if entry.policy.on_demand && starts < STARTS_PER_LOAD => {}
+                Waited::Stopped(state) => {
+                    return Err(GatewayError::new(
+                        ErrorKind::Unavailable,
+                        format!(
+                            "'{}' was {state} while loading (a stop from the Instances page or the API)",
+                            entry.name
+                        ),
+                    ))
+                }
+            }
+        }
     }
 
     /// Starts the model; when VRAM admission refuses, stops the least recently used idle model
@@ -144,16 +180,17 @@ impl Gateway {
         }
     }
 
-    /// Follows the instance until it is ready, publishing its load progress.
+    /// Follows the instance until it is ready, publishing its load progress; `Stopped` when it
+    /// is stopped before.
     async fn wait_ready(
         &self,
         entry: &ModelEntry,
         tx: &watch::Sender<Load>,
-    ) -> Result<(), GatewayError> {
+    ) -> Result<Waited, GatewayError> {
         let deadline = Instant::now() + self.options.load_timeout;
         loop {
             match self.fleet.state(&entry.name) {
-                ModelState::Ready(_) => return Ok(()),
+                ModelState::Ready(_) => return Ok(Waited::Ready),
                 ModelState::Loading { progress } => {
                     tx.send_if_modified(|load| match load {
                         Load::Loading { progress: shown } if *shown != progress => {
@@ -170,10 +207,7 @@ impl Gateway {
                     ))
                 }
                 state @ (ModelState::Stopped | ModelState::Stopping) => {
-                    return Err(GatewayError::new(
-                        ErrorKind::Unavailable,
-                        format!("'{}' was {} while loading", entry.name, state.name()),
-                    ))
+                    return Ok(Waited::Stopped(state.name()))
                 }
             }
             if Instant::now() >= deadline {

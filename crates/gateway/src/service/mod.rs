@@ -290,8 +290,9 @@ impl Gateway {
     }
 
     /// After `failed` did not answer: the instance's new address once it is ready again (it
-    /// was restarting, or restarted elsewhere), or `None` when it still claims to be ready at
-    /// the same address after the grace period, or is stopped or crashed for good.
+    /// was restarting, or restarted elsewhere, or it starts on request and was stopped), or
+    /// `None` when it still claims to be ready at the same address after the grace period, or is
+    /// stopped or crashed for good.
     async fn upstream_after_failure(
         self: &Arc<Self>,
         entry: &ModelEntry,
@@ -303,14 +304,22 @@ impl Gateway {
             match self.fleet.state(&entry.name) {
                 ModelState::Ready(upstream) if upstream != *failed => return Some(upstream),
                 ModelState::Ready(_) if Instant::now() < deadline => {}
-                ModelState::Loading { .. } => {
-                    let mut load = self.ensure_loading(entry);
-                    return self.upstream_after(entry, &mut load).await.ok();
+                ModelState::Loading { .. } => return self.load_again(entry).await,
+                // Stopped or restarted under the request: one started on request starts again.
+                ModelState::Stopping | ModelState::Stopped if entry.policy.on_demand => {
+                    return self.load_again(entry).await
                 }
                 _ => return None,
             }
             tokio::time::sleep(poll).await;
         }
+    }
+
+    /// Waits for the model's load (joining one in progress, or starting one): where it answers
+    /// once it is ready.
+    async fn load_again(self: &Arc<Self>, entry: &ModelEntry) -> Option<crate::fleet::Upstream> {
+        let mut load = self.ensure_loading(entry);
+        self.upstream_after(entry, &mut load).await.ok()
     }
 
     /// `/v1/models`: every profile, and each alias as its own entry.
