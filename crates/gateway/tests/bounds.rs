@@ -268,3 +268,57 @@ async fn a_finished_stream_leaves_no_task_behind() {
         alive()
     );
 }
+
+/// An engine whose Anthropic stream opens with a content block, as llama-server's does when the
+/// first token it samples is an incomplete UTF-8 sequence.
+async fn engine_without_message_start() -> String {
+    let app = axum::Router::new().route(
+        "/v1/messages",
+        axum::routing::post(|| async {
+            let events = [
+                "event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"text\",\"text\":\"\"}}\n\n",
+                "event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\"\u{fffd}a\"}}\n\n",
+                "event: content_block_stop\ndata: {\"type\":\"content_block_stop\",\"index\":0}\n\n",
+                "event: message_delta\ndata: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"end_turn\"},\"usage\":{\"output_tokens\":2}}\n\n",
+                "event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n",
+            ];
+            let body = futures_util::stream::iter(events)
+                .map(|e| Ok::<_, std::io::Error>(Bytes::from_static(e.as_bytes())));
+            axum::response::Response::builder()
+                .header("content-type", "text/event-stream")
+                .body(axum::body::Body::from_stream(body))
+                .unwrap()
+        }),
+    );
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let address = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    format!("http://{address}")
+}
+
+#[tokio::test]
+async fn an_anthropic_stream_always_opens_with_message_start() {
+    let stage = Arc::new(Stage::default());
+    stage.set("m", ready_at(engine_without_message_start().await));
+    let gateway = gateway_over(stage, GatewayOptions::default()).await;
+    let body = Bytes::from(
+        r#"{"model":"m","stream":true,"max_tokens":8,"messages":[{"role":"user","content":"hi"}]}"#,
+    );
+    let answer = gateway.handle(Route::Messages, Caller::app(), body).await;
+    assert_eq!(answer.status().as_u16(), 200);
+    let text = axum::body::to_bytes(answer.into_body(), 1 << 20)
+        .await
+        .unwrap();
+    let text = String::from_utf8_lossy(&text);
+    let kinds: Vec<&str> = text
+        .lines()
+        .filter_map(|l| l.strip_prefix("event: "))
+        .collect();
+    assert_eq!(
+        kinds.first().copied(),
+        Some("message_start"),
+        "the stream: {text}"
+    );
+    assert_eq!(kinds.iter().filter(|k| **k == "message_start").count(), 1);
+    assert!(text.contains(r#""model":"m""#), "{text}");
+}

@@ -99,6 +99,8 @@ pub struct Relay {
     drop_usage_chunk: bool,
     dialect: Dialect,
     model: String,
+    /// An Anthropic stream whose first event has not passed yet (see [`message_start_for`]).
+    first_event_due: bool,
     done: bool,
 }
 
@@ -134,6 +136,7 @@ impl Relay {
                 Framing::Whole(BytesMut::new())
             },
             drop_usage_chunk,
+            first_event_due: events && dialect == Dialect::Anthropic,
             dialect,
             model,
             done: false,
@@ -152,12 +155,19 @@ impl Relay {
             }
             Framing::Events(splitter) => {
                 let whole = splitter.push(&chunk)?;
-                Some(keep_events(
+                let kept = keep_events(
                     &mut lock(&self.shared.tally),
                     whole,
                     now,
                     self.drop_usage_chunk,
-                ))
+                );
+                if !std::mem::take(&mut self.first_event_due) {
+                    return Some(kept);
+                }
+                Some(match message_start_for(&kept, &self.model) {
+                    Some(start) => [start, kept].concat().into(),
+                    None => kept,
+                })
             }
         }
     }
@@ -198,6 +208,37 @@ impl Relay {
             Framing::Whole(_) => None,
         }
     }
+}
+
+/// The `message_start` event an Anthropic stream must open with, when the engine's begins with
+/// a content event instead: llama-server leaves it out when the first token it samples is an
+/// incomplete UTF-8 sequence, and Anthropic's own SDK then fails on the stream. `None` when the
+/// stream opens as it should (or with an error).
+fn message_start_for(first: &[u8], model: &str) -> Option<Bytes> {
+    let events = sse::events(first);
+    let kind = events.first()?.1.kind?;
+    if !matches!(
+        kind,
+        "content_block_start" | "content_block_delta" | "content_block_stop" | "message_delta"
+    ) {
+        return None;
+    }
+    let message = serde_json::json!({
+        "type": "message_start",
+        "message": {
+            "id": format!("msg_rigdeck_{:x}", now_ms()),
+            "type": "message",
+            "role": "assistant",
+            "model": model,
+            "content": [],
+            "stop_reason": null,
+            "stop_sequence": null,
+            "usage": {"input_tokens": 0, "output_tokens": 0},
+        },
+    });
+    Some(Bytes::from(format!(
+        "event: message_start\ndata: {message}\n\n"
+    )))
 }
 
 /// Reads whole events and leaves out the usage chunk the gateway asked for on its own.
