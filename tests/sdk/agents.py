@@ -13,7 +13,7 @@ PAUSE_EVERY-th call the script waits a while, past the 2 s idle timeout of the o
 or around it, and notes the model's state in the gateway first (an idle stop, then a load on
 demand by the call). The clients never retry (max_retries=0): every call must succeed by itself,
 streamed ones with text deltas (and OpenAI's usage chunk, Anthropic's message_start), whole ones
-with their usage. Decoding is greedy unless SDK_SAMPLED=1 (see SAMPLING below). Exits 1 on any
+with their usage. Decoding samples as the engine does unless SDK_GREEDY=1 (see SAMPLING below). Exits 1 on any
 failure, after a summary: calls by kind, failures with their messages, the slowest call, what the
 pauses met.
 """
@@ -41,15 +41,15 @@ PAUSE_EVERY = 6
 # ready or stopping, the longer ones stopped.
 PAUSES_S = [3.5, 2.2, 4.5, 2.8, 3.2, 2.5]
 
-# Greedy decoding by default, so the answers (and this test) are the same on every run. With the
-# engine's own sampling (SDK_SAMPLED=1), about 1 in 40 of llama-server's streamed Anthropic
-# messages (llama.cpp 0c1e570) lacks its `message_start` event: when the first token sampled is
-# an incomplete UTF-8 sequence (the first text delta then starts with U+FFFD). The gateway passes
-# the stream on as it is, and the anthropic SDK's stream helper cannot build the message.
+# The engine's own sampling, as agents call it. With it, about 1 in 40 of llama-server's streamed
+# Anthropic messages (llama.cpp 0c1e570) comes without its `message_start` event (when the first
+# token sampled is an incomplete UTF-8 sequence), on which the anthropic SDK's stream helper
+# fails; the gateway writes the event in then, and the checks below hold it to that.
+# SDK_GREEDY=1 decodes greedily instead (the same answers on every run).
 # The anthropic SDK (2.x) has no `temperature` parameter any more; it goes in the body as it is.
-SAMPLED = os.environ.get("SDK_SAMPLED") == "1"
-SAMPLING = {} if SAMPLED else {"temperature": 0}
-A_SAMPLING = {} if SAMPLED else {"extra_body": {"temperature": 0}}
+GREEDY = os.environ.get("SDK_GREEDY") == "1"
+SAMPLING = {"temperature": 0} if GREEDY else {}
+A_SAMPLING = {"extra_body": {"temperature": 0}} if GREEDY else {}
 
 KINDS = ["openai", "openai-stream", "anthropic", "anthropic-stream"]
 # B(4, 2): read cyclically, each of the 16 ordered pairs of kinds appears once.

@@ -9,16 +9,14 @@
 # some after a pause past the idle timeout (the on-demand model is stopped for idleness and loaded
 # again by the next call). The SDKs' own retries are off (max_retries=0): every call must succeed
 # by itself. Streamed calls must carry text deltas (and OpenAI's usage chunk, Anthropic's
-# message_start), whole ones their usage; decoding is greedy (see SAMPLED). Prints the calls by
+# message_start), whole ones their usage; the engine samples (see GREEDY). Prints the calls by
 # kind, the failures with their messages and the slowest call; exits non-zero on any failure.
 #
 #   bash tests/sdk/agents.sh                 # after `cargo build -p rigdeck-server -p rigdeck-nvml-double`
 #                                            # and `make tiny-model`
 #   CALLS=80 bash tests/sdk/agents.sh        # calls per model (default 40)
 #   KEEP=1 bash tests/sdk/agents.sh          # keep the work folder (the daemon's log)
-#   SAMPLED=1 bash tests/sdk/agents.sh       # the engine's own sampling instead of greedy decoding:
-#     about 1 in 40 streamed Anthropic messages then fails, because llama-server (0c1e570) leaves
-#     out `message_start` when the first token is an incomplete UTF-8 sequence (see agents.py)
+#   GREEDY=1 bash tests/sdk/agents.sh        # greedy decoding: the same answers on every run
 # Environment: RIGDECK_BIN, RIGDECK_TINY_MODEL, RIGDECK_LLAMA_SERVER, RIGDECK_NVML_LIBRARY override
 # the defaults below (the debug build, tests/artifacts/tiny.gguf, the cached CPU llama-server;
 # `make test-sdk` passes the same ones).
@@ -138,7 +136,7 @@ KEY=$("$RIGDECK" keys create sdk-agents --json | "$VENV/bin/python" -c 'import j
 echo "sdk agents: openai $OPENAI_VERSION and anthropic $ANTHROPIC_VERSION against rigdeck serve on" \
   "$RIGDECK_URL, llama-server $(basename "$(dirname "$(dirname "$LLAMA_SERVER")")"), $CALLS calls per model"
 # In the background, so a signal to this script stops the clients and everything else at once.
-SDK_BASE=$RIGDECK_URL SDK_KEY=$KEY SDK_ADMIN_TOKEN=$(cat "$RIGDECK_CONFIG_DIR/token") SDK_CALLS=$CALLS SDK_SAMPLED=${SAMPLED:-0} \
+SDK_BASE=$RIGDECK_URL SDK_KEY=$KEY SDK_ADMIN_TOKEN=$(cat "$RIGDECK_CONFIG_DIR/token") SDK_CALLS=$CALLS SDK_GREEDY=${GREEDY:-0} \
   "$VENV/bin/python" "$ROOT/tests/sdk/agents.py" agent=started agent-od=on-demand &
 CLIENT_PID=$!
 wait "$CLIENT_PID"
