@@ -440,21 +440,15 @@ fn engines_running(dir: &Path) -> Vec<i64> {
 }
 
 /// Every instance shown ready listens on the port it shows and answers through `/v1`; every
-/// engine alive is one the daemon shows running.
+/// engine alive is one the daemon shows running. The idle timer (one second) may stop an
+/// instance between the view and the look at the sockets: a mismatch counts only when the view
+/// still says the same after the look.
 async fn assert_consistent(stage: &Stage, dir: &Path) {
-    let views = stage.instances().await;
-    let mut supervised = Vec::new();
-    for view in &views {
-        let name = view["name"].as_str().unwrap_or_default();
-        if let Some(pid) = view["pid"]
-            .as_i64()
-            .filter(|_| view["phase"] != "stopped" && view["phase"] != "crashed")
-        {
-            supervised.push(pid);
-        }
+    for view in stage.instances().await {
         if view["phase"] != "ready" {
             continue;
         }
+        let name = view["name"].as_str().unwrap_or_default().to_owned();
         let port = view["port"]
             .as_u64()
             .and_then(|p| u16::try_from(p).ok())
@@ -462,21 +456,62 @@ async fn assert_consistent(stage: &Stage, dir: &Path) {
         let pid = view["pid"]
             .as_i64()
             .expect("a ready instance shows its pid");
-        assert!(
-            listeners_on(port).contains(&pid),
-            "'{name}' is shown ready on port {port} with pid {pid}, but the listeners there are {:?}",
-            listeners_on(port)
-        );
-        let status = ask(stage, name, false, false).await;
+        let listening = listeners_on(port);
+        if !listening.contains(&pid) {
+            let now = shown(stage, &name).await;
+            assert!(
+                now["phase"] != "ready" || now["pid"] != view["pid"] || now["port"] != view["port"],
+                "'{name}' is shown ready on port {port} with pid {pid}, but the listeners there are {listening:?}"
+            );
+        }
+        let status = ask(stage, &name, false, false).await;
         assert_eq!(status, "ok", "'{name}' is ready but /v1 answered: {status}");
     }
-    let alive = engines_running(dir);
-    for pid in &alive {
+    // After the requests above (which may start a model again), once no start, restart or stop
+    // is under way: nothing starts an engine between the list and the look at the processes.
+    let views = steady_instances(stage).await;
+    let supervised: Vec<i64> = views
+        .iter()
+        .filter(|v| v["phase"] != "stopped" && v["phase"] != "crashed")
+        .filter_map(|v| v["pid"].as_i64())
+        .collect();
+    for pid in engines_running(dir) {
         assert!(
-            supervised.contains(pid),
+            supervised.contains(&pid),
             "engine pid {pid} runs outside the supervisor (an orphan); the daemon shows {views:?}"
         );
     }
+}
+
+/// The instances once none is starting, loading, stopping or waiting to restart.
+async fn steady_instances(stage: &Stage) -> Vec<Value> {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let views = stage.instances().await;
+        let steady = views.iter().all(|v| match v["phase"].as_str() {
+            Some("ready" | "stopped") => true,
+            Some("crashed") => v["restart"].is_null(),
+            _ => false,
+        });
+        if steady {
+            return views;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "instances never settled: {views:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// The view of one instance now.
+async fn shown(stage: &Stage, name: &str) -> Value {
+    stage
+        .instances()
+        .await
+        .into_iter()
+        .find(|v| v["name"] == name)
+        .unwrap_or(Value::Null)
 }
 
 async fn create_profiles(stage: &Stage, build_id: i64, model: &Path) {
