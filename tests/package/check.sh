@@ -116,7 +116,12 @@ print([b["id"] for b in json.load(sys.stdin) if b["source"] == "packaged"])')
   [ ! -e /usr/lib/rigdeck ] || fail "/usr/lib/rigdeck is still there after dpkg -r"
 fi
 [ -f "$data" ] || fail "removing the package took the user's database"
-grep -q tiny <<< "$(user_env "$target/debug/rigdeck" profiles list)" || fail "the profile did not survive the package's removal"
+# Read from the database itself: the daemon is stopped, and the CLI talks to a running one.
+python3 - "$data" <<'EOF' || fail "the profile did not survive the package's removal"
+import sqlite3, sys
+names = [row[0] for row in sqlite3.connect(sys.argv[1]).execute("SELECT name FROM launch_profiles")]
+assert "tiny" in names, names
+EOF
 echo "packaging check: .deb installed, used, reinstalled and removed; the user's data stayed"
 
 # --- the .rpm -------------------------------------------------------------------------------
