@@ -707,6 +707,24 @@ pub(crate) mod tests {
     }
 
     #[test]
+    fn the_key_leaves_the_command_line_for_engines_that_read_it_from_their_environment() {
+        let mut p = profile(Path::new("/m.gguf"));
+        p.api_key = Some("s3cret".into());
+        let llama = build("/bin/llama-server", &[]);
+        let (argv_llama, key) =
+            key_into_environment(argv(&p, &llama, 9000, None).unwrap(), llama.kind);
+        assert!(!argv_llama.iter().any(|w| w == "s3cret" || w == "--api-key"));
+        assert_eq!(key, Some(("LLAMA_API_KEY", "s3cret".to_owned())));
+        let mut ik = build("/ik/llama-server", &[]);
+        ik.kind = EngineKind::IkLlamaCpp;
+        let (argv_ik, key) = key_into_environment(argv(&p, &ik, 9000, None).unwrap(), ik.kind);
+        assert!(argv_ik.windows(2).any(|w| w == ["--api-key", "s3cret"]));
+        assert_eq!(key, None);
+        let shown = key_masked(&argv_ik);
+        assert!(shown.windows(2).any(|w| w == ["--api-key", "********"]));
+    }
+
+    #[test]
     fn ik_llama_gets_a_layer_count_and_no_unified_kv_switch() {
         let mut ik = build("/ik/llama-server", &["--metrics"]);
         ik.kind = EngineKind::IkLlamaCpp;
