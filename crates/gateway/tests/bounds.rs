@@ -213,16 +213,12 @@ async fn a_request_whose_engine_just_died_waits_for_its_restart() {
     }
 }
 
-/// An engine that streams three events and ends, as llama-server does for a short reply.
-async fn streaming_engine() -> String {
+/// An engine that answers `path` with `events` as a stream of server-sent events, one chunk
+/// each, and ends.
+async fn streaming_engine(path: &'static str, events: &'static [&'static str]) -> String {
     let app = axum::Router::new().route(
-        "/v1/chat/completions",
-        axum::routing::post(|| async {
-            let events = [
-                "data: {\"choices\":[{\"delta\":{\"content\":\"a\"}}]}\n\n",
-                "data: {\"choices\":[{\"delta\":{\"content\":\"b\"}}]}\n\n",
-                "data: [DONE]\n\n",
-            ];
+        path,
+        axum::routing::post(move || async move {
             let body = futures_util::stream::iter(events)
                 .map(|e| Ok::<_, std::io::Error>(Bytes::from_static(e.as_bytes())));
             axum::response::Response::builder()
@@ -237,10 +233,20 @@ async fn streaming_engine() -> String {
     format!("http://{address}")
 }
 
+/// Three events and the end, as llama-server streams a short reply.
+const SHORT_REPLY: &[&str] = &[
+    "data: {\"choices\":[{\"delta\":{\"content\":\"a\"}}]}\n\n",
+    "data: {\"choices\":[{\"delta\":{\"content\":\"b\"}}]}\n\n",
+    "data: [DONE]\n\n",
+];
+
 #[tokio::test]
 async fn a_finished_stream_leaves_no_task_behind() {
     let stage = Arc::new(Stage::default());
-    stage.set("m", ready_at(streaming_engine().await));
+    stage.set(
+        "m",
+        ready_at(streaming_engine("/v1/chat/completions", SHORT_REPLY).await),
+    );
     let gateway = gateway_over(stage, GatewayOptions::default()).await;
     let stream_once = || async {
         let answer = gateway
@@ -269,37 +275,23 @@ async fn a_finished_stream_leaves_no_task_behind() {
     );
 }
 
-/// An engine whose Anthropic stream opens with a content block, as llama-server's does when the
-/// first token it samples is an incomplete UTF-8 sequence.
-async fn engine_without_message_start() -> String {
-    let app = axum::Router::new().route(
-        "/v1/messages",
-        axum::routing::post(|| async {
-            let events = [
-                "event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"text\",\"text\":\"\"}}\n\n",
-                "event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\"\u{fffd}a\"}}\n\n",
-                "event: content_block_stop\ndata: {\"type\":\"content_block_stop\",\"index\":0}\n\n",
-                "event: message_delta\ndata: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"end_turn\"},\"usage\":{\"output_tokens\":2}}\n\n",
-                "event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n",
-            ];
-            let body = futures_util::stream::iter(events)
-                .map(|e| Ok::<_, std::io::Error>(Bytes::from_static(e.as_bytes())));
-            axum::response::Response::builder()
-                .header("content-type", "text/event-stream")
-                .body(axum::body::Body::from_stream(body))
-                .unwrap()
-        }),
-    );
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let address = listener.local_addr().unwrap();
-    tokio::spawn(async move { axum::serve(listener, app).await });
-    format!("http://{address}")
-}
+/// An Anthropic stream that opens with a content block, as llama-server's does when the first
+/// token it samples is an incomplete UTF-8 sequence.
+const WITHOUT_MESSAGE_START: &[&str] = &[
+    "event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"text\",\"text\":\"\"}}\n\n",
+    "event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\"\u{fffd}a\"}}\n\n",
+    "event: content_block_stop\ndata: {\"type\":\"content_block_stop\",\"index\":0}\n\n",
+    "event: message_delta\ndata: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"end_turn\"},\"usage\":{\"output_tokens\":2}}\n\n",
+    "event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n",
+];
 
 #[tokio::test]
 async fn an_anthropic_stream_always_opens_with_message_start() {
     let stage = Arc::new(Stage::default());
-    stage.set("m", ready_at(engine_without_message_start().await));
+    stage.set(
+        "m",
+        ready_at(streaming_engine("/v1/messages", WITHOUT_MESSAGE_START).await),
+    );
     let gateway = gateway_over(stage, GatewayOptions::default()).await;
     let body = Bytes::from(
         r#"{"model":"m","stream":true,"max_tokens":8,"messages":[{"role":"user","content":"hi"}]}"#,

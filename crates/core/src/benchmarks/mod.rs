@@ -260,16 +260,13 @@ impl Benchmarks {
 
     /// Cancels the run if it is running and waits until it has stored how it ended.
     async fn cancel_and_wait(&self, id: i64) {
-        loop {
-            let ended = self.ended.notified();
-            tokio::pin!(ended);
-            ended.as_mut().enable();
-            match lock(&self.running).get(&id) {
-                Some(sender) => sender.send_replace(true),
-                None => return,
-            };
-            ended.await;
-        }
+        cancel_until_ended(&self.ended, || {
+            lock(&self.running)
+                .get(&id)
+                .map(|sender| sender.send_replace(true))
+                .is_some()
+        })
+        .await;
     }
 
     /// Cancels every run (the daemon is stopping) and waits, up to `wait`, until each has
@@ -659,6 +656,21 @@ async fn probe_quality(
             Outcome::Failed(format!("no question got an answer: {error}"))
         }
         _ => Outcome::Done,
+    }
+}
+
+/// Calls `cancel` (which says whether the run was still there to cancel) until the run is gone,
+/// waiting for `ended` between calls; registered before each call, so an end in between is not
+/// missed.
+pub(crate) async fn cancel_until_ended(ended: &Notify, mut cancel: impl FnMut() -> bool) {
+    loop {
+        let notified = ended.notified();
+        tokio::pin!(notified);
+        notified.as_mut().enable();
+        if !cancel() {
+            return;
+        }
+        notified.await;
     }
 }
 

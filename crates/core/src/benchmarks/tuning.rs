@@ -172,15 +172,7 @@ impl Tunings {
 
     /// Cancels the tuning if it is running and waits until it has stored how it ended.
     async fn cancel_and_wait(&self, id: i64) {
-        loop {
-            let ended = self.ended.notified();
-            tokio::pin!(ended);
-            ended.as_mut().enable();
-            if self.cancel(id).is_err() {
-                return;
-            }
-            ended.await;
-        }
+        super::cancel_until_ended(&self.ended, || self.cancel(id).is_ok()).await;
     }
 
     /// Cancels the running tuning (the daemon is stopping) and waits, up to `wait`, until it

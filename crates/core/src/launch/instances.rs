@@ -16,7 +16,8 @@ use tokio::task::AbortHandle;
 mod holds;
 mod measure;
 
-pub use holds::{Drain, Holds, InstanceHold};
+use holds::Holds;
+pub use holds::InstanceHold;
 
 use crate::calibration::record::StartEstimate;
 use crate::engines::registry::{EngineBuild, RegistryError};
