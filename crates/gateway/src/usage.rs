@@ -253,8 +253,10 @@ const LABELLED: &str = "WITH shown AS (
       CASE WHEN model IN (SELECT model FROM shown) THEN model ELSE ?4 END AS model
     FROM gateway_requests WHERE at_ms >= ?1 AND at_ms < ?2)";
 
-/// The sums of a group, as SQL columns.
-const SUMS: &str = "COUNT(*), TOTAL(status != 'ok'), TOTAL(COALESCE(prompt_tokens, 0)), \
+/// The sums of a group, as SQL columns. A request the client cancelled (a chat's Stop, an
+/// agent that hung up) is no error.
+const SUMS: &str =
+    "COUNT(*), TOTAL(status NOT IN ('ok', 'cancelled')), TOTAL(COALESCE(prompt_tokens, 0)), \
     TOTAL(COALESCE(completion_tokens, 0))";
 
 /// Usage between `from_ms` (inclusive) and `to_ms` (exclusive), summed up by the database: a
@@ -573,7 +575,7 @@ mod tests {
 
         let s = summary(&pool, 0, 3_600_000).await.unwrap();
         assert_eq!(s.totals.requests, 3, "the end of the range is excluded");
-        assert_eq!(s.totals.errors, 1);
+        assert_eq!(s.totals.errors, 0, "a cancelled request is no error");
         assert_eq!(s.totals.completion_tokens, 60);
         assert_eq!(s.by_model[0].model, "a");
         assert_eq!(s.by_model[0].median_ttft_ms, Some(1_500.0));
@@ -588,6 +590,22 @@ mod tests {
         assert_eq!(at, vec![(0, "a"), (60_000, "b")]);
         assert_eq!(s.recent[0].model, "b");
         assert_eq!(s.recent[0].status, Outcome::Cancelled);
+    }
+
+    #[tokio::test]
+    async fn a_request_the_client_cancelled_is_no_error() {
+        let pool = pool().await;
+        let log = UsageLog::spawn(pool.clone());
+        log.record(record(1_000, "a", None, Outcome::Ok));
+        log.record(record(2_000, "a", None, Outcome::Cancelled));
+        log.record(record(3_000, "a", None, Outcome::EngineError));
+        log.flushed().await;
+
+        let s = summary(&pool, 0, 60_000).await.unwrap();
+        assert_eq!(s.totals.requests, 3);
+        assert_eq!(s.totals.errors, 1, "a stop by the client is no error");
+        assert_eq!(s.by_model[0].totals.errors, 1);
+        assert_eq!(s.by_key[0].totals.errors, 1);
     }
 
     #[tokio::test]
@@ -634,7 +652,7 @@ mod tests {
     impl Totals {
         fn add(&mut self, row: &UsageRow) {
             self.requests += 1;
-            if row.status != Outcome::Ok.as_str() {
+            if row.status != Outcome::Ok.as_str() && row.status != Outcome::Cancelled.as_str() {
                 self.errors += 1;
             }
             self.prompt_tokens += row.prompt_tokens.unwrap_or(0);
