@@ -139,6 +139,15 @@ impl Job {
         progress
             .files_total
             .store(request.files.len(), std::sync::atomic::Ordering::Relaxed);
+        // A finished download (one restored after a restart) has all of it on disk.
+        if state == DownloadState::Done {
+            progress
+                .done_bytes
+                .store(total, std::sync::atomic::Ordering::Relaxed);
+            progress
+                .files_done
+                .store(request.files.len(), std::sync::atomic::Ordering::Relaxed);
+        }
         Job {
             request,
             state,
@@ -636,6 +645,33 @@ mod tests {
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
         panic!("download #{id} never got there: {:?}", downloads.list());
+    }
+
+    #[tokio::test]
+    async fn a_finished_download_restored_after_a_restart_shows_its_full_size_done() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let store = Store::open(&dir.path().join("rigdeck.db"))
+            .await
+            .expect("store");
+        let mut finished = request(0xdd);
+        finished.files[0].size_bytes = 253_000_000;
+        let body = serde_json::to_string(&finished).expect("body");
+        let id = store
+            .insert_download(&body, "done", 1)
+            .await
+            .expect("stored");
+        drop(store);
+
+        let downloads = queue(dir.path(), &silent_hub().await).await;
+        let view = downloads
+            .list()
+            .into_iter()
+            .find(|v| v.id == id)
+            .expect("restored");
+        assert_eq!(view.state, DownloadState::Done);
+        assert_eq!(view.progress.total_bytes, 253_000_000);
+        assert_eq!(view.progress.done_bytes, 253_000_000, "{view:?}");
+        assert_eq!(view.progress.files_done, 1, "{view:?}");
     }
 
     #[tokio::test]
