@@ -10,6 +10,7 @@ import {
   etaText,
   mergeFetched,
   progressPct,
+  queueSummary,
   rateText,
   removeDownload,
   stateLabel,
@@ -102,5 +103,21 @@ describe('downloadOf', () => {
     expect(downloadOf(list, 'unsloth/Qwen3-8B-GGUF', 'Q8_0')?.id).toBe(3);
     expect(downloadOf(list, 'other/repo', 'Q4_K_M')).toBeNull();
     expect(downloadOf(null, 'x/y', 'Q4_K_M')).toBeNull();
+  });
+});
+
+describe('queueSummary', () => {
+  it('names the running download as downloading, not as queued', () => {
+    expect(queueSummary([view(1, 'running'), view(2, 'done')])).toBe('1 downloading');
+  });
+
+  it('counts what runs, waits and is paused apart', () => {
+    const list = [view(1, 'running'), view(2, 'queued'), view(3, 'queued'), view(4, 'paused'), view(5, 'failed')];
+    expect(queueSummary(list)).toBe('1 downloading, 2 queued, 1 paused');
+    expect(queueSummary([view(1, 'queued')])).toBe('1 queued');
+  });
+
+  it('says nothing when nothing is under way', () => {
+    expect(queueSummary([view(1, 'done'), view(2, 'cancelled')])).toBeNull();
   });
 });

@@ -58,8 +58,17 @@ export function downloadButtons(state: string): DownloadButton[] {
   return BUTTONS[state] ?? [];
 }
 
-export function isActive(state: string): boolean {
-  return state === 'queued' || state === 'running' || state === 'paused';
+/** What is under way, for the panel's head: "1 downloading, 2 queued, 1 paused", or null when
+ *  nothing is. */
+export function queueSummary(list: Pick<DownloadView, 'state'>[]): string | null {
+  const count = (state: string) => list.filter((d) => d.state === state).length;
+  const parts = [
+    [count('running'), 'downloading'],
+    [count('queued'), 'queued'],
+    [count('paused'), 'paused'],
+  ] as const;
+  const said = parts.filter(([n]) => n > 0).map(([n, what]) => `${n} ${what}`);
+  return said.length > 0 ? said.join(', ') : null;
 }
 
 /** Done bytes as a percentage, or null before the size is known. */
