@@ -97,6 +97,20 @@ pub struct FileType {
     pub label: String,
 }
 
+/// The chat template a file carries (`tokenizer.chat_template`): its size and the names of the
+/// extra ones (`tokenizer.chat_template.NAME`, e.g. `tool_use`), never the text, which can be
+/// tens of kilobytes and summaries go into lists.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct ChatTemplate {
+    /// Bytes of the default template.
+    pub bytes: u64,
+    /// The named templates beside it.
+    pub names: Vec<String>,
+}
+
+/// The key of a GGUF's default chat template.
+pub const CHAT_TEMPLATE_KEY: &str = "tokenizer.chat_template";
+
 /// What a model is, from its header.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct ModelSummary {
@@ -146,6 +160,9 @@ pub struct ModelSummary {
     pub experts: Option<Experts>,
     /// Tokens in the vocabulary (`tokenizer.ggml.tokens`, else `{arch}.vocab_size`).
     pub vocab_size: Option<u64>,
+    /// The chat template; `None`: the file carries none, and llama-server would fall back to
+    /// ChatML unless told another (`--chat-template`).
+    pub chat_template: Option<ChatTemplate>,
 }
 
 impl ModelSummary {
@@ -211,8 +228,26 @@ fn summarise<'a>(
         sliding_window_pattern: sliding_pattern(md.get(&key("attention.sliding_window_pattern"))),
         experts: experts(md, &arch),
         vocab_size: vocab_size(md, &arch),
+        chat_template: chat_template(md),
         architecture,
     }
+}
+
+fn chat_template(md: &Metadata) -> Option<ChatTemplate> {
+    let text = md
+        .get_str(CHAT_TEMPLATE_KEY)
+        .filter(|t| !t.trim().is_empty())?;
+    let prefix = format!("{CHAT_TEMPLATE_KEY}.");
+    let names = md
+        .iter()
+        .filter_map(|(key, _)| key.strip_prefix(&prefix))
+        .filter(|name| !name.is_empty())
+        .map(str::to_owned)
+        .collect();
+    Some(ChatTemplate {
+        bytes: text.len() as u64,
+        names,
+    })
 }
 
 /// Count, elements and bytes per tensor type, largest share first; and the tensor count.
@@ -330,4 +365,52 @@ pub fn file_type_label(id: u64) -> Option<&'static str> {
 fn file_type(id: u64) -> FileType {
     let label = file_type_label(id).map_or_else(|| format!("unknown ({id})"), str::to_owned);
     FileType { id, label }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn summary_of(entries: Vec<(&str, Value)>) -> ModelSummary {
+        let md = Metadata::from_entries(
+            entries
+                .into_iter()
+                .map(|(k, v)| (k.to_owned(), v))
+                .collect(),
+        );
+        summarise(&md, std::iter::empty(), None, 1)
+    }
+
+    #[test]
+    fn the_chat_template_is_named_by_size_and_its_extra_names_never_by_text() {
+        let template = "{% for m in messages %}{{ m.content }}{% endfor %}";
+        let s = summary_of(vec![
+            ("general.architecture", Value::String("qwen3".into())),
+            (CHAT_TEMPLATE_KEY, Value::String(template.into())),
+            (
+                "tokenizer.chat_template.tool_use",
+                Value::String("{{ tools }}".into()),
+            ),
+        ]);
+        let t = s.chat_template.expect("a template");
+        assert_eq!(t.bytes, template.len() as u64);
+        assert_eq!(t.names, vec!["tool_use".to_owned()]);
+        let json = serde_json::to_string(&summary_of(vec![(
+            CHAT_TEMPLATE_KEY,
+            Value::String(template.into()),
+        )]))
+        .unwrap();
+        assert!(!json.contains("for m in messages"), "{json}");
+    }
+
+    #[test]
+    fn a_file_without_a_chat_template_says_so() {
+        let s = summary_of(vec![(
+            "general.architecture",
+            Value::String("gemma3".into()),
+        )]);
+        assert_eq!(s.chat_template, None);
+        let blank = summary_of(vec![(CHAT_TEMPLATE_KEY, Value::String("  ".into()))]);
+        assert_eq!(blank.chat_template, None);
+    }
 }
