@@ -3,6 +3,20 @@
 
 use serde::{Deserialize, Serialize};
 
+/// The reply length (tokens) when a conversation sets none: long enough for a full answer, short
+/// enough that a model that never stops (a missing chat template, a small model looping) ends
+/// within a minute or two instead of filling its context.
+pub const DEFAULT_REPLY_TOKENS: u32 = 2048;
+
+/// The reply length used when a conversation sets none: [`DEFAULT_REPLY_TOKENS`], and at most
+/// half the engine's context per slot (when known), so the conversation keeps room.
+pub fn default_reply_tokens(context: Option<u64>) -> u32 {
+    let half = context
+        .filter(|c| *c > 1)
+        .map_or(u64::from(DEFAULT_REPLY_TOKENS), |c| c / 2);
+    u32::try_from(half.min(u64::from(DEFAULT_REPLY_TOKENS))).unwrap_or(DEFAULT_REPLY_TOKENS)
+}
+
 /// Sampling and reasoning settings, sent with every reply of the conversation.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
@@ -11,6 +25,7 @@ pub struct Params {
     pub top_p: Option<f64>,
     pub top_k: Option<u32>,
     pub min_p: Option<f64>,
+    /// `None`: [`default_reply_tokens`].
     pub max_tokens: Option<u32>,
     /// `None`: the model's default.
     pub reasoning: Option<Reasoning>,
@@ -133,6 +148,11 @@ pub struct Stats {
     pub duration_ms: Option<f64>,
     /// From the first to the last reasoning text.
     pub reasoning_ms: Option<f64>,
+    /// Why the engine ended the reply (`stop`, `length`, …); `None` when it did not say (a
+    /// reply stopped by the user or cut off).
+    pub finish_reason: Option<String>,
+    /// The reply length it was written under (`max_tokens` of the request).
+    pub max_tokens: Option<u32>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -169,4 +189,18 @@ pub fn path_to(messages: &[Message], leaf: i64) -> Vec<&Message> {
     }
     path.reverse();
     path
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_default_reply_length_leaves_half_the_context() {
+        assert_eq!(default_reply_tokens(None), DEFAULT_REPLY_TOKENS);
+        assert_eq!(default_reply_tokens(Some(0)), DEFAULT_REPLY_TOKENS);
+        assert_eq!(default_reply_tokens(Some(32_768)), DEFAULT_REPLY_TOKENS);
+        assert_eq!(default_reply_tokens(Some(2_048)), 1_024);
+        assert_eq!(default_reply_tokens(Some(u64::MAX)), DEFAULT_REPLY_TOKENS);
+    }
 }

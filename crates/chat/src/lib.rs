@@ -4,6 +4,7 @@
 //! and saved as they stream, stop, search and export.
 
 pub mod conversation;
+pub mod engine;
 pub mod export;
 pub mod reply;
 pub mod store;
@@ -15,7 +16,10 @@ use rigdeck_gateway::Gateway;
 use serde::Deserialize;
 use tokio::sync::watch;
 
-pub use conversation::{Conversation, ConversationSummary, Message, Params, Role, Stats, Status};
+pub use conversation::{
+    default_reply_tokens, Conversation, ConversationSummary, Message, Params, Role, Stats, Status,
+    DEFAULT_REPLY_TOKENS,
+};
 pub use reply::{ChatEvents, Delta};
 pub use store::{ChatError, ChatStore};
 
@@ -232,7 +236,11 @@ impl Chat {
     ) -> Result<Message, ChatError> {
         let messages = self.store.messages(conversation.id).await?;
         let path = path_to(&messages, user.id);
-        let body = request_body(conversation, &path);
+        let body = request_body(
+            conversation,
+            &path,
+            self.default_reply_tokens(&conversation.model).await,
+        );
         let reply = self
             .store
             .add(
@@ -271,6 +279,18 @@ impl Chat {
                 .remove(&id);
         });
         Ok(reply)
+    }
+
+    /// The reply length for `model` when a conversation sets none: from its engine's context
+    /// when it runs and says (llama-server), else [`DEFAULT_REPLY_TOKENS`].
+    pub async fn default_reply_tokens(&self, model: &str) -> u32 {
+        let context = match self.writer.gateway.upstream(model) {
+            Some(upstream) => engine::engine_props(&upstream)
+                .await
+                .and_then(|p| p.context),
+            None => None,
+        };
+        default_reply_tokens(context)
     }
 
     /// Stops a reply being written; its text so far is kept.

@@ -2,7 +2,8 @@
 //! images, sampling, reasoning the way engines take it), sent through the gateway like any
 //! client's, and its stream read event by event: text and reasoning appended, announced as
 //! deltas, saved twice a second (so a daemon killed mid-reply keeps what was written), and the
-//! engine's own figures kept when it ends. Stop drops the stream, which cancels the engine.
+//! engine's own figures and finish reason kept when it ends. Stop drops the stream, which
+//! cancels the engine; the reply keeps its token count and speed from what had arrived.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -46,8 +47,13 @@ pub trait ChatEvents: Send + Sync + 'static {
     fn delta(&self, delta: &Delta);
 }
 
-/// The body of the engine request for a reply whose branch is `path` (oldest first).
-pub fn request_body(conversation: &Conversation, path: &[&Message]) -> Value {
+/// The body of the engine request for a reply whose branch is `path` (oldest first), with
+/// `default_max_tokens` as the reply length when the conversation sets none.
+pub fn request_body(
+    conversation: &Conversation,
+    path: &[&Message],
+    default_max_tokens: u32,
+) -> Value {
     let mut messages = Vec::new();
     if !conversation.system_prompt.trim().is_empty() {
         messages.push(json!({"role": "system", "content": conversation.system_prompt}));
@@ -77,7 +83,10 @@ pub fn request_body(conversation: &Conversation, path: &[&Message]) -> Value {
         ("top_p", p.top_p.map(|v| json!(v))),
         ("top_k", p.top_k.map(|v| json!(v))),
         ("min_p", p.min_p.map(|v| json!(v))),
-        ("max_tokens", p.max_tokens.map(|v| json!(v))),
+        (
+            "max_tokens",
+            Some(json!(p.max_tokens.unwrap_or(default_max_tokens))),
+        ),
     ];
     for (name, value) in numbers {
         if let Some(value) = value {
@@ -117,6 +126,10 @@ struct Progress {
     /// When the first and the latest reasoning text arrived ("thought for 12.3 s").
     reasoning_from: Option<Instant>,
     reasoning_to: Option<Instant>,
+    /// The engine's `finish_reason`, once it says.
+    finish_reason: Option<String>,
+    /// The request's reply length.
+    max_tokens: Option<u32>,
 }
 
 impl Writer {
@@ -138,6 +151,11 @@ impl Writer {
             text_events: 0,
             reasoning_from: None,
             reasoning_to: None,
+            finish_reason: None,
+            max_tokens: body
+                .get("max_tokens")
+                .and_then(Value::as_u64)
+                .and_then(|n| u32::try_from(n).ok()),
         };
         let caller = Caller {
             key_id: None,
@@ -198,6 +216,12 @@ impl Writer {
             let Ok(value) = serde_json::from_slice::<Value>(&event.data) else {
                 continue;
             };
+            if let Some(reason) = value
+                .pointer("/choices/0/finish_reason")
+                .and_then(Value::as_str)
+            {
+                progress.finish_reason = Some(reason.to_owned());
+            }
             let delta = value.pointer("/choices/0/delta");
             let text = |key: &str| {
                 delta
@@ -250,7 +274,9 @@ impl Writer {
     }
 
     async fn end(&self, mut progress: Progress, status: Status, error: Option<String>) -> Message {
-        progress.reply.stats = stats(&progress.tally, progress.started);
+        progress.reply.stats = stats(&progress.tally, progress.started, progress.text_events);
+        progress.reply.stats.max_tokens = progress.max_tokens;
+        progress.reply.stats.finish_reason = progress.finish_reason.take();
         progress.reply.stats.reasoning_ms = match (progress.reasoning_from, progress.reasoning_to) {
             (Some(from), Some(to)) => Some(to.duration_since(from).as_secs_f64() * 1000.0),
             _ => None,
@@ -270,7 +296,13 @@ async fn stopped(stop: &mut watch::Receiver<bool>) {
     }
 }
 
-fn stats(tally: &Tally, started: Instant) -> Stats {
+/// The reply's figures: the engine's counts, else (a reply stopped before the engine's last
+/// event) the text events that arrived, about one token each.
+fn stats(tally: &Tally, started: Instant, text_events: u64) -> Stats {
+    let mut tally = tally.clone();
+    if tally.completion_tokens.is_none() && text_events > 0 {
+        tally.completion_tokens = Some(text_events);
+    }
     let ttft = tally.first_token.map(|t| t.duration_since(started));
     let prompt_tps = tally.engine_prompt_tps.or_else(|| {
         let seconds = ttft?.as_secs_f64();
@@ -285,6 +317,8 @@ fn stats(tally: &Tally, started: Instant) -> Stats {
         completion_tokens: tally.completion_tokens,
         duration_ms: Some(started.elapsed().as_secs_f64() * 1000.0),
         reasoning_ms: None,
+        finish_reason: None,
+        max_tokens: None,
     }
 }
 
@@ -359,7 +393,7 @@ mod tests {
                 vec!["data:image/png;base64,AA==".into()],
             ),
         );
-        let body = request_body(&conversation, &[&q, &a, &img]);
+        let body = request_body(&conversation, &[&q, &a, &img], 2048);
         assert_eq!(body["model"], "qwen");
         assert_eq!(
             body["messages"][0],
@@ -376,5 +410,39 @@ mod tests {
         assert_eq!(body["chat_template_kwargs"]["enable_thinking"], false);
         assert_eq!(body["reasoning_effort"], "low");
         assert_eq!(body["stream_options"]["include_usage"], true);
+    }
+
+    #[test]
+    fn a_conversation_without_a_reply_length_gets_the_default() {
+        let conversation = Conversation {
+            id: 1,
+            title: "t".into(),
+            model: "gemma".into(),
+            system_prompt: String::new(),
+            params: Params::default(),
+            active_leaf: None,
+            created_at_ms: 0,
+            updated_at_ms: 0,
+        };
+        let q = message(1, Role::User, "Hi", vec![]);
+        let body = request_body(&conversation, &[&q], 1024);
+        assert_eq!(body["max_tokens"], 1024);
+    }
+
+    #[test]
+    fn a_stopped_reply_counts_the_tokens_that_arrived() {
+        let mut tally = Tally::default();
+        let start = Instant::now();
+        let chunk = br#"{"choices":[{"delta":{"content":"a"}}]}"#;
+        for i in 0..11u64 {
+            tally.event(chunk, start + Duration::from_millis(100 + 50 * i), false);
+        }
+        let stats = stats(&tally, start, 11);
+        assert_eq!(stats.completion_tokens, Some(11));
+        let tps = stats
+            .decode_tps
+            .expect("a speed from the tokens that arrived");
+        // Ten gaps of 50 ms between the eleven tokens.
+        assert!((tps - 20.0).abs() < 0.01, "{tps}");
     }
 }

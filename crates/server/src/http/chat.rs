@@ -12,9 +12,10 @@ use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use futures_util::Stream;
+use rigdeck_core::chat::engine::engine_props;
 use rigdeck_core::chat::{
-    export, Chat, ChatError, Conversation, ConversationChange, ConversationSummary, Message,
-    NewConversation, NewMessage,
+    default_reply_tokens, export, Chat, ChatError, Conversation, ConversationChange,
+    ConversationSummary, Message, NewConversation, NewMessage,
 };
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
@@ -201,6 +202,9 @@ pub struct ChatModel {
     context: Option<u64>,
     /// Served with a vision projector.
     vision: bool,
+    /// The reply length a conversation that sets none gets now (half the running engine's
+    /// context, at most `DEFAULT_REPLY_TOKENS`).
+    default_max_tokens: u32,
 }
 
 /// `GET /chat/models`: every profile, with the engine's own context size and vision support
@@ -231,12 +235,15 @@ pub async fn models(State(state): State<Arc<AppState>>) -> ApiResult<Json<Vec<Ch
                 .any(|a| a == "--mmproj" || a == "-mm" || a.starts_with("--mmproj="))
         });
         let props = match gateway.upstream(&model.name) {
-            Some(upstream) => engine_props(&upstream.base_url, upstream.api_key.as_deref()).await,
+            Some(upstream) => engine_props(&upstream).await,
             None => None,
         };
+        let engine_context = props.and_then(|p| p.context);
         models.push(ChatModel {
-            context: props.as_ref().and_then(|p| p.0).or(profile_context),
-            vision: props.as_ref().map_or(profile_vision, |p| p.1),
+            context: engine_context.or(profile_context),
+            vision: props.map_or(profile_vision, |p| p.vision),
+            // As a reply is sent: from the running engine's context only.
+            default_max_tokens: default_reply_tokens(engine_context),
             state: model.state,
             on_demand: model.on_demand,
             aliases: model.aliases,
@@ -244,30 +251,6 @@ pub async fn models(State(state): State<Arc<AppState>>) -> ApiResult<Json<Vec<Ch
         });
     }
     Ok(Json(models))
-}
-
-/// llama-server's `/props`: the context per slot and whether it takes images.
-async fn engine_props(base_url: &str, key: Option<&str>) -> Option<(Option<u64>, bool)> {
-    // One client for every call: an engine on this machine answers in milliseconds or not at all.
-    static CLIENT: std::sync::LazyLock<reqwest::Client> = std::sync::LazyLock::new(|| {
-        reqwest::Client::builder()
-            .timeout(Duration::from_secs(2))
-            .build()
-            .unwrap_or_default()
-    });
-    let mut request = CLIENT.get(format!("{base_url}/props"));
-    if let Some(key) = key {
-        request = request.bearer_auth(key);
-    }
-    let props: Value = request.send().await.ok()?.json().await.ok()?;
-    let context = props
-        .pointer("/default_generation_settings/n_ctx")
-        .and_then(Value::as_u64);
-    let vision = props
-        .pointer("/modalities/vision")
-        .and_then(Value::as_bool)
-        .unwrap_or(false);
-    Some((context, vision))
 }
 
 /// How often an idle conversation stream sends a comment: writing to a client that went away
