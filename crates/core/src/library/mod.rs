@@ -1,18 +1,21 @@
-//! The model library: every model in the configured folders (GGUF, single or split, and
-//! safetensors folders) with the facts a user chooses by. Headers are read once per file
+//! The model library: every model in the configured folders (GGUF, single or split, safetensors
+//! folders, and the tags of an Ollama store read in place) with the facts a user chooses by. Headers are read once per file
 //! version (size and modification time), so rescanning is cheap and changes on disk show up.
 
+pub mod known_folders;
+mod ollama;
 mod safetensors;
 mod scan;
 mod watcher;
 
 use std::collections::HashMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use rigdeck_gguf::split::{GgufModel, MissingParts};
 use rigdeck_gguf::summary::ModelSummary;
 use serde::Serialize;
 
+pub use ollama::OllamaModel;
 pub use safetensors::SafetensorsInfo;
 pub use scan::FileStamp;
 use scan::Found;
@@ -39,6 +42,8 @@ pub struct ModelEntry {
     pub safetensors: Option<SafetensorsInfo>,
     /// Why the model cannot be used as it is (a missing shard, a corrupt header), with the fix.
     pub problem: Option<String>,
+    /// Set for a tag of an Ollama store (`path` is then its GGUF blob).
+    pub ollama: Option<OllamaModel>,
 }
 
 /// The last scan and the headers already read.
@@ -58,9 +63,7 @@ impl Library {
         let mut next_cache = HashMap::new();
         let mut entries = Vec::new();
         for found in scan::walk(folders) {
-            let key = match &found {
-                Found::Gguf { files, .. } | Found::Safetensors { files, .. } => files.clone(),
-            };
+            let key = found.stamps();
             let entry = self.cache.remove(&key).unwrap_or_else(|| read_entry(found));
             next_cache.insert(key, entry.clone());
             entries.push(entry);
@@ -103,9 +106,44 @@ fn read_entry(found: Found) -> ModelEntry {
                 gguf: None,
                 safetensors: info,
                 problem,
+                ollama: None,
             }
         }
+        Found::Ollama { folder, tag } => ollama_entry(folder, tag),
     }
+}
+
+/// An Ollama tag: named by its tag, its blob's header read like any GGUF file's.
+fn ollama_entry(folder: PathBuf, tag: ollama::OllamaTag) -> ModelEntry {
+    let (gguf, problem) = match &tag.problem {
+        Some(problem) => (None, Some(problem.clone())),
+        None => match read_summary(&tag.path) {
+            Ok(summary) => (Some(summary), None),
+            Err(e) => (
+                None,
+                Some(format!(
+                    "Ollama's {} blob is not a readable GGUF file: {e}: run `ollama pull {}` again",
+                    tag.name, tag.name
+                )),
+            ),
+        },
+    };
+    ModelEntry {
+        name: tag.name.clone(),
+        size_bytes: tag.files.iter().map(|f| f.size_bytes).sum(),
+        path: tag.path.clone(),
+        format: ModelFormat::Gguf,
+        folder,
+        ollama: Some(tag.model()),
+        files: tag.files,
+        gguf,
+        safetensors: None,
+        problem,
+    }
+}
+
+fn read_summary(path: &Path) -> Result<ModelSummary, rigdeck_gguf::GgufError> {
+    GgufModel::open(path).map(|model| ModelSummary::from_model(&model))
 }
 
 fn gguf_entry(folder: PathBuf, files: Vec<FileStamp>, missing: MissingParts) -> ModelEntry {
@@ -115,8 +153,8 @@ fn gguf_entry(folder: PathBuf, files: Vec<FileStamp>, missing: MissingParts) -> 
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
     let (summary, problem) = if missing.is_empty() {
-        match GgufModel::open(&path) {
-            Ok(model) => (Some(ModelSummary::from_model(&model)), None),
+        match read_summary(&path) {
+            Ok(summary) => (Some(summary), None),
             Err(e) => (None, Some(e.to_string())),
         }
     } else {
@@ -142,6 +180,7 @@ fn gguf_entry(folder: PathBuf, files: Vec<FileStamp>, missing: MissingParts) -> 
         gguf: summary,
         safetensors: None,
         problem,
+        ollama: None,
     }
 }
 

@@ -1,12 +1,14 @@
-//! Walks the model folders: GGUF files (split shards grouped into one model) and safetensors
-//! folders. Follows symbolic links (the Hugging Face cache links snapshots to blobs) without
-//! looping, and skips what cannot be a model.
+//! Walks the model folders: GGUF files (split shards grouped into one model), safetensors
+//! folders and Ollama stores (one model per tag). Follows symbolic links (the Hugging Face cache
+//! links snapshots to blobs) without looping, and skips what cannot be a model.
 
 use std::collections::{BTreeMap, HashSet};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
 use rigdeck_gguf::split::{MissingParts, SplitName};
+
+use super::ollama::{self, OllamaTag};
 
 /// Deep enough for `hub/models--org--name/snapshots/<rev>/sub/file.gguf`.
 const MAX_DEPTH: usize = 8;
@@ -35,26 +37,56 @@ pub enum Found {
         dir: PathBuf,
         files: Vec<FileStamp>,
     },
+    /// A tag of an Ollama store: its GGUF blob under the tag's name.
+    Ollama { folder: PathBuf, tag: OllamaTag },
+}
+
+impl Found {
+    /// What tells whether the model changed on disk: all its files (and an Ollama manifest).
+    pub fn stamps(&self) -> Vec<FileStamp> {
+        match self {
+            Found::Gguf { files, .. } | Found::Safetensors { files, .. } => files.clone(),
+            Found::Ollama { tag, .. } => std::iter::once(tag.manifest.clone())
+                .chain(tag.files.iter().cloned())
+                .collect(),
+        }
+    }
+}
+
+/// What one model folder holds, before shards are grouped.
+#[derive(Default)]
+struct Visited {
+    ggufs: Vec<FileStamp>,
+    safetensors: Vec<(PathBuf, Vec<FileStamp>)>,
+    ollama: Vec<OllamaTag>,
 }
 
 pub fn walk(folders: &[PathBuf]) -> Vec<Found> {
     let mut found = Vec::new();
     let mut seen_dirs = HashSet::new();
     for folder in folders {
-        let mut ggufs = Vec::new();
-        visit(folder, 0, &mut seen_dirs, &mut ggufs, &mut |dir, files| {
-            found.push(Found::Safetensors {
-                folder: folder.clone(),
-                dir: dir.to_owned(),
-                files,
-            });
-        });
-        found.extend(group_shards(folder, ggufs));
+        let mut visited = Visited::default();
+        visit(folder, 0, &mut seen_dirs, &mut visited);
+        found.extend(
+            visited
+                .safetensors
+                .into_iter()
+                .map(|(dir, files)| Found::Safetensors {
+                    folder: folder.clone(),
+                    dir,
+                    files,
+                }),
+        );
+        found.extend(visited.ollama.into_iter().map(|tag| Found::Ollama {
+            folder: folder.clone(),
+            tag,
+        }));
+        found.extend(group_shards(folder, visited.ggufs));
     }
     found
 }
 
-fn stamp(path: &Path) -> Option<FileStamp> {
+pub(super) fn stamp(path: &Path) -> Option<FileStamp> {
     let meta = std::fs::metadata(path).ok()?;
     Some(FileStamp {
         path: path.to_owned(),
@@ -63,18 +95,17 @@ fn stamp(path: &Path) -> Option<FileStamp> {
     })
 }
 
-fn visit(
-    dir: &Path,
-    depth: usize,
-    seen: &mut HashSet<(u64, u64)>,
-    ggufs: &mut Vec<FileStamp>,
-    safetensors: &mut impl FnMut(&Path, Vec<FileStamp>),
-) {
+fn visit(dir: &Path, depth: usize, seen: &mut HashSet<(u64, u64)>, visited: &mut Visited) {
     let Ok(meta) = std::fs::metadata(dir) else {
         return;
     };
     if depth > MAX_DEPTH || !meta.is_dir() || !seen.insert((meta.dev(), meta.ino())) {
         return;
+    }
+    // Ollama's blobs are reached through its manifests; GGUF files elsewhere in it still count.
+    let ollama_store = ollama::is_store(dir);
+    if ollama_store {
+        visited.ollama.extend(ollama::read_store(dir));
     }
     let Ok(entries) = std::fs::read_dir(dir) else {
         return;
@@ -92,9 +123,11 @@ fn visit(
             continue;
         };
         if meta.is_dir() {
-            subdirs.push(path);
+            if !(ollama_store && name == "manifests") {
+                subdirs.push(path);
+            }
         } else if name.ends_with(".gguf") {
-            ggufs.extend(stamp(&path));
+            visited.ggufs.extend(stamp(&path));
         } else if name.ends_with(".safetensors") {
             weights.extend(stamp(&path));
         } else if name == "config.json" {
@@ -103,11 +136,11 @@ fn visit(
     }
     if has_config && !weights.is_empty() {
         weights.sort_by(|a, b| a.path.cmp(&b.path));
-        safetensors(dir, weights);
+        visited.safetensors.push((dir.to_owned(), weights));
     }
     subdirs.sort();
     for sub in subdirs {
-        visit(&sub, depth + 1, seen, ggufs, safetensors);
+        visit(&sub, depth + 1, seen, visited);
     }
 }
 
