@@ -7,9 +7,11 @@
 //! - [`speculative`]: speculative decoding as a setting, in each engine's own flags.
 //! - [`engine_settings`]: the engine knobs beyond placement (pinning, locking, vLLM batching).
 //! - [`ik_memory`]: where ik_llama.cpp's memory use differs from the plan (MLA modes, -amb, -rtr).
+//! - [`chat_templates`]: the chat templates llama-server knows by name, and each architecture's.
 //! - [`admission`]: planned memory per GPU against live free VRAM (tested with samples).
 
 pub mod admission;
+pub mod chat_templates;
 pub mod engine_settings;
 pub mod ik_memory;
 pub mod profile;

@@ -12,6 +12,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use super::admission::PlannedGpu;
+use super::chat_templates;
 use super::engine_settings::{self, EngineSettings};
 use super::python_engines;
 use super::speculative::{self, Speculative};
@@ -53,6 +54,10 @@ pub struct LaunchProfile {
     pub api_key: Option<String>,
     /// `--reasoning on|off` (only for builds that have the option).
     pub reasoning: Option<bool>,
+    /// llama.cpp / ik_llama.cpp: `--chat-template NAME`, one of the templates llama-server
+    /// knows ([`chat_templates::CHAT_TEMPLATES`]); for a GGUF that carries none. `None`: the
+    /// file's own (or llama-server's ChatML when it has none).
+    pub chat_template: Option<String>,
     /// More llama-server arguments, written after Rigdeck's own.
     pub extra_args: Vec<String>,
     pub restart: RestartSetting,
@@ -87,6 +92,7 @@ impl Default for LaunchProfile {
             port: 0,
             api_key: None,
             reasoning: None,
+            chat_template: None,
             extra_args: Vec::new(),
             restart: RestartSetting::default(),
             planned_memory: Vec::new(),
@@ -179,6 +185,8 @@ pub enum ProfileError {
     ManagedFlag { flag: String, field: &'static str },
     #[error("the reasoning default needs `--reasoning`, which engine build {id} does not have: update llama.cpp or leave reasoning unset")]
     NoReasoningOption { id: i64 },
+    #[error("chat template '{name}' is not one llama-server knows: pick one of {known}, or leave it unset to use the file's own")]
+    UnknownChatTemplate { name: String, known: String },
     #[error("NUMA node {node} does not exist: this machine has {nodes} node(s), numbered from 0")]
     NoSuchNumaNode { node: u32, nodes: usize },
     #[error("NUMA binding needs `numactl`, which is not installed: install it (apt install numactl) or remove numa_node from the profile")]
@@ -235,6 +243,7 @@ pub fn validate(
         id: profile.engine_build_id,
     })?;
     check_build(build)?;
+    check_chat_template(profile, build)?;
     if build.kind.is_python() {
         python_engines::validate(profile, build)?;
     } else if !profile.model.is_file() {
@@ -286,6 +295,26 @@ pub fn validate(
     // Surfaces a -ot pattern llama.cpp cannot parse now rather than at start.
     to_args(&profile.model.to_string_lossy(), &profile.placement)?;
     Ok(warnings)
+}
+
+/// A chat template by name is a llama.cpp setting, and the name one llama-server knows.
+fn check_chat_template(profile: &LaunchProfile, build: &EngineBuild) -> Result<(), ProfileError> {
+    let Some(name) = &profile.chat_template else {
+        return Ok(());
+    };
+    if build.kind.is_python() {
+        return Err(ProfileError::LlamaOnly {
+            setting: "the chat template (--chat-template)",
+            kind: build.kind.to_string(),
+        });
+    }
+    if !chat_templates::is_known(name) {
+        return Err(ProfileError::UnknownChatTemplate {
+            name: name.clone(),
+            known: chat_templates::CHAT_TEMPLATES.join(", "),
+        });
+    }
+    Ok(())
 }
 
 pub(crate) fn check_build(build: &EngineBuild) -> Result<(), ProfileError> {
@@ -457,6 +486,7 @@ fn managed_field(flag: &str) -> Option<&'static str> {
         "--host" => Some("host"),
         "--port" => Some("port"),
         "--api-key" => Some("api_key"),
+        "--chat-template" => Some("chat_template"),
         "--spec-type"
         | "-md"
         | "--model-draft"
@@ -633,6 +663,9 @@ fn assemble(
             argv.push(if on { "on" } else { "off" }.to_owned());
         }
     }
+    if let Some(name) = &profile.chat_template {
+        argv.extend(["--chat-template".to_owned(), name.clone()]);
+    }
     argv.extend(engine_settings::llama_args(&profile.engine, build));
     if let Some(spec) = &profile.speculative {
         argv.extend(speculative::args(spec, build)?);
@@ -762,6 +795,46 @@ pub(crate) mod tests {
             super::argv(&p, &b, 9000, None),
             Err(ProfileError::NumactlMissing)
         );
+    }
+
+    #[test]
+    fn a_chat_template_by_name_is_written_for_llama_cpp_and_ik_llama_and_checked() {
+        let dir = tempfile::tempdir().unwrap();
+        let model = dir.path().join("m.gguf");
+        std::fs::write(&model, b"GGUF").unwrap();
+        let mut p = profile(&model);
+        p.chat_template = Some("gemma".into());
+        for kind in [EngineKind::LlamaCpp, EngineKind::IkLlamaCpp] {
+            let mut b = build("/opt/llama/llama-server", &[]);
+            b.kind = kind;
+            let argv = super::argv(&p, &b, 9000, None).unwrap();
+            let at = argv.iter().position(|a| a == "--chat-template");
+            assert_eq!(
+                at.map(|i| argv[i + 1].as_str()),
+                Some("gemma"),
+                "{kind}: {argv:?}"
+            );
+            assert_eq!(validate(&p, Some(&b), 1), Ok(vec![]));
+        }
+        let b = build("/opt/llama/llama-server", &["--chat-template"]);
+        let mut bad = p.clone();
+        bad.chat_template = Some("Gemma-3".into());
+        let err = validate(&bad, Some(&b), 1).unwrap_err().to_string();
+        assert!(
+            err.starts_with(
+                "chat template 'Gemma-3' is not one llama-server knows: pick one of chatml, llama2"
+            ),
+            "{err}"
+        );
+        let mut doubled = profile(&model);
+        doubled.extra_args = vec!["--chat-template".into(), "chatml".into()];
+        let err = validate(&doubled, Some(&b), 1).unwrap_err().to_string();
+        assert!(
+            err.contains("use the profile's chat_template field"),
+            "{err}"
+        );
+        let none = super::argv(&profile(&model), &b, 9000, None).unwrap();
+        assert!(!none.contains(&"--chat-template".to_owned()), "{none:?}");
     }
 
     #[test]
