@@ -27,6 +27,8 @@ pub struct DeviceFit {
     pub name: String,
     pub used_bytes: u64,
     pub capacity_bytes: u64,
+    /// What the planner kept back of the capacity (the plan may fill capacity − reserve).
+    pub reserve_bytes: u64,
 }
 
 /// One quantization on the rig.
@@ -43,6 +45,60 @@ pub struct QuantFit {
     pub command_line: Option<String>,
     pub error: Option<String>,
     pub recommended: bool,
+}
+
+/// One GGUF quantization's header, read from the hub: what planning it needs.
+#[derive(Clone)]
+pub struct QuantHeader {
+    pub label: String,
+    pub total_bytes: u64,
+    /// Its first file's path in the repository (the plan's `-m`).
+    pub first_file: Option<String>,
+    pub model: Result<Arc<LoadedModel>, String>,
+}
+
+impl QuantHeader {
+    /// No quantization could be read (the hub client could not be made): one row says why.
+    fn unreadable(error: String) -> QuantHeader {
+        QuantHeader {
+            label: String::new(),
+            total_bytes: 0,
+            first_file: None,
+            model: Err(error),
+        }
+    }
+
+    /// The architecture its header names, when it was read.
+    pub fn architecture(&self) -> Option<&str> {
+        self.model
+            .as_ref()
+            .ok()
+            .map(|m| m.shape.architecture.as_str())
+    }
+}
+
+/// Plans each quantization on the devices `devices_of` gives for its architecture (the rig
+/// corrected by its records for that architecture) at `context` tokens; marks the recommended
+/// one.
+pub fn plan_quants(
+    headers: &[QuantHeader],
+    devices_of: impl Fn(&str) -> Vec<DeviceSpec>,
+    context: u32,
+) -> Vec<QuantFit> {
+    let mut fits: Vec<QuantFit> = headers
+        .iter()
+        .map(|header| match &header.model {
+            Ok(model) => plan_fit(
+                header,
+                model,
+                &devices_of(&model.shape.architecture),
+                context,
+            ),
+            Err(error) => failed_fit(&header.label, header.total_bytes, error.clone()),
+        })
+        .collect();
+    mark_recommended(&mut fits);
+    fits
 }
 
 /// Parsed headers by resolve address (which holds the commit).
@@ -79,13 +135,26 @@ impl HeaderCache {
         devices: &[DeviceSpec],
         context: u32,
     ) -> Vec<QuantFit> {
+        let headers = self.read_quants(config, repo, commit, groups).await;
+        plan_quants(&headers, |_| devices.to_vec(), context)
+    }
+
+    /// The header of every GGUF quantization of `groups`, read at once (or from the cache), in
+    /// the order of `groups`; a quantization whose header cannot be read carries why.
+    pub async fn read_quants(
+        &self,
+        config: &HubConfig,
+        repo: &RepoId,
+        commit: &CommitId,
+        groups: &[FileGroup],
+    ) -> Vec<QuantHeader> {
         let client = match HubClient::new(config) {
             Ok(client) => client,
-            Err(e) => return vec![failed_fit("", 0, e.to_string())],
+            Err(e) => return vec![QuantHeader::unreadable(e.to_string())],
         };
         let reader = match header_reader(config) {
             Ok(reader) => reader,
-            Err(e) => return vec![failed_fit("", 0, e)],
+            Err(e) => return vec![QuantHeader::unreadable(e)],
         };
         let mut reads = tokio::task::JoinSet::new();
         for (index, group) in groups
@@ -102,16 +171,17 @@ impl HeaderCache {
         }
         let mut loaded: Vec<(usize, Result<Arc<LoadedModel>, String>)> = reads.join_all().await;
         loaded.sort_by_key(|(index, _)| *index);
-        let mut fits: Vec<QuantFit> = loaded
+        loaded
             .into_iter()
-            .filter_map(|(index, model)| groups.get(index).map(|g| (g, model)))
-            .map(|(group, model)| match model {
-                Ok(model) => plan_fit(group, &model, devices, context),
-                Err(error) => failed_fit(&group.label, group.total_bytes, error),
+            .filter_map(|(index, model)| {
+                groups.get(index).map(|group| QuantHeader {
+                    label: group.label.clone(),
+                    total_bytes: group.total_bytes,
+                    first_file: group.files.first().map(|f| f.path.as_str().to_owned()),
+                    model,
+                })
             })
-            .collect();
-        mark_recommended(&mut fits);
-        fits
+            .collect()
     }
 
     async fn load(
@@ -176,7 +246,7 @@ fn failed_fit(label: &str, total_bytes: u64, error: String) -> QuantFit {
 }
 
 fn plan_fit(
-    group: &FileGroup,
+    header: &QuantHeader,
     model: &LoadedModel,
     devices: &[DeviceSpec],
     context: u32,
@@ -185,16 +255,13 @@ fn plan_fit(
         context,
         ..PlacementOptions::default()
     };
-    let label = group
-        .files
-        .first()
-        .map_or("model.gguf", |f| f.path.as_str());
+    let label = header.first_file.as_deref().unwrap_or("model.gguf");
     match report(&model.shape, label, devices, &options, true) {
         Ok(report) => {
             let verdict = FitVerdict::of(&report.plan);
             QuantFit {
-                label: group.label.clone(),
-                total_bytes: group.total_bytes,
+                label: header.label.clone(),
+                total_bytes: header.total_bytes,
                 summary: verdict.summary(),
                 verdict: Some(verdict),
                 devices: report
@@ -205,6 +272,7 @@ fn plan_fit(
                         name: d.spec.name.clone(),
                         used_bytes: d.usage.total_bytes(),
                         capacity_bytes: d.spec.capacity_bytes,
+                        reserve_bytes: d.spec.reserve_bytes,
                     })
                     .collect(),
                 tokens_per_s: report.ceiling.tokens_per_s,
@@ -213,7 +281,7 @@ fn plan_fit(
                 recommended: false,
             }
         }
-        Err(e) => failed_fit(&group.label, group.total_bytes, e.to_string()),
+        Err(e) => failed_fit(&header.label, header.total_bytes, e.to_string()),
     }
 }
 
@@ -261,9 +329,10 @@ mod tests {
         let groups = quants::group(&[file]);
         let repo = RepoId::parse("o/n").expect("repo");
         let commit = CommitId::parse(COMMIT).expect("commit");
-        let fits = HeaderCache::default()
-            .fit_quants(&config, &repo, &commit, &groups, &[], 4096)
+        let headers = HeaderCache::default()
+            .read_quants(&config, &repo, &commit, &groups)
             .await;
+        let fits = plan_quants(&headers, |_| Vec::new(), 4096);
         fits.first()
             .and_then(|f| f.error.clone())
             .expect("the header read fails")

@@ -18,8 +18,9 @@ use rigdeck_core::hub::repo::{CommitId, RepoId, Revision};
 use serde::Deserialize;
 
 use super::error::ApiError;
-use super::placement::{devices_for, parse_body};
+use super::placement::{devices_for, parse_body, planning_devices};
 use super::AppState;
+use rigdeck_core::hub_fit::{plan_quants, QuantFit};
 use rigdeck_core::placement::rig::Margins;
 
 fn hub_client(state: &AppState) -> Result<(HubClient, HubConfig), ApiError> {
@@ -50,7 +51,7 @@ fn repo_of(owner: &str, name: &str) -> Result<RepoId, ApiError> {
     RepoId::parse(&format!("{owner}/{name}")).map_err(|e| bad_request(e.to_string()))
 }
 
-fn revision_of(revision: Option<&str>) -> Result<Revision, ApiError> {
+pub(super) fn revision_of(revision: Option<&str>) -> Result<Revision, ApiError> {
     revision
         .map_or(Ok(Revision::main()), Revision::parse)
         .map_err(|e| bad_request(e.to_string()))
@@ -109,7 +110,7 @@ pub struct RevisionParam {
 }
 
 /// The client, and the model at a revision (its commit): where every model route starts.
-async fn model_at(
+pub(super) async fn model_at(
     state: &AppState,
     repo: &RepoId,
     revision: &Revision,
@@ -120,7 +121,7 @@ async fn model_at(
 }
 
 /// The model's files at its commit, grouped by quantization, and the entries refused.
-async fn groups_at(
+pub(super) async fn groups_at(
     client: &HubClient,
     repo: &RepoId,
     info: &ModelInfo,
@@ -217,20 +218,19 @@ pub async fn fit(State(state): State<Arc<AppState>>, body: axum::body::Bytes) ->
                     body.context
                 )));
             }
-            let devices = devices_for(&state, &body.rig, &Margins::default())?;
+            // Checked first: a rig with no reading yet answers at once, before the hub is asked.
+            devices_for(&state, &body.rig, &Margins::default())?;
             let (client, config, info) = model_at(&state, &repo, &revision).await?;
             let (groups, _) = groups_at(&client, &repo, &info).await?;
-            let quants = state
-                .hub_headers
-                .fit_quants(
-                    &config,
-                    &repo,
-                    &info.commit,
-                    &groups,
-                    &devices,
-                    body.context,
-                )
-                .await;
+            let quants = fits_on_rig(
+                &state,
+                &config,
+                (&repo, &info.commit),
+                &groups,
+                &body.rig,
+                body.context,
+            )
+            .await?;
             Ok(serde_json::json!({
                 "commit": info.commit,
                 "rig": body.rig,
@@ -240,6 +240,37 @@ pub async fn fit(State(state): State<Arc<AppState>>, body: axum::body::Bytes) ->
         }
         .await,
     )
+}
+
+/// Every GGUF quantization of `groups` planned on `rig` at `context` tokens from its header,
+/// on the devices the placement editor plans on (the same margins, this rig's records for the
+/// model's architecture applied): the verdict a model page shows is the plan the editor opens.
+pub(super) async fn fits_on_rig(
+    state: &AppState,
+    config: &HubConfig,
+    (repo, commit): (&RepoId, &CommitId),
+    groups: &[quants::FileGroup],
+    rig: &str,
+    context: u32,
+) -> Result<Vec<QuantFit>, ApiError> {
+    let margins = Margins::default();
+    let headers = state
+        .hub_headers
+        .read_quants(config, repo, commit, groups)
+        .await;
+    // One rig per architecture the headers name (one, in practice).
+    let mut rigs = std::collections::BTreeMap::new();
+    for architecture in headers.iter().filter_map(|h| h.architecture()) {
+        if !rigs.contains_key(architecture) {
+            let (devices, _) = planning_devices(state, rig, &margins, architecture).await?;
+            rigs.insert(architecture.to_owned(), devices);
+        }
+    }
+    Ok(plan_quants(
+        &headers,
+        |architecture| rigs.get(architecture).cloned().unwrap_or_default(),
+        context,
+    ))
 }
 
 /// Whether a token is set, and where from (never the token itself).

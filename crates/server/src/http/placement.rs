@@ -202,16 +202,11 @@ async fn planned(
     margins: &Margins,
     auto: bool,
 ) -> Result<Planned, ApiError> {
-    let mut devices = devices_for(state, rig, margins)?;
+    // Checked first: a rig with no reading yet answers at once, before the model is read.
+    devices_for(state, rig, margins)?;
     let (loaded, requests) = load(model_path).await?;
-    let calibration = match &state.store {
-        Some(store) => {
-            let frame = live_frame(state, rig);
-            let gpus = frame.as_ref().map(|f| &f.sample.gpus);
-            calibration::correct(store, gpus, &loaded.shape.architecture, &mut devices).await
-        }
-        None => Vec::new(),
-    };
+    let (devices, calibration) =
+        planning_devices(state, rig, margins, &loaded.shape.architecture).await?;
     let report = report(&loaded.shape, model_path, &devices, options, auto)
         .map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, "bad_placement", e.to_string()))?;
     Ok(Planned {
@@ -292,6 +287,28 @@ async fn load(model: &str) -> Result<(LoadedModel, Option<u64>), ApiError> {
         })?
         .map_err(bad)?;
     Ok((loaded, None))
+}
+
+/// The devices a plan of a model of `architecture` uses on `rig`: the rig with `margins`,
+/// corrected by this rig's records for that architecture (which corrections, per device, come
+/// back too). The placement editor's plans and the hub's fit both start here, so a model page's
+/// verdict and the plan it opens are made on the same devices.
+pub(super) async fn planning_devices(
+    state: &AppState,
+    rig: &str,
+    margins: &Margins,
+    architecture: &str,
+) -> Result<(Vec<DeviceSpec>, Vec<DeviceCalibration>), ApiError> {
+    let mut devices = devices_for(state, rig, margins)?;
+    let calibration = match &state.store {
+        Some(store) => {
+            let frame = live_frame(state, rig);
+            let gpus = frame.as_ref().map(|f| &f.sample.gpus);
+            calibration::correct(store, gpus, architecture, &mut devices).await
+        }
+        None => Vec::new(),
+    };
+    Ok((devices, calibration))
 }
 
 pub(super) fn devices_for(
