@@ -34,7 +34,6 @@ pub fn find_with(
     library_folders: &[PathBuf],
     env: &dyn Fn(&str) -> Option<OsString>,
 ) -> Vec<KnownFolder> {
-    let library: Vec<PathBuf> = library_folders.iter().map(|f| canonical(f)).collect();
     let mut seen = Vec::new();
     candidates(env)
         .into_iter()
@@ -46,10 +45,19 @@ pub fn find_with(
             new
         })
         .map(|(tool, path)| {
-            let added = library.iter().any(|f| canonical(&path).starts_with(f));
+            let added = is_in_library(library_folders, &path);
             describe(tool, path, added)
         })
         .collect()
+}
+
+/// Whether one of `library_folders` is `path` or holds it (links resolved), so the library
+/// already scans it.
+pub fn is_in_library(library_folders: &[PathBuf], path: &Path) -> bool {
+    let path = canonical(path);
+    library_folders
+        .iter()
+        .any(|folder| path.starts_with(canonical(folder)))
 }
 
 /// Each tool's folders, in the order the tools document them; existing or not.

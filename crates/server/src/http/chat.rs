@@ -21,6 +21,9 @@ use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
 use rigdeck_core::events::{Event, Subscription};
+use rigdeck_core::library::ModelEntry;
+use rigdeck_core::profiles::chat_templates;
+use rigdeck_core::profiles::profile::LaunchProfile;
 use tokio::sync::broadcast::error::RecvError;
 use tokio::sync::watch;
 
@@ -202,6 +205,11 @@ pub struct ChatModel {
     context: Option<u64>,
     /// Served with a vision projector.
     vision: bool,
+    /// The profile's GGUF carries no chat template and the profile names none: llama-server
+    /// answers in ChatML, which the model may not know.
+    no_chat_template: bool,
+    /// The template of the model's architecture, to set in the profile in that case.
+    suggested_chat_template: Option<&'static str>,
     /// The reply length a conversation that sets none gets now (half the running engine's
     /// context, at most `DEFAULT_REPLY_TOKENS`).
     default_max_tokens: u32,
@@ -223,6 +231,7 @@ pub async fn models(State(state): State<Arc<AppState>>) -> ApiResult<Json<Vec<Ch
         Some(store) => store.launch_profiles().await.unwrap_or_default(),
         None => Vec::new(),
     };
+    let library = state.library.entries();
     let mut models = Vec::new();
     for model in status.models {
         let profile = profiles.iter().find(|p| p.name == model.name);
@@ -239,7 +248,10 @@ pub async fn models(State(state): State<Arc<AppState>>) -> ApiResult<Json<Vec<Ch
             None => None,
         };
         let engine_context = props.and_then(|p| p.context);
+        let missing_template = profile.and_then(|p| template_missing(p, &library));
         models.push(ChatModel {
+            no_chat_template: missing_template.is_some(),
+            suggested_chat_template: missing_template.flatten(),
             context: engine_context.or(profile_context),
             vision: props.map_or(profile_vision, |p| p.vision),
             // As a reply is sent: from the running engine's context only.
@@ -251,6 +263,49 @@ pub async fn models(State(state): State<Arc<AppState>>) -> ApiResult<Json<Vec<Ch
         });
     }
     Ok(Json(models))
+}
+
+/// For a llama.cpp profile that names no chat template and whose GGUF (as the library read it)
+/// carries none: `Some` with its architecture's template, if one is certain.
+fn template_missing(
+    profile: &LaunchProfile,
+    library: &[ModelEntry],
+) -> Option<Option<&'static str>> {
+    if profile.chat_template.is_some() {
+        return None;
+    }
+    let summary = library
+        .iter()
+        .find(|e| e.path == profile.model)?
+        .gguf
+        .as_ref()?;
+    if summary.chat_template.is_some() {
+        return None;
+    }
+    Some(
+        summary
+            .architecture
+            .as_deref()
+            .and_then(chat_templates::for_architecture),
+    )
+}
+
+/// The chat templates llama-server knows by name, and the one of each architecture.
+#[derive(Debug, Serialize)]
+pub struct ChatTemplates {
+    names: &'static [&'static str],
+    by_architecture: std::collections::BTreeMap<&'static str, &'static str>,
+}
+
+/// `GET /chat/templates`: what a profile's `chat_template` may name.
+pub async fn templates() -> Json<ChatTemplates> {
+    Json(ChatTemplates {
+        names: chat_templates::CHAT_TEMPLATES,
+        by_architecture: chat_templates::ARCHITECTURE_TEMPLATES
+            .iter()
+            .copied()
+            .collect(),
+    })
 }
 
 /// How often an idle conversation stream sends a comment: writing to a client that went away

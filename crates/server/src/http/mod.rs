@@ -9,6 +9,7 @@ mod gateway;
 mod guard;
 mod hub;
 mod instances;
+mod model_folders;
 mod placement;
 mod telemetry_metrics;
 mod tune;
@@ -167,6 +168,16 @@ fn api_endpoints() -> Vec<Endpoint> {
             Method::POST,
             "/models/rescan",
             post(placement::rescan_models),
+        ),
+        at(
+            Method::GET,
+            "/models/found-folders",
+            get(model_folders::found_folders),
+        ),
+        at(
+            Method::POST,
+            "/models/folders",
+            post(model_folders::add_folder),
         ),
         at(Method::GET, "/rigs", get(placement::rig_presets)),
         at(Method::POST, "/plan", post(placement::plan)),
