@@ -295,6 +295,7 @@ fn api_endpoints() -> Vec<Endpoint> {
         at(
             Method::PATCH,
             "/chat/conversations/{id}",
+        at(Method::GET, "/chat/templates", get(chat::templates)),
             patch(chat::change),
         ),
         at(
