@@ -979,6 +979,8 @@ export interface DeviceFit {
   name: string;
   used_bytes: number;
   capacity_bytes: number;
+  /** What the planner kept back of the capacity. */
+  reserve_bytes: number;
 }
 
 /** One quantization planned on the rig from its headers (crates/core/src/hub_fit.rs). */

@@ -28,17 +28,24 @@ describe('verdicts', () => {
 });
 
 describe('device shares', () => {
-  it('lists the devices the plan uses, short names, over capacity marked', () => {
+  it('lists the devices the plan uses, short names, over what they may fill marked', () => {
     const shares = deviceShares([
-      { name: 'GPU 0 · NVIDIA GeForce RTX 3090', used_bytes: 12 * GIB, capacity_bytes: 24 * GIB },
-      { name: 'GPU 1 · NVIDIA GeForce RTX 3090', used_bytes: 0, capacity_bytes: 24 * GIB },
-      { name: 'CPU RAM · AMD Ryzen 9', used_bytes: 70 * GIB, capacity_bytes: 64 * GIB },
+      { name: 'GPU 0 · NVIDIA GeForce RTX 3090', used_bytes: 12 * GIB, capacity_bytes: 24.5 * GIB, reserve_bytes: 0.5 * GIB },
+      { name: 'GPU 1 · NVIDIA GeForce RTX 3090', used_bytes: 0, capacity_bytes: 24 * GIB, reserve_bytes: 0.5 * GIB },
+      { name: 'CPU RAM · AMD Ryzen 9', used_bytes: 60 * GIB, capacity_bytes: 64 * GIB, reserve_bytes: 8 * GIB },
     ]);
     expect(shares).toEqual([
-      { name: 'GPU 0', title: 'GPU 0 · NVIDIA GeForce RTX 3090: 12.0 of 24.0 GiB', text: '12.0/24.0', pct: 50, over: false },
-      { name: 'CPU RAM', title: 'CPU RAM · AMD Ryzen 9: 70.0 of 64.0 GiB', text: '70.0/64.0', pct: 100, over: true },
+      { name: 'GPU 0', title: 'GPU 0 · NVIDIA GeForce RTX 3090: 12.0 of 24.0 GiB (24.5 GiB less 0.5 GiB reserved)', text: '12.0/24.0', pct: 50, over: false },
+      { name: 'CPU RAM', title: 'CPU RAM · AMD Ryzen 9: 60.0 of 56.0 GiB (64.0 GiB less 8.0 GiB reserved)', text: '60.0/56.0', pct: 100, over: true },
     ]);
     expect(shortDeviceName('RTX 5090')).toBe('RTX 5090');
+  });
+
+  it('counts against capacity less the reserve the planner used, as the placement editor does', () => {
+    // 21.9 GiB of RAM available: the planner keeps a quarter (5.5 GiB), not the 8 GiB margin.
+    const [ram] = deviceShares([{ name: 'CPU RAM · host', used_bytes: 2 * GIB, capacity_bytes: 21.9 * GIB, reserve_bytes: 21.9 * GIB / 4 }]);
+    expect(ram!.text).toBe('2.0/16.4');
+    expect(ram!.title).toBe('CPU RAM · host: 2.0 of 16.4 GiB (21.9 GiB less 5.5 GiB reserved)');
   });
 });
 

@@ -52,24 +52,28 @@ export interface DeviceShare {
   name: string;
   /** The device's full name and its numbers, for the tooltip. */
   title: string;
-  /** "18.2/23.5": GiB used of the capacity. */
+  /** "18.2/23.5": GiB used of what the plan may fill (capacity less the reserve). */
   text: string;
-  /** Used share of the capacity, percent (0–100). */
+  /** Used share of what the plan may fill, percent (0–100). */
   pct: number;
   over: boolean;
 }
 
-/** Each device's part of the plan; devices the plan leaves empty are left out. */
+/** Each device's part of the plan, against capacity less the reserve the planner kept (the
+ *  placement editor's column headline); devices the plan leaves empty are left out. */
 export function deviceShares(devices: DeviceFit[]): DeviceShare[] {
   return devices
     .filter((d) => d.used_bytes > 0)
-    .map((d) => ({
-      name: shortDeviceName(d.name),
-      title: `${d.name}: ${gib(d.used_bytes)} of ${gib(d.capacity_bytes)} GiB`,
-      text: `${gib(d.used_bytes)}/${gib(d.capacity_bytes)}`,
-      pct: fraction(d.used_bytes, d.capacity_bytes) ?? 100,
-      over: d.used_bytes > d.capacity_bytes,
-    }));
+    .map((d) => {
+      const usable = Math.max(0, d.capacity_bytes - d.reserve_bytes);
+      return {
+        name: shortDeviceName(d.name),
+        title: `${d.name}: ${gib(d.used_bytes)} of ${gib(usable)} GiB (${gib(d.capacity_bytes)} GiB less ${gib(d.reserve_bytes)} GiB reserved)`,
+        text: `${gib(d.used_bytes)}/${gib(usable)}`,
+        pct: fraction(d.used_bytes, usable) ?? 100,
+        over: d.used_bytes > usable,
+      };
+    });
 }
 
 /** The decode speed ceiling, "≤ 41 tok/s", or a dash. */

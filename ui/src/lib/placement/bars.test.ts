@@ -2,7 +2,7 @@
 
 import { describe, expect, it } from 'vitest';
 import { cpuSpec, devicePlan, gpuSpec, GIB, MIB } from '../../test/plans';
-import { barSummary, deviceBar, formatGiB, gib } from './bars';
+import { barSummary, deviceBar, formatGiB, gib, plannedRamReserve } from './bars';
 
 describe('gib', () => {
   it('writes binary gigabytes with one decimal', () => {
@@ -67,5 +67,18 @@ describe('device names', () => {
     expect(parseDeviceKey('cpu')).toEqual({ kind: 'cpu' });
     expect(parseDeviceKey('npu-1')).toBeNull();
     expect(bufferName({ kind: 'gpu', index: 2 })).toBe('CUDA2');
+  });
+});
+
+describe('plannedRamReserve', () => {
+  it('names the RAM reserve the planner used when it is not the margin asked for', () => {
+    // 21.9 GiB available: the planner keeps a quarter of it, not the 8 GiB asked.
+    const ram = cpuSpec({ capacity_bytes: 21.9 * GIB, reserve_bytes: (21.9 * GIB) / 4 });
+    expect(plannedRamReserve([gpuSpec(0), ram], 8 * GIB)).toBe('5.5 GiB kept: at most a quarter of the available 21.9 GiB');
+  });
+
+  it('says nothing when the planner kept what was asked, or there is no CPU device', () => {
+    expect(plannedRamReserve([cpuSpec()], 8 * GIB)).toBeNull();
+    expect(plannedRamReserve([gpuSpec(0)], 8 * GIB)).toBeNull();
   });
 });

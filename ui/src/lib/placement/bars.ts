@@ -1,7 +1,7 @@
 // Bar math for a device column: the four parts of a device's memory (weights, KV cache, compute
 // buffers, overhead) against what it may use (capacity minus the user's reserve), in GiB.
 
-import type { DevicePlan } from '../api/types';
+import type { DevicePlan, DeviceSpec } from '../api/types';
 
 export const GIB = 1024 ** 3;
 
@@ -79,4 +79,13 @@ export function deviceBar(d: DevicePlan): DeviceBar {
 export function barSummary(bar: DeviceBar): string {
   const base = `${gib(bar.used)} / ${formatGiB(bar.usable)}`;
   return bar.overflow > 0 ? `${base} · over by ${formatGiB(bar.overflow)}` : base;
+}
+
+/** The RAM reserve the planner kept when it is not the margin asked for (`asked`): on a host with
+ *  little RAM available it keeps at most a quarter of it (crates/core/src/live_rig.rs). Null when
+ *  it kept what was asked, or the rig has no CPU device. */
+export function plannedRamReserve(devices: DeviceSpec[], asked: number): string | null {
+  const cpu = devices.find((d) => d.id.kind === 'cpu');
+  if (!cpu || cpu.reserve_bytes >= asked) return null;
+  return `${formatGiB(cpu.reserve_bytes)} kept: at most a quarter of the available ${formatGiB(cpu.capacity_bytes)}`;
 }

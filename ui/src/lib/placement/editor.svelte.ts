@@ -9,6 +9,7 @@ import { applyMovesToLayout, contextFromResponse, layoutFromPlan, parseBlockId, 
 import { applyMoves } from './moves';
 import { parsePlanResponse } from './response';
 import type { DeviceKey } from './devices';
+import type { PlanOpening } from '../routing/hash';
 
 export const DEFAULT_MARGINS: Margins = {
   gpu_reserve_bytes: 512 * 1024 ** 2,
@@ -84,25 +85,30 @@ export class PlacementEditor {
     });
   }
 
-  /** Opens the editor on a model (and rig), keeping the options when only the rig changes. */
-  open(model: string, rig: string): void {
+  /** Opens the editor on a model (and rig), keeping the options when only the rig changes. With
+   *  `opening.auto` (a fit verdict's Plan) it opens that verdict's plan: the automatic placement
+   *  from llama-server's defaults and the default margins, at the verdict's context. */
+  open(model: string, rig: string, opening: PlanOpening = { auto: false, context: null }): void {
     const sameModel = model === this.model;
-    if (sameModel && this.response) {
+    if (sameModel && this.response && !opening.auto) {
       this.setRig(rig);
       return;
     }
     this.model = model;
     this.rig = rig;
-    if (!sameModel) {
+    if (!sameModel || opening.auto) {
       this.options = defaultOptions();
       this.response = null;
       this.layout = null;
       this.pasted = null;
       this.selected = new Set();
     }
+    if (opening.auto) this.margins = DEFAULT_MARGINS;
+    if (opening.context) this.options = { ...this.options, context: opening.context };
     this.error = null;
     void this.loadPresets();
-    this.request(true);
+    if (opening.auto) void this.auto();
+    else this.request(true);
   }
 
   dispose(): void {
@@ -245,7 +251,7 @@ export class PlacementEditor {
     // The live rig has no reading in the first second after start: ask again shortly.
     if (p.code === 'no_sample_yet') {
       if (this.retryTimer) clearTimeout(this.retryTimer);
-      this.retryTimer = setTimeout(() => this.request(true), 1000);
+      this.retryTimer = setTimeout(() => (req.body.auto ? void this.auto() : this.request(true)), 1000);
     }
   }
 }

@@ -27,7 +27,7 @@ vi.mock('../api/client', async (orig) => {
   };
 });
 
-const { PlacementEditor } = await import('./editor.svelte');
+const { PlacementEditor, defaultOptions, DEFAULT_MARGINS } = await import('./editor.svelte');
 const { ApiError } = await import('../api/client');
 
 /** The daemon's plan for 8 layers on two cards, following the options' tensor split and experts. */
@@ -58,6 +58,22 @@ beforeEach(() => {
 });
 
 describe('PlacementEditor', () => {
+  it('opens a fit verdict as it was planned: the automatic placement at its context, from the defaults', async () => {
+    const ed = new PlacementEditor();
+    ed.open('/m/glm.gguf', 'live');
+    await flush();
+    ed.setMargins({ ram_reserve_bytes: 2 * 1024 ** 3 });
+    ed.setOptions({ cache_type_k: 'q8_0' });
+    ed.open('/m/glm.gguf', 'live', { auto: true, context: 131072 });
+    await flush();
+    const sent = calls.at(-1)!.body as PlanRequest;
+    expect(sent.auto).toBe(true);
+    expect(sent.rig).toBe('live');
+    expect(sent.options).toEqual({ ...defaultOptions(), context: 131072 });
+    expect(sent.margins).toEqual(DEFAULT_MARGINS);
+    expect(ed.fromAuto).toBe(true);
+  });
+
   it('plans on open, takes the automatic placement as the editable options, and re-plans a move', async () => {
     vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout'] });
     try {

@@ -1,7 +1,7 @@
 // Hash routes.
 
 import { describe, expect, it } from 'vitest';
-import { benchHash, benchRunId, benchTuneId, benchHalf, BENCH_TABS, tuneHash, chatConversationId, chatHash, GATEWAY_TABS, hashParams, hubModelHash, hubRepo, MODELS_TABS, navRoute, parseHash, planHash } from './hash';
+import { benchHash, benchRunId, benchTuneId, benchHalf, BENCH_TABS, tuneHash, chatConversationId, chatHash, GATEWAY_TABS, hashParams, hubModelHash, hubRepo, MODELS_TABS, navRoute, parseHash, planHash, planOpening } from './hash';
 
 describe('parseHash', () => {
   it('maps the routes', () => {
@@ -54,6 +54,14 @@ describe('planHash and hashParams', () => {
   it('leaves the live rig out of the address', () => {
     expect(hashParams(planHash('/m.gguf', 'live')).get('rig')).toBeNull();
     expect(hashParams('#/models').get('model')).toBeNull();
+  });
+  it('carries the automatic placement and the context a fit verdict was planned at', () => {
+    const h = planHash('/m.gguf', '4x3090', { auto: true, context: 131072 });
+    expect(hashParams(h).get('model')).toBe('/m.gguf');
+    expect(planOpening(hashParams(h))).toEqual({ auto: true, context: 131072 });
+    expect(planOpening(hashParams(planHash('/m.gguf')))).toEqual({ auto: false, context: null });
+    // A hand-typed context that is not a whole number of tokens is left out.
+    expect(planOpening(hashParams('#/plan?model=x&auto=1&context=lots'))).toEqual({ auto: true, context: null });
   });
 });
 

@@ -102,11 +102,26 @@ export function hashParams(hash: string): URLSearchParams {
   return new URLSearchParams(q >= 0 ? hash.slice(q + 1) : '');
 }
 
-/** The placement editor's address for a model (and optionally a rig). */
-export function planHash(model: string, rig?: string | null): string {
+/** How the placement editor opens a model: as llama-server would place it, or (from a fit
+ *  verdict) with the automatic placement at the context the verdict was planned at. */
+export interface PlanOpening {
+  auto: boolean;
+  context: number | null;
+}
+
+/** The placement editor's address for a model (and optionally a rig, and how it opens). */
+export function planHash(model: string, rig?: string | null, opening?: Partial<PlanOpening>): string {
   const p = new URLSearchParams({ model });
   if (rig && rig !== 'live') p.set('rig', rig);
+  if (opening?.auto) p.set('auto', '1');
+  if (opening?.context) p.set('context', String(opening.context));
   return `#/plan?${p.toString()}`;
+}
+
+/** How a placement editor's address asks it to open (see planHash). */
+export function planOpening(params: URLSearchParams): PlanOpening {
+  const context = Number(params.get('context'));
+  return { auto: params.get('auto') === '1', context: Number.isInteger(context) && context > 0 ? context : null };
 }
 
 /** A hub model page's address: `#/hub/org/name`, each part escaped; `quant` marks the
