@@ -62,6 +62,7 @@ async fn an_ollama_store_in_home_is_found_added_and_listed_by_its_tags() {
         .iter()
         .find(|f| f["tool"] == "Ollama" && f["path"] == store.to_str().unwrap())
         .unwrap_or_else(|| panic!("no Ollama folder in {found}"));
+    assert_eq!(ollama["display_path"], "~/.ollama/models");
     assert_eq!(ollama["models"], 2, "{ollama}");
     assert_eq!(ollama["size_bytes"], size, "{ollama}");
     assert_eq!(ollama["added"], false);

@@ -15,6 +15,8 @@ pub struct KnownFolder {
     /// The tool that keeps models there: "Hugging Face", "LM Studio", "llama.cpp", "Ollama", "Jan".
     pub tool: &'static str,
     pub path: PathBuf,
+    /// The path as a user would type it: `~/.ollama/models` under the home folder.
+    pub display_path: String,
     /// Models the library scan finds in it, and their bytes on disk.
     pub models: usize,
     pub size_bytes: u64,
@@ -34,6 +36,7 @@ pub fn find_with(
     library_folders: &[PathBuf],
     env: &dyn Fn(&str) -> Option<OsString>,
 ) -> Vec<KnownFolder> {
+    let home = env("HOME").map(PathBuf::from);
     let mut seen = Vec::new();
     candidates(env)
         .into_iter()
@@ -46,7 +49,8 @@ pub fn find_with(
         })
         .map(|(tool, path)| {
             let added = is_in_library(library_folders, &path);
-            describe(tool, path, added)
+            let display_path = display_path(&path, home.as_deref());
+            describe(tool, path, display_path, added)
         })
         .collect()
 }
@@ -94,9 +98,10 @@ fn candidates(env: &dyn Fn(&str) -> Option<OsString>) -> Vec<(&'static str, Path
 }
 
 /// Scans the folder as the library would.
-fn describe(tool: &'static str, path: PathBuf, added: bool) -> KnownFolder {
+fn describe(tool: &'static str, path: PathBuf, display_path: String, added: bool) -> KnownFolder {
     let mut folder = KnownFolder {
         tool,
+        display_path,
         models: 0,
         size_bytes: 0,
         added,
@@ -120,6 +125,14 @@ fn describe(tool: &'static str, path: PathBuf, added: bool) -> KnownFolder {
         }
     }
     folder
+}
+
+/// `~/…` for a path under the home folder, else the path.
+fn display_path(path: &Path, home: Option<&Path>) -> String {
+    match home.and_then(|h| path.strip_prefix(h).ok()) {
+        Some(rest) if home.is_some_and(|h| h.is_absolute()) => format!("~/{}", rest.display()),
+        _ => path.display().to_string(),
+    }
 }
 
 /// The path with links resolved, so `~/models` and a link to it compare equal; the path itself
@@ -165,6 +178,7 @@ mod tests {
             ]
         );
         let jan = found.iter().find(|f| f.tool == "Jan").unwrap();
+        assert_eq!(jan.display_path, "~/jan/models");
         assert_eq!((jan.models, jan.size_bytes), (1, 6));
         assert_eq!(jan.problems.len(), 1, "{:?}", jan.problems);
         assert!(
@@ -200,7 +214,11 @@ mod tests {
             .filter(|f| !f.path.starts_with("/usr/share"))
             .map(|f| f.path)
             .collect();
-        assert_eq!(paths, vec![hf, llama, ollama]);
+        assert_eq!(paths, vec![hf.clone(), llama, ollama]);
+        assert_eq!(
+            display_path(&hf, Some(home.path())),
+            hf.display().to_string()
+        );
         let env = env_of(&[("HOME", home.path()), ("HF_HOME", &hf_home)]);
         let found = find_with(&[], &env);
         assert_eq!(found[0].path, hf_home.join("hub"));

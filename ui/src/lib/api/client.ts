@@ -45,6 +45,8 @@ import type {
   History,
   HistoryRange,
   ModelEntry,
+  KnownFolder,
+  AddedFolder,
   NewProfile,
   ParseRequest,
   EngineKind,
@@ -159,6 +161,10 @@ export const api = {
   models: () => request<ModelEntry[]>('GET', '/api/v1/models'),
   /** Rescans the model folders now; answers the new list. */
   rescanModels: () => request<ModelEntry[]>('POST', '/api/v1/models/rescan'),
+  /** The folders other tools (Hugging Face, LM Studio, llama.cpp, Ollama, Jan) keep models in. */
+  foundFolders: () => request<KnownFolder[]>('GET', '/api/v1/models/found-folders'),
+  /** Adds a folder (absolute, or `~/…`) to the library's model folders and rescans. */
+  addModelFolder: (path: string) => request<AddedFolder>('POST', '/api/v1/models/folders', { path }),
   rigs: () => request<RigPreset[]>('GET', '/api/v1/rigs'),
   plan: (body: PlanRequest, signal?: AbortSignal) => request<PlanResponse>('POST', '/api/v1/plan', body, signal),
   /** Reads a pasted llama-server command line into a drawn plan (`parsed` set). */

@@ -391,6 +391,40 @@ export interface ModelEntry {
   safetensors: SafetensorsInfo | null;
   /** Why the model cannot be used as it is, with the fix. */
   problem: string | null;
+  /** Set for a tag of an Ollama store: `path` is then its GGUF blob, `name` the tag. */
+  ollama: OllamaModel | null;
+}
+
+/** What a model read from Ollama's store carries (crates/core/src/library/ollama.rs). */
+export interface OllamaModel {
+  /** The tag as Ollama shows it: `qwen3:8b`, `user/model:tag`, `hf.co/org/repo:tag`. */
+  tag: string;
+  manifest: string;
+  /** The vision projector's blob (llama-server's `--mmproj`), for a multimodal model. */
+  projector: string | null;
+}
+
+/** A folder where another tool keeps models on this machine (GET /api/v1/models/found-folders). */
+export interface KnownFolder {
+  tool: 'Hugging Face' | 'LM Studio' | 'llama.cpp' | 'Ollama' | 'Jan';
+  path: string;
+  /** The path as a user types it: `~/.ollama/models` under the home folder. */
+  display_path: string;
+  models: number;
+  size_bytes: number;
+  /** One of the library's folders is this one or holds it. */
+  added: boolean;
+  /** One line per model that cannot be used ("qwen3:8b: …"), or why the folder cannot be read. */
+  problems: string[];
+}
+
+/** The answer of POST /api/v1/models/folders. */
+export interface AddedFolder {
+  path: string;
+  /** The folder was already read by the library: nothing was changed. */
+  already_in_library: boolean;
+  model_folders: string[];
+  models: ModelEntry[];
 }
 
 /** `#[serde(tag = "kind", content = "index")]`: a GPU by backend index (CUDA0…), or host memory. */
