@@ -5,10 +5,49 @@ use serde::{Deserialize, Serialize};
 
 use super::options::{DeviceId, KvType, PlacementOptions, SplitMode, TensorOverride};
 
+/// Where the arguments are for: a llama-server that can offload to GPUs, or one that runs on
+/// the CPU alone (a rig without GPUs, or a CPU build), which has no use for `-ngl`, `-ts`, `-sm`,
+/// `-mg` or `-ot` (everything is in CPU RAM already) and warns about each of the first four.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Offload {
+    Gpus,
+    CpuOnly,
+}
+
+impl Offload {
+    /// `CpuOnly` when no device is a GPU.
+    pub fn for_devices<'a>(devices: impl IntoIterator<Item = &'a DeviceId>) -> Offload {
+        if devices.into_iter().any(|d| matches!(d, DeviceId::Gpu(_))) {
+            Offload::Gpus
+        } else {
+            Offload::CpuOnly
+        }
+    }
+}
+
 /// The arguments (after the program name) that make llama-server load `model` this way.
 /// Every choice is explicit, so the command means the same on any llama.cpp version.
 pub fn to_args(model: &str, options: &PlacementOptions) -> Result<Vec<String>, FlagError> {
+    to_args_for(model, options, Offload::Gpus)
+}
+
+/// As [`to_args`], for a llama-server that offloads to GPUs or runs on the CPU alone: without
+/// GPUs the placement flags are left out, so the engine's log carries no warning they caused.
+pub fn to_args_for(
+    model: &str,
+    options: &PlacementOptions,
+    offload: Offload,
+) -> Result<Vec<String>, FlagError> {
     let mut args: Vec<String> = vec!["-m".into(), model.into()];
+    if offload == Offload::Gpus {
+        push_gpu_placement(&mut args, options)?;
+    }
+    push_memory_and_batch(&mut args, options);
+    Ok(args)
+}
+
+/// `-ngl`, `-ts`, `-sm`, `-mg` and `-ot`: which GPU holds what.
+fn push_gpu_placement(args: &mut Vec<String>, options: &PlacementOptions) -> Result<(), FlagError> {
     let mut push = |flag: &str, value: String| {
         args.push(flag.into());
         args.push(value);
@@ -40,6 +79,15 @@ pub fn to_args(model: &str, options: &PlacementOptions) -> Result<Vec<String>, F
         }
         push("-ot", format!("{}={}", o.pattern, o.device.buffer_name()));
     }
+    Ok(())
+}
+
+/// Context, KV cache, slots, batches and threads: the same with or without GPUs.
+fn push_memory_and_batch(args: &mut Vec<String>, options: &PlacementOptions) {
+    let mut push = |flag: &str, value: String| {
+        args.push(flag.into());
+        args.push(value);
+    };
     push("-c", options.context.to_string());
     push("-ctk", options.cache_type_k.name().into());
     push("-ctv", options.cache_type_v.name().into());
@@ -64,7 +112,6 @@ pub fn to_args(model: &str, options: &PlacementOptions) -> Result<Vec<String>, F
     if !options.kv_offload {
         args.push("-nkvo".into());
     }
-    Ok(args)
 }
 
 /// One line a user can paste into a shell: quoted where the shell would otherwise interpret.
@@ -561,6 +608,45 @@ mod tests {
         let reread = parse_command(&line).unwrap();
         assert_eq!(reread.options, options);
         assert_eq!(reread.model.as_deref(), Some("/m/model.gguf"));
+    }
+
+    #[test]
+    fn a_cpu_only_engine_gets_the_memory_flags_and_no_placement_flags() {
+        let options = PlacementOptions {
+            n_gpu_layers: Some(20),
+            tensor_split: vec![1.0, 1.0],
+            main_gpu: 1,
+            overrides: vec![PlacementOptions::cpu_moe_override()],
+            threads: Some(8),
+            ..Default::default()
+        };
+        let cpu = to_args_for("m.gguf", &options, Offload::CpuOnly).unwrap();
+        let gpus = to_args("m.gguf", &options).unwrap();
+        let placement = ["-ngl", "-ts", "-sm", "-mg", "-ot"];
+        assert!(
+            placement.iter().all(|f| gpus.iter().any(|a| a == f)),
+            "{gpus:?}"
+        );
+        assert!(
+            !cpu.iter().any(|a| placement.contains(&a.as_str())),
+            "{cpu:?}"
+        );
+        let without_placement: Vec<&String> = gpus
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| !(2..12).contains(i))
+            .map(|(_, a)| a)
+            .collect();
+        assert_eq!(cpu.iter().collect::<Vec<_>>(), without_placement);
+        assert_eq!(
+            Offload::for_devices(&[DeviceId::Cpu]),
+            Offload::CpuOnly,
+            "the CPU alone"
+        );
+        assert_eq!(
+            Offload::for_devices(&[DeviceId::Gpu(0), DeviceId::Cpu]),
+            Offload::Gpus
+        );
     }
 
     #[test]

@@ -4,7 +4,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::ceiling::{ceiling, SpeedCeiling};
-use super::flags::{command_line, to_args, FlagError};
+use super::flags::{command_line, to_args_for, FlagError, Offload};
 use super::model::ModelShape;
 use super::options::{DeviceId, PlacementOptions};
 use super::plan::{plan, DeviceSpec, Plan, PlanError};
@@ -46,7 +46,8 @@ pub fn report(
     } else {
         (options.clone(), plan(model, devices, options)?, Vec::new())
     };
-    let args_result: Result<Vec<String>, FlagError> = to_args(model_path, &options);
+    let offload = Offload::for_devices(devices.iter().map(|d| &d.id));
+    let args_result: Result<Vec<String>, FlagError> = to_args_for(model_path, &options, offload);
     let (args, command) = match args_result {
         Ok(args) => {
             let line = command_line("llama-server", &args);
@@ -185,6 +186,31 @@ mod tests {
             "{:?}",
             r.problems
         );
+    }
+
+    #[test]
+    fn a_rig_without_gpus_gets_no_gpu_flags_planned_or_pasted() {
+        let model = moe_model(8, 1, 100 * MIB, 200 * MIB);
+        let cpu_only = gpus(0, 0);
+        let auto = report(
+            &model,
+            "m.gguf",
+            &cpu_only,
+            &PlacementOptions::default(),
+            true,
+        )
+        .unwrap();
+        let pasted = parse_command("llama-server -m m.gguf -ngl 99 -ts 1,1 -mg 1 -ot exps=CPU")
+            .unwrap()
+            .options;
+        let given = report(&model, "m.gguf", &cpu_only, &pasted, false).unwrap();
+        for r in [auto, given] {
+            let line = r.command_line.unwrap();
+            assert!(line.starts_with("llama-server -m m.gguf -c "), "{line}");
+            for flag in [" -ngl ", " -ts ", " -sm ", " -mg ", " -ot "] {
+                assert!(!line.contains(flag), "{flag} in {line}");
+            }
+        }
     }
 
     #[test]

@@ -29,6 +29,9 @@ pub fn solve(
         .iter()
         .filter(|d| matches!(d.id, DeviceId::Gpu(_)))
         .collect();
+    if gpus.is_empty() {
+        return on_the_cpu_alone(model, devices, base);
+    }
     let healthy: Vec<&DeviceSpec> = gpus.iter().copied().filter(|g| !g.link_degraded).collect();
     for g in gpus.iter().filter(|g| g.link_degraded) {
         notes.push(format!("{} is on a degraded PCIe link, so it is left out of the split (it suits a small model of its own)", g.name));
@@ -88,6 +91,33 @@ pub fn solve(
     Ok(Solution {
         options,
         plan: current,
+        notes,
+    })
+}
+
+/// No GPU: every layer and expert in CPU RAM, with no placement flag to write (no `-ngl`,
+/// `-ts`, `-sm`, `-mg` or `-ot`: there is nowhere else for a tensor to go).
+fn on_the_cpu_alone(
+    model: &ModelShape,
+    devices: &[DeviceSpec],
+    base: &PlacementOptions,
+) -> Result<Solution, PlanError> {
+    let options = PlacementOptions {
+        n_gpu_layers: Some(0),
+        tensor_split: Vec::new(),
+        split_mode: SplitMode::None,
+        main_gpu: 0,
+        overrides: Vec::new(),
+        ..base.clone()
+    };
+    let plan = plan(model, devices, &options)?;
+    let mut notes = vec!["no GPU: the whole model runs from CPU RAM".to_owned()];
+    if !plan.fits() {
+        notes.push("the model does not fit in CPU RAM: reduce the context, use a smaller KV type, or pick a smaller quantization".into());
+    }
+    Ok(Solution {
+        options,
+        plan,
         notes,
     })
 }
@@ -291,6 +321,29 @@ mod tests {
             s.plan.device(DeviceId::Gpu(0)).unwrap().usage.layers.len(),
             16
         );
+    }
+
+    #[test]
+    fn without_a_gpu_everything_is_in_cpu_ram_with_no_placement_flags() {
+        let model = moe_model(24, 1, 100 * MIB, 200 * MIB);
+        let cpu_only: Vec<DeviceSpec> = gpus(0, 0);
+        let s = solve(&model, &cpu_only, &PlacementOptions::default()).unwrap();
+        assert!(s.plan.fits(), "{:#?}", s.notes);
+        let cpu = s.plan.device(DeviceId::Cpu).unwrap();
+        assert_eq!(cpu.usage.layers.len(), 24);
+        assert!(s.options.overrides.is_empty() && s.options.tensor_split.is_empty());
+        let args = crate::flags::to_args_for(
+            "m.gguf",
+            &s.options,
+            crate::flags::Offload::for_devices(cpu_only.iter().map(|d| &d.id)),
+        )
+        .unwrap();
+        for gpu_flag in ["-ngl", "-ts", "-sm", "-mg", "-ot"] {
+            assert!(
+                !args.iter().any(|a| a == gpu_flag),
+                "{gpu_flag} in {args:?}"
+            );
+        }
     }
 
     #[test]

@@ -15,7 +15,8 @@ pub enum FitVerdict {
     ExpertsInRam { layers: usize },
     /// This many whole layers in CPU RAM (fewer `-ngl`): slower than experts alone.
     LayersInRam { layers: usize },
-    /// No GPU: everything in CPU RAM.
+    /// The rig has no GPU: everything in CPU RAM, the only place there is (not a warning; a rig
+    /// with GPUs whose layers all land in RAM is [`FitVerdict::LayersInRam`]).
     CpuOnly,
     /// More than the devices hold, by this many bytes.
     DoesNotFit { short_bytes: u64 },
@@ -70,7 +71,7 @@ impl FitVerdict {
                 format!("fits with the experts of {layers} layer(s) in CPU RAM")
             }
             FitVerdict::LayersInRam { layers } => format!("fits with {layers} layer(s) in CPU RAM"),
-            FitVerdict::CpuOnly => "fits in CPU RAM (no GPU)".into(),
+            FitVerdict::CpuOnly => "fits in CPU RAM (the rig has no GPU)".into(),
             FitVerdict::DoesNotFit { short_bytes } => format!(
                 "does not fit: {:.1} GiB short",
                 *short_bytes as f64 / (1u64 << 30) as f64
@@ -153,5 +154,23 @@ mod tests {
             "does not fit: 3.0 GiB short"
         );
         assert!(FitVerdict::of(&experts).rank() < FitVerdict::of(&layers).rank());
+    }
+
+    #[test]
+    fn cpu_only_means_the_rig_has_no_gpu_not_that_the_gpus_were_passed_over() {
+        let everything_in_ram = plan(vec![
+            device(DeviceId::Gpu(0), vec![], vec![], 0),
+            device(DeviceId::Cpu, vec![0, 1, 2], vec![0, 1, 2], 0),
+        ]);
+        assert_eq!(
+            FitVerdict::of(&everything_in_ram),
+            FitVerdict::LayersInRam { layers: 3 }
+        );
+        let no_gpu = plan(vec![device(DeviceId::Cpu, vec![0, 1, 2], vec![], 0)]);
+        assert_eq!(FitVerdict::of(&no_gpu), FitVerdict::CpuOnly);
+        assert_eq!(
+            FitVerdict::of(&no_gpu).summary(),
+            "fits in CPU RAM (the rig has no GPU)"
+        );
     }
 }

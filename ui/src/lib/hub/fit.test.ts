@@ -11,7 +11,7 @@ describe('verdicts', () => {
     expect(verdictTone({ kind: 'on_gpus', gpus: 2 })).toBe('ok');
     expect(verdictTone({ kind: 'experts_in_ram', layers: 30 })).toBe('info');
     expect(verdictTone({ kind: 'layers_in_ram', layers: 3 })).toBe('warn');
-    expect(verdictTone({ kind: 'cpu_only' })).toBe('warn');
+    expect(verdictTone({ kind: 'cpu_only' }), 'the CPU is all the rig has: not a warning').toBe('ok');
     expect(verdictTone({ kind: 'does_not_fit', short_bytes: GIB })).toBe('bad');
     expect(verdictTone(null)).toBe('muted');
   });
@@ -21,7 +21,7 @@ describe('verdicts', () => {
     expect(verdictLabel({ kind: 'experts_in_ram', layers: 1 })).toBe('experts of 1 layer in RAM');
     expect(verdictLabel({ kind: 'experts_in_ram', layers: 58 })).toBe('experts of 58 layers in RAM');
     expect(verdictLabel({ kind: 'layers_in_ram', layers: 12 })).toBe('12 layers in RAM');
-    expect(verdictLabel({ kind: 'cpu_only' })).toBe('CPU only');
+    expect(verdictLabel({ kind: 'cpu_only' })).toBe('on the CPU');
     expect(verdictLabel({ kind: 'does_not_fit', short_bytes: 30.14 * GIB })).toBe('30.1 GiB short');
     expect(verdictLabel(null)).toBe('unknown');
   });

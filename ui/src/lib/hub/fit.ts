@@ -6,16 +6,17 @@ import type { Tone } from '../engines/instances';
 import { fraction, MISSING } from '../format/units';
 import { gib } from '../placement/bars';
 
-/** Green on the GPUs; blue with experts in RAM (the usual way to run a large MoE, and still fast);
- *  amber when whole layers or everything run from RAM (slow); red when it does not fit. */
+/** Green on the GPUs, or on the CPU of a rig that has no GPU (the best place there is); blue with
+ *  experts in RAM (the usual way to run a large MoE, and still fast); amber when whole layers run
+ *  from RAM beside GPUs (slow); red when it does not fit. */
 export function verdictTone(v: FitVerdict | null): Tone {
   switch (v?.kind) {
     case 'on_gpus':
+    case 'cpu_only':
       return 'ok';
     case 'experts_in_ram':
       return 'info';
     case 'layers_in_ram':
-    case 'cpu_only':
       return 'warn';
     case 'does_not_fit':
       return 'bad';
@@ -34,7 +35,7 @@ export function verdictLabel(v: FitVerdict | null): string {
     case 'layers_in_ram':
       return `${v.layers} layer${v.layers === 1 ? '' : 's'} in RAM`;
     case 'cpu_only':
-      return 'CPU only';
+      return 'on the CPU';
     case 'does_not_fit':
       return `${gib(v.short_bytes)} GiB short`;
     default:
