@@ -2,7 +2,7 @@
 // files show before the fit, and a change of context or rig asks for the fit again.
 
 import { beforeEach, describe, expect, it, vi } from 'vitest';
-import type { FitRequest, HubSearchQuery } from '../api/types';
+import type { FitRequest, HubSearchQuery, RigSample } from '../api/types';
 
 const calls: { name: string; arg: unknown; signal?: AbortSignal; resolve: (v: unknown) => void; reject: (e: unknown) => void }[] = [];
 function pending<T>(name: string, arg?: unknown, signal?: AbortSignal): Promise<T> {
@@ -144,6 +144,54 @@ describe('HubModelState', () => {
     await flush();
     expect(m.fitError?.message).toBe("unknown rig '4x3090'");
     expect(m.page).toBe(page);
+  });
+
+  it('plans the live rig again when its free memory moves materially, debounced, keeping the fit shown', async () => {
+    const GIB = 1024 ** 3;
+    const sample = (gpuFree: number) =>
+      ({
+        at_ms: 0,
+        gpus: { driver: { state: 'ready' }, gpus: [{ index: 0, lost: null, memory: { total_bytes: 24 * GIB, used_bytes: 24 * GIB - gpuFree, free_bytes: gpuFree } }] },
+        host: { memory: { total_bytes: 64 * GIB, used_bytes: 0, available_bytes: 40 * GIB, swap_total_bytes: 0, swap_used_bytes: 0 } },
+      }) as unknown as RigSample;
+    const timers = manualTimers();
+    const m = new HubModelState(timers);
+    m.observeRig(sample(23 * GIB));
+    const opening = m.open('org/m');
+    take('model').resolve(page);
+    await opening;
+    const shown = { commit: 'c'.repeat(40), rig: 'live', context: 32768, quants: [] };
+    take('fit').resolve(shown);
+    await flush();
+
+    // A few MiB come and go: nothing is asked.
+    m.observeRig(sample(23 * GIB - 100 * 1024 ** 2));
+    timers.fire();
+    expect(calls.some((c) => c.name === 'fit')).toBe(false);
+
+    // An engine takes 8 GiB over a few frames: one fit, once the frames settle.
+    m.observeRig(sample(19 * GIB));
+    m.observeRig(sample(15 * GIB));
+    expect(calls.some((c) => c.name === 'fit')).toBe(false);
+    expect(timers.count).toBe(1);
+    timers.fire();
+    const again = take('fit');
+    expect(again.arg).toEqual({ repo: 'org/m', revision: 'c'.repeat(40), rig: 'live', context: 32768 });
+    expect(m.fit).toBe(shown);
+    again.resolve({ ...shown, quants: [] });
+    await flush();
+    // The same reading again is not a change: the fit was made on it.
+    m.observeRig(sample(15 * GIB));
+    timers.fire();
+    expect(calls.some((c) => c.name === 'fit')).toBe(false);
+
+    // A preset is not this rig: its fit does not follow the live one.
+    m.setRig('4x3090');
+    take('fit').resolve({ ...shown, rig: '4x3090' });
+    await flush();
+    m.observeRig(sample(2 * GIB));
+    timers.fire();
+    expect(calls.some((c) => c.name === 'fit')).toBe(false);
   });
 
   it('shows why the page could not load, and drops answers for a model left since', async () => {

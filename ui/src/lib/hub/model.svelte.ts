@@ -1,13 +1,21 @@
 // One hub model's page: its files by quantization and its card, fetched at once, and "will it
 // fit" for every GGUF quantization on a rig at a context length, which takes a few seconds on the
 // real hub (headers read over the network): the page shows the files first and fills the fit
-// when it arrives. A change of context or rig asks again; only the newest answer counts.
+// when it arrives. A change of context or rig asks again; only the newest answer counts. On the
+// live rig, the fit is asked again when the rig's free memory moves materially (rigMemory.ts: an
+// engine started or stopped, a GPU came or went), once the readings settle, the old fit shown
+// meanwhile.
 
 import { api } from '../api/client';
-import type { FitRequest, FitResponse, HubCard, HubModelPage, RigPreset } from '../api/types';
+import type { FitRequest, FitResponse, HubCard, HubModelPage, RigPreset, RigSample } from '../api/types';
 import { problemOrSignOut, type Problem } from '../api/problem';
 import { LatestRequest, type LatestOptions } from '../placement/latest';
 import { DEFAULT_CONTEXT } from './fit';
+import { movedMaterially, rigMemoryOf, type RigMemory } from './rigMemory';
+
+/** How long the live rig's readings must settle after a material move before the fit is asked
+ *  again: an engine loading moves free memory over a few frames. */
+export const REFIT_SETTLE_MS = 2000;
 
 type Timers = Pick<LatestOptions<FitRequest, FitResponse>, 'setTimer' | 'clearTimer'>;
 
@@ -29,8 +37,18 @@ export class HubModelState {
   /** Answers for a page left since are dropped. */
   private generation = 0;
   private retryTimer: ReturnType<typeof setTimeout> | null = null;
+  /** The live rig's memory the shown fit was asked on, and the latest reading. */
+  private fittedOn: RigMemory | null = null;
+  private rigNow: RigMemory | null = null;
+  /** The reading that (re)started the wait for the readings to settle. */
+  private movedTo: RigMemory | null = null;
+  private refitTimer: unknown = null;
+  private readonly setTimer: (fn: () => void, ms: number) => unknown;
+  private readonly clearTimer: (handle: unknown) => void;
 
   constructor(timers: Timers = {}) {
+    this.setTimer = timers.setTimer ?? ((fn, ms) => setTimeout(fn, ms));
+    this.clearTimer = timers.clearTimer ?? ((h) => clearTimeout(h as ReturnType<typeof setTimeout>));
     this.runner = new LatestRequest<FitRequest, FitResponse>({
       fetch: (req, signal) => api.hubFit(req, signal),
       onResult: (res) => {
@@ -105,6 +123,7 @@ export class HubModelState {
 
   requestFit(now = false): void {
     if (!this.page || !this.hasQuants) return;
+    this.fittedOn = this.rigNow;
     const req: FitRequest = { repo: this.repo, revision: this.page.model.commit, rig: this.rig, context: this.context };
     if (now) void this.runner.run(req);
     else this.runner.schedule(req);
@@ -122,6 +141,26 @@ export class HubModelState {
     this.requestFit(true);
   }
 
+  /** A reading of the live rig (each telemetry frame): a material move from the one the fit was
+   *  asked on asks again once the readings settle. */
+  observeRig(sample: RigSample): void {
+    const now = rigMemoryOf(sample);
+    this.rigNow = now;
+    if (this.rig !== 'live' || !this.page || !this.fittedOn) {
+      this.fittedOn ??= now;
+      return;
+    }
+    if (!movedMaterially(this.fittedOn, now)) return;
+    // Settling: only a further material move waits longer (a slow drift does not put it off).
+    if (this.refitTimer != null && this.movedTo && !movedMaterially(this.movedTo, now)) return;
+    this.movedTo = now;
+    if (this.refitTimer != null) this.clearTimer(this.refitTimer);
+    this.refitTimer = this.setTimer(() => {
+      this.refitTimer = null;
+      if (this.rig === 'live') this.requestFit(true);
+    }, REFIT_SETTLE_MS);
+  }
+
   private fitFailed(e: unknown): void {
     this.fitError = this.problem(e);
     // The live rig has no reading in the first second after the daemon starts: ask again shortly.
@@ -135,6 +174,8 @@ export class HubModelState {
   dispose(): void {
     this.runner.cancel();
     if (this.retryTimer) clearTimeout(this.retryTimer);
+    if (this.refitTimer != null) this.clearTimer(this.refitTimer);
+    this.refitTimer = null;
   }
 }
 
