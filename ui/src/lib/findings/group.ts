@@ -1,5 +1,6 @@
-// Findings arrive as one flat list per frame. The panel shows them all, worst first; each GPU card
-// also shows the ones about that GPU, and the PCIe badge asks whether a pcie_gen_low finding exists.
+// Findings arrive as one flat list per frame. The panel counts them all and shows those about the
+// host, worst first; each GPU card shows the ones about that GPU, and the PCIe badge asks whether a
+// pcie_gen_low finding exists.
 
 import type { Finding, Severity } from '../api/types';
 
