@@ -17,9 +17,9 @@ use super::engine_settings::{self, EngineSettings};
 use super::python_engines;
 use super::speculative::{self, Speculative};
 use crate::engines::registry::{Availability, EngineBuild};
-use crate::engines::EngineKind;
+use crate::engines::{Backend, EngineKind};
 use crate::gateway::ServePolicy;
-use crate::placement::flags::{shell_quote, to_args, FlagError};
+use crate::placement::flags::{shell_quote, to_args, to_args_for, FlagError, Offload};
 use crate::placement::PlacementOptions;
 use crate::supervisor::RestartPolicy;
 
@@ -54,9 +54,10 @@ pub struct LaunchProfile {
     pub api_key: Option<String>,
     /// `--reasoning on|off` (only for builds that have the option).
     pub reasoning: Option<bool>,
-    /// llama.cpp / ik_llama.cpp: `--chat-template NAME`, one of the templates llama-server
-    /// knows ([`chat_templates::CHAT_TEMPLATES`]); for a GGUF that carries none. `None`: the
-    /// file's own (or llama-server's ChatML when it has none).
+    /// llama.cpp / ik_llama.cpp: `--chat-template NAME` (with `--no-jinja`, so the name is
+    /// read as a built-in template), one of the templates llama-server knows
+    /// ([`chat_templates::CHAT_TEMPLATES`]); for a GGUF that carries none. `None`: the file's
+    /// own (or llama-server's ChatML when it has none).
     pub chat_template: Option<String>,
     /// More llama-server arguments, written after Rigdeck's own.
     pub extra_args: Vec<String>,
@@ -539,6 +540,15 @@ fn in_build_dialect(args: Vec<String>, build: &EngineBuild) -> Vec<String> {
     out
 }
 
+/// A CPU build has no GPU to place anything on: it gets no `-ngl`, `-ts`, `-sm`, `-mg` or
+/// `-ot`, which it would only warn about.
+fn offload_of(build: &EngineBuild) -> Offload {
+    match build.backend {
+        Backend::Cpu => Offload::CpuOnly,
+        Backend::Cuda | Backend::Vulkan | Backend::Rocm => Offload::Gpus,
+    }
+}
+
 /// What `-ngl` gets for "all layers" where the build wants a number.
 const ALL_LAYERS: &str = "999";
 
@@ -630,6 +640,19 @@ pub fn display_command_line(argv: &[String]) -> String {
         .join(" ")
 }
 
+/// `--chat-template NAME`, and `--no-jinja` where the build has it: with Jinja on (llama-server's
+/// default) the name would be read as a template's text and the model would see only the word.
+fn chat_template_args(profile: &LaunchProfile, build: &EngineBuild) -> Vec<String> {
+    let Some(name) = &profile.chat_template else {
+        return Vec::new();
+    };
+    let mut args = vec!["--chat-template".to_owned(), name.clone()];
+    if build.capabilities.options.contains("--no-jinja") {
+        args.push("--no-jinja".to_owned());
+    }
+    args
+}
+
 /// The argv with `port` written as given (a number, or the display placeholder).
 fn assemble(
     profile: &LaunchProfile,
@@ -649,7 +672,11 @@ fn assemble(
     }
     argv.push(build.location.display().to_string());
     argv.extend(in_build_dialect(
-        to_args(&profile.model.to_string_lossy(), &profile.placement)?,
+        to_args_for(
+            &profile.model.to_string_lossy(),
+            &profile.placement,
+            offload_of(build),
+        )?,
         build,
     ));
     argv.extend(["--host".to_owned(), profile.host.clone()]);
@@ -663,9 +690,7 @@ fn assemble(
             argv.push(if on { "on" } else { "off" }.to_owned());
         }
     }
-    if let Some(name) = &profile.chat_template {
-        argv.extend(["--chat-template".to_owned(), name.clone()]);
-    }
+    argv.extend(chat_template_args(profile, build));
     argv.extend(engine_settings::llama_args(&profile.engine, build));
     if let Some(spec) = &profile.speculative {
         argv.extend(speculative::args(spec, build)?);
@@ -816,7 +841,16 @@ pub(crate) mod tests {
             );
             assert_eq!(validate(&p, Some(&b), 1), Ok(vec![]));
         }
-        let b = build("/opt/llama/llama-server", &["--chat-template"]);
+        let b = build(
+            "/opt/llama/llama-server",
+            &["--chat-template", "--no-jinja"],
+        );
+        let argv = super::argv(&p, &b, 9000, None).unwrap();
+        assert!(
+            argv.windows(3)
+                .any(|w| w == ["--chat-template", "gemma", "--no-jinja"]),
+            "with Jinja off the name is a built-in template: {argv:?}"
+        );
         let mut bad = p.clone();
         bad.chat_template = Some("Gemma-3".into());
         let err = validate(&bad, Some(&b), 1).unwrap_err().to_string();
