@@ -360,6 +360,9 @@ export interface ModelSummary {
   sliding_window_pattern: SlidingWindowPattern | null;
   experts: ExpertsSummary | null;
   vocab_size: number | null;
+  /** `tokenizer.chat_template`: its size and extra named templates; null when the file has none
+   *  (llama-server would use ChatML). Absent from older daemons. */
+  chat_template?: { bytes: number; names: string[] } | null;
 }
 
 /** The facts vLLM and SGLang need, from a safetensors folder's config.json. */
@@ -734,6 +737,8 @@ export interface LaunchProfile {
   port?: number;
   api_key?: string | null;
   reasoning?: boolean | null;
+  /** llama.cpp: `--chat-template NAME` (GET /chat/templates), for a GGUF that carries none. */
+  chat_template?: string | null;
   extra_args?: string[];
   restart?: RestartPolicy;
   planned_memory?: PlannedMemory[];
@@ -1276,6 +1281,19 @@ export interface ChatModel {
   context: number | null;
   /** Takes images. */
   vision: boolean;
+  /** The reply length a conversation without max_tokens gets (absent from older daemons). */
+  default_max_tokens?: number;
+  /** The profile's GGUF carries no chat template and the profile names none. */
+  no_chat_template?: boolean;
+  /** The architecture's own template, to name in the profile then. */
+  suggested_chat_template?: string | null;
+}
+
+/** GET /chat/templates: the names a profile's chat_template may take (llama-server's built-in
+ *  templates), and each architecture's own. */
+export interface ChatTemplates {
+  names: string[];
+  by_architecture: Record<string, string>;
 }
 
 export type ReasoningMode = 'on' | 'off';
@@ -1328,6 +1346,10 @@ export interface MessageStats {
   duration_ms: number | null;
   /** How long the model reasoned before it answered, where the daemon reports it. */
   reasoning_ms?: number | null;
+  /** The engine's finish reason ('stop', 'length', …); null for a reply that was stopped. */
+  finish_reason?: string | null;
+  /** The reply length it was written under. */
+  max_tokens?: number | null;
 }
 
 export interface ChatMessage {
