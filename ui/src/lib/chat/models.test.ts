@@ -3,7 +3,7 @@
 
 import { describe, expect, it } from 'vitest';
 import { chatModel } from '../../test/chat';
-import { defaultModel, findModel, modelChoice, titleFrom } from './models';
+import { defaultModel, findModel, modelChoice, templateWarning, titleFrom } from './models';
 
 describe('model choices', () => {
   it('ready and loading models can be chosen', () => {
@@ -46,5 +46,20 @@ describe('titles', () => {
     expect(long.startsWith(t.slice(0, -1))).toBe(true);
     expect(titleFrom('', 1)).toBe('Image');
     expect(titleFrom('  ')).toBe('New chat');
+  });
+});
+
+describe('missing chat template', () => {
+  it('names the file and the template to set', () => {
+    const w = templateWarning(chatModel('gemma', { no_chat_template: true, suggested_chat_template: 'gemma' }));
+    expect(w).toContain('This file carries no chat template: llama-server would use ChatML');
+    expect(w).toContain('chat template to "gemma"');
+  });
+  it('still names the fix when no architecture template is known', () => {
+    expect(templateWarning(chatModel('x', { no_chat_template: true, suggested_chat_template: null }))).toContain("set its profile's chat template on the Engines page");
+  });
+  it('is nothing for a model with a template, or none chosen', () => {
+    expect(templateWarning(chatModel('q'))).toBeNull();
+    expect(templateWarning(null)).toBeNull();
   });
 });

@@ -48,6 +48,16 @@ export function defaultModel(models: readonly ChatModel[] | null, last: string |
   return (models.find((m) => m.state === 'ready') ?? models.find((m) => modelChoice(m).selectable))?.name ?? null;
 }
 
+/** What a model without a chat template in its file means, with the fix: null when it has one
+ *  (or its profile names one). */
+export function templateWarning(m: ChatModel | null): string | null {
+  if (!m?.no_chat_template) return null;
+  const fix = m.suggested_chat_template
+    ? `set its profile's chat template to "${m.suggested_chat_template}" (its architecture's) on the Engines page`
+    : "set its profile's chat template on the Engines page";
+  return `This file carries no chat template: llama-server would use ChatML, which this model may not know (stray <|im_end|>, replies that run on). Fix: ${fix}.`;
+}
+
 // ---- Titles ----
 
 export const TITLE_CHARS = 60;

@@ -2,7 +2,7 @@
 
 import { describe, expect, it } from 'vitest';
 import { msg } from '../../test/chat';
-import { contextUse, formatMs, formatTokens, formatTps, liveTokensPerSecond, pushSample, reasoningSeconds, thoughtLabel } from './stats';
+import { contextUse, formatMs, formatTokens, formatTps, liveTokensPerSecond, pushSample, reasoningSeconds, replyEnding, thoughtLabel } from './stats';
 
 const stats = (s: Partial<ReturnType<typeof msg>['stats']>) => ({ ttft_ms: null, prompt_tps: null, decode_tps: null, prompt_tokens: null, completion_tokens: null, duration_ms: null, ...s });
 
@@ -88,5 +88,25 @@ describe('formats', () => {
     expect(formatTokens(8192)).toBe('8.2k');
     expect(formatTokens(131_072)).toBe('131k');
     expect(formatTokens(2000)).toBe('2k');
+  });
+});
+
+describe('reply ending', () => {
+  const figures = stats({ prompt_tokens: 5, completion_tokens: 2048 });
+  it('tells a stop by the user from the length limit', () => {
+    expect(replyEnding({ status: 'stopped', content: 'Once', stats: { ...figures, completion_tokens: 12 } })).toEqual({
+      label: 'stopped by you',
+      note: 'Stopped by you; the text so far is kept.',
+    });
+    const cut = replyEnding({ status: 'complete', content: 'x', stats: { ...figures, finish_reason: 'length', max_tokens: 2048 } });
+    expect(cut?.label).toBe('stopped: length limit (2048 tokens)');
+    expect(cut?.note).toContain('raise Max tokens');
+  });
+  it('is nothing for a reply that ended by itself, or is still being written', () => {
+    expect(replyEnding({ status: 'complete', content: 'x', stats: { ...figures, finish_reason: 'stop' } })).toBeNull();
+    expect(replyEnding({ status: 'streaming', content: 'x', stats: figures })).toBeNull();
+  });
+  it('says a stop came before any text', () => {
+    expect(replyEnding({ status: 'stopped', content: '', stats: figures })?.note).toBe('Stopped by you before any text.');
   });
 });

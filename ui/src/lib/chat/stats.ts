@@ -110,3 +110,31 @@ export function thoughtLabel(r: { seconds: number; estimated: boolean } | null, 
   if (!r) return 'Thoughts';
   return `Thought for ${r.estimated ? 'about ' : ''}${r.seconds.toFixed(1)} s`;
 }
+
+export interface ReplyEnding {
+  /** The chip beside the model's name. */
+  label: string;
+  /** What happened, in a sentence. */
+  note: string;
+}
+
+/** How a finished reply ended when it did not end by itself: stopped by the user, or at its
+ *  length limit (the engine's finish reason `length`). Null for a reply that ended by itself, one
+ *  still streaming, and errors (shown apart). */
+export function replyEnding(message: Pick<ChatMessage, 'status' | 'content' | 'stats'>): ReplyEnding | null {
+  if (message.status === 'stopped') {
+    return {
+      label: 'stopped by you',
+      note: `Stopped by you${message.content ? '; the text so far is kept' : ' before any text'}.`,
+    };
+  }
+  if (message.status === 'complete' && message.stats?.finish_reason === 'length') {
+    const limit = message.stats.max_tokens ?? message.stats.completion_tokens;
+    const tokens = limit != null ? ` (${limit} tokens)` : '';
+    return {
+      label: `stopped: length limit${tokens}`,
+      note: `The reply reached its length limit${tokens}: raise Max tokens in the settings for longer replies.`,
+    };
+  }
+  return null;
+}
