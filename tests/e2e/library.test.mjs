@@ -128,3 +128,16 @@ test("a folder typed by its path: a missing one gets one line, a real one is add
   assert.equal(await find.locator('[data-testid="folder-path"]').inputValue(), "");
   assert.equal(await page.locator('[data-testid="model-row"]').count(), 3);
 });
+
+test("Plan on an Ollama tag opens the placement editor on its blob", async () => {
+  await page.locator('[data-testid="nav-models"]').click();
+  const tiny = page.locator('[data-testid="model-row"]', { has: page.locator('[data-testid="model-name"]', { hasText: /^tiny:q4$/ }) });
+  await tiny.locator('[data-testid="plan-model"]').click();
+  await page.locator('[data-testid="plan-page"]').waitFor();
+  assert.equal(new URL(page.url().replace("#/plan?", "x:/?")).searchParams.get("model"), blob);
+  await page.locator('[data-testid="device-column"]').first().waitFor({ timeout: 20_000 });
+  await page.locator('[data-testid="plan-verdict"]').waitFor();
+  assert.equal((await page.locator('[data-testid="plan-verdict"]').textContent()).trim(), "fits");
+  assert.match(await page.locator('[data-testid="plan-model-facts"]').textContent(), /4 layers/);
+  assert.ok((await page.locator('[data-testid="command-line"]').textContent()).includes(blob), "llama-server gets the blob with -m");
+});

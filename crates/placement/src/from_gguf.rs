@@ -42,14 +42,25 @@ pub struct LoadedModel {
     pub shape: ModelShape,
 }
 
-/// Reads the header of a model (all shards of a split one) and its placement shape.
+/// Reads the header of a model (all shards of a split one) and its placement shape: a file
+/// named `.gguf`, or one that starts as a GGUF file does (Ollama names its blobs by
+/// digest, without the extension).
 pub fn load_shape(path: &Path) -> Result<LoadedModel, ShapeError> {
-    if path.extension().and_then(|e| e.to_str()) != Some("gguf") {
+    if path.extension().and_then(|e| e.to_str()) != Some("gguf") && !starts_as_gguf(path) {
         return Err(ShapeError::NotGguf(path.display().to_string()));
     }
     let model = GgufModel::open(path)?;
     let label = path.file_name().and_then(|n| n.to_str()).unwrap_or("model");
     loaded(&model, label)
+}
+
+/// Whether the file begins with the GGUF magic.
+fn starts_as_gguf(path: &Path) -> bool {
+    use std::io::Read;
+    let mut magic = [0u8; 4];
+    std::fs::File::open(path)
+        .and_then(|mut file| file.read_exact(&mut magic))
+        .is_ok_and(|()| &magic == b"GGUF")
 }
 
 /// The same for a model on a web server (a Hugging Face `resolve` URL): only the headers are
@@ -449,6 +460,26 @@ mod tests {
             .shape
             .attention
             .indexer_key_length
+    }
+
+    #[test]
+    fn a_gguf_named_without_the_extension_is_read_and_other_files_are_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        // Ollama's blobs are GGUF files named by their digest.
+        let blob = dir.path().join(format!("sha256-{:064x}", 1));
+        MoeShape::small().writer().write_to_path(&blob).unwrap();
+        assert_eq!(
+            load_shape(&blob).unwrap().shape.n_layer,
+            MoeShape::small().layers
+        );
+        let notes = dir.path().join("notes");
+        std::fs::write(&notes, "GGU").unwrap();
+        let err = load_shape(&notes).unwrap_err();
+        assert!(matches!(err, ShapeError::NotGguf(_)), "{err}");
+        assert!(
+            err.to_string().contains("notes' is not a GGUF file"),
+            "{err}"
+        );
     }
 
     #[test]

@@ -106,6 +106,17 @@ async fn an_ollama_store_in_home_is_found_added_and_listed_by_its_tags() {
     );
     assert_eq!(tiny["ollama"]["tag"], "tiny:q4");
     assert!(tiny["problem"].is_null(), "{tiny}");
+    let (status, plan) = t
+        .post_json(
+            "/api/v1/plan",
+            &serde_json::json!({"model": tiny["path"], "rig": "4x3090", "auto": true}),
+        )
+        .await;
+    assert_eq!(
+        status,
+        StatusCode::OK,
+        "the blob is planned like any GGUF: {plan}"
+    );
     let found = t.get_json("/api/v1/models/found-folders").await;
     assert!(found
         .as_array()
