@@ -7,10 +7,10 @@
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
-import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { join } from "node:path";
-import { startDaemon, launchChromium } from "./daemon.mjs";
+import { join, relative } from "node:path";
+import { adminRequest, fixtures, startDaemon, launchChromium } from "./daemon.mjs";
 
 const artifacts = process.env.RIGDECK_ARTIFACTS ?? "/tmp/rigdeck-artifacts";
 const REPO = "rigdeck-test/Tiny-Llama-GGUF";
@@ -28,6 +28,8 @@ let browser;
 let page;
 let modelPath;
 let hubCache;
+/** The rig the NVML double plays: a copy of the 4× RTX 3090 fixture that a test may edit. */
+let rigPath;
 
 function required(name) {
   const value = process.env[name];
@@ -64,6 +66,22 @@ async function until(what, fn, arg, timeout = 15_000) {
   } catch (e) {
     throw new Error(`timed out waiting for ${what}: ${e.message.split("\n")[0]}`);
   }
+}
+
+/** Rewrites the rig the double plays (write, then rename: it never reads half a file). */
+function editRig(edit) {
+  const rig = JSON.parse(readFileSync(rigPath, "utf8"));
+  edit(rig);
+  writeFileSync(`${rigPath}.tmp`, JSON.stringify(rig));
+  renameSync(`${rigPath}.tmp`, rigPath);
+}
+
+/** The llama-server flags after `-m MODEL` (the fit names the file on the hub, the plan on disk). */
+function flagsPastModel(line) {
+  const words = line.trim().split(/\s+/);
+  const at = words.indexOf("-m");
+  assert.ok(at >= 0, `-m in ${line}`);
+  return words.filter((_, i) => i !== at + 1).slice(1);
 }
 
 const row = (label) => page.locator(`[data-testid="quant-row"][data-label="${label}"]`);
@@ -120,7 +138,9 @@ before(async () => {
   const hfHome = join(dir, "hf");
   hubCache = join(hfHome, "hub");
   modelPath = join(hubCache, `models--rigdeck-test--Tiny-Llama-GGUF/snapshots/${COMMIT}/Tiny-Llama-Q4_K_M.gguf`);
-  daemon = await startDaemon("4x3090.json", {
+  rigPath = join(dir, "rig.json");
+  copyFileSync(join(fixtures, "4x3090.json"), rigPath);
+  daemon = await startDaemon(relative(fixtures, rigPath), {
     env: {
       HF_ENDPOINT: hub.url,
       HF_HUB_CACHE: hubCache,
@@ -231,6 +251,43 @@ test("the model page lists the quantizations at once and fills in the fit", asyn
   assert.equal(await page.evaluate(() => window.__cardRan ?? false), false);
 });
 
+test("the fit follows the live rig: a GPU another program frees is planned on, without a reload", async () => {
+  // GPU 0 plays a card an engine holds 20 GiB of: the fit has little of it to use.
+  const share = () => row("Q4_K_M").innerText();
+  const before = await share();
+  assert.match(before, /GPU 0\s+[\d.]+\/[0-3]\.\d/, before);
+  const asked = [];
+  const onRequest = (r) => r.url().endsWith("/api/v1/hub/fit") && asked.push(r.url());
+  page.on("request", onRequest);
+  const original = readFileSync(rigPath, "utf8");
+  try {
+    // The engine on GPU 0 stops.
+    editRig((rig) => {
+      rig.gpus[0].memory_used_mib = 500;
+      rig.gpus[0].processes = [];
+    });
+    const started = Date.now();
+    let after = before;
+    while (after === before && Date.now() - started < 20_000) {
+      // The verdict stays on show while the fit is asked again: no flicker to an empty cell.
+      assert.equal(await row("Q4_K_M").locator('[data-testid="fit-verdict"]').count(), 1);
+      await page.waitForTimeout(100);
+      after = await share();
+    }
+    assert.match(after, /GPU 0\s+[\d.]+\/2\d\.\d/, `GPU 0 is free now: ${after}`);
+    assert.ok(asked.length >= 1 && asked.length <= 2, `asked once the readings settled, not per frame: ${asked.length}`);
+  } finally {
+    writeFileSync(rigPath, original);
+    page.off("request", onRequest);
+  }
+  await until(
+    "the fit back on the busy card",
+    () => /GPU 0\s+[\d.]+\/[0-3]\.\d/.test(document.querySelector('[data-testid="quant-row"][data-label="Q4_K_M"]')?.innerText ?? ""),
+    undefined,
+    20_000,
+  );
+});
+
 test("check with llama.cpp asks the dry run of one quantization, read from the hub, and answers in its row", async () => {
   // The daemon reads the file's headers at its resolve address first: a wrong address would be
   // refused as a bad model. The rig has GPUs and no build is registered: said in plain words.
@@ -263,6 +320,7 @@ test("Download shows live progress, pauses and resumes, and finishes", async () 
   }
   assert.ok(seen.size >= 3, `progress moved: ${[...seen].join(" | ")}`);
   await download().locator('[data-testid="download-rate"]').filter({ hasText: /B\/s/ }).waitFor();
+  assert.equal((await page.locator('[data-testid="downloads-underway"]').textContent()).trim(), "1 downloading");
   assert.match(await row("Q4_K_M").locator('[data-testid="quant-download-state"]').textContent(), /downloading \d+ %/);
   await page.screenshot({ path: join(artifacts, "hub-downloading.png"), fullPage: true });
 
@@ -303,6 +361,26 @@ test("the model lands in the library and Plan opens the placement editor on it",
   const shot = join(artifacts, "hub-plan.png");
   await page.screenshot({ path: shot, fullPage: true });
   console.log(`hub screenshots saved to ${shot}, hub-search.png, hub-downloading.png and hub.png`);
+});
+
+test("Plan on a quantization's row opens the plan its fit verdict showed", async () => {
+  await page.evaluate((hash) => (window.location.hash = hash), `#/hub/${REPO}`);
+  const link = row("Q4_K_M").locator('[data-testid="quant-plan"]');
+  await link.waitFor();
+  await row("Q4_K_M").locator('[data-testid="fit-verdict"]').waitFor({ timeout: 30_000 });
+  const params = new URL((await link.getAttribute("href")).replace("#/plan?", "x:/?")).searchParams;
+  assert.equal(params.get("model"), modelPath);
+  assert.equal(params.get("auto"), "1");
+  assert.equal(params.get("context"), "131072", "the context the fit was planned at");
+  const fitted = await adminRequest(daemon, "POST", "/api/v1/hub/fit", { repo: REPO, rig: "live", context: 131072 });
+  const verdict = fitted.body.quants.find((q) => q.label === "Q4_K_M");
+
+  await link.click();
+  await page.locator('[data-testid="plan-page"]').waitFor();
+  await until("the automatic plan", () => document.querySelector('[data-testid="plan-page"]')?.dataset.busy === "false" && !!document.querySelector('[data-testid="command-line"]'), undefined, 20_000);
+  await page.getByText("automatic placement — edit freely").waitFor();
+  const planned = await page.locator('[data-testid="command-line"]').textContent();
+  assert.deepEqual(flagsPastModel(planned), flagsPastModel(verdict.command_line), `plan: ${planned}\nfit: ${verdict.command_line}`);
 });
 
 test("Downloaded models lists the model with its size, and Verify finds its files match the hub", async () => {
