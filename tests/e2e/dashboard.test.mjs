@@ -46,9 +46,12 @@ test("flags the card on the x1 link and only that one", async () => {
   const full = page.locator('[data-testid="gpu-card"][data-gpu-index="0"] [data-testid="pcie-badge"]');
   assert.match(await full.textContent(), /Gen4 x16/);
   assert.notEqual(await full.getAttribute("data-degraded"), "true");
-  const warning = page.locator('[data-testid="finding"][data-rule="pcie_narrow"][data-severity="warning"]');
-  assert.ok((await warning.count()) >= 1, "an x1 warning is listed");
+  // The x1 warning is shown once, on its card; the findings panel counts it and says where it is.
+  const warning = page.locator('[data-rule="pcie_narrow"][data-severity="warning"]');
+  assert.equal(await warning.count(), 1, "the x1 warning is shown once");
+  assert.equal(await card.locator('[data-testid="gpu-finding"][data-rule="pcie_narrow"]').count(), 1);
   assert.match(await warning.first().textContent(), /x1/);
+  assert.match(await page.locator('[data-testid="findings-on-cards"]').textContent(), /on (its|their) cards? below/);
 });
 
 test("charts receive live points over the WebSocket", async () => {
@@ -97,4 +100,16 @@ test("a foreign Origin is refused, for the API and the WebSocket", async () => {
   );
   assert.equal(outcome, "refused");
   await evil.close();
+});
+
+test("each menu link leads to a page headed and titled as the link", async () => {
+  for (const route of ["history", "models", "instances", "gateway", "settings"]) {
+    const link = page.locator(`[data-testid="nav-${route}"]`);
+    const label = (await link.textContent()).trim();
+    await link.click();
+    await page.waitForFunction((l) => document.querySelector("main h2")?.textContent.trim() === l, label, { timeout: 10_000 });
+    assert.equal(await page.title(), `${label} · Rigdeck`, `the ${route} page's title`);
+  }
+  await page.locator('[data-testid="nav-dashboard"]').click();
+  await page.locator('[data-testid="gpu-card"]').first().waitFor();
 });

@@ -132,6 +132,11 @@ test("automatic placement fits every device and writes -ot flags", async () => {
   // Experts live apart from their layers: some on the GPUs, the rest in CPU RAM.
   assert.ok((await column("cpu").locator('[data-testid="expert-block"]').count()) > 10);
   assert.ok((await column("gpu-0").locator('[data-testid="expert-block"]').count()) > 0);
+  // "Save as launch profile" is on screen at 1280×800 without scrolling, above the long columns.
+  assert.equal(await page.evaluate(() => window.scrollY), 0);
+  const { height } = page.viewportSize();
+  const save = await page.locator('[data-testid="save-profile"]').boundingBox();
+  assert.ok(save && save.y >= 0 && save.y + save.height <= height, `the save panel lies within the ${height} px viewport: ${JSON.stringify(save)}`);
 });
 
 test("moving an expert block to another GPU changes the bars and the flags; dragging it back undoes it", async () => {
