@@ -8,6 +8,7 @@ import type {
   ApiKeyView,
   ChatMessage,
   ChatModel,
+  ChatTemplates,
   Conversation,
   ConversationDetail,
   ConversationPatch,
@@ -258,6 +259,8 @@ export const api = {
   // Chat: conversations kept by the daemon, replies written by the gateway's models; the text of
   // a reply arrives as `chat.delta` events, its state changes as `chat.message`.
   chatModels: (signal?: AbortSignal) => request<ChatModel[]>('GET', '/api/v1/chat/models', undefined, signal),
+  /** The chat templates a profile may name, and each architecture's own. */
+  chatTemplates: () => request<ChatTemplates>('GET', '/api/v1/chat/templates'),
   /** Newest first; `q` searches titles and message text (each hit with a snippet). */
   conversations: (q = '', signal?: AbortSignal) =>
     request<ConversationSummary[]>('GET', `/api/v1/chat/conversations${q.trim() ? `?q=${encodeURIComponent(q.trim())}` : ''}`, undefined, signal),

@@ -4,6 +4,7 @@
 // message.
 
 import type { ChatModel } from '../api/types';
+import { NO_CHAT_TEMPLATE } from './template';
 
 export interface ModelChoice {
   model: ChatModel;
@@ -55,7 +56,7 @@ export function templateWarning(m: ChatModel | null): string | null {
   const fix = m.suggested_chat_template
     ? `set its profile's chat template to "${m.suggested_chat_template}" (its architecture's) on the Engines page`
     : "set its profile's chat template on the Engines page";
-  return `This file carries no chat template: llama-server would use ChatML, which this model may not know (stray <|im_end|>, replies that run on). Fix: ${fix}.`;
+  return `${NO_CHAT_TEMPLATE}, which this model may not know (stray <|im_end|>, replies that run on). Fix: ${fix}.`;
 }
 
 // ---- Titles ----
