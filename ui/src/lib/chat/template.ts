@@ -18,3 +18,16 @@ export function noTemplateLine(summary: Pick<ModelSummary, 'chat_template' | 'ar
     ? `${NO_CHAT_TEMPLATE}; set the launch profile's chat template to "${own}" (${summary.architecture}'s own).`
     : `${NO_CHAT_TEMPLATE}; set a chat template in its launch profile.`;
 }
+
+/** The template a profile form starts with: the profile's own choice; else, for a file without a
+ *  template, its architecture's (the user sees it chosen and saves it); else none ('': the file's
+ *  own). */
+export function presetTemplate(
+  chosen: string | null | undefined,
+  summary: Pick<ModelSummary, 'chat_template' | 'architecture'> | null | undefined,
+  byArchitecture: Record<string, string> = {},
+): string {
+  if (chosen) return chosen;
+  if (!summary || !lacksChatTemplate(summary) || !summary.architecture) return '';
+  return byArchitecture[summary.architecture] ?? '';
+}
