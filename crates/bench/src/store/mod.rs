@@ -130,8 +130,13 @@ pub struct RunSummary {
     pub spec: RunSpec,
     pub status: Status,
     pub error: Option<String>,
-    /// Prompt lengths counted by the engine's tokenizer (else estimated).
+    /// Prompt lengths counted by the engine's tokenizer (else estimated); read it only when
+    /// `prompts_known`.
     pub exact_prompts: bool,
+    /// The engine's tokenizer was asked (false at the start of a run, before its first request;
+    /// a daemon that does not say asked before it stored the run).
+    #[serde(default = "asked_before_storing")]
+    pub prompts_known: bool,
     pub started_at_ms: i64,
     pub finished_at_ms: Option<i64>,
     pub steps: Vec<StepDigest>,
@@ -140,6 +145,10 @@ pub struct RunSummary {
     /// Runs (serving) or questions (quality) done, of all.
     pub runs_done: u32,
     pub runs_total: u32,
+}
+
+fn asked_before_storing() -> bool {
+    true
 }
 
 /// A run in full.
@@ -165,11 +174,12 @@ pub struct NewRun<'a> {
     pub target: &'a Value,
     pub spec: &'a RunSpec,
     pub context: &'a Value,
-    pub exact_prompts: bool,
+    /// `None`: not known until the engine's tokenizer is asked ([`BenchStore::set_exact_prompts`]).
+    pub exact_prompts: Option<bool>,
     pub started_at_ms: i64,
 }
 
-const COLUMNS: &str = "id, name, kind, target, spec, answers, tests, status, error, exact_prompts, started_at_ms, finished_at_ms";
+const COLUMNS: &str = "id, name, kind, target, spec, answers, tests, status, error, exact_prompts, prompts_known, started_at_ms, finished_at_ms";
 
 /// A step's own row: the step without its runs, which have rows of their own.
 #[derive(Serialize)]
@@ -217,15 +227,16 @@ impl BenchStore {
 
     pub async fn create(&self, run: NewRun<'_>) -> Result<i64, StoreError> {
         let id = sqlx::query_scalar(
-            "INSERT INTO bench_runs (name, kind, target, spec, context, status, exact_prompts, started_at_ms) \
-             VALUES (?, ?, ?, ?, ?, 'running', ?, ?) RETURNING id",
+            "INSERT INTO bench_runs (name, kind, target, spec, context, status, exact_prompts, prompts_known, started_at_ms) \
+             VALUES (?, ?, ?, ?, ?, 'running', ?, ?, ?) RETURNING id",
         )
         .bind(run.name)
         .bind(run.kind)
         .bind(run.target.to_string())
         .bind(json(run.spec))
         .bind(run.context.to_string())
-        .bind(run.exact_prompts)
+        .bind(run.exact_prompts.unwrap_or(false))
+        .bind(run.exact_prompts.is_some())
         .bind(run.started_at_ms)
         .fetch_one(&self.pool)
         .await?;
@@ -287,7 +298,7 @@ impl BenchStore {
 
     /// Whether prompt lengths came from the engine's tokenizer (known once the run starts).
     pub async fn set_exact_prompts(&self, id: i64, exact: bool) -> Result<(), StoreError> {
-        sqlx::query("UPDATE bench_runs SET exact_prompts = ? WHERE id = ?")
+        sqlx::query("UPDATE bench_runs SET exact_prompts = ?, prompts_known = 1 WHERE id = ?")
             .bind(exact)
             .bind(id)
             .execute(&self.pool)
@@ -459,6 +470,7 @@ fn summary(row: &SqliteRow, steps: Vec<StepDigest>) -> Result<RunSummary, StoreE
         status: Status::parse(&row.get::<String, _>("status")),
         error: row.get("error"),
         exact_prompts: row.get("exact_prompts"),
+        prompts_known: row.get("prompts_known"),
         started_at_ms: row.get("started_at_ms"),
         finished_at_ms: row.get("finished_at_ms"),
     })

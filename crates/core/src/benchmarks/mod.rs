@@ -228,7 +228,7 @@ impl Benchmarks {
                 target: &new.target.view(),
                 spec: &new.run_spec(),
                 context: &context,
-                exact_prompts: false,
+                exact_prompts: None,
                 started_at_ms: crate::now_ms(),
             })
             .await?;

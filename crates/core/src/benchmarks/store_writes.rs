@@ -101,7 +101,7 @@ async fn a_long_sweep_writes_the_same_per_step_however_many_came_before() {
             target: &json!({"kind": "url"}),
             spec: &spec,
             context: &json!({}),
-            exact_prompts: true,
+            exact_prompts: Some(true),
             started_at_ms: 0,
         })
         .await
@@ -168,4 +168,40 @@ async fn save_one_step(bench: &BenchStore, id: i64, index: u32, point: Point) {
     }
     step.complete = true;
     bench.save_step(id, &step).await.expect("the step");
+}
+
+#[tokio::test]
+async fn a_run_is_not_said_to_estimate_prompt_lengths_before_the_tokenizer_was_asked() {
+    let dir = tempfile::tempdir().expect("a folder");
+    let store = Store::open(&dir.path().join("db.sqlite"))
+        .await
+        .expect("the database");
+    let bench = BenchStore::new(store.pool().clone());
+    let spec = RunSpec::Serving(BenchSpec::default());
+    let id = bench
+        .create(NewRun {
+            name: "exact later",
+            kind: "serving",
+            target: &json!({"kind": "url"}),
+            spec: &spec,
+            context: &json!({}),
+            exact_prompts: None,
+            started_at_ms: 0,
+        })
+        .await
+        .expect("the run");
+    let started = bench.summary(id).await.expect("the run");
+    assert!(!started.prompts_known, "not asked yet: {started:?}");
+    let json = serde_json::to_value(&started).expect("JSON");
+    assert_eq!(json["prompts_known"], false);
+
+    bench.set_exact_prompts(id, true).await.expect("saved");
+    let counted = bench.summary(id).await.expect("the run");
+    assert!(
+        counted.prompts_known && counted.exact_prompts,
+        "{counted:?}"
+    );
+    bench.set_exact_prompts(id, false).await.expect("saved");
+    let estimated = bench.summary(id).await.expect("the run");
+    assert!(estimated.prompts_known && !estimated.exact_prompts);
 }

@@ -27,6 +27,7 @@ import {
   pointLabel,
   progressPercent,
   progressText,
+  promptsEstimated,
   runFileName,
   specText,
   statusTone,
@@ -158,5 +159,21 @@ describe('llama-bench runs', () => {
     expect(llamaBenchText({ prompt_tokens: [16, 32], gen_tokens: [8], depths: [0, 16, 64], repetitions: 1 })).toBe(
       'pp 16, 32, tg 8 at depths 0, 16 and 64, 1 repetition each, inside the engine (no HTTP)',
     );
+  });
+});
+
+describe('estimated prompt lengths', () => {
+  it('are said only once the engine’s tokenizer was asked', () => {
+    const starting = summary(1, { status: 'running', exact_prompts: false, prompts_known: false, finished_at_ms: null, steps: [] });
+    expect(promptsEstimated(starting)).toBe(false);
+    expect(promptsEstimated({ ...starting, prompts_known: true })).toBe(true);
+    expect(promptsEstimated({ ...starting, prompts_known: true, exact_prompts: true })).toBe(false);
+  });
+  it('are said for a run from a daemon that does not tell when it knew', () => {
+    expect(promptsEstimated(summary(2, { exact_prompts: false }))).toBe(true);
+  });
+  it('are never said of a quality probe or llama-bench, which send no shaped prompts', () => {
+    expect(promptsEstimated(summary(3, { kind: 'quality', exact_prompts: false, prompts_known: true }))).toBe(false);
+    expect(promptsEstimated(summary(4, { kind: 'llama_bench', exact_prompts: false, prompts_known: true }))).toBe(false);
   });
 });

@@ -17,6 +17,13 @@ export function isLlamaBench(r: Pick<RunSummary, 'kind'>): boolean {
   return r.kind === 'llama_bench';
 }
 
+/** A speed benchmark whose prompt lengths were estimated: said only once the engine's tokenizer
+ *  was asked (a run starts neither exact nor estimated). */
+export function promptsEstimated(r: Pick<RunSummary, 'kind' | 'exact_prompts' | 'prompts_known'>): boolean {
+  if (isQuality(r) || isLlamaBench(r)) return false;
+  return (r.prompts_known ?? true) && !r.exact_prompts;
+}
+
 /** A speed benchmark's spec; null for a quality probe or llama-bench. */
 export function speedSpec(r: Pick<RunSummary, 'kind' | 'spec'>): BenchSpec | null {
   return isQuality(r) || isLlamaBench(r) ? null : (r.spec as BenchSpec);

@@ -173,8 +173,11 @@ export interface RunSummary {
   spec: BenchSpec | ProbeSpec | LlamaBenchSpec;
   status: RunStatus | (string & {});
   error: string | null;
-  /** False: prompt lengths were estimated, not counted by the engine's tokenizer. */
+  /** False: prompt lengths were estimated, not counted by the engine's tokenizer (read it only
+   *  when `prompts_known`). */
   exact_prompts: boolean;
+  /** The tokenizer was asked (false at a run's start); absent from older daemons: known. */
+  prompts_known?: boolean;
   started_at_ms: UnixMillis;
   finished_at_ms: UnixMillis | null;
   /** A speed benchmark's steps; empty for a quality probe. */
