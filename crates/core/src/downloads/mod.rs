@@ -161,6 +161,39 @@ impl Job {
         }
     }
 
+    /// What a download restored after a restart has on disk: a finished one, its files (so the
+    /// UI can open them again); a paused, failed or waiting one, the bytes already received (so
+    /// it shows its real progress before it runs again).
+    fn restore_from_disk(&mut self, destination: &Destination) {
+        let paths = self.request.files.iter().map(|f| {
+            (
+                f,
+                destination.paths(&self.request.repo, &self.request.commit, f),
+            )
+        });
+        match self.state {
+            DownloadState::Done => self.paths = paths.map(|(_, p)| p.visible).collect(),
+            DownloadState::Cancelled => {}
+            DownloadState::Queued
+            | DownloadState::Running
+            | DownloadState::Paused
+            | DownloadState::Failed => {
+                let (mut bytes, mut files) = (0u64, 0usize);
+                for (file, p) in paths {
+                    if p.content.is_file() {
+                        bytes = bytes.saturating_add(file.size_bytes);
+                        files += 1;
+                    } else if let Ok(partial) = std::fs::metadata(&p.partial) {
+                        bytes = bytes.saturating_add(partial.len().min(file.size_bytes));
+                    }
+                }
+                let relaxed = std::sync::atomic::Ordering::Relaxed;
+                self.progress.done_bytes.store(bytes, relaxed);
+                self.progress.files_done.store(files, relaxed);
+            }
+        }
+    }
+
     fn view(&mut self, id: i64) -> DownloadView {
         DownloadView {
             id,
@@ -226,19 +259,9 @@ impl Downloads {
                 ),
             }
         }
-        // A finished download's files, so the UI can open them again after a restart.
         if let Ok((_, destination)) = hub() {
-            for job in jobs.values_mut().filter(|j| j.state == DownloadState::Done) {
-                job.paths = job
-                    .request
-                    .files
-                    .iter()
-                    .map(|f| {
-                        destination
-                            .paths(&job.request.repo, &job.request.commit, f)
-                            .visible
-                    })
-                    .collect();
+            for job in jobs.values_mut() {
+                job.restore_from_disk(&destination);
             }
         }
         let downloads = Downloads {
@@ -672,6 +695,38 @@ mod tests {
         assert_eq!(view.progress.total_bytes, 253_000_000);
         assert_eq!(view.progress.done_bytes, 253_000_000, "{view:?}");
         assert_eq!(view.progress.files_done, 1, "{view:?}");
+    }
+
+    #[tokio::test]
+    async fn a_paused_download_restored_after_a_restart_shows_what_it_received() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let store = Store::open(&dir.path().join("rigdeck.db"))
+            .await
+            .expect("store");
+        let paused = request(0xee);
+        let paths = Destination::HubCache(dir.path().join("hub")).paths(
+            &paused.repo,
+            &paused.commit,
+            &paused.files[0],
+        );
+        std::fs::create_dir_all(paths.partial.parent().expect("blobs")).expect("mkdir");
+        std::fs::write(&paths.partial, b"0123").expect("partial");
+        let body = serde_json::to_string(&paused).expect("body");
+        let id = store
+            .insert_download(&body, "paused", 1)
+            .await
+            .expect("stored");
+        drop(store);
+
+        let downloads = queue(dir.path(), &silent_hub().await).await;
+        let view = downloads
+            .list()
+            .into_iter()
+            .find(|v| v.id == id)
+            .expect("restored");
+        assert_eq!(view.state, DownloadState::Paused);
+        assert_eq!(view.progress.done_bytes, 4, "{view:?}");
+        assert_eq!(view.progress.files_done, 0, "{view:?}");
     }
 
     #[tokio::test]
