@@ -5,7 +5,7 @@
 import { describe, expect, it } from 'vitest';
 import { probeSummary, summary } from '../../test/bench';
 import { llamaSummary } from '../../test/llamaBench';
-import { buildLlamaBenchRequest, buildProbeRequest, buildRequest, buildSpeedRequest, defaultDraft, draftFromRun, hasShape, planText, toggleShape, type BenchDraft } from './draft';
+import { buildLlamaBenchRequest, buildProbeRequest, buildRequest, buildSpeedRequest, defaultDraft, draftFromRun, hasShape, planText, QUICK_WARM_RUNS, quickCheckDraft, toggleShape, type BenchDraft } from './draft';
 
 const draft = (extra: Partial<BenchDraft> = {}): BenchDraft => ({ ...defaultDraft(), instance: 'qwen', ...extra });
 
@@ -237,5 +237,27 @@ describe('llama-bench in the form', () => {
     expect(r.body).toEqual({ name: 'lb', kind: 'llama_bench', target: { kind: 'profile', name: 'qwen' }, llama_bench: { prompt_tokens: [16, 32], gen_tokens: [8], depths: [0, 16], repetitions: 2 } });
     // llama-bench's defaults where the stored spec leaves a field out.
     expect(draftFromRun(llamaSummary(9, { spec: {} }))).toMatchObject({ llamaPrompts: '512', llamaGens: '128', llamaDepths: '0', llamaRepetitions: 5 });
+  });
+});
+
+describe('quick check', () => {
+  it('is one shape, one stream and a few warm runs on the target already chosen', () => {
+    const chosen = draft({ targetKind: 'instance', instance: 'gemma', shapes: '2048:512, 256:64', depths: '0,32768', concurrency: '1,2,4,8', warmRuns: 10, name: 'mine' });
+    const quick = quickCheckDraft(chosen);
+    expect(quick.instance).toBe('gemma');
+    expect(quick.targetKind).toBe('instance');
+    const r = buildRequest(quick);
+    if (!r.ok) throw new Error(r.message);
+    expect(r.steps).toBe(1);
+    expect(r.runs).toBe(1 + QUICK_WARM_RUNS);
+    expect(r.body.kind ?? 'serving').toBe('serving');
+    expect(r.body.name).toBe('Quick check');
+    expect(planText(r)).toBe(`1 step × (1 cold + ${QUICK_WARM_RUNS} warm) = ${1 + QUICK_WARM_RUNS} runs`);
+  });
+  it('turns a quality probe or llama-bench draft into a speed run', () => {
+    expect(quickCheckDraft(draft({ kind: 'quality' })).kind).toBe('serving');
+  });
+  it('needs a target', () => {
+    expect(buildRequest(quickCheckDraft(draft({ instance: '' }))).ok).toBe(false);
   });
 });

@@ -121,6 +121,31 @@ export function defaultDraft(): BenchDraft {
   };
 }
 
+/** Warm runs of the quick check. */
+export const QUICK_WARM_RUNS = 3;
+
+/** "Quick check": about a minute on the target already chosen — one everyday shape (a 512-token
+ *  prompt, a 128-token reply), no context depth, one stream, a cold run and a few warm ones;
+ *  the rest as the daemon's defaults. */
+export function quickCheckDraft(d: BenchDraft): BenchDraft {
+  const defaults = defaultDraft();
+  return {
+    ...defaults,
+    targetKind: d.targetKind,
+    instance: d.instance,
+    profile: d.profile,
+    gatewayModel: d.gatewayModel,
+    url: d.url,
+    apiKey: d.apiKey,
+    urlModel: d.urlModel,
+    name: 'Quick check',
+    shapes: '512:128',
+    depths: '0',
+    concurrency: '1',
+    warmRuns: QUICK_WARM_RUNS,
+  };
+}
+
 /** The shapes users want one click away. */
 export const SHAPE_PRESETS: { shape: string; label: string; note: string }[] = [
   { shape: '256:512', label: '256→512', note: 'short prompt, long answer' },
