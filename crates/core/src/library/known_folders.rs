@@ -26,19 +26,21 @@ pub struct KnownFolder {
     pub problems: Vec<String>,
 }
 
-/// The tools' folders that exist, from this process's environment now.
-pub fn find(library_folders: &[PathBuf]) -> Vec<KnownFolder> {
-    find_with(library_folders, &|name| std::env::var_os(name))
+/// The tools' folders that exist, from this process's environment now, scanned with `scanner`
+/// (keep it between calls: it reads a model's header once per file version).
+pub fn find(library_folders: &[PathBuf], scanner: &mut Library) -> Vec<KnownFolder> {
+    find_with(library_folders, scanner, &|name| std::env::var_os(name))
 }
 
 /// [`find`] with the environment given by `env` (so tests need not change the process's).
 pub fn find_with(
     library_folders: &[PathBuf],
+    scanner: &mut Library,
     env: &dyn Fn(&str) -> Option<OsString>,
 ) -> Vec<KnownFolder> {
     let home = env("HOME").map(PathBuf::from);
     let mut seen = Vec::new();
-    candidates(env)
+    let mut folders: Vec<KnownFolder> = candidates(env)
         .into_iter()
         .filter(|(_, path)| path.is_dir())
         .filter(|(_, path)| {
@@ -47,12 +49,33 @@ pub fn find_with(
             seen.push(real);
             new
         })
-        .map(|(tool, path)| {
-            let added = is_in_library(library_folders, &path);
-            let display_path = display_path(&path, home.as_deref());
-            describe(tool, path, display_path, added)
+        .map(|(tool, path)| KnownFolder {
+            tool,
+            display_path: display_path(&path, home.as_deref()),
+            models: 0,
+            size_bytes: 0,
+            added: is_in_library(library_folders, &path),
+            problems: unreadable(&path).into_iter().collect(),
+            path,
         })
-        .collect()
+        .collect();
+    let readable: Vec<PathBuf> = folders
+        .iter()
+        .filter(|f| f.problems.is_empty())
+        .map(|f| f.path.clone())
+        .collect();
+    scanner.rescan(&readable);
+    for entry in scanner.entries() {
+        let Some(folder) = folders.iter_mut().find(|f| f.path == entry.folder) else {
+            continue;
+        };
+        folder.models += 1;
+        folder.size_bytes += entry.size_bytes;
+        if let Some(problem) = &entry.problem {
+            folder.problems.push(format!("{}: {problem}", entry.name));
+        }
+    }
+    folders
 }
 
 /// Whether one of `library_folders` is `path` or holds it (links resolved), so the library
@@ -97,34 +120,14 @@ fn candidates(env: &dyn Fn(&str) -> Option<OsString>) -> Vec<(&'static str, Path
     .collect()
 }
 
-/// Scans the folder as the library would.
-fn describe(tool: &'static str, path: PathBuf, display_path: String, added: bool) -> KnownFolder {
-    let mut folder = KnownFolder {
-        tool,
-        display_path,
-        models: 0,
-        size_bytes: 0,
-        added,
-        problems: Vec::new(),
-        path,
-    };
-    if let Err(e) = std::fs::read_dir(&folder.path) {
-        folder.problems.push(format!(
+/// Why the folder cannot be listed, with the fix; `None` when it can.
+fn unreadable(path: &Path) -> Option<String> {
+    std::fs::read_dir(path).err().map(|e| {
+        format!(
             "cannot read {}: {e}: give your user read access to it",
-            folder.path.display()
-        ));
-        return folder;
-    }
-    let mut library = Library::default();
-    library.rescan(std::slice::from_ref(&folder.path));
-    for entry in library.entries() {
-        folder.models += 1;
-        folder.size_bytes += entry.size_bytes;
-        if let Some(problem) = &entry.problem {
-            folder.problems.push(format!("{}: {problem}", entry.name));
-        }
-    }
-    folder
+            path.display()
+        )
+    })
 }
 
 /// `~/…` for a path under the home folder, else the path.
@@ -163,7 +166,7 @@ mod tests {
         }
         std::fs::write(h.join("jan/models/broken.gguf"), b"GGUF\x03\x00").unwrap();
         let env = env_of(&[("HOME", h)]);
-        let found = find_with(&[h.join(".ollama")], &env);
+        let found = find_with(&[h.join(".ollama")], &mut Library::default(), &env);
         let rows: Vec<(&str, PathBuf, bool)> = found
             .iter()
             .filter(|f| !f.path.starts_with("/usr/share"))
@@ -209,7 +212,7 @@ mod tests {
             ("LLAMA_CACHE", &llama),
             ("OLLAMA_MODELS", &ollama),
         ]);
-        let paths: Vec<PathBuf> = find_with(&[], &env)
+        let paths: Vec<PathBuf> = find_with(&[], &mut Library::default(), &env)
             .into_iter()
             .filter(|f| !f.path.starts_with("/usr/share"))
             .map(|f| f.path)
@@ -220,7 +223,7 @@ mod tests {
             hf.display().to_string()
         );
         let env = env_of(&[("HOME", home.path()), ("HF_HOME", &hf_home)]);
-        let found = find_with(&[], &env);
+        let found = find_with(&[], &mut Library::default(), &env);
         assert_eq!(found[0].path, hf_home.join("hub"));
     }
 }

@@ -3,22 +3,30 @@
 //! `model_folders`, and the library rescanned.
 
 use std::path::PathBuf;
-use std::sync::{Arc, PoisonError};
+use std::sync::{Arc, LazyLock, Mutex, PoisonError};
 
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
-use rigdeck_core::library::known_folders;
+use rigdeck_core::library::{known_folders, Library};
 use rigdeck_core::settings::{SettingsChanges, SettingsError};
 use serde::Deserialize;
 
 use super::error::ApiError;
 use super::AppState;
 
+/// The found folders' models as last scanned: a header is read again only when its file changed,
+/// so opening the list again costs a walk of the folders.
+static FOUND_SCANNER: LazyLock<Mutex<Library>> = LazyLock::new(Mutex::default);
+
 pub async fn found_folders(State(state): State<Arc<AppState>>) -> Response {
     let folders = state.current_settings().library_folders();
-    match tokio::task::spawn_blocking(move || known_folders::find(&folders)).await {
+    let scan = move || {
+        let mut scanner = FOUND_SCANNER.lock().unwrap_or_else(PoisonError::into_inner);
+        known_folders::find(&folders, &mut scanner)
+    };
+    match tokio::task::spawn_blocking(scan).await {
         Ok(found) => Json(found).into_response(),
         Err(err) => ApiError::new(
             StatusCode::INTERNAL_SERVER_ERROR,
