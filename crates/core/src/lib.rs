@@ -10,6 +10,7 @@ pub mod calibration;
 pub mod downloads;
 pub mod dry_run;
 pub mod events;
+pub mod host_memory_bandwidth;
 pub mod hub_fit;
 pub mod launch;
 pub mod library;

@@ -9,6 +9,7 @@ use anyhow::Context;
 use rigdeck_core::auth::ApiToken;
 use rigdeck_core::benchmarks::DaemonAddress;
 use rigdeck_core::events::EventBus;
+use rigdeck_core::host_memory_bandwidth::{probe_size_for, HostMemoryBandwidth};
 use rigdeck_core::launch::fleet::InstancesFleet;
 use rigdeck_core::launch::instances::{Autostart, GpuSource, StartReport};
 use rigdeck_core::launch::Instances;
@@ -43,6 +44,8 @@ pub struct ServeOptions {
     pub gateway_bind: Option<SocketAddr>,
     /// Connection cap, header-read timeout and shutdown deadline of each listener.
     pub limits: ListenerLimits,
+    /// Measure the host's memory bandwidth in the background when it was never measured.
+    pub measure_memory_bandwidth: bool,
 }
 
 impl ServeOptions {
@@ -57,6 +60,7 @@ impl ServeOptions {
             nvml_library: std::env::var_os(NVML_LIBRARY_ENV).map(PathBuf::from),
             gateway_bind: None,
             limits: ListenerLimits::default(),
+            measure_memory_bandwidth: true,
         })
     }
 }
@@ -263,6 +267,13 @@ pub async fn start(options: ServeOptions) -> anyhow::Result<RunningServer> {
         }
         _ => None,
     };
+    let memory_bandwidth = Arc::new(HostMemoryBandwidth::open(&paths.data_dir));
+    if options.measure_memory_bandwidth {
+        let size = telemetry
+            .latest()
+            .and_then(|frame| probe_size_for(&frame.sample.host));
+        memory_bandwidth.measure_if_never_measured(size);
+    }
     let (stop, stop_rx) = watch::channel(false);
     let state = Arc::new(AppState {
         stopping: stop_rx.clone(),
@@ -289,6 +300,7 @@ pub async fn start(options: ServeOptions) -> anyhow::Result<RunningServer> {
         chat,
         benchmarks,
         tunings,
+        memory_bandwidth,
     });
     let gateway_listener = match options.gateway_bind {
         Some(address) => {

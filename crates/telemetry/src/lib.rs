@@ -8,5 +8,6 @@ pub mod fixtures;
 pub mod gpu;
 pub mod history;
 pub mod host;
+pub mod memory_bandwidth;
 pub mod snapshot;
 pub mod sysfs;

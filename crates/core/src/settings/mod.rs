@@ -19,8 +19,9 @@ pub struct Settings {
     pub telemetry_period_ms: u64,
     pub model_folders: Vec<PathBuf>,
     pub keep_running_in_background: bool,
-    /// The host's DRAM bandwidth in GB/s (channels × MT/s × 8 B), for the speed ceiling of
-    /// CPU-resident weights; nothing on the machine reports it.
+    /// The host's DRAM bandwidth in GB/s (channels × MT/s × 8 B) as the user typed it, for the
+    /// speed ceiling of CPU-resident weights; it wins over Rigdeck's measurement
+    /// (`host_memory_bandwidth`). `None`: the measurement is used.
     pub cpu_bandwidth_gb_s: Option<f64>,
     /// Where model downloads go: `None` is the shared Hugging Face cache (`$HF_HUB_CACHE`);
     /// a folder gets the files as the repository names them.
@@ -55,6 +56,7 @@ pub struct SettingsChanges {
     pub model_folders: Option<Vec<PathBuf>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub keep_running_in_background: Option<bool>,
+    /// GB/s; 0 goes back to Rigdeck's measurement.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cpu_bandwidth_gb_s: Option<f64>,
     /// A folder for downloads; the empty path goes back to the Hugging Face cache.
@@ -68,7 +70,7 @@ pub struct SettingsChanges {
 pub enum SettingsError {
     #[error("telemetry_period_ms {0} is out of range: choose between 250 and 60000 milliseconds")]
     PeriodOutOfRange(u64),
-    #[error("cpu_bandwidth_gb_s {0} is not a plausible DRAM bandwidth: give GB/s between 1 and 10000 (e.g. 89.6 for dual-channel DDR5-5600)")]
+    #[error("cpu_bandwidth_gb_s {0} is not a plausible DRAM bandwidth: give GB/s between 1 and 10000 (e.g. 89.6 for dual-channel DDR5-5600), or 0 to use Rigdeck's measurement")]
     BandwidthOutOfRange(f64),
     #[error(
         "usage_retention_days {0} is out of range: keep between 1 and 3650 days of gateway usage"
@@ -93,7 +95,7 @@ impl SettingsChanges {
             }
         }
         if let Some(bandwidth) = self.cpu_bandwidth_gb_s {
-            if !(1.0..=10_000.0).contains(&bandwidth) {
+            if bandwidth != 0.0 && !(1.0..=10_000.0).contains(&bandwidth) {
                 return Err(SettingsError::BandwidthOutOfRange(bandwidth));
             }
         }
@@ -180,7 +182,10 @@ impl SettingsStore {
             keep_running_in_background: c
                 .keep_running_in_background
                 .unwrap_or(self.defaults.keep_running_in_background),
-            cpu_bandwidth_gb_s: c.cpu_bandwidth_gb_s.or(self.defaults.cpu_bandwidth_gb_s),
+            cpu_bandwidth_gb_s: c
+                .cpu_bandwidth_gb_s
+                .filter(|gb| *gb != 0.0)
+                .or(self.defaults.cpu_bandwidth_gb_s),
             download_folder: c
                 .download_folder
                 .clone()
@@ -333,7 +338,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let (mut store, _) = SettingsStore::load(&paths(dir.path()));
         let bad = SettingsChanges {
-            cpu_bandwidth_gb_s: Some(0.0),
+            cpu_bandwidth_gb_s: Some(0.5),
             ..Default::default()
         };
         assert!(store.update(&bad).unwrap_err().to_string().contains("89.6"));
@@ -342,6 +347,15 @@ mod tests {
             ..Default::default()
         };
         assert_eq!(store.update(&good).unwrap().cpu_bandwidth_gb_s, Some(89.6));
+        let measured = SettingsChanges {
+            cpu_bandwidth_gb_s: Some(0.0),
+            ..Default::default()
+        };
+        assert_eq!(
+            store.update(&measured).unwrap().cpu_bandwidth_gb_s,
+            None,
+            "0: back to Rigdeck's measurement"
+        );
     }
 
     #[test]

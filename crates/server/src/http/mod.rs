@@ -7,6 +7,7 @@ mod daemon_metrics;
 mod error;
 mod gateway;
 mod guard;
+mod host;
 mod hub;
 mod instances;
 mod model_folders;
@@ -131,6 +132,8 @@ pub struct AppState {
     pub benchmarks: Option<Arc<rigdeck_core::benchmarks::Benchmarks>>,
     /// Tuning runs (`None` without a database or engine instances).
     pub tunings: Option<Arc<rigdeck_core::benchmarks::tuning::Tunings>>,
+    /// The host's memory bandwidth: Rigdeck's measurement, unless the settings give one.
+    pub memory_bandwidth: Arc<rigdeck_core::host_memory_bandwidth::HostMemoryBandwidth>,
 }
 
 impl AppState {
@@ -163,6 +166,16 @@ fn api_endpoints() -> Vec<Endpoint> {
         at(Method::GET, "/telemetry/history", get(api::history)),
         at(Method::GET, "/settings", get(api::get_settings)),
         at(Method::PUT, "/settings", put(api::put_settings)),
+        at(
+            Method::GET,
+            "/host/memory-bandwidth",
+            get(host::memory_bandwidth),
+        ),
+        at(
+            Method::POST,
+            "/host/memory-bandwidth",
+            post(host::measure_memory_bandwidth),
+        ),
         at(Method::GET, "/models", get(placement::models)),
         at(
             Method::POST,

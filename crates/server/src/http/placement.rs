@@ -327,9 +327,8 @@ pub(super) fn devices_for(
         let mut margins = *margins;
         if margins.cpu_bandwidth_bytes_per_s.is_none() {
             margins.cpu_bandwidth_bytes_per_s = state
-                .current_settings()
-                .cpu_bandwidth_gb_s
-                .map(|gb| (gb * 1e9) as u64);
+                .memory_bandwidth
+                .for_planner(&state.current_settings());
         }
         return Ok(live_devices(&frame.sample, &margins));
     }

@@ -217,6 +217,7 @@ pub fn options(dir: &Path, bind: &str) -> ServeOptions {
         nvml_library: Some(nvml_double()),
         gateway_bind: None,
         limits: Default::default(),
+        measure_memory_bandwidth: false,
     }
 }
 
