@@ -6,7 +6,10 @@
 // (report.md and the charts shown as PNGs); a quality probe
 // (max tokens 24) that the tiny model's random weights fail entirely — "passed 0 of 30" and the 30
 // answers — with its pass rate beside the speed in "By target" and its Markdown report downloaded;
-// and a second speed benchmark (started through the API) compared with the first.
+// and a second speed benchmark (started through the API) compared with the first; the run's head
+// never says "Prompt lengths estimated" for a run whose prompts the engine counted (not even at
+// its start), a running benchmark shows the time it has left, and "Quick check" starts one shape,
+// one stream and 3 warm runs in one click once the target is chosen.
 // Needs RIGDECK_LLAMA_SERVER (a built llama-server) and RIGDECK_TINY_MODEL (a tiny .gguf).
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
@@ -72,6 +75,9 @@ async function recordProgress() {
         const entry = `${row.getAttribute("data-id")} ${row.getAttribute("data-status")} ${text ?? ""}`.trim();
         if (window.__progress.at(-1) !== entry && !window.__progress.includes(entry)) window.__progress.push(entry);
       }
+      if (document.querySelector('[data-testid="bench-estimated"]')) window.__estimatedSeen = true;
+      const left = document.querySelector('[data-testid="bench-time-left"]')?.textContent;
+      if (left) window.__timeLeftSeen = left;
     });
     observer.observe(document.body, { subtree: true, childList: true, characterData: true, attributes: true });
     window.__stopProgress = () => {
@@ -137,6 +143,10 @@ test("a speed benchmark is filled in, started against the instance, and shows it
   await page.locator('[data-testid="bench-runs-empty"]').waitFor({ timeout: 15_000 });
   const form = page.locator('[data-testid="bench-form"]');
   assert.equal(await form.locator('[data-testid="bench-kind-serving"]').isChecked(), true, "a speed benchmark by default");
+  // The quick check waits for a target.
+  if (!(await form.locator('[data-testid="bench-quick-check"]').isEnabled())) {
+    assert.equal(await form.locator('[data-testid="bench-quick-plan"]').textContent(), "Pick a target first.");
+  }
   // The ready instance is offered (and picked, the only one).
   await page.waitForFunction(() => [...document.querySelectorAll('[data-testid="bench-instance"] option')].some((o) => o.value === "tiny"), null, { timeout: 15_000 });
   await form.locator('[data-testid="bench-target-instance"]').check();
@@ -166,6 +176,10 @@ test("a speed benchmark is filled in, started against the instance, and shows it
   await page.locator(`[data-testid="bench-detail"][data-id="${speedId}"]`).waitFor({ timeout: 10_000 });
 
   await rowEnds(speedId, 60_000);
+  const { estimatedSeen, timeLeftSeen } = await page.evaluate(() => ({ estimatedSeen: window.__estimatedSeen ?? false, timeLeftSeen: window.__timeLeftSeen ?? null }));
+  assert.equal(estimatedSeen, false, "the engine counted the prompts: 'Prompt lengths estimated' is never shown, not even at the start");
+  assert.equal((await api("GET", `/api/v1/bench/runs/${speedId}`)).body.exact_prompts, true);
+  assert.match(timeLeftSeen ?? "", /left$/, "the running benchmark showed the time it had left");
   const seen = await page.evaluate(() => window.__stopProgress());
   assert.ok(seen.includes(`${speedId} running`) || seen.some((s) => s.startsWith(`${speedId} running`)), `the run was shown running: ${JSON.stringify(seen)}`);
   const progress = seen.filter((s) => new RegExp(`^${speedId} running \\d+ / 6 runs$`).test(s));
@@ -383,4 +397,30 @@ test("a second speed benchmark is compared with the first", async () => {
   const shot = join(artifacts, "bench.png");
   await page.screenshot({ path: shot });
   console.log(`benchmarks screenshot saved to ${shot}`);
+});
+
+test("a quick check starts in one click once the target is chosen", async () => {
+  await page.goto(`${daemon.base}/#/bench`);
+  const form = page.locator('[data-testid="bench-form"]');
+  await page.waitForFunction(() => [...document.querySelectorAll('[data-testid="bench-instance"] option')].some((o) => o.value === "tiny"), null, { timeout: 15_000 });
+  await form.locator('[data-testid="bench-target-instance"]').check();
+  await form.locator('[data-testid="bench-instance"]').selectOption("tiny");
+  assert.equal(
+    await form.locator('[data-testid="bench-quick-plan"]').textContent(),
+    "A 512-token prompt and a 128-token reply, one stream: 1 step × (1 cold + 3 warm) = 4 runs, about a minute.",
+  );
+  const sent = page.waitForResponse((r) => r.request().method() === "POST" && r.url().endsWith("/api/v1/bench/runs"));
+  const t0 = Date.now();
+  await form.locator('[data-testid="bench-quick-check"]').click();
+  const answer = await sent;
+  assert.equal(answer.status(), 201, await answer.text());
+  const body = JSON.parse(await answer.text());
+  assert.equal(body.name, "Quick check");
+  assert.deepEqual(body.spec.shapes, [{ prompt_tokens: 512, output_tokens: 128 }]);
+  assert.deepEqual(body.spec.concurrency, [1]);
+  assert.equal(body.spec.warm_runs, 3);
+  assert.equal(body.runs_total, 4);
+  await runRow(body.id).waitFor({ timeout: 10_000 });
+  await rowEnds(body.id, 120_000);
+  console.log(`quick check on the tiny model (CPU llama-server): ${((Date.now() - t0) / 1000).toFixed(1)} s`);
 });

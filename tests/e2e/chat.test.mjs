@@ -4,7 +4,9 @@
 // streams in as it is written, a long reply stopped with its text kept, a regenerated reply and
 // an edited message as branches flipped with ‹ ›, a reload that keeps everything, reasoning
 // switched off (saved in the conversation's params, and a message still accepted), search,
-// export, rename and delete.
+// export, rename and delete; the default reply length shown in the settings, a stop told apart
+// from a reply cut at its length (and no error in Usage), and the tiny model's file, which
+// carries no chat template, named as such in the chat, the library and the profile's settings.
 // Needs RIGDECK_LLAMA_SERVER (a built llama-server) and RIGDECK_TINY_MODEL (a tiny .gguf).
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
@@ -133,6 +135,10 @@ test("the Chat page offers the on-demand model, stopped, to load on send", async
   assert.equal(await page.locator('[data-testid="model-state"]').getAttribute("data-state"), "stopped");
   assert.match(await page.locator('[data-testid="model-note"]').textContent(), /loads when you send/);
   await page.locator('[data-testid="chat-empty"]').waitFor();
+  // No max tokens set: the settings say how long a reply may be (2048: the engine is not running).
+  assert.equal(tiny.default_max_tokens, 2048);
+  assert.match(await page.locator('[data-testid="default-reply-length"]').textContent(), /Replies stop at 2048 tokens/);
+  assert.equal(await page.locator('[data-testid="sampling-max_tokens"]').getAttribute("placeholder"), "2048 (default)");
 });
 
 test("a message is sent and the reply streams in as it is written", async () => {
@@ -209,8 +215,10 @@ test("a long reply is stopped, its text so far kept", async () => {
     await page.locator('[data-testid="composer-stop"]').click({ timeout: 5_000 }).catch(() => {});
   }
   assert.equal(await replyEnds(15_000), "stopped");
-  assert.match(await lastAssistant().locator('[data-testid="message-note"]').textContent(), /Stopped; the text so far is kept/);
-  assert.equal(await lastAssistant().locator('[data-testid="message-state"]').textContent(), "stopped");
+  assert.match(await lastAssistant().locator('[data-testid="message-note"]').textContent(), /Stopped by you; the text so far is kept/);
+  assert.equal(await lastAssistant().locator('[data-testid="message-state"]').textContent(), "stopped by you");
+  // Its numbers stay: the tokens that arrived and their speed.
+  assert.match(await lastAssistant().locator('[data-testid="message-stats"]').textContent(), /tok\/s/);
   const shown = (await lastAssistant().locator('[data-testid="message-content"]').textContent()).length;
   assert.ok(shown > 40, "the partial text stays on the page");
   const id = Number(await lastAssistant().getAttribute("data-id"));
@@ -218,6 +226,11 @@ test("a long reply is stopped, its text so far kept", async () => {
   const stopped = detail.messages.find((m) => m.id === id);
   assert.ok(stopped.content.length > 40, "the daemon kept the partial text");
   assert.ok((stopped.stats.completion_tokens ?? 0) < 4000, JSON.stringify(stopped.stats));
+  assert.ok(stopped.stats.completion_tokens > 5 && stopped.stats.decode_tps > 0, JSON.stringify(stopped.stats));
+  // The gateway recorded the stop as a cancel, which Usage does not count as an error.
+  const usage = await api("GET", "/api/v1/gateway/usage");
+  assert.ok(usage.body.recent.some((r) => r.status === "cancelled"), JSON.stringify(usage.body.recent.slice(0, 3)));
+  assert.equal(usage.body.totals.errors, 0, JSON.stringify(usage.body.totals));
   // The composer is ready again.
   await page.locator('[data-testid="composer-send"]').waitFor();
 });
@@ -355,4 +368,56 @@ test("a conversation is renamed and deleted from the sidebar", async () => {
   assert.equal((await api("GET", `/api/v1/chat/conversations/${id}`)).status, 404);
   // The conversation of the other tests is still there.
   await page.locator(`[data-testid="conversation-item"][data-id="${conversationId}"]`).waitFor();
+});
+
+test("a reply that reaches its length says so, with the length", async () => {
+  const created = await api("POST", "/api/v1/chat/conversations", { model: "tiny", title: "Short", params: { max_tokens: 3 } });
+  assert.equal(created.status, 201, JSON.stringify(created.body));
+  await page.goto(`${daemon.base}/#/chat/${created.body.id}`);
+  await page.locator('[data-testid="composer-text"]').fill("Tell me everything about GPUs.");
+  await page.locator('[data-testid="composer-send"]').click();
+  await page.locator('[data-testid="chat-message"][data-role="assistant"]').first().waitFor({ timeout: 10_000 });
+  assert.equal(await replyEnds(), "complete");
+  assert.equal(await lastAssistant().locator('[data-testid="message-state"]').textContent(), "stopped: length limit (3 tokens)");
+  assert.match(await lastAssistant().locator('[data-testid="message-note"]').textContent(), /raise Max tokens/);
+});
+
+test("the tiny model's file carries no chat template: the chat, the library and the profile say so", async () => {
+  // The library reads the model's folder.
+  const folder = dirname(tinyModel);
+  const put = await api("PUT", "/api/v1/settings", { model_folders: [folder] });
+  assert.equal(put.status, 200, JSON.stringify(put.body));
+  const rescan = await api("POST", "/api/v1/models/rescan", {});
+  const entry = rescan.body.find((e) => e.path === tinyModel);
+  assert.ok(entry, `the library lists the tiny model: ${JSON.stringify(rescan.body.map((e) => e.path))}`);
+  assert.equal(entry.gguf.chat_template, null);
+
+  await page.goto(`${daemon.base}/#/chat/${conversationId}`);
+  const warning = page.locator('[data-testid="chat-template-warning"]');
+  await warning.waitFor({ timeout: 15_000 });
+  assert.match(await warning.textContent(), /This file carries no chat template: llama-server would use ChatML/);
+  assert.match(await warning.textContent(), /chat template to "llama3"/);
+
+  await page.goto(`${daemon.base}/#/models`);
+  const row = page.locator(`[data-testid="model-row"][data-path="${tinyModel}"]`);
+  await row.locator('[data-testid="model-no-template"]').waitFor({ timeout: 15_000 });
+  // The architecture's template comes with the list of templates, read once.
+  await page.waitForFunction((path) => /"llama3"/.test(document.querySelector(`[data-testid="model-row"][data-path="${path}"] [data-testid="model-no-template"]`)?.textContent ?? ""), tinyModel, { timeout: 15_000 });
+  assert.match(await row.locator('[data-testid="model-no-template"]').textContent(), /no chat template: llama-server would use ChatML; set the launch profile's chat template to "llama3" \(llama's own\)/);
+
+  // The profile's settings start with the architecture's template chosen; saved, the chat's
+  // warning goes.
+  await page.goto(`${daemon.base}/#/instances`);
+  const profile = page.locator('[data-testid="profile-row"][data-name="tiny"]');
+  await profile.locator('[data-testid="profile-edit"]').click();
+  const select = page.locator('[data-testid="settings-chat-template"]');
+  await page.waitForFunction(() => document.querySelector('[data-testid="settings-chat-template"]')?.value === "llama3", null, { timeout: 15_000 });
+  assert.match(await page.locator('[data-testid="settings-template-note"]').textContent(), /"llama3" is llama's own/);
+  assert.ok((await select.locator("option").count()) > 40, "the templates llama-server knows are offered");
+  await page.locator('[data-testid="settings-save"]').click();
+  await page.waitForFunction(() => !document.querySelector('[data-testid="profile-settings"]'), null, { timeout: 15_000 });
+  const saved = await api("GET", "/api/v1/profiles/tiny");
+  assert.equal(saved.body.chat_template ?? saved.body.profile?.chat_template, "llama3", JSON.stringify(saved.body));
+  const models = (await api("GET", "/api/v1/chat/models")).body;
+  assert.equal(models.find((m) => m.name === "tiny").no_chat_template, false);
 });
