@@ -579,7 +579,10 @@ impl Benchmarks {
             "architecture": gguf.and_then(|g| g.architecture.clone()),
             "parameters": gguf.map(|g| g.parameter_count),
             "quantization": gguf.and_then(|g| g.file_type.as_ref()).map(|f| f.label.clone()),
-            "bits_per_weight": gguf.and_then(|g| g.bits_per_weight),
+            // Two decimals, as every page prints it.
+            "bits_per_weight": gguf
+                .and_then(|g| g.bits_per_weight)
+                .map(|bpw| (bpw * 100.0).round() / 100.0),
         })
     }
 

@@ -3,7 +3,6 @@
 //! (what was measured is kept). `--list` shows stored runs; `--show ID` prints one again, or
 //! exports it with `--format md|csv|json`.
 
-use std::io::Write;
 use std::process::ExitCode;
 use std::time::Duration;
 
@@ -16,6 +15,7 @@ use rigdeck_core::bench::{BenchSpec, Shape};
 use rigdeck_core::launch::client::DaemonClient;
 use serde_json::{json, Value};
 
+use super::progress_line::ProgressLine;
 use super::run::{block_on, client};
 use super::table;
 
@@ -221,17 +221,19 @@ fn spec(args: &BenchArgs) -> BenchSpec {
     }
 }
 
-/// Polls the run, drawing a progress bar on stderr, until it ends; Ctrl-C cancels it.
+/// Polls the run, showing its progress on stderr (a bar on a terminal, plain lines in a file),
+/// until it ends; Ctrl-C cancels it.
 async fn follow(client: &DaemonClient, id: i64) -> anyhow::Result<RunDetail> {
     let path = format!("/api/v1/bench/runs/{id}");
     let mut cancelled = false;
     let ctrl_c = tokio::signal::ctrl_c();
     tokio::pin!(ctrl_c);
+    let mut line = ProgressLine::stderr();
     loop {
         let detail: RunDetail = serde_json::from_value(client.get(&path).await?)?;
-        draw_progress(&detail.summary);
+        let (fraction, text) = progress(&detail.summary);
         if detail.summary.status != Status::Running {
-            eprintln!();
+            line.finish(fraction, &text);
             if let Some(error) = &detail.summary.error {
                 eprintln!(
                     "benchmark {id} {}: {error}",
@@ -240,18 +242,21 @@ async fn follow(client: &DaemonClient, id: i64) -> anyhow::Result<RunDetail> {
             }
             return Ok(detail);
         }
+        line.update(fraction, &text);
         tokio::select! {
             _ = tokio::time::sleep(Duration::from_millis(500)) => {}
             _ = &mut ctrl_c, if !cancelled => {
                 cancelled = true;
-                eprintln!("\ncancelling benchmark {id}…");
+                line.interrupt();
+                eprintln!("cancelling benchmark {id}…");
                 client.post(&format!("{path}/cancel"), &json!({})).await?;
             }
         }
     }
 }
 
-fn draw_progress(run: &RunSummary) {
+/// How far the run is (0–1) and a bar with the runs done and the step being measured.
+fn progress(run: &RunSummary) -> (f64, String) {
     const WIDTH: usize = 30;
     let done = run.runs_done.min(run.runs_total) as usize;
     let filled = if run.runs_total == 0 {
@@ -266,15 +271,18 @@ fn draw_progress(run: &RunSummary) {
             .map_or_else(String::new, |t| format!(", {t:.1} tok/s"));
         format!(" · {}{speed}", s.point)
     });
-    let mut err = std::io::stderr();
-    let _ = write!(
-        err,
-        "\r[{}{}] {done}/{} runs{step}\x1b[K",
+    let fraction = if run.runs_total == 0 {
+        0.0
+    } else {
+        done as f64 / run.runs_total as f64
+    };
+    let text = format!(
+        "[{}{}] {done}/{} runs{step}",
         "#".repeat(filled),
         "-".repeat(WIDTH - filled),
         run.runs_total
     );
-    let _ = err.flush();
+    (fraction, text)
 }
 
 fn status_word(status: Status) -> &'static str {

@@ -3,7 +3,7 @@
 //! download one into the shared cache with a live progress bar. Downloads run in this process
 //! (like `hf download`): Ctrl-C pauses, the same command resumes.
 
-use std::io::{IsTerminal, Write};
+use std::io::IsTerminal;
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
@@ -21,6 +21,7 @@ use rigdeck_core::hub::quants::{self, FileGroup, GroupKind};
 use rigdeck_core::hub::repo::{CommitId, RepoId, Revision};
 use rigdeck_core::paths::AppPaths;
 
+use super::progress_line::ProgressLine;
 use super::table;
 
 #[derive(Debug, clap::Args)]
@@ -435,13 +436,17 @@ async fn run_download(
             }
         })
     };
-    let bar = (!json).then(|| tokio::spawn(draw_progress(progress.clone(), cancel.clone())));
+    // Stops the progress with the download, or with Ctrl-C.
+    let stop_drawing = cancel.child_token();
+    let bar = (!json).then(|| tokio::spawn(draw_progress(progress.clone(), stop_drawing.clone())));
     let result = downloader.download(plan, &progress, &cancel).await;
     on_ctrl_c.abort();
     if let Some(bar) = bar {
-        bar.abort();
-        let _ = bar.await;
-        eprintln!();
+        stop_drawing.cancel();
+        if let Ok(mut line) = bar.await {
+            let (fraction, text) = status_line(&RateMeter::new(RATE_WINDOW).view(&progress));
+            line.finish(fraction, &text);
+        }
     }
     match result {
         Ok(done) if json => {
@@ -474,32 +479,29 @@ async fn run_download(
     }
 }
 
-/// Redraws one status line on a terminal (every 200 ms), or prints a line every 5 s otherwise.
-async fn draw_progress(progress: Arc<DownloadProgress>, cancel: CancellationToken) {
-    let terminal = std::io::stderr().is_terminal();
-    let period = if terminal {
-        Duration::from_millis(200)
-    } else {
-        Duration::from_secs(5)
-    };
-    let mut meter = RateMeter::new(Duration::from_secs(5));
+/// The span the transfer rate is averaged over.
+const RATE_WINDOW: Duration = Duration::from_secs(5);
+
+/// Shows the download's progress every 200 ms (a bar on a terminal, plain lines in a file)
+/// until cancelled; the line, for the caller to finish.
+async fn draw_progress(
+    progress: Arc<DownloadProgress>,
+    cancel: CancellationToken,
+) -> ProgressLine<std::io::Stderr> {
+    let mut line = ProgressLine::stderr();
+    let mut meter = RateMeter::new(RATE_WINDOW);
     loop {
         tokio::select! {
-            _ = tokio::time::sleep(period) => {}
-            _ = cancel.cancelled() => return,
+            _ = tokio::time::sleep(Duration::from_millis(200)) => {}
+            _ = cancel.cancelled() => return line,
         }
-        let line = status_line(&meter.view(&progress));
-        let mut err = std::io::stderr();
-        let _ = if terminal {
-            write!(err, "\r\x1b[2K{line}")
-        } else {
-            writeln!(err, "{line}")
-        };
-        let _ = err.flush();
+        let (fraction, text) = status_line(&meter.view(&progress));
+        line.update(fraction, &text);
     }
 }
 
-fn status_line(view: &ProgressView) -> String {
+/// How far the download is (0–1) and its line: bar, bytes, rate, time left, file.
+fn status_line(view: &ProgressView) -> (f64, String) {
     let fraction = if view.total_bytes == 0 {
         1.0
     } else {
@@ -510,7 +512,7 @@ fn status_line(view: &ProgressView) -> String {
         .eta_s
         .map_or("--:--".into(), |s| format!("{}:{:02}", s / 60, s % 60));
     let name = view.current.rsplit('/').next().unwrap_or_default();
-    format!(
+    let text = format!(
         "[{}{}] {:5.1}%  {} / {}  {}/s  ETA {eta}  file {}/{} {name}",
         "#".repeat(filled.min(24)),
         " ".repeat(24 - filled.min(24)),
@@ -520,5 +522,6 @@ fn status_line(view: &ProgressView) -> String {
         human(view.rate_bps),
         (view.files_done + 1).min(view.files_total),
         view.files_total,
-    )
+    );
+    (fraction, text)
 }

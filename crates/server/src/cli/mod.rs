@@ -10,6 +10,7 @@ pub mod keys;
 pub mod models;
 pub mod plan;
 pub mod profiles;
+mod progress_line;
 pub mod run;
 pub mod serve;
 pub mod service;

@@ -7,13 +7,20 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use rigdeck_core::dry_run::{DryRunOutcome, DryRuns};
+use rigdeck_core::host_memory_bandwidth::HostMemoryBandwidth;
+use rigdeck_core::hub::api::HubClient;
+use rigdeck_core::hub::cache::Destination;
+use rigdeck_core::hub::config::HubConfig;
+use rigdeck_core::hub::quants::quant_label;
+use rigdeck_core::hub::repo::{CommitId, RepoFile, RepoId, RepoPath, Revision};
 use rigdeck_core::live_rig::live_devices;
 use rigdeck_core::paths::AppPaths;
-use rigdeck_core::placement::flags::parse_args;
+use rigdeck_core::placement::flags::{command_line, parse_args};
 use rigdeck_core::placement::from_gguf::{load_remote_shape, load_shape};
 use rigdeck_core::placement::report::{report, PlanReport};
 use rigdeck_core::placement::rig::{preset, presets, Margins};
 use rigdeck_core::placement::{KvType, PlacementOptions};
+use rigdeck_core::settings::SettingsStore;
 use rigdeck_core::store::Store;
 use rigdeck_core::telemetry::gpu::NvmlSource;
 use rigdeck_core::telemetry::host::HostCollector;
@@ -69,7 +76,7 @@ pub fn run(args: PlanArgs) -> anyhow::Result<ExitCode> {
             gpus: NvmlSource::from_env().read(&HashMap::new()),
             host: HostCollector::new(PathBuf::from("/sys"), Vec::new()).sample(),
         };
-        live_devices(&sample, &Margins::default())
+        live_devices(&sample, &live_margins())
     } else {
         let ids: Vec<String> = presets().into_iter().map(|p| p.id).collect();
         preset(&args.rig)
@@ -110,6 +117,9 @@ pub fn run(args: PlanArgs) -> anyhow::Result<ExitCode> {
         true => Some(dry_run(&model, &report)?),
         false => None,
     };
+    if model.starts_with("http://") || model.starts_with("https://") {
+        name_the_model_as_llama_server_takes_it(&mut report, &model);
+    }
     if args.json {
         println!(
             "{}",
@@ -128,6 +138,171 @@ pub fn run(args: PlanArgs) -> anyhow::Result<ExitCode> {
     } else {
         ExitCode::from(2)
     })
+}
+
+/// This machine's margins: the CPU's bandwidth as the daemon's planner has it (the user's
+/// setting, else Rigdeck's measurement), so a CPU-only rig's ceiling is a number here too.
+fn live_margins() -> Margins {
+    let Ok(paths) = AppPaths::from_env() else {
+        return Margins::default();
+    };
+    let (settings, _) = SettingsStore::load(&paths);
+    Margins {
+        cpu_bandwidth_bytes_per_s: HostMemoryBandwidth::open(&paths.data_dir)
+            .for_planner(&settings.current()),
+        ..Margins::default()
+    }
+}
+
+/// llama-server takes no address after `-m`: a hub file becomes the path Rigdeck's download
+/// of it will have (with the pull that downloads it), any other address `--model-url URL`.
+fn name_the_model_as_llama_server_takes_it(report: &mut PlanReport, url: &str) {
+    let Some(at) = report.args.iter().position(|a| a == url) else {
+        return;
+    };
+    match hub_download_of(url) {
+        Ok(download) => {
+            report.args[at] = download.path.display().to_string();
+            report.notes.push(format!(
+                "the command is for after `{}`, which downloads the file to {}",
+                download.pull,
+                download.path.display()
+            ));
+        }
+        Err(why) => {
+            if at > 0 && report.args[at - 1] == "-m" {
+                report.args[at - 1] = "--model-url".into();
+            }
+            if let Some(why) = why {
+                report.notes.push(why);
+            }
+        }
+    }
+    if report.command_line.is_ok() {
+        report.command_line = Ok(command_line("llama-server", &report.args));
+    }
+}
+
+/// A hub file as Rigdeck downloads it: where it will be, and the command that fetches it.
+#[derive(Debug, PartialEq)]
+struct HubDownload {
+    path: PathBuf,
+    pull: String,
+}
+
+/// The hub file a `…/{owner}/{name}/resolve/{revision}/{path}` address names, as `rigdeck
+/// pull` will lay it out. `Err(None)`: not such an address; `Err(Some(why))`: one whose
+/// commit could not be learned (a branch or tag asks the hub).
+fn hub_download_of(url: &str) -> Result<HubDownload, Option<String>> {
+    let file = HubFileAddress::parse(url).ok_or(None)?;
+    let paths = AppPaths::from_env().map_err(|e| Some(e.to_string()))?;
+    let mut config =
+        HubConfig::from_env(Some(&paths.hub_token_file())).map_err(|e| Some(e.to_string()))?;
+    let commit = match file.revision.as_commit() {
+        Some(commit) => commit,
+        None => {
+            config.endpoint = file.endpoint.clone();
+            commit_of(&config, &file).map_err(|e| {
+                Some(format!(
+                    "cannot learn the commit of {} at {} ({e}): the command reads the model from the address",
+                    file.repo.as_str(),
+                    file.revision.as_str()
+                ))
+            })?
+        }
+    };
+    let (settings, _) = SettingsStore::load(&paths);
+    let folder = settings.current().download_folder;
+    let destination = match &folder {
+        Some(dir) => Destination::Folder(dir.clone()),
+        None => Destination::HubCache(config.cache_dir.clone()),
+    };
+    let repo_file = RepoFile {
+        path: file.path.clone(),
+        size_bytes: 0,
+        git_oid: String::new(),
+        lfs_sha256: None,
+    };
+    Ok(HubDownload {
+        path: destination.paths(&file.repo, &commit, &repo_file).visible,
+        pull: file.pull_command(folder.as_deref()),
+    })
+}
+
+fn commit_of(config: &HubConfig, file: &HubFileAddress) -> anyhow::Result<CommitId> {
+    let client = HubClient::new(config)?;
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    Ok(runtime
+        .block_on(client.model_info(&file.repo, &file.revision))?
+        .commit)
+}
+
+/// `{endpoint}/{owner}/{name}/resolve/{revision}/{path}` taken apart.
+#[derive(Debug, PartialEq)]
+struct HubFileAddress {
+    endpoint: reqwest::Url,
+    repo: RepoId,
+    revision: Revision,
+    path: RepoPath,
+}
+
+impl HubFileAddress {
+    fn parse(url: &str) -> Option<HubFileAddress> {
+        let parsed = reqwest::Url::parse(url).ok()?;
+        let segments: Vec<String> = parsed
+            .path_segments()?
+            .map(|s| percent_decode(s).unwrap_or_else(|| s.to_owned()))
+            .collect();
+        let at = segments
+            .iter()
+            .position(|s| s == "resolve")
+            .filter(|&i| i >= 2)?;
+        let mut endpoint = parsed.clone();
+        endpoint.set_path(&segments[..at - 2].join("/"));
+        endpoint.set_query(None);
+        Some(HubFileAddress {
+            endpoint,
+            repo: RepoId::parse(&segments[at - 2..at].join("/")).ok()?,
+            revision: Revision::parse(segments.get(at + 1)?).ok()?,
+            path: RepoPath::parse(&segments.get(at + 2..)?.join("/")).ok()?,
+        })
+    }
+
+    /// `rigdeck pull REPO:QUANT`, with the revision and the folder when they are not the defaults.
+    fn pull_command(&self, folder: Option<&std::path::Path>) -> String {
+        let mut words = vec!["rigdeck".to_owned(), "pull".to_owned()];
+        words.push(match quant_label(self.path.file_name()) {
+            Some(quant) => format!("{}:{quant}", self.repo.as_str()),
+            None => self.repo.as_str().to_owned(),
+        });
+        if self.revision.as_str() != "main" {
+            words.extend(["--revision".to_owned(), self.revision.as_str().to_owned()]);
+        }
+        if let Some(dir) = folder {
+            words.extend(["--to".to_owned(), dir.display().to_string()]);
+        }
+        command_line(&words[0], &words[1..])
+    }
+}
+
+/// `%XX` escapes of one path segment undone; `None` when they do not decode to UTF-8.
+fn percent_decode(segment: &str) -> Option<String> {
+    let bytes = segment.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%' {
+            let hex = segment.get(i + 1..i + 3)?;
+            out.push(u8::from_str_radix(hex, 16).ok()?);
+            i += 3;
+        } else {
+            out.push(bytes[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8(out).ok()
 }
 
 /// llama.cpp's own figures for the plan, from the builds registered in Rigdeck's database.

@@ -26,6 +26,12 @@ describe('contextTree', () => {
     expect(keyLabel('cuda_driver_version')).toBe('cuda driver version');
   });
 
+  it('writes bits per weight with two decimals, as the model pages do', () => {
+    const tree = contextTree({ model: { bits_per_weight: 4.852349853515625 }, parameters: 268098176 });
+    expect(tree[0]!.children[0]).toEqual({ label: 'bits per weight', value: '4.85', children: [] });
+    expect(tree[1]!.value, 'other numbers as they are').toBe('268098176');
+  });
+
   it('takes the command line out', () => {
     expect(commandLine(context)).toBe('llama-server -m /m/q.gguf');
     expect(commandLine({ command_line: null })).toBeNull();

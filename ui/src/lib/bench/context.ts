@@ -39,8 +39,15 @@ export function keyLabel(key: string): string {
   return LABELS[key] ?? key.replace(/_/g, ' ');
 }
 
-function leafText(v: unknown): string {
+/** Values written with a fixed number of decimals, by key (as the model pages write them). */
+const DECIMALS: Record<string, number> = {
+  bits_per_weight: 2,
+};
+
+function leafText(v: unknown, key: string): string {
   if (v === null || v === undefined) return '—';
+  const decimals = DECIMALS[key];
+  if (typeof v === 'number' && decimals !== undefined && Number.isFinite(v)) return v.toFixed(decimals);
   if (typeof v === 'boolean') return v ? 'yes' : 'no';
   if (typeof v === 'string') return v === '' ? '""' : v;
   return String(v);
@@ -56,23 +63,23 @@ function itemLabel(v: unknown, i: number): string {
   return `#${i + 1}`;
 }
 
-function node(label: string, v: unknown): ContextNode {
+function node(key: string, label: string, v: unknown): ContextNode {
   if (Array.isArray(v)) {
     // A list of plain values reads best on one line ("--flash-attn on", "[]").
-    if (v.every((x) => x === null || typeof x !== 'object')) return { label, value: v.length === 0 ? 'none' : v.map(leafText).join(' '), children: [] };
-    return { label, value: null, children: v.map((x, i) => node(itemLabel(x, i), x)) };
+    if (v.every((x) => x === null || typeof x !== 'object')) return { label, value: v.length === 0 ? 'none' : v.map((x) => leafText(x, key)).join(' '), children: [] };
+    return { label, value: null, children: v.map((x, i) => node(key, itemLabel(x, i), x)) };
   }
   if (v && typeof v === 'object') {
-    return { label, value: null, children: Object.entries(v as Record<string, unknown>).map(([k, x]) => node(keyLabel(k), x)) };
+    return { label, value: null, children: Object.entries(v as Record<string, unknown>).map(([k, x]) => node(k, keyLabel(k), x)) };
   }
-  return { label, value: leafText(v), children: [] };
+  return { label, value: leafText(v, key), children: [] };
 }
 
 /** The context's tree, without the command line (shown on its own). */
 export function contextTree(context: Record<string, unknown>): ContextNode[] {
   return Object.entries(context)
     .filter(([k]) => k !== 'command_line')
-    .map(([k, v]) => node(keyLabel(k), v));
+    .map(([k, v]) => node(k, keyLabel(k), v));
 }
 
 /** The exact command line the engine ran with, where the daemon knew it. */
