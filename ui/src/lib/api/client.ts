@@ -57,6 +57,7 @@ import type {
   RigPreset,
   ServerStatus,
   Settings,
+  MemoryBandwidthStatus,
 } from './types';
 
 export class ApiError extends Error {
@@ -159,6 +160,9 @@ export const api = {
   settings: () => request<Settings>('GET', '/api/v1/settings'),
   /** The body is a partial Settings; the answer is the full new Settings. */
   updateSettings: (patch: Partial<Settings>) => request<Settings>('PUT', '/api/v1/settings', patch),
+  memoryBandwidth: () => request<MemoryBandwidthStatus>('GET', '/api/v1/host/memory-bandwidth'),
+  /** Measures now (a few seconds); answers with the new status. */
+  measureMemoryBandwidth: () => request<MemoryBandwidthStatus>('POST', '/api/v1/host/memory-bandwidth'),
   models: () => request<ModelEntry[]>('GET', '/api/v1/models'),
   /** Rescans the model folders now; answers the new list. */
   rescanModels: () => request<ModelEntry[]>('POST', '/api/v1/models/rescan'),

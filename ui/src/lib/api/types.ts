@@ -250,6 +250,32 @@ export interface Settings {
   download_folder: string | null;
   /** Days of gateway usage kept (1–3650); older requests are deleted at start and daily. */
   usage_retention_days: number;
+  /** The host's memory bandwidth in GB/s as the user typed it (it wins over Rigdeck's
+   *  measurement); null: the measurement is used. PUT 0 to go back to the measurement. */
+  cpu_bandwidth_gb_s: number | null;
+}
+
+/** A reading of the host's memory read bandwidth and how it was taken
+ *  (GET/POST /api/v1/host/memory-bandwidth). */
+export interface MemoryBandwidthReading {
+  bytes_per_s: number;
+  buffer_bytes: number;
+  threads: number;
+  passes: number;
+  elapsed_ms: number;
+  measured_at_ms: number;
+}
+
+/** What the planner uses for the CPU's speed ceiling, and where it comes from. */
+export interface MemoryBandwidthStatus {
+  in_use_bytes_per_s: number | null;
+  source: 'settings' | 'measured' | null;
+  settings_gb_s: number | null;
+  measured: MemoryBandwidthReading | null;
+  /** A measurement is running now (the first start's, or one asked for). */
+  measuring: boolean;
+  /** Why the last measurement failed, until one succeeds. */
+  problem: string | null;
 }
 
 /** Every error body: the message names the thing and the fix. */
