@@ -284,6 +284,7 @@ pub async fn start(options: ServeOptions) -> anyhow::Result<RunningServer> {
         history_available: store.is_some(),
         settings: Mutex::new(settings),
         settings_tx,
+        model_runs: rigdeck_core::model_runs::ModelRuns::new(bus.clone()),
         bus,
         started_at_ms: rigdeck_core::now_ms(),
         bind: local_addr,

@@ -54,6 +54,9 @@ pub enum Event {
     /// A tuning run started, began or ended a trial, or ended: its full view.
     #[serde(rename = "bench.tune")]
     BenchTune(Arc<crate::bench::store::tunes::TuneView>),
+    /// A "run this model" request moved on a step (checking, downloading, … ready, failed).
+    #[serde(rename = "model_run.state")]
+    ModelRun(Arc<crate::model_runs::ModelRun>),
 }
 
 impl Event {
@@ -76,6 +79,8 @@ impl Event {
             | Event::ChatMessage(_)
             | Event::BenchRun(_)
             | Event::BenchTune(_) => false,
+            // Its download's progress moves it often; the next report says where it is.
+            Event::ModelRun(run) => !run.step.ended(),
         }
     }
 }

@@ -39,38 +39,40 @@ pub struct ChatArgs {
 }
 
 pub fn run(args: ChatArgs) -> anyhow::Result<ExitCode> {
-    block_on(async {
-        let client = client()?;
-        let (id, mut parent) = open_conversation(&client, &args).await?;
-        if let Some(message) = &args.message {
-            let reply = exchange(&client, id, parent, message, args.show_reasoning).await?;
-            return Ok(if reply.status == rigdeck_core::chat::Status::Complete {
-                ExitCode::SUCCESS
-            } else {
-                ExitCode::FAILURE
-            });
+    block_on(async { converse(&client()?, &args).await })
+}
+
+/// The conversation of `args`: one message with `-m`, else lines from the terminal.
+pub async fn converse(client: &DaemonClient, args: &ChatArgs) -> anyhow::Result<ExitCode> {
+    let (id, mut parent) = open_conversation(client, args).await?;
+    if let Some(message) = &args.message {
+        let reply = exchange(client, id, parent, message, args.show_reasoning).await?;
+        return Ok(if reply.status == rigdeck_core::chat::Status::Complete {
+            ExitCode::SUCCESS
+        } else {
+            ExitCode::FAILURE
+        });
+    }
+    eprintln!(
+        "chatting with '{}' (conversation {id}, also on the Chat page); an empty line or /quit ends, Ctrl-C stops a reply",
+        args.model
+    );
+    let stdin = std::io::stdin();
+    loop {
+        eprint!("> ");
+        std::io::stderr().flush()?;
+        let mut line = String::new();
+        if stdin.lock().read_line(&mut line)? == 0 {
+            break;
         }
-        eprintln!(
-            "chatting with '{}' (conversation {id}, also on the Chat page); an empty line or /quit ends, Ctrl-C stops a reply",
-            args.model
-        );
-        let stdin = std::io::stdin();
-        loop {
-            eprint!("> ");
-            std::io::stderr().flush()?;
-            let mut line = String::new();
-            if stdin.lock().read_line(&mut line)? == 0 {
-                break;
-            }
-            let line = line.trim();
-            if line.is_empty() || line == "/quit" {
-                break;
-            }
-            let reply = exchange(&client, id, parent, line, args.show_reasoning).await?;
-            parent = Some(reply.id);
+        let line = line.trim();
+        if line.is_empty() || line == "/quit" {
+            break;
         }
-        Ok(ExitCode::SUCCESS)
-    })
+        let reply = exchange(client, id, parent, line, args.show_reasoning).await?;
+        parent = Some(reply.id);
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 /// The conversation to use and the reply the next message follows.

@@ -6,20 +6,32 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::Context as _;
-use rigdeck_core::launch::client::{DaemonClient, DEFAULT_URL};
+use rigdeck_core::launch::client::{ClientError, DaemonClient, DEFAULT_URL};
 use rigdeck_core::paths::AppPaths;
 use serde_json::{json, Value};
 
 #[derive(Debug, clap::Args)]
 pub struct RunArgs {
-    /// The launch profile (`rigdeck profiles list`).
+    /// What to run: a launch profile (`rigdeck profiles list`), a hub model as `REPO[:QUANT]`
+    /// (downloaded, placed on this rig and saved as a profile first; without QUANT the one that
+    /// fits best), or a model file's path.
+    #[arg(value_name = "PROFILE | REPO[:QUANT] | PATH")]
     pub profile: String,
-    /// Start even if the planned memory does not fit in the free VRAM now.
+    /// Start even if the planned memory does not fit in the free VRAM now (profiles only).
     #[arg(long)]
     pub force: bool,
-    /// Return once started instead of waiting until the engine is ready.
+    /// Return once started (a profile) or ready (a model) instead of waiting or chatting.
     #[arg(long)]
     pub detach: bool,
+    /// Send this one message once the model is ready, print the reply and exit.
+    #[arg(short = 'm', long = "message")]
+    pub message: Option<String>,
+    /// The context length to plan a new profile for (tokens; default 32768, at most the model's).
+    #[arg(long)]
+    pub context: Option<u32>,
+    /// The longest reply, in tokens (default: the chat's, at most half the engine's context).
+    #[arg(long)]
+    pub max_tokens: Option<u32>,
 }
 
 #[derive(Debug, clap::Args)]
@@ -72,20 +84,138 @@ pub(crate) fn block_on<F: std::future::Future<Output = anyhow::Result<ExitCode>>
 pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     block_on(async {
         let client = client()?;
-        let path = format!("/api/v1/profiles/{}/start", args.profile);
-        let view = client.post(&path, &json!({ "force": args.force })).await?;
-        println!(
-            "started '{}' (pid {}) on http://{}:{}",
-            args.profile,
-            view["pid"],
-            view["host"].as_str().unwrap_or("?"),
-            view["port"]
-        );
-        if args.detach {
-            return Ok(ExitCode::SUCCESS);
-        }
-        wait_until_ready(&client, &args.profile).await
+        let model = match run_target(&client, &args.profile).await? {
+            Target::Profile => {
+                let started = start_profile(&client, &args).await?;
+                if started != ExitCode::SUCCESS || args.message.is_none() {
+                    return Ok(started);
+                }
+                args.profile.clone()
+            }
+            Target::Model(source) => match follow_model_run(&client, source, args.context).await? {
+                Some(model) if !args.detach => model,
+                Some(_) => return Ok(ExitCode::SUCCESS),
+                None => return Ok(ExitCode::FAILURE),
+            },
+        };
+        let chat = super::chat::ChatArgs {
+            model,
+            message: args.message.clone(),
+            system: None,
+            reasoning: None,
+            show_reasoning: false,
+            max_tokens: args.max_tokens,
+            temperature: None,
+            continue_id: None,
+        };
+        super::chat::converse(&client, &chat).await
     })
+}
+
+/// What `rigdeck run X` names.
+enum Target {
+    Profile,
+    Model(Value),
+}
+
+/// A saved profile by that name; else a file that exists; else a hub `REPO[:QUANT]`.
+async fn run_target(client: &DaemonClient, text: &str) -> anyhow::Result<Target> {
+    let looks_like_profile = !text.contains('/') && !text.ends_with(".gguf");
+    if looks_like_profile {
+        match client.get(&format!("/api/v1/profiles/{text}")).await {
+            Ok(_) => return Ok(Target::Profile),
+            Err(ClientError::Api { status: 404, .. }) => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
+    let path = std::path::Path::new(text);
+    if path.exists() {
+        let absolute = std::path::absolute(path)?;
+        return Ok(Target::Model(json!({ "kind": "file", "path": absolute })));
+    }
+    match text.split_once('/') {
+        Some((owner, rest)) if !owner.is_empty() && !rest.is_empty() && !text.starts_with('.') => {
+            let (repo, quant) = match text.rsplit_once(':') {
+                Some((repo, quant)) => (repo, Some(quant)),
+                None => (text, None),
+            };
+            Ok(Target::Model(
+                json!({ "kind": "hub", "repo": repo, "quant": quant }),
+            ))
+        }
+        _ => anyhow::bail!(
+            "'{text}' is no launch profile (`rigdeck profiles list`), no file, and no hub model: \
+             name a profile, a path to a .gguf file, or a hub model as OWNER/NAME[:QUANT]"
+        ),
+    }
+}
+
+/// Today's `rigdeck run PROFILE`: start it and wait until ready (or return with `--detach`).
+async fn start_profile(client: &DaemonClient, args: &RunArgs) -> anyhow::Result<ExitCode> {
+    let path = format!("/api/v1/profiles/{}/start", args.profile);
+    let view = client.post(&path, &json!({ "force": args.force })).await?;
+    println!(
+        "started '{}' (pid {}) on http://{}:{}",
+        args.profile,
+        view["pid"],
+        view["host"].as_str().unwrap_or("?"),
+        view["port"]
+    );
+    if args.detach {
+        return Ok(ExitCode::SUCCESS);
+    }
+    wait_until_ready(client, &args.profile).await
+}
+
+/// Asks the daemon to run a model and prints its steps until ready: the model's chat name, or
+/// `None` after printing why it failed and what to do.
+async fn follow_model_run(
+    client: &DaemonClient,
+    source: Value,
+    context: Option<u32>,
+) -> anyhow::Result<Option<String>> {
+    let run = client
+        .post(
+            "/api/v1/model-runs",
+            &json!({ "source": source, "context": context }),
+        )
+        .await?;
+    let path = format!("/api/v1/model-runs/{}", run["id"]);
+    let mut last = String::new();
+    loop {
+        let run = client.get(&path).await?;
+        let line = run_line(&run);
+        if line != last {
+            eprintln!("{line}");
+            last = line;
+        }
+        match run["step"].as_str() {
+            Some("ready") => return Ok(run["model"].as_str().map(str::to_owned)),
+            Some("failed") => {
+                if let (Some(repo), Some(quant)) =
+                    (run["fix"]["repo"].as_str(), run["fix"]["quant"].as_str())
+                {
+                    eprintln!("try: rigdeck run {repo}:{quant}");
+                }
+                return Ok(None);
+            }
+            _ => tokio::time::sleep(Duration::from_millis(300)).await,
+        }
+    }
+}
+
+/// One progress line: the step's words, download progress rounded to 10 % so a pipe gets a
+/// handful of lines, not hundreds.
+fn run_line(run: &Value) -> String {
+    let title = run["title"].as_str().unwrap_or("model");
+    let detail = run["detail"].as_str().unwrap_or("");
+    match (run["step"].as_str(), run["progress"].as_f64()) {
+        (Some("downloading"), Some(p)) => {
+            format!("{title}: downloading {:.0} %", (p * 10.0).floor() * 10.0)
+        }
+        (Some("failed"), _) => format!("{title}: failed: {detail}"),
+        _ => format!("{title}: {detail}"),
+    }
 }
 
 /// Prints each phase change until the engine is ready (success) or crashed for good (failure).

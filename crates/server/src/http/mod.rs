@@ -9,8 +9,10 @@ mod gateway;
 mod guard;
 mod host;
 mod hub;
+mod hub_recommended;
 mod instances;
 mod model_folders;
+mod model_runs;
 mod placement;
 mod telemetry_metrics;
 mod tune;
@@ -134,6 +136,8 @@ pub struct AppState {
     pub tunings: Option<Arc<rigdeck_core::benchmarks::tuning::Tunings>>,
     /// The host's memory bandwidth: Rigdeck's measurement, unless the settings give one.
     pub memory_bandwidth: Arc<rigdeck_core::host_memory_bandwidth::HostMemoryBandwidth>,
+    /// "Run this model" requests: download, place, save, start (see `model_runs`).
+    pub model_runs: rigdeck_core::model_runs::ModelRuns,
 }
 
 impl AppState {
@@ -261,8 +265,16 @@ fn api_endpoints() -> Vec<Endpoint> {
             "/instances/{name}/speculation",
             get(instances::instance_speculation),
         ),
+        at(Method::GET, "/model-runs", get(model_runs::list)),
+        at(Method::POST, "/model-runs", post(model_runs::start)),
+        at(Method::GET, "/model-runs/{id}", get(model_runs::get)),
         at(Method::GET, "/hub/search", get(hub::search)),
         at(Method::GET, "/hub/starter", get(hub::starter)),
+        at(
+            Method::GET,
+            "/hub/recommended",
+            get(hub_recommended::recommended),
+        ),
         at(Method::GET, "/hub/models/{owner}/{name}", get(hub::model)),
         at(
             Method::GET,
@@ -302,13 +314,13 @@ fn api_endpoints() -> Vec<Endpoint> {
         at(Method::GET, "/gateway", get(gateway::status)),
         at(Method::GET, "/gateway/usage", get(gateway::usage)),
         at(Method::GET, "/chat/models", get(chat::models)),
+        at(Method::GET, "/chat/templates", get(chat::templates)),
         at(Method::GET, "/chat/conversations", get(chat::list)),
         at(Method::POST, "/chat/conversations", post(chat::create)),
         at(Method::GET, "/chat/conversations/{id}", get(chat::get)),
         at(
             Method::PATCH,
             "/chat/conversations/{id}",
-        at(Method::GET, "/chat/templates", get(chat::templates)),
             patch(chat::change),
         ),
         at(

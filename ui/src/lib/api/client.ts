@@ -4,6 +4,8 @@
 
 import type {
   ApiErrorBody,
+  ModelRun,
+  RunSource,
   SpeculationView,
   ApiKeyView,
   ChatMessage,
@@ -245,6 +247,10 @@ export const api = {
   downloads: () => request<DownloadView[]>('GET', '/api/v1/downloads'),
   /** Queues a download (201); a 400 names the quantizations when the choice is ambiguous. */
   createDownload: (body: NewDownload) => request<DownloadView>('POST', '/api/v1/downloads', body),
+  /** Runs a model in one request: download, automatic placement, a profile, a start (202). */
+  startModelRun: (source: RunSource, context?: number | null) =>
+    request<ModelRun>('POST', '/api/v1/model-runs', { source, context: context ?? null }),
+  modelRuns: () => request<ModelRun[]>('GET', '/api/v1/model-runs'),
   /** 409 when the download's state does not allow it. */
   downloadAction: (id: number, action: DownloadAction) =>
     request<DownloadView>('POST', `/api/v1/downloads/${id}/${action}`),

@@ -2,7 +2,7 @@
 // exponential backoff, notices a silent connection, and tells the app when the session is gone.
 // It is framework-free and takes its socket factory and timers as options so tests can drive it.
 
-import type { BuildProgress, ChatDelta, ChatMessage, DownloadView, Hello, InstanceView, LogLine, ModelEntry, ServerEvent, TelemetryFrame } from './types';
+import type { BuildProgress, ChatDelta, ChatMessage, DownloadView, Hello, InstanceView, LogLine, ModelEntry, ModelRun, ServerEvent, TelemetryFrame } from './types';
 import type { RunSummary, TuneView } from '../bench/types';
 
 // ---- Message parsing ----
@@ -140,6 +140,13 @@ export function parseServerMessage(text: string): ParseResult {
         return { ok: false, error: 'bench.tune needs id, status and trials' };
       }
       return { ok: true, event: { type: 'bench.tune', data: d as unknown as TuneView } };
+    }
+    case 'model_run.state': {
+      const d = msg.data;
+      if (!isObject(d) || typeof d.id !== 'number' || typeof d.step !== 'string' || typeof d.detail !== 'string') {
+        return { ok: false, error: 'model_run.state needs id, step and detail' };
+      }
+      return { ok: true, event: { type: 'model_run.state', data: d as unknown as ModelRun } };
     }
     case 'resync': {
       const d = msg.data;

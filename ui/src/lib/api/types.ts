@@ -316,6 +316,8 @@ export type ServerEvent =
   | { type: 'bench.run'; data: RunSummary }
   /** A tuning started, began or ended a trial, or ended: the tuning whole. */
   | { type: 'bench.tune'; data: TuneView }
+  /** A "run this model" request moved on (checking, downloading, … ready, failed): its view. */
+  | { type: 'model_run.state'; data: ModelRun }
   /** A type this UI does not know yet (a newer daemon); ignored, never an error. */
   | { type: 'other'; name: string };
 
@@ -1435,4 +1437,38 @@ export interface ChatDelta {
   elapsed_ms: number;
   /** Progress while the model loads ("loading model x.gguf on GPU 2–3, 40 % (12 s)"). */
   status_line: string | null;
+}
+
+// ---- Running a model in one click (docs/api.md "Model runs") ----
+
+/** What to run: a hub quantization (the best fit when none is named), a file, or a profile. */
+export type RunSource =
+  | { kind: 'hub'; repo: string; quant?: string | null; revision?: string | null }
+  | { kind: 'file'; path: string }
+  | { kind: 'profile'; name: string };
+
+export type RunStep = 'checking' | 'downloading' | 'planning' | 'starting' | 'loading' | 'ready' | 'failed';
+
+/** One "run this model" request as the daemon follows it (`GET /api/v1/model-runs/{id}`). */
+export interface ModelRun {
+  id: number;
+  source: RunSource;
+  title: string;
+  step: RunStep;
+  /** 0–1 within the step, where it is known (a download, a model load). */
+  progress: number | null;
+  /** The step in words. */
+  detail: string;
+  download_id: number | null;
+  profile: string | null;
+  created_profile: boolean;
+  /** The chat's and the gateway's name for it, once ready. */
+  model: string | null;
+  placement: string | null;
+  error: string | null;
+  /** The quantization that fits, when the one asked for does not. */
+  fix: { repo: string; quant: string; summary: string } | null;
+  notes: string[];
+  started_ms: number;
+  ended_ms: number | null;
 }

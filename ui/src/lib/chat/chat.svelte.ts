@@ -152,6 +152,16 @@ export class ChatState {
     void this.load(id);
   }
 
+  /** A new chat with `model` chosen (a model just started by one click): remembered, so the
+   *  model list's next refresh keeps it. */
+  startWith(model: string): void {
+    rememberModel(model);
+    this.reset();
+    this.conversationId = null;
+    this.draft = { model, system_prompt: '', params: {} };
+    void this.loadModels();
+  }
+
   private reset(): void {
     this.loadSeq++;
     this.patchSeq++;

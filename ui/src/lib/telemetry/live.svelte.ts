@@ -12,6 +12,7 @@ import { hubCache } from '../hub/cache.svelte';
 import { chat } from '../chat/chat.svelte';
 import { bench } from '../bench/bench.svelte';
 import { tune } from '../bench/tune.svelte';
+import { modelRuns } from '../runs/modelRuns.svelte';
 
 /** A pause longer than three periods is a gap in the charts, not a straight line. */
 export function gapThresholdMs(periodMs: number): number {
@@ -50,6 +51,7 @@ class LiveTelemetry {
         else if (ev.type === 'chat.message') chat.ingestMessage(ev.data);
         else if (ev.type === 'bench.run') bench.ingest(ev.data);
         else if (ev.type === 'bench.tune') tune.ingest(ev.data);
+        else if (ev.type === 'model_run.state') modelRuns.ingest(ev.data);
         else if (ev.type === 'telemetry.frame') this.ingest(ev.data);
         else if (ev.type === 'library.changed') this.libraryChanged(ev.data);
         else if (ev.type === 'instance.state') engines.upsert(ev.data);
@@ -73,6 +75,7 @@ class LiveTelemetry {
     chat.resync();
     bench.resync();
     tune.resync();
+    void modelRuns.refresh();
   }
 
   ingest(frame: TelemetryFrame): void {
@@ -104,6 +107,7 @@ class LiveTelemetry {
     chat.resync();
     bench.resync();
     tune.resync();
+    void modelRuns.refresh();
   }
 
   retryNow(): void {
