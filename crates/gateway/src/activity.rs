@@ -1,5 +1,6 @@
 //! Requests in flight and the last use of each model: the concurrency limit checks them, the
-//! idle timer and the eviction policy read them.
+//! idle timer and the eviction policy read them. Beside them, each model's last reply (its
+//! decode speed), which the dashboard shows for a running model.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -13,10 +14,21 @@ pub struct ModelActivity {
     pub last_used_ms: Option<i64>,
 }
 
+/// The last reply a model finished (or its client stopped) with a decode speed, since it
+/// started.
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
+pub struct LastReply {
+    pub at_ms: i64,
+    /// Tokens per second while the reply was generated.
+    pub decode_tps: f64,
+    pub completion_tokens: Option<u64>,
+}
+
 /// Per model, by profile name.
 #[derive(Default)]
 pub struct Activity {
     models: Mutex<HashMap<String, ModelActivity>>,
+    replies: Mutex<HashMap<String, LastReply>>,
 }
 
 /// The model's limit is reached.
@@ -51,6 +63,16 @@ impl Activity {
         self.lock().get(model).copied().unwrap_or_default()
     }
 
+    /// Keeps `reply` as the model's last one.
+    pub fn replied(&self, model: &str, reply: LastReply) {
+        crate::lock(&self.replies).insert(model.to_owned(), reply);
+    }
+
+    /// The model's last reply since it started, if it gave one.
+    pub fn last_reply(&self, model: &str) -> Option<LastReply> {
+        crate::lock(&self.replies).get(model).copied()
+    }
+
     /// Starts the idle clock of a model seen running for the first time (started outside the
     /// gateway), so its TTL counts from now rather than never.
     pub fn seen_running(&self, model: &str, now_ms: i64) -> ModelActivity {
@@ -60,8 +82,10 @@ impl Activity {
         *entry
     }
 
-    /// Forgets the idle clock of a stopped model, so a later start counts afresh.
+    /// Forgets the idle clock and the last reply of a stopped model, so a later start counts
+    /// afresh.
     pub fn stopped(&self, model: &str) {
+        crate::lock(&self.replies).remove(model);
         let mut models = self.lock();
         if models.get(model).is_some_and(|a| a.in_flight == 0) {
             models.remove(model);
@@ -100,6 +124,24 @@ mod tests {
         assert!(activity.begin("m", Some(2)).is_ok());
         assert!(activity.begin("other", None).is_ok());
         assert!(activity.get("m").last_used_ms.is_some());
+    }
+
+    #[test]
+    fn the_last_reply_is_the_latest_and_goes_when_the_model_stops() {
+        let activity = Activity::default();
+        assert_eq!(activity.last_reply("m"), None);
+        let reply = |at_ms, decode_tps| LastReply {
+            at_ms,
+            decode_tps,
+            completion_tokens: Some(12),
+        };
+        activity.replied("m", reply(1, 40.0));
+        activity.replied("m", reply(2, 55.5));
+        activity.replied("other", reply(3, 9.0));
+        assert_eq!(activity.last_reply("m"), Some(reply(2, 55.5)));
+        activity.stopped("m");
+        assert_eq!(activity.last_reply("m"), None);
+        assert_eq!(activity.last_reply("other"), Some(reply(3, 9.0)));
     }
 
     #[test]

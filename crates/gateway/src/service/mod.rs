@@ -19,7 +19,7 @@ use serde::Serialize;
 use serde_json::json;
 use sqlx::SqlitePool;
 
-use crate::activity::{Activity, InFlight};
+use crate::activity::{Activity, InFlight, LastReply};
 use crate::clock::now_ms;
 use crate::error::{Dialect, ErrorKind, GatewayError};
 use crate::eviction::Eviction;
@@ -83,6 +83,8 @@ pub struct ModelView {
     pub in_flight: u32,
     pub last_used_at_ms: Option<i64>,
     pub gpus: Vec<u32>,
+    /// Its last reply since it started, with the decode speed (the dashboard shows it).
+    pub last_reply: Option<LastReply>,
 }
 
 /// What the Gateway page shows.
@@ -376,6 +378,7 @@ impl Gateway {
                     max_concurrent: entry.policy.max_concurrent,
                     in_flight: activity.in_flight,
                     last_used_at_ms: activity.last_used_ms,
+                    last_reply: self.activity.last_reply(&entry.name),
                     name: entry.name,
                 }
             })
@@ -483,8 +486,21 @@ impl Ending for RequestEnd {
         record.duration_ms = self.started.elapsed().as_secs_f64() * 1000.0;
         record.error = error;
         self.gateway.metrics.request(&record.model, &record);
+        if let Some(reply) = last_reply(&record) {
+            self.gateway.activity.replied(&record.model, reply);
+        }
         self.gateway.usage.record(record);
     }
+}
+
+/// A reply that produced tokens at a measured speed, finished or stopped by its client.
+fn last_reply(record: &UsageRecord) -> Option<LastReply> {
+    let replied = matches!(record.status, Outcome::Ok | Outcome::Cancelled);
+    Some(LastReply {
+        at_ms: now_ms(),
+        decode_tps: record.decode_tps.filter(|_| replied)?,
+        completion_tokens: record.completion_tokens,
+    })
 }
 
 /// Finishes a request that failed before the engine answered; returns the error to send.
