@@ -65,6 +65,7 @@ test-e2e: test-rust
 	cd tests/e2e && RIGDECK_BIN=$(DEBUG)/rigdeck RIGDECK_NVML_LIBRARY=$(DEBUG)/libnvml_double.so \
 		RIGDECK_PLAN_BENCH=$(DEBUG)/examples/plan_bench RIGDECK_TINY_MODEL=$(ARTIFACTS)/tiny.gguf \
 		RIGDECK_FAKE_HUB=$(DEBUG)/examples/fake_hub \
+		RIGDECK_GEMMA_MODEL="$$(bash $(CURDIR)/tests/fixtures/gemma3_270m.sh)" \
 		RIGDECK_LLAMA_SERVER="$$(ls -t $(RIGDECK_CACHE)/engines/llama.cpp-*-cpu-portable/bin/llama-server | head -n 1)" \
 		RIGDECK_ARTIFACTS=$(ARTIFACTS) node --test --test-concurrency=1
 

@@ -1,7 +1,7 @@
 // Starts a real `rigdeck serve` for a test or a benchmark: own config/data folders, a rig from a
 // fixture through the NVML test double, a free loopback port; and finds Debian's chromium.
 import { spawn, execFileSync } from "node:child_process";
-import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve, dirname } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -27,10 +27,16 @@ export function requiredFile(name, what) {
   return value;
 }
 
-export async function startDaemon(rigFile, { prepare, env = {}, dir: reuse } = {}) {
+export async function startDaemon(rigFile, { prepare, env = {}, dir: reuse, firstRun = false } = {}) {
   const dir = reuse ?? mkdtempSync(join(tmpdir(), "rigdeck-e2e-"));
   const configDir = join(dir, "config");
   const dataDir = join(dir, "data");
+  // A fresh daemon opens on the first-run page; the tests of other pages start past it.
+  const settings = join(configDir, "settings.toml");
+  if (!firstRun && !existsSync(settings)) {
+    mkdirSync(configDir, { recursive: true });
+    writeFileSync(settings, "welcome_skipped = true\n");
+  }
   if (prepare) {
     try {
       await prepare({ configDir, dataDir });

@@ -234,6 +234,7 @@ mod tests {
             cpu_bandwidth_gb_s: gb,
             download_folder: None,
             usage_retention_days: 90,
+            welcome_skipped: false,
         }
     }
 

@@ -29,6 +29,8 @@ pub struct Settings {
     /// Days of gateway usage (one row per request) kept; older rows are deleted at start and
     /// once a day.
     pub usage_retention_days: u32,
+    /// The first-run page was skipped: the app opens on the dashboard even with no profile.
+    pub welcome_skipped: bool,
 }
 
 impl Settings {
@@ -64,6 +66,8 @@ pub struct SettingsChanges {
     pub download_folder: Option<PathBuf>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub usage_retention_days: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub welcome_skipped: Option<bool>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -137,6 +141,7 @@ impl SettingsChanges {
                 .clone()
                 .or_else(|| self.download_folder.clone()),
             usage_retention_days: newer.usage_retention_days.or(self.usage_retention_days),
+            welcome_skipped: newer.welcome_skipped.or(self.welcome_skipped),
         }
     }
 }
@@ -194,6 +199,7 @@ impl SettingsStore {
             usage_retention_days: c
                 .usage_retention_days
                 .unwrap_or(self.defaults.usage_retention_days),
+            welcome_skipped: c.welcome_skipped.unwrap_or(self.defaults.welcome_skipped),
         }
     }
 
@@ -254,6 +260,7 @@ fn default_settings(paths: &AppPaths) -> Settings {
         cpu_bandwidth_gb_s: None,
         download_folder: None,
         usage_retention_days: 90,
+        welcome_skipped: false,
     }
 }
 
