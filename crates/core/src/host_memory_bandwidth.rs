@@ -226,16 +226,20 @@ mod tests {
         })
     }
 
+    /// The defaults, with `gb` typed as the bandwidth.
     fn settings(gb: Option<f64>) -> Settings {
-        Settings {
-            telemetry_period_ms: 1000,
-            model_folders: Vec::new(),
-            keep_running_in_background: false,
-            cpu_bandwidth_gb_s: gb,
-            download_folder: None,
-            usage_retention_days: 90,
-            welcome_skipped: false,
-        }
+        let dir = tempfile::tempdir().unwrap();
+        let paths = crate::paths::AppPaths {
+            config_dir: dir.path().join("config"),
+            data_dir: dir.path().join("data"),
+        };
+        let (mut store, _) = crate::settings::SettingsStore::load(&paths);
+        store
+            .update(&crate::settings::SettingsChanges {
+                cpu_bandwidth_gb_s: Some(gb.unwrap_or(0.0)),
+                ..Default::default()
+            })
+            .unwrap()
     }
 
     #[tokio::test]
