@@ -88,7 +88,7 @@ pub fn ceiling(model: &ModelShape, plan: &Plan) -> SpeedCeiling {
         ));
     }
     if stages.iter().any(|s| s.seconds_per_token.is_none()) {
-        assumptions.push("a device's memory bandwidth is unknown, so no ceiling is given: set the CPU's DRAM bandwidth".to_owned());
+        assumptions.push("a device's memory bandwidth is unknown, so no ceiling is given: measure the CPU's on the Settings page (Memory bandwidth), or type it there".to_owned());
     }
     SpeedCeiling {
         tokens_per_s: total.filter(|&t| t > 0.0).map(|t| 1.0 / t),
