@@ -8,6 +8,8 @@ use std::process::ExitCode;
 use rigdeck_core::gateway::ServePolicy;
 use rigdeck_core::launch::{LaunchProfile, RestartSetting};
 use rigdeck_core::placement::{KvType, PlacementOptions};
+use rigdeck_core::profiles::engine_settings::EngineSettings;
+use rigdeck_core::profiles::speculative::{SpecMethod, Speculative};
 use serde_json::{json, Value};
 
 use super::run::{client, encode};
@@ -121,9 +123,157 @@ pub struct CreateArgs {
     /// Gateway requests at once; more are answered 429 with Retry-After.
     #[arg(long, value_name = "N")]
     pub max_concurrent: Option<u32>,
+    /// llama.cpp: the chat template by name (`--chat-template NAME`), for a GGUF that carries
+    /// none (llama-server would use ChatML): gemma, llama3, chatml, mistral-v7, …
+    #[arg(long, value_name = "NAME")]
+    pub chat_template: Option<String>,
+    #[command(flatten)]
+    pub speculative: SpeculativeArgs,
+    #[command(flatten)]
+    pub knobs: EngineKnobArgs,
     /// Extra engine arguments (after `--`).
     #[arg(last = true)]
     pub extra: Vec<String>,
+}
+
+/// Speculative decoding; the daemon checks it against what the engine build supports.
+#[derive(Debug, clap::Args)]
+#[command(next_help_heading = "Speculative decoding")]
+pub struct SpeculativeArgs {
+    /// How tokens are drafted: draft_model (a smaller model of the same family), mtp (the
+    /// model's own multi-token-prediction heads), ngram (continuations of text already seen),
+    /// eagle or eagle3 (EAGLE heads).
+    #[arg(long, value_name = "METHOD", value_parser = parse_spec_method)]
+    pub speculative: Option<SpecMethod>,
+    /// Tokens drafted per step (default 3; 2–4 is typical).
+    #[arg(long, value_name = "N", requires = "speculative")]
+    pub draft_tokens: Option<u32>,
+    /// The draft or EAGLE checkpoint (draft_model, eagle, eagle3).
+    #[arg(long, value_name = "PATH", requires = "speculative")]
+    pub draft_model: Option<PathBuf>,
+    /// llama.cpp: the shortest draft worth verifying (draft n-min).
+    #[arg(long, value_name = "N", requires = "speculative")]
+    pub draft_min_tokens: Option<u32>,
+    /// llama.cpp: a drafted token below this probability ends the draft, 0–1 (draft p-min).
+    #[arg(long, value_name = "P", requires = "speculative")]
+    pub draft_p_min: Option<f64>,
+    /// n-gram lookup: how many of the latest tokens must match earlier text before its
+    /// continuation is drafted.
+    #[arg(long, value_name = "N", requires = "speculative")]
+    pub ngram_match: Option<u32>,
+}
+
+/// Engine knobs beyond placement; one the build's engine lacks is refused by the daemon.
+#[derive(Debug, clap::Args)]
+#[command(next_help_heading = "Engine settings")]
+pub struct EngineKnobArgs {
+    /// llama.cpp: the CPUs the threads may run on, as a hex mask (ff = CPUs 0–7).
+    #[arg(long, value_name = "HEX")]
+    pub cpu_mask: Option<String>,
+    /// llama.cpp: one thread per CPU of the mask, in order (--cpu-strict 1).
+    #[arg(long)]
+    pub cpu_strict: bool,
+    /// llama.cpp: keep the weights in RAM, never swapped (--mlock).
+    #[arg(long)]
+    pub mlock: bool,
+    /// llama.cpp: read the weights into memory instead of mapping the file (--no-mmap).
+    #[arg(long)]
+    pub no_mmap: bool,
+    /// ik_llama.cpp: repack the weights at load for faster CPU matrix products (-rtr).
+    #[arg(long)]
+    pub run_time_repack: bool,
+    /// ik_llama.cpp: how latent attention is computed, 1–3 (-mla).
+    #[arg(long, value_name = "MODE")]
+    pub mla: Option<u8>,
+    /// ik_llama.cpp: the attention compute buffer capped at this many MiB (-amb).
+    #[arg(long, value_name = "MIB")]
+    pub attn_max_batch: Option<u32>,
+    /// vLLM/SGLang: GiB of weights kept in CPU RAM per GPU (--cpu-offload-gb).
+    #[arg(long, value_name = "GIB")]
+    pub cpu_offload_gb: Option<f64>,
+    /// vLLM/SGLang: the KV cache's element type (--kv-cache-dtype): auto, fp8, fp8_e4m3, …
+    #[arg(long, value_name = "TYPE")]
+    pub kv_cache_dtype: Option<String>,
+    /// vLLM/SGLang: sequences decoded together (--max-num-seqs / --max-running-requests).
+    #[arg(long, value_name = "N")]
+    pub max_num_seqs: Option<u32>,
+    /// vLLM/SGLang: tokens per step (--max-num-batched-tokens / --chunked-prefill-size).
+    #[arg(long, value_name = "N")]
+    pub max_num_batched_tokens: Option<u32>,
+    /// vLLM/SGLang: tokens per KV cache block (--block-size / --page-size).
+    #[arg(long, value_name = "N")]
+    pub block_size: Option<u32>,
+    /// vLLM: VLLM_MARLIN_USE_ATOMIC_ADD=1, faster Marlin GPTQ/AWQ kernels on small batches.
+    #[arg(long)]
+    pub marlin_atomic_add: bool,
+}
+
+/// The speculative methods by their API names.
+const SPEC_METHODS: [SpecMethod; 5] = [
+    SpecMethod::DraftModel,
+    SpecMethod::Mtp,
+    SpecMethod::Ngram,
+    SpecMethod::Eagle,
+    SpecMethod::Eagle3,
+];
+
+fn parse_spec_method(text: &str) -> Result<SpecMethod, String> {
+    SPEC_METHODS
+        .into_iter()
+        .find(|m| m.as_str() == text)
+        .ok_or_else(|| {
+            let names: Vec<&str> = SPEC_METHODS.iter().map(|m| m.as_str()).collect();
+            format!("unknown method '{text}': use one of {}", names.join(", "))
+        })
+}
+
+impl SpeculativeArgs {
+    /// The setting, when a method is given (clap refuses the other flags without one); the
+    /// flags left out take the API's defaults, as a profile's JSON without them would.
+    fn setting(&self) -> anyhow::Result<Option<Speculative>> {
+        let Some(method) = self.speculative else {
+            return Ok(None);
+        };
+        let mut given = json!({ "method": method });
+        let draft_model = self
+            .draft_model
+            .as_deref()
+            .map(std::path::absolute)
+            .transpose()?;
+        let fields = [
+            ("tokens", self.draft_tokens.map(Value::from)),
+            ("draft_model", draft_model.map(|p| json!(p))),
+            ("min_tokens", self.draft_min_tokens.map(Value::from)),
+            ("p_min", self.draft_p_min.map(Value::from)),
+            ("ngram_match", self.ngram_match.map(Value::from)),
+        ];
+        for (name, value) in fields {
+            if let Some(value) = value {
+                given[name] = value;
+            }
+        }
+        Ok(Some(serde_json::from_value(given)?))
+    }
+}
+
+impl EngineKnobArgs {
+    fn settings(&self) -> EngineSettings {
+        EngineSettings {
+            cpu_mask: self.cpu_mask.clone(),
+            cpu_strict: self.cpu_strict,
+            mlock: self.mlock,
+            no_mmap: self.no_mmap,
+            run_time_repack: self.run_time_repack,
+            mla: self.mla,
+            attn_max_batch_mib: self.attn_max_batch,
+            cpu_offload_gb: self.cpu_offload_gb,
+            kv_cache_dtype: self.kv_cache_dtype.clone(),
+            max_num_seqs: self.max_num_seqs,
+            max_num_batched_tokens: self.max_num_batched_tokens,
+            block_size: self.block_size,
+            marlin_atomic_add: self.marlin_atomic_add,
+        }
+    }
 }
 
 fn parse_kv(text: &str) -> Result<KvType, String> {
@@ -185,6 +335,9 @@ pub fn profile_from(args: &CreateArgs) -> anyhow::Result<LaunchProfile> {
     if args.no_restart {
         profile.restart = RestartSetting::Never;
     }
+    profile.chat_template = args.chat_template.clone();
+    profile.speculative = args.speculative.setting()?;
+    profile.engine = args.knobs.settings();
     profile.extra_args = args.extra.clone();
     Ok(profile)
 }
@@ -268,7 +421,7 @@ mod tests {
 
     use super::*;
 
-    #[derive(Parser)]
+    #[derive(Debug, Parser)]
     struct Create {
         #[command(flatten)]
         args: CreateArgs,
@@ -288,6 +441,102 @@ mod tests {
         assert_eq!(
             serde_json::to_value(&profile).unwrap()["autostart"],
             json!(true)
+        );
+    }
+
+    #[test]
+    fn speculative_flags_become_the_setting_with_the_apis_defaults() {
+        assert_eq!(parse(&[]).speculative, None);
+        let ngram = parse(&["--speculative", "ngram", "--ngram-match", "8"]);
+        let spec = ngram.speculative.expect("a speculative setting");
+        assert_eq!(spec.method, SpecMethod::Ngram);
+        assert_eq!(spec.ngram_match, Some(8));
+        let unset: Speculative = serde_json::from_value(json!({"method": "ngram"})).unwrap();
+        assert_eq!(spec.tokens, unset.tokens, "the API's default draft length");
+        let draft = parse(&[
+            "--speculative",
+            "draft_model",
+            "--draft-model",
+            "small.gguf",
+            "--draft-tokens",
+            "5",
+            "--draft-min-tokens",
+            "2",
+            "--draft-p-min",
+            "0.6",
+        ])
+        .speculative
+        .unwrap();
+        assert_eq!(draft.tokens, 5);
+        assert_eq!(draft.min_tokens, Some(2));
+        assert_eq!(draft.p_min, Some(0.6));
+        let path = draft.draft_model.unwrap();
+        assert!(
+            path.is_absolute() && path.ends_with("small.gguf"),
+            "{path:?}"
+        );
+    }
+
+    #[test]
+    fn draft_flags_need_a_method_and_the_method_is_named() {
+        let argv = ["create", "x", "--engine", "1", "--model", "/m"];
+        let without = Create::try_parse_from(argv.iter().chain(&["--draft-tokens", "4"]));
+        assert!(without.unwrap_err().to_string().contains("--speculative"));
+        let unknown = Create::try_parse_from(argv.iter().chain(&["--speculative", "medusa"]));
+        let message = unknown.unwrap_err().to_string();
+        assert!(
+            message.contains("unknown method 'medusa': use one of draft_model, mtp, ngram"),
+            "{message}"
+        );
+    }
+
+    #[test]
+    fn engine_knobs_and_the_chat_template_reach_the_profile() {
+        assert_eq!(parse(&[]).engine, EngineSettings::default());
+        assert_eq!(parse(&[]).chat_template, None);
+        let profile = parse(&[
+            "--cpu-mask",
+            "ff",
+            "--cpu-strict",
+            "--mlock",
+            "--no-mmap",
+            "--run-time-repack",
+            "--mla",
+            "3",
+            "--attn-max-batch",
+            "512",
+            "--cpu-offload-gb",
+            "24",
+            "--kv-cache-dtype",
+            "fp8",
+            "--max-num-seqs",
+            "8",
+            "--max-num-batched-tokens",
+            "4096",
+            "--block-size",
+            "32",
+            "--marlin-atomic-add",
+            "--chat-template",
+            "gemma",
+        ]);
+        assert_eq!(profile.chat_template.as_deref(), Some("gemma"));
+        assert_eq!(
+            profile.engine,
+            EngineSettings {
+                cpu_mask: Some("ff".into()),
+                cpu_strict: true,
+                mlock: true,
+                no_mmap: true,
+                run_time_repack: true,
+                mla: Some(3),
+                attn_max_batch_mib: Some(512),
+                cpu_offload_gb: Some(24.0),
+                kv_cache_dtype: Some("fp8".into()),
+                max_num_seqs: Some(8),
+                max_num_batched_tokens: Some(4096),
+                block_size: Some(32),
+                marlin_atomic_add: true,
+            }
         );
     }
 
