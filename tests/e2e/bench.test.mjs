@@ -407,7 +407,7 @@ test("a quick check starts in one click once the target is chosen", async () => 
   await form.locator('[data-testid="bench-instance"]').selectOption("tiny");
   assert.equal(
     await form.locator('[data-testid="bench-quick-plan"]').textContent(),
-    "A 512-token prompt and a 128-token reply, one stream: 1 step × (1 cold + 3 warm) = 4 runs, about a minute.",
+    "A 512-token prompt and a 128-token reply, one stream: 1 step × (1 cold + 3 warm) = 4 runs (seconds on a GPU, a minute or two on a CPU).",
   );
   const sent = page.waitForResponse((r) => r.request().method() === "POST" && r.url().endsWith("/api/v1/bench/runs"));
   const t0 = Date.now();

@@ -124,9 +124,9 @@ export function defaultDraft(): BenchDraft {
 /** Warm runs of the quick check. */
 export const QUICK_WARM_RUNS = 3;
 
-/** "Quick check": about a minute on the target already chosen — one everyday shape (a 512-token
- *  prompt, a 128-token reply), no context depth, one stream, a cold run and a few warm ones;
- *  the rest as the daemon's defaults. */
+/** "Quick check" on the target already chosen: one everyday shape (a 512-token prompt, a
+ *  128-token reply), no context depth, one stream, a cold run and a few warm ones (seconds on a
+ *  GPU, a minute or two for a small model on a CPU); the rest as the daemon's defaults. */
 export function quickCheckDraft(d: BenchDraft): BenchDraft {
   const defaults = defaultDraft();
   return {
