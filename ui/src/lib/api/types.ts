@@ -1221,6 +1221,16 @@ export interface GatewayModel {
   last_used_at_ms: UnixMillis | null;
   /** The GPUs its profile places it on (the daemon sends it; not in the first contract). */
   gpus?: number[];
+  /** Its last reply since it started, with the decode speed; null before the first. */
+  last_reply?: GatewayLastReply | null;
+}
+
+/** A model's last reply since it started (GatewayModel.last_reply). */
+export interface GatewayLastReply {
+  at_ms: UnixMillis;
+  /** Tokens per second while the reply was generated. */
+  decode_tps: number;
+  completion_tokens: number | null;
 }
 
 /** A model stopped to make room for another, or for being idle. */
