@@ -23,7 +23,7 @@ use super::AppState;
 use rigdeck_core::hub_fit::{plan_quants, QuantFit};
 use rigdeck_core::placement::rig::Margins;
 
-fn hub_client(state: &AppState) -> Result<(HubClient, HubConfig), ApiError> {
+pub(super) fn hub_client(state: &AppState) -> Result<(HubClient, HubConfig), ApiError> {
     let config = HubConfig::from_env(Some(&state.hub_token_file))
         .map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, "hub_config", e.to_string()))?;
     let client = HubClient::new(&config).map_err(hub_error)?;
@@ -57,7 +57,7 @@ pub(super) fn revision_of(revision: Option<&str>) -> Result<Revision, ApiError> 
         .map_err(|e| bad_request(e.to_string()))
 }
 
-fn respond(result: Result<serde_json::Value, ApiError>) -> Response {
+pub(super) fn respond(result: Result<serde_json::Value, ApiError>) -> Response {
     match result {
         Ok(json) => Json(json).into_response(),
         Err(error) => error.into_response(),
@@ -94,14 +94,20 @@ pub async fn search(
     )
 }
 
-/// The curated starter list (`assets/hub/starter-catalog.json`), built into the binary.
+/// The curated starter list (`assets/hub/starter-catalog.json`, built into the binary, or the
+/// file `RIGDECK_STARTER_CATALOG` names), as it is written.
 pub async fn starter() -> Response {
-    const CATALOG: &str = include_str!("../../../../assets/hub/starter-catalog.json");
-    match serde_json::from_str::<serde_json::Value>(CATALOG) {
-        Ok(json) => Json(json).into_response(),
-        Err(e) => ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "catalog", e.to_string())
-            .into_response(),
-    }
+    respond(
+        super::hub_recommended::catalog_text().and_then(|(text, source)| {
+            serde_json::from_str::<serde_json::Value>(&text).map_err(|e| {
+                ApiError::new(
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    "catalog",
+                    format!("the model catalog {source} is not valid: {e}; fix the file"),
+                )
+            })
+        }),
+    )
 }
 
 #[derive(Debug, Deserialize)]
