@@ -41,6 +41,7 @@ import type {
   HubTokenStatus,
   NewDownload,
   StarterCatalog,
+  RecommendedModels,
   InstanceView,
   LaunchProfile,
   LogLine,
@@ -224,6 +225,9 @@ export const api = {
   },
   // The model hub (Hugging Face, or HF_ENDPOINT) through the daemon, and its download queue.
   hubStarter: () => request<StarterCatalog>('GET', '/api/v1/hub/starter'),
+  /** The starter catalog planned on the live rig and ranked (the hub read for each candidate). */
+  hubRecommended: (context?: number, signal?: AbortSignal) =>
+    request<RecommendedModels>('GET', `/api/v1/hub/recommended${context ? `?context=${context}` : ''}`, undefined, signal),
   hubSearch: (q: HubSearchQuery, signal?: AbortSignal) =>
     request<HubModelSummary[]>('GET', `/api/v1/hub/search?${hubSearchQuery(q)}`, undefined, signal),
   hubModel: (repo: string, revision?: string | null) =>

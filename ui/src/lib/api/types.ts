@@ -949,6 +949,37 @@ export interface StarterCatalog {
   models: StarterModel[];
 }
 
+/** One candidate of `GET /api/v1/hub/recommended`, planned on the live rig
+ *  (crates/core/src/hub_recommend.rs `Recommendation`). */
+export interface RecommendedModel {
+  repo: string;
+  /** The quantization to run: the catalog's when it fits, else the repository's that fits best. */
+  quant: string;
+  kind: 'dense' | 'moe' | (string & {});
+  params: string;
+  fits: boolean;
+  verdict: FitVerdict | null;
+  summary: string;
+  total_bytes: number;
+  tokens_per_s: number | null;
+  /** Why the catalog lists it. */
+  why: string;
+  /** Why this quantization was chosen. */
+  choice: string;
+}
+
+/** `GET /api/v1/hub/recommended?context=N`: the catalog ranked for this rig, best first; what
+ *  does not fit last. `offline`: the hub could not be reached (`message` says so, `models` empty). */
+export interface RecommendedModels {
+  context: number;
+  offline: boolean;
+  message: string | null;
+  about: string;
+  models: RecommendedModel[];
+  /** Candidates whose repository could not be read, with why. */
+  left_out: { repo: string; reason: string }[];
+}
+
 export type HubFormat = 'gguf' | 'safetensors';
 export type HubSort = 'downloads' | 'likes' | 'updated';
 
