@@ -4,6 +4,9 @@
 // Search, the model page with its fit, a download with live progress (the hub is throttled),
 // pause and resume, the model in the library, and the placement editor on it; then the
 // downloaded model verified against the hub and deleted, and the download folder setting.
+// Recommended for this rig: a catalog (RIGDECK_STARTER_CATALOG) of the tiny model, the real
+// Gemma 3 270M (a second repository), a repository whose file is not a GGUF and one the hub does
+// not have, planned on the live rig and ranked; Run on every card, quantization and model.
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
@@ -15,6 +18,9 @@ import { adminRequest, fixtures, startDaemon, launchChromium } from "./daemon.mj
 const artifacts = process.env.RIGDECK_ARTIFACTS ?? "/tmp/rigdeck-artifacts";
 const REPO = "rigdeck-test/Tiny-Llama-GGUF";
 const OTHER = "someone-else/Big-Model-GGUF";
+const GEMMA = "unsloth/gemma-3-270m-it-GGUF";
+/** In the catalog, not on the stand-in hub. */
+const ABSENT = "unsloth/Qwen3-8B-GGUF";
 /** The fake hub's commit for its first repository. */
 const COMMIT = "01".repeat(20);
 /** Per request; the downloader opens four. Slow enough to watch, fast enough for a test. */
@@ -129,10 +135,17 @@ before(async () => {
         ],
       },
       { id: OTHER, files: [{ path: "Big-Q4_K_M.gguf", size: 4096 }] },
+      { id: GEMMA, files: [{ path: "gemma-3-270m-it-Q4_K_M.gguf", source: required("RIGDECK_GEMMA_MODEL") }] },
     ],
     throttle_bps: THROTTLE_BPS,
   };
   writeFileSync(join(dir, "spec.json"), JSON.stringify(spec));
+  const candidate = (repo, params) => ({ repo, quant: "Q4_K_M", kind: "dense", params, approx_gb: 0.2, why: `${repo} for the browser test` });
+  const catalog = {
+    about: "The browser test's candidates.",
+    models: [candidate(REPO, "tiny"), candidate(OTHER, "?"), candidate(ABSENT, "8B"), candidate(GEMMA, "270M")],
+  };
+  writeFileSync(join(dir, "catalog.json"), JSON.stringify(catalog));
   hub = await startFakeHub(join(dir, "spec.json"));
 
   const hfHome = join(dir, "hf");
@@ -148,6 +161,7 @@ before(async () => {
       // Nothing from this machine: no token, no llama.cpp cache in the model folders.
       HF_TOKEN: "",
       LLAMA_CACHE: join(dir, "llama.cpp"),
+      RIGDECK_STARTER_CATALOG: join(dir, "catalog.json"),
     },
   });
   browser = await launchChromium();
@@ -173,19 +187,45 @@ test("an empty library offers the starter list and the way to the hub", async ()
   await empty.waitFor({ timeout: 15_000 });
   await empty.locator('[data-testid="starter-model"]').first().waitFor();
   assert.ok((await empty.locator('[data-testid="starter-model"]').count()) >= 4);
-  const open = empty.locator('[data-testid="starter-model"][data-repo="unsloth/Qwen3-8B-GGUF"] [data-testid="starter-open"]');
-  assert.equal(await open.getAttribute("href"), "#/hub/unsloth/Qwen3-8B-GGUF?quant=Q4_K_M");
+  const open = empty.locator(`[data-testid="starter-model"][data-repo="${ABSENT}"] [data-testid="starter-open"]`);
+  assert.equal(await open.getAttribute("href"), `#/hub/${ABSENT}?quant=Q4_K_M`);
   await page.locator('[data-testid="tab-hub"]').click();
   await page.locator('[data-testid="hub-page"]').waitFor();
   assert.match(page.url(), /#\/hub$/);
-  // The library is empty, so the starter list leads here too.
-  await page.locator('[data-testid="hub-start"] [data-testid="starter-model"]').first().waitFor();
   assert.equal(await page.locator('[data-testid="nav-models"]').getAttribute("aria-current"), "page");
+});
+
+test("the library being empty, Recommended for this rig leads the hub page, ranked on the live rig", async () => {
+  const start = page.locator('[data-testid="hub-start"]');
+  const cards = start.locator('[data-testid="recommended-model"]');
+  await cards.first().waitFor({ timeout: 30_000 });
+  // Both real GGUFs fit on the 3090s' GPUs: the larger (Gemma 3 270M, 241 MiB) before the tiny
+  // model (137 MiB); the file that is not a GGUF and the repository the hub lacks are left out.
+  assert.deepEqual(await cards.evaluateAll((els) => els.map((e) => e.dataset.repo)), [GEMMA, REPO]);
+  for (const repo of [GEMMA, REPO]) {
+    const card = start.locator(`[data-testid="recommended-model"][data-repo="${repo}"]`);
+    assert.equal(await card.locator('[data-testid="recommended-verdict"]').getAttribute("data-kind"), "on_gpus");
+    assert.match(await card.locator('[data-testid="recommended-speed"]').textContent(), /^≤ \d+(\.\d)? tok\/s$/);
+    assert.equal((await card.locator('[data-testid="recommended-quant"]').textContent()).trim(), "Q4_K_M");
+    assert.match(await card.textContent(), new RegExp(`${repo} for the browser test`));
+    const run = card.locator('[data-testid="recommended-run"]');
+    assert.equal(await run.isEnabled(), true);
+    assert.equal(await card.locator('[data-testid="recommended-details"]').getAttribute("href"), `#/hub/${repo}?quant=Q4_K_M`);
+  }
+  assert.match(await start.locator('[data-testid="recommended-size"]').first().textContent(), /241\.\d MiB/);
+  const leftOut = start.locator('[data-testid="recommended-left-out"]');
+  await leftOut.locator("summary").click();
+  const reasons = await leftOut.textContent();
+  assert.match(reasons, /2 not read from the hub/);
+  assert.match(reasons, new RegExp(`${ABSENT}: .*not found`));
+  assert.match(reasons, new RegExp(`${OTHER}: `));
+  mkdirSync(artifacts, { recursive: true });
+  await page.screenshot({ path: join(artifacts, "hub-recommended.png"), fullPage: true });
 });
 
 test("search lists the hub's models, narrows as one types, and filters by format", async () => {
   // The first visit lists the most downloaded models: both repositories.
-  await until("both repositories", () => document.querySelectorAll('[data-testid="hub-result"]').length === 2);
+  await until("the three repositories", () => document.querySelectorAll('[data-testid="hub-result"]').length === 3);
   await page.locator('[data-testid="hub-search"]').fill("tiny");
   await until("only the tiny model", (repo) => {
     const rows = [...document.querySelectorAll('[data-testid="hub-result"]')];
@@ -231,6 +271,13 @@ test("the model page lists the quantizations at once and fills in the fit", asyn
   // The quantization that is not a GGUF: unknown, with the reader's reason.
   assert.equal(await row("Q8_0").locator('[data-testid="fit-verdict"]').getAttribute("data-kind"), "unknown");
   assert.match(await row("Q8_0").locator('[data-testid="fit-error"]').textContent(), /not a GGUF file/);
+  // Run on a row that fits; off, saying why, on the one whose fit is unknown; none on the
+  // incomplete upload.
+  assert.equal(await row("Q4_K_M").locator('[data-testid="run-model"]').isEnabled(), true);
+  const noRun = row("Q8_0").locator('[data-testid="run-model"]');
+  assert.equal(await noRun.isDisabled(), true);
+  assert.match(await noRun.getAttribute("title"), /fit is unknown: .*not a GGUF file/);
+  assert.equal(await row("Q2_K").locator('[data-testid="run-model"]').count(), 0);
 
   // Another context asks again.
   await page.locator('[data-testid="fit-context"] [data-value="131072"]').click();
@@ -347,6 +394,7 @@ test("the model lands in the library and Plan opens the placement editor on it",
   // The daemon rescans when a download finishes and sends library.changed.
   await entry.waitFor({ timeout: 20_000 });
   assert.equal(await entry.locator('[data-testid="model-problem"]').count(), 0);
+  assert.equal(await entry.locator('[data-testid="run-model"]').isEnabled(), true, "a GGUF without a problem runs in one click");
 
   await page.locator('[data-testid="tab-hub"]').click();
   const plan = download().locator('[data-testid="download-plan"]');
