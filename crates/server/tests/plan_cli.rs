@@ -73,6 +73,27 @@ async fn a_url_becomes_the_downloaded_path_or_model_url_never_dash_m_url() {
     );
     assert!(!command.contains("http"), "{command}");
 
+    // A branch whose commit the address's hub cannot tell: the address itself, and why.
+    let main = served.join("org/Tiny-GGUF/resolve/main/Q4_K_M");
+    std::fs::create_dir_all(&main).expect("branch folder");
+    std::fs::copy(&model, main.join("Tiny-Q4_K_M.gguf")).expect("hub file");
+    let url = format!("{base}/org/Tiny-GGUF/resolve/main/Q4_K_M/Tiny-Q4_K_M.gguf");
+    let (ok, out) = tokio::task::spawn_blocking({
+        let (dir, url) = (dir.path().to_owned(), url.clone());
+        move || plan(&dir, &url)
+    })
+    .await
+    .expect("joined");
+    assert!(ok, "{out}");
+    assert!(
+        command_of(&out).starts_with(&format!("llama-server --model-url {url} ")),
+        "{out}"
+    );
+    assert!(
+        out.contains("cannot learn the commit of org/Tiny-GGUF at main"),
+        "{out}"
+    );
+
     // Any other address: llama-server's own --model-url.
     let url = format!("{base}/files/tiny.gguf");
     let (ok, out) = tokio::task::spawn_blocking({
