@@ -18,7 +18,8 @@ pub const MIN_BUFFER_BYTES: u64 = 64 << 20;
 /// Passes the probe makes at most; it keeps the fastest.
 pub const PASSES: u32 = 5;
 
-/// After this much time no further pass starts, so a slow machine is not held up for long.
+/// After this much reading no further pass starts, so a slow or busy machine is not held up for
+/// long (the one fill before comes on top: a fraction of a second).
 pub const TIME_BUDGET: Duration = Duration::from_secs(2);
 
 /// How big a measurement to take.
@@ -69,22 +70,19 @@ pub enum ProbeError {
 pub fn measure(size: ProbeSize) -> Result<BandwidthReading, ProbeError> {
     let started = Instant::now();
     let words = usize::try_from(size.buffer_bytes / 8).unwrap_or(usize::MAX);
-    let mut buffer: Vec<u64> = Vec::new();
-    buffer
-        .try_reserve_exact(words)
-        .map_err(|_| ProbeError::NoMemory {
-            bytes: size.buffer_bytes,
-        })?;
-    buffer.resize(words, 0);
+    let mut buffer = zeroed_words(words).ok_or(ProbeError::NoMemory {
+        bytes: size.buffer_bytes,
+    })?;
     let threads = usize::try_from(size.threads.max(1)).unwrap_or(1);
     let share = words.div_ceil(threads).max(1);
     fill(&mut buffer, share)?;
+    let reading = Instant::now();
     let mut best = Duration::MAX;
     let mut passes = 0;
     while passes < size.passes.max(1) {
         best = best.min(read_pass(&buffer, share)?);
         passes += 1;
-        if started.elapsed() >= TIME_BUDGET {
+        if reading.elapsed() >= TIME_BUDGET {
             break;
         }
     }
@@ -96,6 +94,14 @@ pub fn measure(size: ProbeSize) -> Result<BandwidthReading, ProbeError> {
         passes,
         elapsed_ms: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
     })
+}
+
+/// `words` zeros, `None` when the memory cannot be had. The zeros are the kernel's untouched
+/// pages (no single-threaded pass over them): the fill's threads touch them first.
+fn zeroed_words(words: usize) -> Option<Vec<u64>> {
+    // Asked for first, so a refusal is an answer instead of an abort.
+    Vec::<u64>::new().try_reserve_exact(words).ok()?;
+    Some(vec![0u64; words])
 }
 
 /// Writes every word, each thread its own share (pages land near the thread that reads them).
