@@ -253,6 +253,8 @@ export interface Settings {
   /** The host's memory bandwidth in GB/s as the user typed it (it wins over Rigdeck's
    *  measurement); null: the measurement is used. PUT 0 to go back to the measurement. */
   cpu_bandwidth_gb_s: number | null;
+  /** The first-run page was skipped: the app opens on the dashboard even with no profile. */
+  welcome_skipped: boolean;
 }
 
 /** A reading of the host's memory read bandwidth and how it was taken

@@ -1,9 +1,10 @@
-// Hash routes (#/, #/history, #/models, #/hub, #/hub/org/name, #/plan?model=…, #/instances,
+// Hash routes (#/welcome, #/, #/history, #/models, #/hub, #/hub/org/name, #/plan?model=…, #/instances,
 // #/gateway, #/gateway/usage, #/chat, #/chat/<conversation id>, #/bench, #/bench/<run id>,
 // #/bench/tune, #/bench/tune/<tuning id>, #/settings):
 // the daemon serves one index.html, so routing stays on the client and a reload keeps the page.
 
 export type Route =
+  | 'welcome'
   | 'dashboard'
   | 'history'
   | 'models'
@@ -20,6 +21,7 @@ export type Route =
 /** The navigation items; `plan` and the hub are reached from Models and show under it, the
  *  gateway's usage under Gateway. */
 export const ROUTES: { route: Route; hash: string; label: string }[] = [
+  { route: 'welcome', hash: '#/welcome', label: 'Start' },
   { route: 'dashboard', hash: '#/', label: 'Dashboard' },
   { route: 'history', hash: '#/history', label: 'History' },
   { route: 'models', hash: '#/models', label: 'Models' },
@@ -62,6 +64,8 @@ export function parseHash(hash: string): Route {
   if (path === '/chat' || path.startsWith('/chat/')) return 'chat';
   if (path === '/bench' || path.startsWith('/bench/')) return 'bench';
   switch (path) {
+    case '/welcome':
+      return 'welcome';
     case '/hub':
       return 'hub';
     case '/history':
