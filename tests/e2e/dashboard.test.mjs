@@ -1,18 +1,33 @@
 // The dashboard in a real browser against a real daemon playing the 4× RTX 3090 rig
-// (one card on an x1 riser): cards, the flagged link, live charts, and the security checks.
+// (one card on an x1 riser): cards, the flagged link, live charts, and the security checks; the
+// Work panel on top: the next step on an empty rig, then a real CPU llama-server running a tiny
+// GGUF shown with its gateway names, state and memory, the speed of its last reply once one
+// came back through the gateway, and its Chat link opening the chat with it.
+// Needs RIGDECK_LLAMA_SERVER (a built llama-server) and RIGDECK_TINY_MODEL (a tiny .gguf).
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
-import { mkdirSync } from "node:fs";
-import { join } from "node:path";
-import { startDaemon, launchChromium } from "./daemon.mjs";
+import { execFileSync } from "node:child_process";
+import { appendFileSync, mkdirSync } from "node:fs";
+import { dirname, join } from "node:path";
+import { adminRequest, startDaemon, launchChromium, requiredFile } from "./daemon.mjs";
+
+const llamaServer = requiredFile("RIGDECK_LLAMA_SERVER", "a built llama-server binary");
+const tinyModel = requiredFile("RIGDECK_TINY_MODEL", "a tiny GGUF model");
 
 let daemon;
 let browser;
 let page;
 const artifacts = process.env.RIGDECK_ARTIFACTS ?? "/tmp/rigdeck-artifacts";
 
+const api = (method, path, body) => adminRequest(daemon, method, path, body);
+
 before(async () => {
-  daemon = await startDaemon("4x3090.json");
+  // An empty rig: the library scans Rigdeck's own empty models folder only, not the caches of
+  // other tools on this machine.
+  daemon = await startDaemon("4x3090.json", {
+    prepare: ({ configDir, dataDir }) =>
+      appendFileSync(join(configDir, "settings.toml"), `model_folders = [${JSON.stringify(join(dataDir, "models"))}]\n`),
+  });
   browser = await launchChromium();
   page = await browser.newPage({ viewport: { width: 1400, height: 1000 } });
   await page.goto(daemon.loginUrl);
@@ -20,8 +35,24 @@ before(async () => {
 });
 
 after(async () => {
+  if (daemon) {
+    const list = await api("GET", "/api/v1/instances").catch(() => null);
+    for (const v of list?.body ?? []) {
+      if (["starting", "loading", "ready"].includes(v.phase)) await api("POST", `/api/v1/instances/${v.name}/stop`).catch(() => {});
+    }
+  }
   await browser?.close();
   await daemon?.stop();
+});
+
+test("on an empty rig the Work panel says to find a model that fits", async () => {
+  const next = page.locator('[data-testid="rig-work"] [data-testid="work-next"]');
+  await next.waitFor({ timeout: 10_000 });
+  assert.equal(await next.getAttribute("data-kind"), "find");
+  assert.match(await next.textContent(), /Find a model that fits this rig/);
+  assert.equal(await next.locator("a").getAttribute("href"), "#/welcome");
+  assert.equal(await page.locator('[data-testid="work-model"]').count(), 0);
+  assert.equal(await page.locator('[data-testid="work-download"]').count(), 0);
 });
 
 test("the sign-in link leaves the token out of the address bar", async () => {
@@ -112,4 +143,70 @@ test("each menu link leads to a page headed and titled as the link", async () =>
   }
   await page.locator('[data-testid="nav-dashboard"]').click();
   await page.locator('[data-testid="gpu-card"]').first().waitFor();
+});
+
+test("a running model and the speed of its last reply appear on the dashboard", async () => {
+  execFileSync(process.env.RIGDECK_BIN, ["engines", "register", llamaServer], {
+    env: { ...process.env, RIGDECK_CONFIG_DIR: join(dirname(daemon.dataDir), "config"), RIGDECK_DATA_DIR: daemon.dataDir, RUST_LOG: "warn" },
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  const build = (await api("GET", "/api/v1/engines")).body[0];
+  const created = await api("POST", "/api/v1/profiles", {
+    name: "tiny",
+    engine_build_id: build.id,
+    model: tinyModel,
+    placement: { context: 4096, threads: 2 },
+    gateway: { aliases: ["tiny-chat"] },
+  });
+  assert.equal(created.status, 201, JSON.stringify(created.body));
+  // A model on disk, none running: the next step is to run one.
+  const next = page.locator('[data-testid="work-next"]');
+  await page.waitForFunction(() => document.querySelector('[data-testid="work-next"]')?.getAttribute("data-kind") === "run", null, { timeout: 10_000 });
+  assert.equal(await next.locator("a").getAttribute("href"), "#/models");
+
+  const started = await api("POST", "/api/v1/profiles/tiny/start", {});
+  assert.equal(started.status, 200, JSON.stringify(started.body));
+  const row = page.locator('[data-testid="work-model"][data-name="tiny"]');
+  await page.waitForFunction(
+    () => document.querySelector('[data-testid="work-model"][data-name="tiny"]')?.getAttribute("data-state") === "ready",
+    null,
+    { timeout: 120_000 },
+  );
+  assert.equal(await next.count(), 0, "no next step while a model runs");
+  assert.equal((await row.locator('[data-testid="work-model-state"]').textContent()).trim(), "ready");
+  assert.match(await row.locator('[data-testid="work-model-aliases"]').textContent(), /tiny-chat/);
+  assert.match(await row.locator('[data-testid="work-model-speed"]').textContent(), /no reply yet/);
+  assert.equal(await row.locator('[data-testid="work-model-engine"]').getAttribute("href"), "#/instances");
+  assert.match(await row.locator('[data-testid="work-model-memory"]').textContent(), /GPU \d+:|No GPU memory/);
+
+  // A reply through the gateway, by its alias: its decode speed is shown on the dashboard.
+  const reply = await fetch(`${daemon.base}/v1/chat/completions`, {
+    method: "POST",
+    headers: { authorization: `Bearer ${daemon.token}`, "content-type": "application/json" },
+    body: JSON.stringify({ model: "tiny-chat", messages: [{ role: "user", content: "Hello" }], max_tokens: 24 }),
+  });
+  const replied = await reply.text();
+  assert.equal(reply.status, 200, replied);
+  assert.ok(JSON.parse(replied).usage?.completion_tokens > 0, replied);
+  const gateway = await api("GET", "/api/v1/gateway");
+  const last = gateway.body.models.find((m) => m.name === "tiny")?.last_reply;
+  assert.ok(last && last.decode_tps > 0, `the gateway keeps the last reply: ${JSON.stringify(gateway.body.models)}`);
+  const speed = row.locator('[data-testid="work-model-speed"]');
+  await page.waitForFunction(
+    () => /tok\/s last reply/.test(document.querySelector('[data-testid="work-model"][data-name="tiny"] [data-testid="work-model-speed"]')?.textContent ?? ""),
+    null,
+    { timeout: 10_000 },
+  );
+  const shown = Number((await speed.textContent()).match(/([\d.]+) tok\/s/)[1]);
+  assert.ok(Math.abs(shown - last.decode_tps) <= 0.5, `shown ${shown} tok/s, the gateway says ${last.decode_tps}`);
+  mkdirSync(artifacts, { recursive: true });
+  await page.locator('[data-testid="rig-work"]').screenshot({ path: join(artifacts, "dashboard-work.png") });
+
+  // Chat opens the chat with it chosen.
+  await row.locator('[data-testid="work-model-chat"]').click();
+  await page.locator('[data-testid="chat-page"]').waitFor({ timeout: 15_000 });
+  assert.equal(new URL(page.url()).hash, "#/chat");
+  await page.waitForFunction(() => document.querySelector('[data-testid="model-select"]')?.value === "tiny", null, { timeout: 15_000 });
+  await page.locator('[data-testid="nav-dashboard"]').click();
+  await row.waitFor();
 });
