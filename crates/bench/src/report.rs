@@ -6,7 +6,7 @@ use std::fmt::Write;
 
 use serde_json::Value;
 
-use crate::quality::ProbeSummary;
+use crate::quality::{rate_text, ProbeSpec, ProbeSummary};
 use crate::result::{RunResult, StepResult};
 use crate::spec::{BenchSpec, Load};
 use crate::stats::Stats;
@@ -173,7 +173,7 @@ pub fn markdown(run: &RunDetail) -> String {
     }
     match &s.spec {
         RunSpec::Serving(spec) => serving_section(&mut out, run, spec),
-        RunSpec::Quality(_) => quality_section(&mut out, run),
+        RunSpec::Quality(spec) => quality_section(&mut out, run, spec),
         RunSpec::LlamaBench(_) => llama_bench_section(&mut out, run),
     }
     out
@@ -203,20 +203,30 @@ fn serving_section(out: &mut String, run: &RunDetail, spec: &BenchSpec) {
     }
 }
 
-/// The pass rate, per category, then every question with what the model answered.
-fn quality_section(out: &mut String, run: &RunDetail) {
-    let summary = ProbeSummary::of(&run.answers);
-    let rate = summary
-        .pass_rate
-        .map_or_else(|| "–".to_owned(), |r| format!("{:.0} %", r * 100.0));
+/// The pass rate with its interval, per category, then every question with what the model
+/// answered; failed requests are counted apart.
+fn quality_section(out: &mut String, run: &RunDetail, spec: &ProbeSpec) {
+    let summary = ProbeSummary::of(spec, &run.answers);
     let _ = writeln!(
         out,
-        "\nQuality probe: {} of {} answered correctly ({rate}), at temperature 0.\n",
-        summary.passed, summary.answered
+        "\nQuality probe ({} generated questions, seed {}), at temperature 0: {}.\n",
+        spec.count,
+        spec.seed,
+        summary.headline()
     );
-    let _ = writeln!(out, "| Category | Passed |\n|---|---|");
-    for (category, (passed, total)) in &summary.by_category {
-        let _ = writeln!(out, "| {category} | {passed} / {total} |");
+    let _ = writeln!(
+        out,
+        "| Category | Passed | Rate (95 % interval) | Failed requests |\n|---|---|---|---|"
+    );
+    for (category, (passed, graded)) in &summary.by_category {
+        let rate = (*graded > 0).then(|| f64::from(*passed) / f64::from(*graded));
+        let interval = summary.category_intervals.get(category).copied();
+        let errors = summary.category_errors.get(category).copied().unwrap_or(0);
+        let _ = writeln!(
+            out,
+            "| {category} | {passed} / {graded} | {} | {errors} |",
+            rate_text(rate, interval)
+        );
     }
     let _ = writeln!(
         out,

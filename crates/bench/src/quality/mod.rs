@@ -1,7 +1,15 @@
-//! The quality probe: questions with one exact, checkable answer, asked at temperature 0, so a
-//! quantization or KV cache type that costs accuracy shows as a lower pass rate next to its speed
-//! (000 saw an 8-bit KV cache take a model from 52 % to 24 %). Each reply's last `Answer:` line is
-//! compared with the expected answer (numbers numerically, text case- and punctuation-blind).
+//! The quality probe: generated questions with one exact, checkable answer ([`items`]), asked at
+//! temperature 0, so a quantization or KV cache type that costs accuracy shows as a lower pass
+//! rate next to its speed (000 saw an 8-bit KV cache take a model from 52 % to 24 %). Each reply's
+//! last `Answer:` line is graded ([`grading`]); every pass rate carries its 95 % Wilson interval
+//! ([`significance`]), and two probes of one seed are compared question by question ([`paired`]).
+//! A failed request (a timeout, an HTTP error) is counted apart, never as a wrong answer.
+
+pub mod calendar;
+pub mod grading;
+pub mod items;
+pub mod paired;
+pub mod significance;
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -13,80 +21,14 @@ use tokio::task::JoinSet;
 
 use crate::endpoint::Endpoint;
 use crate::request::{error_text, root_cause, send_request};
-
-/// How an answer is compared.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Check {
-    /// Equal as numbers (within 1e-6 relative).
-    Number,
-    /// Equal as words, ignoring case, punctuation and surrounding markup.
-    Text,
-}
-
-struct Question {
-    id: &'static str,
-    category: &'static str,
-    prompt: &'static str,
-    answer: &'static str,
-    check: Check,
-}
-
-const fn q(
-    id: &'static str,
-    category: &'static str,
-    prompt: &'static str,
-    answer: &'static str,
-    check: Check,
-) -> Question {
-    Question {
-        id,
-        category,
-        prompt,
-        answer,
-        check,
-    }
-}
-
-use Check::{Number, Text};
-
-/// The built-in set: arithmetic, reasoning, text handling, code reading, facts.
-const QUESTIONS: &[Question] = &[
-    q("arith-1", "arithmetic", "What is 347 × 29?", "10063", Number),
-    q("arith-2", "arithmetic", "What is 15 % of 2 480?", "372", Number),
-    q("arith-3", "arithmetic", "What is (1 024 − 376) ÷ 8?", "81", Number),
-    q("arith-4", "arithmetic", "What is the sum of the integers from 1 to 60?", "1830", Number),
-    q("arith-5", "arithmetic", "What is 2 to the power 17?", "131072", Number),
-    q("arith-6", "arithmetic", "A price of 84 euros rises by 25 % and then falls by 20 %. What is the final price in euros?", "84", Number),
-    q("word-1", "reasoning", "A train leaves at 13:40 and the trip takes 2 hours 35 minutes. At what time does it arrive? Give the time as HH:MM in 24-hour form.", "16:15", Text),
-    q("word-2", "reasoning", "Anna is 3 years older than Ben. In 5 years their ages will add up to 41. How old is Anna now?", "17", Number),
-    q("word-3", "reasoning", "A tank holds 600 litres. One pipe fills it in 30 minutes, another empties it in 50 minutes. Starting empty with both open, how many minutes until it is full?", "75", Number),
-    q("word-4", "reasoning", "There are 5 red, 7 blue and 8 green marbles in a bag. How many must you take without looking to be sure of having two of the same colour?", "4", Number),
-    q("word-5", "reasoning", "If all bloops are razzies and no razzies are lazzies, can a bloop be a lazzie? Answer yes or no.", "no", Text),
-    q("word-6", "reasoning", "A week from the day after tomorrow is a Sunday. What day is today?", "Friday", Text),
-    q("word-7", "reasoning", "How many times does the digit 7 appear when writing every integer from 1 to 100?", "20", Number),
-    q("word-8", "reasoning", "A snail climbs 3 metres up a 10-metre wall each day and slides back 2 metres each night. On which day does it reach the top?", "8", Number),
-    q("text-1", "text", "Write the word 'benchmark' backwards.", "kramhcneb", Text),
-    q("text-2", "text", "How many letters 'r' are in the word 'strawberry'?", "3", Number),
-    q("text-3", "text", "Sort these words alphabetically and give the third one: pear, apple, mango, cherry, banana.", "cherry", Text),
-    q("text-4", "text", "What is the last word of this sentence: 'Quiet rivers carry the heaviest stones downstream'?", "downstream", Text),
-    q("text-5", "text", "Which word does not belong: copper, iron, granite, silver, zinc?", "granite", Text),
-    q("code-1", "code", "What does this Python print?\n\nx = [3, 1, 4, 1, 5, 9, 2]\nprint(sorted(x)[len(x) // 2])", "3", Number),
-    q("code-2", "code", "What does this Python print?\n\ns = 0\nfor i in range(1, 6):\n    if i % 2 == 0:\n        continue\n    s += i * i\nprint(s)", "35", Number),
-    q("code-3", "code", "What does this Python print?\n\nprint(len('local inference'.split('e')))", "4", Number),
-    q("code-4", "code", "What does this Rust expression evaluate to: (1..=4).map(|x| x * x).sum::<i32>()?", "30", Number),
-    q("code-5", "code", "In JSON, what is the value of .b[1].c in {\"a\": 1, \"b\": [{\"c\": 2}, {\"c\": 5}]}?", "5", Number),
-    q("fact-1", "facts", "What is the chemical symbol of tungsten?", "W", Text),
-    q("fact-2", "facts", "What is the capital of Australia?", "Canberra", Text),
-    q("fact-3", "facts", "How many bits are in a byte?", "8", Number),
-    q("fact-4", "facts", "What is the boiling point of water at sea level in degrees Fahrenheit?", "212", Number),
-    q("fact-5", "facts", "Which planet is closest to the Sun?", "Mercury", Text),
-    q("fact-6", "facts", "How many sides does a dodecagon have?", "12", Number),
-];
+use items::Item;
+use significance::{wilson, RateInterval};
 
 /// The instruction every question ends with.
 const FORMAT: &str = "\n\nThink it through if you need to, then end your reply with one line of the form `Answer: <answer>` and nothing after it.";
 
-/// How a probe runs.
+/// How a probe runs. `count` and `seed` choose the questions (stored with the run): two probes
+/// of one seed are asked the same questions and can be compared question by question.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct ProbeSpec {
@@ -95,7 +37,14 @@ pub struct ProbeSpec {
     /// Questions asked at once.
     pub concurrency: u32,
     pub request_timeout_s: u64,
+    /// Questions generated, in turn from each category.
+    pub count: u32,
+    /// The generators' seed.
+    pub seed: u64,
 }
+
+/// The largest seed a browser's numbers hold exactly (2^53 − 1).
+const MAX_SEED: u64 = (1 << 53) - 1;
 
 impl Default for ProbeSpec {
     fn default() -> Self {
@@ -103,6 +52,8 @@ impl Default for ProbeSpec {
             max_tokens: 2048,
             concurrency: 4,
             request_timeout_s: 600,
+            count: 250,
+            seed: 1,
         }
     }
 }
@@ -118,12 +69,24 @@ impl ProbeSpec {
                 self.concurrency
             ));
         }
+        if !(5..=5000).contains(&self.count) {
+            return Err(format!(
+                "quality probe count {}: use 5 to 5000 questions (250, 50 per category, tells apart rates about 10 points apart)",
+                self.count
+            ));
+        }
+        if self.seed > MAX_SEED {
+            return Err(format!(
+                "quality probe seed {}: use 0 to {MAX_SEED}",
+                self.seed
+            ));
+        }
         Ok(())
     }
 
     /// Questions in the probe.
     pub fn total(&self) -> u32 {
-        QUESTIONS.len() as u32
+        self.count
     }
 }
 
@@ -132,6 +95,9 @@ impl ProbeSpec {
 pub struct Answer {
     pub id: String,
     pub category: String,
+    /// The question as asked (without the answer-format instruction).
+    #[serde(default)]
+    pub question: String,
     pub expected: String,
     /// What the reply's answer line said.
     pub got: Option<String>,
@@ -141,6 +107,7 @@ pub struct Answer {
     pub output_tokens: Option<u64>,
     /// The reply was cut at `max_tokens` before it answered.
     pub truncated: bool,
+    /// The request failed (a timeout, an HTTP error): no answer to grade.
     pub error: Option<String>,
     pub duration_ms: f64,
 }
@@ -155,36 +122,107 @@ impl Answer {
             (None, None) => "(no answer)".to_owned(),
         }
     }
+
+    /// A reply came back to grade.
+    pub fn graded(&self) -> bool {
+        self.error.is_none()
+    }
 }
 
-/// Pass counts, overall and per category.
+/// Pass counts, overall and per category, of the graded answers (failed requests apart).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ProbeSummary {
+    /// Questions in the probe.
     pub total: u32,
+    /// Questions done: graded or failed.
     pub answered: u32,
+    /// Answers with a reply to grade.
+    #[serde(default)]
+    pub graded: u32,
     pub passed: u32,
+    /// passed / graded.
     pub pass_rate: Option<f64>,
+    /// Its 95 % Wilson interval.
+    #[serde(default)]
+    pub interval: Option<RateInterval>,
+    /// Failed requests: not graded, not counted as wrong.
     pub errors: u32,
+    /// (passed, graded) per category.
     pub by_category: BTreeMap<String, (u32, u32)>,
+    #[serde(default)]
+    pub category_intervals: BTreeMap<String, RateInterval>,
+    /// Failed requests per category (categories with none left out).
+    #[serde(default)]
+    pub category_errors: BTreeMap<String, u32>,
 }
 
 impl ProbeSummary {
-    pub fn of(answers: &[Answer]) -> Self {
+    pub fn of(spec: &ProbeSpec, answers: &[Answer]) -> Self {
         let mut by_category: BTreeMap<String, (u32, u32)> = BTreeMap::new();
+        let mut category_errors: BTreeMap<String, u32> = BTreeMap::new();
         for a in answers {
+            if !a.graded() {
+                *category_errors.entry(a.category.clone()).or_default() += 1;
+                by_category.entry(a.category.clone()).or_default();
+                continue;
+            }
             let entry = by_category.entry(a.category.clone()).or_default();
             entry.1 += 1;
             entry.0 += u32::from(a.pass);
         }
-        let passed = answers.iter().filter(|a| a.pass).count() as u32;
+        let graded = answers.iter().filter(|a| a.graded()).count() as u32;
+        let passed = answers.iter().filter(|a| a.graded() && a.pass).count() as u32;
+        let category_intervals = by_category
+            .iter()
+            .filter_map(|(c, (p, n))| wilson(*p, *n).map(|i| (c.clone(), i)))
+            .collect();
         ProbeSummary {
-            total: QUESTIONS.len() as u32,
+            total: spec.total(),
             answered: answers.len() as u32,
+            graded,
             passed,
-            pass_rate: (!answers.is_empty()).then(|| f64::from(passed) / answers.len() as f64),
-            errors: answers.iter().filter(|a| a.error.is_some()).count() as u32,
+            pass_rate: (graded > 0).then(|| f64::from(passed) / f64::from(graded)),
+            interval: wilson(passed, graded),
+            errors: answers.len() as u32 - graded,
             by_category,
+            category_intervals,
+            category_errors,
         }
+    }
+}
+
+impl ProbeSummary {
+    /// "passed 5 of 8: 62 % (95 % interval 31–86 %); 2 failed requests not counted".
+    pub fn headline(&self) -> String {
+        let mut text = format!(
+            "passed {} of {}: {}",
+            self.passed,
+            self.graded,
+            rate_text(self.pass_rate, self.interval)
+        );
+        if self.errors > 0 {
+            text += &format!(
+                "; {} failed request{} not counted",
+                self.errors,
+                if self.errors == 1 { "" } else { "s" }
+            );
+        }
+        text
+    }
+}
+
+/// A pass rate with its interval: "62 % (95 % interval 31–86 %)", or "–" without one.
+pub fn rate_text(rate: Option<f64>, interval: Option<RateInterval>) -> String {
+    let percent = |x: f64| format!("{:.0}", x * 100.0);
+    match (rate, interval) {
+        (Some(rate), Some(i)) => format!(
+            "{} % (95 % interval {}–{} %)",
+            percent(rate),
+            percent(i.low),
+            percent(i.high)
+        ),
+        (Some(rate), None) => format!("{} %", percent(rate)),
+        _ => "–".to_owned(),
     }
 }
 
@@ -206,15 +244,17 @@ pub async fn probe(
     let client = reqwest::Client::new();
     let url = endpoint.route(crate::spec::Api::Chat);
     let timeout = Duration::from_secs(spec.request_timeout_s);
+    let questions = items::items(spec.seed, spec.count);
     let mut answers: Vec<Answer> = Vec::new();
+    let mut asked: Vec<usize> = Vec::new();
     let mut tasks = JoinSet::new();
     let mut next = 0;
     let mut cancelled = false;
     loop {
-        while next < QUESTIONS.len() && tasks.len() < spec.concurrency as usize {
+        while next < questions.len() && tasks.len() < spec.concurrency as usize {
             let body = json!({
                 "model": endpoint.model,
-                "messages": [{"role": "user", "content": format!("{}{FORMAT}", QUESTIONS[next].prompt)}],
+                "messages": [{"role": "user", "content": format!("{}{FORMAT}", questions[next].prompt)}],
                 "temperature": 0,
                 "max_tokens": spec.max_tokens,
                 "stream": false,
@@ -235,8 +275,10 @@ pub async fn probe(
         };
         let Some(joined) = joined else { break };
         let Ok((index, reply)) = joined else { continue };
-        answers.push(grade(&QUESTIONS[index], reply));
-        answers.sort_by_key(|a| QUESTIONS.iter().position(|q| q.id == a.id));
+        // Kept in question order: `asked` holds each answer's question index.
+        let at = asked.partition_point(|i| *i < index);
+        asked.insert(at, index);
+        answers.insert(at, grade(&questions[index], reply));
         progress.answers(&answers).await;
     }
     (answers, cancelled)
@@ -303,15 +345,19 @@ async fn ask(
     }
 }
 
-fn grade(question: &Question, reply: Reply) -> Answer {
-    let visible = without_thinking(&reply.content);
-    let got = answer_line(visible);
-    let pass = got.as_deref().is_some_and(|g| matches(question, g));
+fn grade(item: &Item, reply: Reply) -> Answer {
+    let visible = grading::without_thinking(&reply.content);
+    let got = grading::answer_line(visible);
+    let pass = reply.error.is_none()
+        && got
+            .as_deref()
+            .is_some_and(|g| grading::matches(&item.check, &item.answer, g));
     let tail_start = visible.char_indices().rev().nth(299).map_or(0, |(i, _)| i);
     Answer {
-        id: question.id.to_owned(),
-        category: question.category.to_owned(),
-        expected: question.answer.to_owned(),
+        id: item.id.clone(),
+        category: item.category.to_owned(),
+        question: item.prompt.clone(),
+        expected: item.answer.clone(),
         got,
         pass,
         reply_tail: visible[tail_start..].to_owned(),
@@ -322,79 +368,9 @@ fn grade(question: &Question, reply: Reply) -> Answer {
     }
 }
 
-/// The text after a reasoning block the template left in the content.
-fn without_thinking(text: &str) -> &str {
-    match text.rfind("</think>") {
-        Some(end) => &text[end + "</think>".len()..],
-        None => text,
-    }
-}
-
-/// The last `Answer:` line's value (markup stripped), else the last non-empty line.
-fn answer_line(text: &str) -> Option<String> {
-    let lines: Vec<&str> = text
-        .lines()
-        .map(str::trim)
-        .filter(|l| !l.is_empty())
-        .collect();
-    let marked = lines.iter().rev().find_map(|line| {
-        let plain = line.replace(['*', '`', '#'], "");
-        let lower = plain.to_lowercase();
-        lower
-            .rfind("answer:")
-            .map(|at| plain[at + "answer:".len()..].trim().to_owned())
-    });
-    marked
-        .or_else(|| lines.last().map(|l| l.to_string()))
-        .filter(|a| !a.is_empty())
-}
-
-fn matches(question: &Question, got: &str) -> bool {
-    match question.check {
-        Number => {
-            let expected: f64 = question.answer.parse().unwrap_or(f64::NAN);
-            first_number(got)
-                .is_some_and(|n| (n - expected).abs() <= 1e-6 * expected.abs().max(1.0))
-        }
-        Text => normalize(got) == normalize(question.answer),
-    }
-}
-
-/// The first number in `text` (thousands separators allowed).
-fn first_number(text: &str) -> Option<f64> {
-    let cleaned: String = text
-        .chars()
-        .filter(|c| !matches!(c, ',' | ' ' | '\u{202f}' | '\u{a0}'))
-        .collect();
-    let start = cleaned.find(|c: char| c.is_ascii_digit() || c == '-')?;
-    let number: String = cleaned[start..]
-        .chars()
-        .enumerate()
-        .take_while(|(i, c)| c.is_ascii_digit() || *c == '.' || (*i == 0 && *c == '-'))
-        .map(|(_, c)| c)
-        .collect();
-    number.trim_end_matches('.').parse().ok()
-}
-
-/// Lower case, without surrounding punctuation or a leading "the": a hedge ("yes, or no") stays
-/// different from either answer.
-fn normalize(text: &str) -> String {
-    let lower = text
-        .trim()
-        .trim_matches(|c: char| !c.is_alphanumeric())
-        .to_lowercase();
-    lower
-        .strip_prefix("the ")
-        .map_or(lower.clone(), str::to_owned)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn question(id: &str) -> &'static Question {
-        QUESTIONS.iter().find(|q| q.id == id).expect("a question")
-    }
 
     fn reply(text: &str) -> Reply {
         Reply {
@@ -406,62 +382,87 @@ mod tests {
         }
     }
 
-    #[test]
-    fn answers_are_read_from_the_last_answer_line_and_compared_fairly() {
-        let pass = |id: &str, text: &str| grade(question(id), reply(text)).pass;
-        assert!(pass("arith-1", "347 × 29 = 10,063.\nAnswer: 10,063"));
-        assert!(pass("arith-1", "**Answer:** 10063"));
-        assert!(!pass("arith-1", "Answer: 10036"));
-        assert!(pass("word-1", "Answer: 16:15"));
-        assert!(pass(
-            "fact-2",
-            "<think>Sydney? No.</think>The capital is Canberra.\nAnswer: Canberra."
-        ));
-        assert!(!pass(
-            "fact-2",
-            "<think>Answer: Canberra</think>Answer: Sydney"
-        ));
-        assert!(pass("word-6", "Answer: friday"));
-        assert!(!pass("word-5", "Answer: yes, or no"));
-        assert!(pass("text-1", "Answer: `kramhcneb`"));
-        assert!(pass("fact-3", "8"));
-    }
-
-    /// Counts the days instead of trusting the key: today + 2 (the day after tomorrow) + 7 (a
-    /// week from it) is a Sunday.
-    #[test]
-    fn the_weekday_question_key_is_the_day_nine_days_before_a_sunday() {
-        const WEEK: [&str; 7] = [
-            "Monday",
-            "Tuesday",
-            "Wednesday",
-            "Thursday",
-            "Friday",
-            "Saturday",
-            "Sunday",
-        ];
-        let sunday = 6;
-        let today = (sunday + 7 * 2 - (2 + 7)) % 7;
-        assert_eq!(question("word-6").answer, WEEK[today]);
-    }
-
-    #[test]
-    fn ids_are_unique_and_numbers_parse() {
-        let mut ids: Vec<&str> = QUESTIONS.iter().map(|q| q.id).collect();
-        ids.sort_unstable();
-        ids.dedup();
-        assert_eq!(ids.len(), QUESTIONS.len());
-        for q in QUESTIONS.iter().filter(|q| q.check == Number) {
-            assert!(q.answer.parse::<f64>().is_ok(), "{}", q.id);
+    fn failed_request() -> Reply {
+        Reply {
+            error: Some("http://x/v1/chat/completions answered 503".to_owned()),
+            ..reply("")
         }
-        let summary = ProbeSummary::of(&[
-            grade(question("fact-3"), reply("Answer: 8")),
-            grade(question("fact-1"), reply("Answer: Tu")),
-        ]);
+    }
+
+    #[test]
+    fn a_reply_with_the_generated_answer_passes_and_a_failed_request_is_no_answer() {
+        for item in items::items(3, 20) {
+            let right = grade(
+                &item,
+                reply(&format!("Let me see.\nAnswer: {}", item.answer)),
+            );
+            assert!(right.pass, "{}: {}", item.id, item.answer);
+            assert_eq!(right.question, item.prompt);
+            let wrong = grade(&item, reply("Answer: 1999-01-01 zebra 0.5"));
+            assert!(!wrong.pass, "{}", item.id);
+            let failed = grade(&item, failed_request());
+            assert!(!failed.pass && failed.error.is_some());
+        }
+    }
+
+    /// Errors are counted apart: the pass rate and its interval are of the graded answers.
+    #[test]
+    fn summaries_count_failed_requests_apart_from_wrong_answers() {
+        let items = items::items(5, 10);
+        let answers: Vec<Answer> = items
+            .iter()
+            .enumerate()
+            .map(|(i, item)| match i {
+                0..=4 => grade(item, reply(&format!("Answer: {}", item.answer))),
+                5 | 6 => grade(item, failed_request()),
+                _ => grade(item, reply("Answer: none")),
+            })
+            .collect();
+        let spec = ProbeSpec {
+            count: 10,
+            ..ProbeSpec::default()
+        };
+        let summary = ProbeSummary::of(&spec, &answers);
         assert_eq!(
-            (summary.passed, summary.answered, summary.pass_rate),
-            (1, 2, Some(0.5))
+            (
+                summary.total,
+                summary.answered,
+                summary.graded,
+                summary.passed,
+                summary.errors
+            ),
+            (10, 10, 8, 5, 2)
         );
-        assert_eq!(summary.by_category.get("facts"), Some(&(1, 2)));
+        assert_eq!(summary.pass_rate, Some(5.0 / 8.0));
+        assert_eq!(summary.interval, significance::wilson(5, 8));
+        // arithmetic: items 0 and 5 (5 failed); units: 1 and 6 (6 failed); dates: 2 and 7.
+        assert_eq!(summary.by_category.get("arithmetic"), Some(&(1, 1)));
+        assert_eq!(summary.by_category.get("dates"), Some(&(1, 2)));
+        assert_eq!(
+            summary.category_intervals.get("dates"),
+            significance::wilson(1, 2).as_ref()
+        );
+        assert_eq!(summary.category_errors.get("units"), Some(&1));
+        assert_eq!(
+            summary.headline(),
+            "passed 5 of 8: 62 % (95 % interval 31–86 %); 2 failed requests not counted"
+        );
+    }
+
+    #[test]
+    fn count_and_seed_are_checked_with_a_message_naming_the_fix() {
+        let bad = |spec: ProbeSpec| spec.validate().expect_err("refused");
+        assert!(bad(ProbeSpec {
+            count: 0,
+            ..ProbeSpec::default()
+        })
+        .contains("count 0: use 5 to 5000"));
+        assert!(bad(ProbeSpec {
+            seed: u64::MAX,
+            ..ProbeSpec::default()
+        })
+        .contains("seed"));
+        assert!(ProbeSpec::default().validate().is_ok());
+        assert_eq!(ProbeSpec::default().total(), 250);
     }
 }

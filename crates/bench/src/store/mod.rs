@@ -451,7 +451,10 @@ fn summary(row: &SqliteRow, steps: Vec<StepDigest>) -> Result<RunSummary, StoreE
         }
     })?;
     let answers = answers(row);
-    let quality = matches!(spec, RunSpec::Quality(_)).then(|| ProbeSummary::of(&answers));
+    let quality = match &spec {
+        RunSpec::Quality(probe) => Some(ProbeSummary::of(probe, &answers)),
+        _ => None,
+    };
     let runs_done = match &spec {
         RunSpec::Serving(_) => steps.iter().map(|s| s.runs).sum(),
         RunSpec::Quality(_) => answers.len() as u32,
