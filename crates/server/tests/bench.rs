@@ -314,34 +314,180 @@ async fn the_quality_probe_grades_every_question_and_prints_the_pass_rate() {
     )
     .await;
     rig.run("tiny").await;
-    let (ok, out, stderr) = rig
-        .cli(&["bench", "tiny", "--quality", "--max-tokens", "24"])
-        .await;
+    let probe = [
+        "bench",
+        "tiny",
+        "--quality",
+        "--max-tokens",
+        "24",
+        "--count",
+        "10",
+        "--seed",
+        "7",
+    ];
+    let (ok, out, stderr) = rig.cli(&probe).await;
     // The tiny model's weights are random: it answers nothing right, but every question is
-    // asked, graded and stored.
+    // asked, graded and stored, with the interval the ten answers allow.
     assert!(!out.is_empty(), "{stderr}");
-    assert!(out.contains("arith-1"), "{out}");
-    assert!(out.contains("passed 0 of 30 (0 %)"), "{out}");
+    assert!(out.contains("arithmetic-1"), "{out}");
+    assert!(out.contains("code-2"), "{out}");
+    assert!(
+        out.contains("passed 0 of 10: 0 % (95 % interval 0–28 %)"),
+        "{out}"
+    );
     assert!(ok, "{stderr}");
     let (_, runs) = rig.api("GET", "/api/v1/bench/runs", None).await;
     let run = &runs[0];
     assert_eq!(run["kind"], "quality");
     assert_eq!(run["status"], "done");
-    assert_eq!(run["quality"]["answered"], 30);
-    assert_eq!(run["runs_done"], 30);
+    assert_eq!(run["spec"]["count"], 10);
+    assert_eq!(run["spec"]["seed"], 7);
+    assert_eq!(run["quality"]["answered"], 10);
+    assert_eq!(run["quality"]["graded"], 10);
+    assert_eq!(run["quality"]["errors"], 0);
+    assert_eq!(run["runs_done"], 10);
     let id = run["id"].as_i64().expect("id");
     let (_, detail) = rig
         .api("GET", &format!("/api/v1/bench/runs/{id}"), None)
         .await;
     let answer = &detail["answers"][0];
-    assert_eq!(answer["id"], "arith-1");
+    assert_eq!(answer["id"], "arithmetic-1");
+    assert!(
+        answer["question"]
+            .as_str()
+            .is_some_and(|q| q.starts_with("What is")),
+        "{answer}"
+    );
     assert_eq!(answer["truncated"], true, "{answer}");
     assert_eq!(answer["output_tokens"], 24, "{answer}");
     let (ok, md, _) = rig
         .cli(&["bench", "--show", &id.to_string(), "--format", "md"])
         .await;
     assert!(ok);
-    assert!(md.contains("Quality probe: 0 of 30"), "{md}");
+    assert!(
+        md.contains(
+            "Quality probe (10 generated questions, seed 7), at temperature 0: passed 0 of 10"
+        ),
+        "{md}"
+    );
+
+    // The same seed again asks the same questions: compared question by question, nothing
+    // tells the two apart.
+    let (ok, _, stderr) = rig.cli(&probe).await;
+    assert!(ok, "{stderr}");
+    let (_, runs) = rig.api("GET", "/api/v1/bench/runs", None).await;
+    let again = runs[0]["id"].as_i64().expect("id");
+    let (ok, out, stderr) = rig
+        .cli(&["bench", "--compare", &format!("{id},{again}")])
+        .await;
+    assert!(ok, "{stderr}");
+    assert!(out.contains("10 shared questions"), "{out}");
+    assert!(out.contains("not distinguishable (p = 1)"), "{out}");
+    // Another seed asks other questions: refused, saying why.
+    let (ok, _, stderr) = rig
+        .cli(&[
+            "bench",
+            "tiny",
+            "--quality",
+            "--max-tokens",
+            "16",
+            "--count",
+            "5",
+            "--seed",
+            "8",
+        ])
+        .await;
+    assert!(ok, "{stderr}");
+    let (_, runs) = rig.api("GET", "/api/v1/bench/runs", None).await;
+    let other_seed = runs[0]["id"].as_i64().expect("id");
+    let (status, refused) = rig
+        .api(
+            "GET",
+            &format!("/api/v1/bench/compare-probes?base={id}&other={other_seed}"),
+            None,
+        )
+        .await;
+    assert_eq!(status, 400, "{refused}");
+    assert!(
+        refused["message"]
+            .as_str()
+            .expect("message")
+            .contains("asked different questions"),
+        "{refused}"
+    );
+}
+
+/// An endpoint that answers "Answer: 0" and fails every third request with 503.
+async fn endpoint_failing_every_third_request() -> String {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    let count = std::sync::Arc::new(AtomicU32::new(0));
+    let answer = move || {
+        let count = count.clone();
+        async move {
+            if count.fetch_add(1, Ordering::SeqCst) % 3 == 2 {
+                return (
+                    axum::http::StatusCode::SERVICE_UNAVAILABLE,
+                    axum::Json(json!({"error": {"message": "loading"}})),
+                );
+            }
+            let reply = json!({"choices": [{"message": {"content": "Answer: 0"}, "finish_reason": "stop"}],
+                "usage": {"completion_tokens": 3}});
+            (axum::http::StatusCode::OK, axum::Json(reply))
+        }
+    };
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let app = axum::Router::new().route("/v1/chat/completions", axum::routing::post(answer));
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    format!("http://{addr}/v1")
+}
+
+/// Failed requests are counted apart from wrong answers: the pass rate is of the graded replies.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_probes_failed_requests_are_counted_apart_not_as_wrong() {
+    let t = support::TestServer::start("2x5060ti.json").await;
+    let url = endpoint_failing_every_third_request().await;
+    let (status, run) = t
+        .post_json(
+            "/api/v1/bench/runs",
+            &json!({"kind": "quality", "target": {"kind": "url", "url": url, "model": "m"},
+                "probe": {"count": 9, "concurrency": 1}}),
+        )
+        .await;
+    assert_eq!(status, 201, "{run}");
+    let id = run["id"].as_i64().expect("id");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let run = loop {
+        let run = t.get_json(&format!("/api/v1/bench/runs/{id}")).await;
+        if run["status"] != "running" {
+            break run;
+        }
+        assert!(Instant::now() < deadline, "{run}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert_eq!(run["status"], "done", "{run}");
+    let quality = &run["quality"];
+    assert_eq!(quality["answered"], 9, "{quality}");
+    assert_eq!(quality["errors"], 3, "{quality}");
+    assert_eq!(quality["graded"], 6, "{quality}");
+    let passed = quality["passed"].as_u64().expect("passed");
+    assert_eq!(
+        quality["pass_rate"].as_f64(),
+        Some(passed as f64 / 6.0),
+        "{quality}"
+    );
+    let failed: Vec<&Value> = run["answers"]
+        .as_array()
+        .expect("answers")
+        .iter()
+        .filter(|a| a["error"].is_string())
+        .collect();
+    assert_eq!(failed.len(), 3);
+    assert!(failed.iter().all(|a| a["pass"] == false), "{failed:?}");
+    assert!(
+        failed[0]["error"].as_str().expect("error").contains("503"),
+        "{failed:?}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

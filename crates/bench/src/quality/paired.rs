@@ -8,7 +8,8 @@ use std::collections::HashMap;
 use serde::{Deserialize, Serialize};
 
 use super::significance::{mcnemar_exact, wilson, RateInterval, ALPHA};
-use super::Answer;
+use super::{Answer, ProbeSpec};
+use crate::store::{RunDetail, RunSpec};
 
 /// One probe's side of a comparison, on the shared questions.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -93,6 +94,28 @@ impl ProbeComparison {
             Verdict::OtherBetter => format!("{other} better ({p})"),
             Verdict::NotDistinguishable => format!("not distinguishable ({p})"),
         }
+    }
+}
+
+/// Two stored runs compared, when both are probes of one seed; else why they cannot be.
+pub fn compare_runs(base: &RunDetail, other: &RunDetail) -> Result<ProbeComparison, String> {
+    let (base_spec, other_spec) = (probe_spec(base)?, probe_spec(other)?);
+    if base_spec.seed != other_spec.seed {
+        return Err(format!(
+            "probes {} (seed {}) and {} (seed {}) asked different questions: compare probes run with the same seed",
+            base.summary.id, base_spec.seed, other.summary.id, other_spec.seed
+        ));
+    }
+    Ok(ProbeComparison::of(&base.answers, &other.answers))
+}
+
+fn probe_spec(run: &RunDetail) -> Result<&ProbeSpec, String> {
+    match &run.summary.spec {
+        RunSpec::Quality(spec) => Ok(spec),
+        _ => Err(format!(
+            "run {} is a {} run, not a quality probe: compare two quality probes",
+            run.summary.id, run.summary.kind
+        )),
     }
 }
 
@@ -225,6 +248,46 @@ mod tests {
         );
         assert_eq!(c.left_out, 4);
         assert_eq!(c.base.interval, wilson(1, 2));
+    }
+
+    fn run(id: i64, kind: &str, spec: serde_json::Value, answers: &[Answer]) -> RunDetail {
+        serde_json::from_value(serde_json::json!({
+            "id": id, "name": "probe", "kind": kind, "target": null, "spec": spec,
+            "status": "done", "error": null, "exact_prompts": false, "started_at_ms": 0,
+            "finished_at_ms": 1, "steps": [], "quality": null, "runs_done": 0, "runs_total": 0,
+            "context": null, "telemetry": [], "results": [], "answers": answers, "tests": []
+        }))
+        .expect("a run")
+    }
+
+    #[test]
+    fn only_probes_of_one_seed_are_compared() {
+        let (a, b) = probes(&[(true, false), (true, true)]);
+        let probe = |id, seed| {
+            let spec = serde_json::to_value(ProbeSpec {
+                seed,
+                ..ProbeSpec::default()
+            });
+            run(
+                id,
+                "quality",
+                spec.expect("json"),
+                if id == 1 { &a } else { &b },
+            )
+        };
+        let compared = compare_runs(&probe(1, 7), &probe(2, 7)).expect("comparable");
+        assert_eq!((compared.shared, compared.base_only), (2, 1));
+        let seeds = compare_runs(&probe(1, 7), &probe(2, 8)).expect_err("other seeds");
+        assert!(
+            seeds.contains("probes 1 (seed 7) and 2 (seed 8) asked different questions"),
+            "{seeds}"
+        );
+        let speed = run(3, "serving", serde_json::json!({"shapes": []}), &[]);
+        let kind = compare_runs(&probe(1, 7), &speed).expect_err("a speed run");
+        assert!(
+            kind.contains("run 3 is a serving run, not a quality probe"),
+            "{kind}"
+        );
     }
 
     #[test]

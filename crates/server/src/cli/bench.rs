@@ -1,13 +1,15 @@
 //! `rigdeck bench`: a serving benchmark through the daemon, with the Benchmarks page's options.
 //! Prints a progress bar while it runs and a table of every step at the end; Ctrl-C cancels
 //! (what was measured is kept). `--list` shows stored runs; `--show ID` prints one again, or
-//! exports it with `--format md|csv|json`.
+//! exports it with `--format md|csv|json`; `--compare A,B` sets two quality probes side by side,
+//! question by question.
 
 use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::{bail, Context};
-use rigdeck_core::bench::quality::ProbeSummary;
+use rigdeck_core::bench::quality::paired::{ProbeComparison, Verdict};
+use rigdeck_core::bench::quality::{rate_text, ProbeSummary};
 use rigdeck_core::bench::report::{median_and_p99, median_and_spread, median_of};
 use rigdeck_core::bench::spec::{Api, PromptSource, Slo};
 use rigdeck_core::bench::store::{RunDetail, RunSpec, RunSummary, Status};
@@ -80,6 +82,7 @@ pub struct BenchArgs {
     /// Runs under this speculative acceptance (a fraction) are counted.
     #[arg(long, default_value_t = 0.6)]
     pub min_acceptance: f64,
+    /// The seed of the synthetic prompts, or of the quality probe's questions.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
     /// One request's limit in seconds.
@@ -104,6 +107,13 @@ pub struct BenchArgs {
     /// The quality probe's room per reply (reasoning models need a few thousand tokens).
     #[arg(long, default_value_t = 2048, requires = "quality")]
     pub max_tokens: u32,
+    /// The quality probe's questions, generated from --seed (50 per category by default).
+    #[arg(long, default_value_t = 250, requires = "quality")]
+    pub count: u32,
+    /// Two quality probes of one seed, question by question: BASE,OTHER (run ids).
+    #[arg(long, value_name = "BASE,OTHER", value_delimiter = ',', num_args = 1,
+        conflicts_with_all = ["target", "gateway", "url", "show", "list"])]
+    pub compare: Vec<i64>,
     /// llama.cpp's own llama-bench instead, with the profile's flags (the profile must not be
     /// running): pp and tg tokens/s at each --depth.
     #[arg(long, requires = "target", conflicts_with_all = ["quality", "gateway", "url", "start"])]
@@ -141,9 +151,13 @@ pub fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
         if let Some(id) = args.show {
             return show(&client, id, args.format.as_deref()).await;
         }
+        if !args.compare.is_empty() {
+            return compare(&client, &args.compare).await;
+        }
         let body = if args.quality {
             json!({"name": args.name, "target": target(&args)?, "kind": "quality",
-                "probe": {"max_tokens": args.max_tokens, "request_timeout_s": args.timeout}})
+                "probe": {"max_tokens": args.max_tokens, "request_timeout_s": args.timeout,
+                    "count": args.count, "seed": args.seed}})
         } else if args.llama_bench {
             json!({"name": args.name, "target": {"kind": "profile", "name": args.target},
                 "kind": "llama_bench", "llama_bench": {"prompt_tokens": args.pp,
@@ -339,28 +353,90 @@ fn tests_table(run: &RunDetail) -> String {
     out
 }
 
-/// Every question with the model's answer, then the pass rate overall and per category.
+/// Every question with the model's answer, then the pass rate overall and per category, each
+/// with its 95 % interval; failed requests are marked and counted apart.
 fn answers_table(run: &RunDetail, quality: &ProbeSummary) -> String {
     let rows: Vec<Vec<String>> = run
         .answers
         .iter()
         .map(|a| {
             let got: String = a.shown().chars().take(40).collect();
-            let mark = if a.pass { "yes" } else { "no" };
+            let mark = match (&a.error, a.pass) {
+                (Some(_), _) => "error",
+                (None, true) => "yes",
+                (None, false) => "no",
+            };
             vec![a.id.clone(), a.expected.clone(), got, mark.to_owned()]
         })
         .collect();
     let mut out = table::render(&["QUESTION", "EXPECTED", "ANSWERED", "PASS"], &rows);
-    let rate = quality
-        .pass_rate
-        .map_or_else(|| "–".to_owned(), |r| format!("{:.0} %", r * 100.0));
-    out += &format!("passed {} of {} ({rate})", quality.passed, quality.answered);
-    let categories: Vec<String> = quality
+    out += &format!("{}\n", quality.headline());
+    let categories: Vec<Vec<String>> = quality
         .by_category
         .iter()
-        .map(|(c, (passed, total))| format!("{c} {passed}/{total}"))
+        .map(|(category, (passed, graded))| {
+            let rate = (*graded > 0).then(|| f64::from(*passed) / f64::from(*graded));
+            let interval = quality.category_intervals.get(category).copied();
+            let errors = quality.category_errors.get(category).copied().unwrap_or(0);
+            vec![
+                category.clone(),
+                format!("{passed}/{graded}"),
+                rate_text(rate, interval),
+                errors.to_string(),
+            ]
+        })
         .collect();
-    out += &format!(": {}\n", categories.join(", "));
+    out += &table::render(
+        &["CATEGORY", "PASSED", "RATE", "FAILED REQUESTS"],
+        &categories,
+    );
+    out
+}
+
+/// `--compare BASE,OTHER`: both pass rates with their intervals on the shared questions, the
+/// questions only one passed, and McNemar's verdict.
+async fn compare(client: &DaemonClient, ids: &[i64]) -> anyhow::Result<ExitCode> {
+    let [base, other] = ids else {
+        bail!("--compare takes two probe ids, BASE,OTHER (`rigdeck bench --list` shows them)");
+    };
+    let value = client
+        .get(&format!(
+            "/api/v1/bench/compare-probes?base={base}&other={other}"
+        ))
+        .await?;
+    let comparison: ProbeComparison = serde_json::from_value(value)?;
+    print!("{}", comparison_text(*base, *other, &comparison));
+    Ok(ExitCode::SUCCESS)
+}
+
+fn comparison_text(base: i64, other: i64, c: &ProbeComparison) -> String {
+    let (base_name, other_name) = (format!("#{base}"), format!("#{other}"));
+    let rows = vec![
+        vec![
+            base_name.clone(),
+            format!("{}/{}", c.base.passed, c.shared),
+            rate_text(c.base.pass_rate, c.base.interval),
+            c.base_only.to_string(),
+        ],
+        vec![
+            other_name.clone(),
+            format!("{}/{}", c.other.passed, c.shared),
+            rate_text(c.other.pass_rate, c.other.interval),
+            c.other_only.to_string(),
+        ],
+    ];
+    let mut out = table::render(&["PROBE", "PASSED", "RATE", "ONLY THIS ONE PASSED"], &rows);
+    out += &format!(
+        "{} shared questions ({} passed by both, {} by neither); {} left out (not asked of both, or a failed request)\n",
+        c.shared, c.both_passed, c.neither, c.left_out
+    );
+    let verdict = c.sentence(&base_name, &other_name);
+    out += &match c.verdict {
+        Verdict::NotDistinguishable => {
+            format!("{verdict}: McNemar's exact test cannot tell them apart on these questions\n")
+        }
+        _ => format!("{verdict}, McNemar's exact test\n"),
+    };
     out
 }
 
@@ -425,7 +501,7 @@ async fn list(client: &DaemonClient) -> anyhow::Result<ExitCode> {
         .map(|r| {
             let first = r.steps.first();
             let headline = match &r.quality {
-                Some(q) => format!("{} of {} correct", q.passed, q.answered),
+                Some(q) => q.headline(),
                 None => first.map_or_else(String::new, |s| {
                     let tps = s
                         .aggregate_tps

@@ -8,6 +8,7 @@ use axum::extract::{Path, Query, State};
 use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
+use rigdeck_core::bench::quality::paired::{compare_runs, ProbeComparison};
 use rigdeck_core::bench::report;
 use rigdeck_core::bench::store::{RunDetail, RunSummary, StoreError};
 use rigdeck_core::benchmarks::{BenchError, Benchmarks, NewBenchmark};
@@ -103,6 +104,26 @@ pub async fn delete(
 ) -> ApiResult<StatusCode> {
     benchmarks(&state)?.delete(id).await.map_err(bench_error)?;
     Ok(StatusCode::NO_CONTENT)
+}
+
+#[derive(Debug, Deserialize)]
+pub struct ProbePair {
+    base: i64,
+    other: i64,
+}
+
+/// `GET /bench/compare-probes?base=ID&other=ID`: two quality probes of one seed, question by
+/// question (McNemar's exact test), each pass rate with its 95 % interval.
+pub async fn compare_probes(
+    State(state): State<Arc<AppState>>,
+    Query(pair): Query<ProbePair>,
+) -> ApiResult<Json<ProbeComparison>> {
+    let store = benchmarks(&state)?.store();
+    let base = store.get(pair.base).await.map_err(store_error)?;
+    let other = store.get(pair.other).await.map_err(store_error)?;
+    let comparison = compare_runs(&base, &other)
+        .map_err(|message| ApiError::new(StatusCode::BAD_REQUEST, "not_comparable", message))?;
+    Ok(Json(comparison))
 }
 
 #[derive(Debug, Deserialize)]

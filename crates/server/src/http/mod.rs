@@ -356,6 +356,11 @@ fn api_endpoints() -> Vec<Endpoint> {
         at(Method::DELETE, "/bench/runs/{id}", delete(bench::delete)),
         at(Method::POST, "/bench/runs/{id}/cancel", post(bench::cancel)),
         at(Method::GET, "/bench/runs/{id}/export", get(bench::export)),
+        at(
+            Method::GET,
+            "/bench/compare-probes",
+            get(bench::compare_probes),
+        ),
         at(Method::GET, "/bench/tunes", get(tune::list)),
         at(Method::POST, "/bench/tunes", post(tune::start)),
         at(Method::GET, "/bench/tunes/{id}", get(tune::get)),
