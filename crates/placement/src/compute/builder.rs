@@ -14,11 +14,13 @@ use crate::options::{DeviceId, KvType, PlacementOptions};
 const ALIGNMENT: u64 = 32;
 
 /// The batch llama.cpp reserves for (`llama_context::sched_reserve`): `min(n_ctx, ubatch)`
-/// tokens spread evenly over `n_seq_max` sequences (rounded up to a multiple of them), every
-/// token an output.
+/// tokens spread evenly over `n_seq_max` sequences (rounded up to a multiple of them), and as
+/// many outputs as tokens before the rounding.
 #[derive(Clone, Copy)]
 pub(super) struct Batch {
     pub(super) tokens: u64,
+    /// The rows whose logits are computed: `min(n_ctx, ubatch)`, not rounded.
+    pub(super) outputs: u64,
     pub(super) sequences: u64,
     /// Tokens per sequence.
     pub(super) per_sequence: u64,
@@ -68,8 +70,11 @@ pub(super) struct Builder {
     flash_attention: bool,
     /// The recurrent layers' state indices (`build_rs_inp`).
     pub(super) state_copy: Option<TensorId>,
-    /// Placed whenever a held layer attends.
+    /// Placed whenever a held layer attends (for a sliding-window model, a full-attention one).
     attention: Option<AttentionInputs>,
+    /// A sliding-window model's second set (`build_attn_inp_kv_iswa`): the window cache's rows,
+    /// mask and rotations, placed when a held layer attends over the window.
+    window_attention: Option<AttentionInputs>,
     /// The rows whose logits are wanted (`build_inp_out_ids`).
     pub(super) output_rows: Option<TensorId>,
 }
@@ -94,11 +99,13 @@ impl Builder {
     ) -> Builder {
         let sequences = u64::from(options.parallel.max(1));
         let ubatch = u64::from(options.ubatch.min(options.batch).max(1));
-        let tokens = ubatch.min(g.n_ctx.max(1)).div_ceil(sequences) * sequences;
+        let outputs = ubatch.min(g.n_ctx.max(1));
+        let tokens = outputs.div_ceil(sequences) * sequences;
         Builder {
             graph: Graph::default(),
             batch: Batch {
                 tokens,
+                outputs,
                 sequences,
                 per_sequence: tokens / sequences,
                 streams: g.n_stream.max(1),
@@ -109,6 +116,7 @@ impl Builder {
             flash_attention: options.flash_attention,
             state_copy: None,
             attention: None,
+            window_attention: None,
             output_rows: None,
         }
     }
@@ -138,16 +146,10 @@ impl Builder {
         if held.iter().any(|&il| model.attention.is_recurrent(il)) {
             self.state_copy = Some(self.input(Element::I32, [self.batch.sequences, 1, 1, 1]));
         }
-        if let Some(il) = held
-            .iter()
-            .copied()
-            .find(|&il| !model.attention.is_recurrent(il))
-        {
-            self.attention =
-                Some(self.attention_inputs(model, il, positions_per_token, options, g));
-        }
+        self.place_attention_inputs(model, held, positions_per_token, options, g);
         if rows_out {
-            self.output_rows = Some(self.input(Element::I32, [tokens, 1, 1, 1]));
+            let outputs = self.batch.outputs;
+            self.output_rows = Some(self.input(Element::I32, [outputs, 1, 1, 1]));
         }
         match first {
             LayerInput::Tokens(ids) => {
@@ -160,12 +162,49 @@ impl Builder {
         }
     }
 
-    /// [`AttentionInputs`], placed in the order the graph meets them.
+    /// The attention inputs of the held layers, in the order the graph meets them: one set, or
+    /// for a sliding-window model one per kind of layer held (window or full), the first held
+    /// layer's kind first, both sharing the positions.
+    fn place_attention_inputs(
+        &mut self,
+        model: &ModelShape,
+        held: &[usize],
+        positions_per_token: u64,
+        options: &PlacementOptions,
+        g: &ContextGeometry,
+    ) {
+        let attending = || {
+            held.iter()
+                .copied()
+                .filter(|&il| !model.attention.is_recurrent(il))
+        };
+        let windowed = |il: usize| is_windowed(model, il);
+        let Some(first) = attending().next() else {
+            return;
+        };
+        let mut positions = None;
+        let mut kinds = vec![first];
+        kinds.extend(attending().find(|&il| windowed(il) != windowed(first)));
+        for il in kinds {
+            let inputs =
+                self.attention_inputs(model, il, positions_per_token, positions, options, g);
+            positions = Some(inputs.positions);
+            if windowed(il) {
+                self.window_attention = Some(inputs);
+            } else {
+                self.attention = Some(inputs);
+            }
+        }
+    }
+
+    /// The inputs layer `il`'s attention reads, placed in the order the graph meets them; the
+    /// positions are placed with the first set and shared by a second.
     fn attention_inputs(
         &mut self,
         model: &ModelShape,
         il: usize,
         positions_per_token: u64,
+        positions: Option<TensorId>,
         options: &PlacementOptions,
         g: &ContextGeometry,
     ) -> AttentionInputs {
@@ -175,7 +214,8 @@ impl Builder {
         // after.
         let key_rotation = rotation_block(options.cache_type_k, attention.key_length, true)
             .map(|block| self.input(Element::F32, [block, block, 1, 1]));
-        let positions = self.input(Element::I32, [tokens * positions_per_token, 1, 1, 1]);
+        let positions = positions
+            .unwrap_or_else(|| self.input(Element::I32, [tokens * positions_per_token, 1, 1, 1]));
         let value_rotation = rotation_block(options.cache_type_v, attention.value_length, false)
             .map(|block| self.input(Element::F32, [block, block, 1, 1]));
         let key_rows = self.input(Element::I64, [tokens, 1, 1, 1]);
@@ -207,7 +247,12 @@ impl Builder {
 
     /// RoPE over `x` (`[head, heads, tokens]`) with the positions input.
     pub(super) fn rope(&mut self, x: TensorId) -> TensorId {
-        let positions: Vec<TensorId> = self.attention.map(|a| a.positions).into_iter().collect();
+        let positions: Vec<TensorId> = self
+            .attention
+            .or(self.window_attention)
+            .map(|a| a.positions)
+            .into_iter()
+            .collect();
         self.elementwise(x, &positions)
     }
 
@@ -267,7 +312,12 @@ impl Builder {
         options: &PlacementOptions,
         g: &ContextGeometry,
     ) -> TensorId {
-        let Some(inputs) = self.attention else {
+        let inputs = if is_windowed(model, il) {
+            self.window_attention
+        } else {
+            self.attention
+        };
+        let Some(inputs) = inputs else {
             // `inputs` placed them for every graph with an attending layer.
             return q;
         };
@@ -348,7 +398,7 @@ impl Builder {
         fused_gate_up: bool,
         x: TensorId,
     ) -> TensorId {
-        let (tokens, used) = (self.batch.tokens, self.experts_used);
+        let (tokens, used) = (self.graph.extents(x)[1], self.experts_used);
         let logits = self.matmul(count, x);
         let probabilities = self.elementwise(logits, &[]);
         let per_expert = self.graph.reshape(probabilities, [1, count, tokens, 1]);
@@ -409,7 +459,7 @@ impl Builder {
     /// `build_ffn` with SiLU gating (`LLM_FFN_SILU`, `LLM_FFN_PAR`): up, gate, their SwiGLU and
     /// the down projection.
     pub(super) fn dense_feed_forward(&mut self, width: u64, x: TensorId) -> TensorId {
-        let tokens = self.batch.tokens;
+        let tokens = self.graph.extents(x)[1];
         let up = self.matmul(width, x);
         let gate = self.matmul(width, x);
         let activated = self.op(Reuse::Fresh, [width, tokens, 1, 1], &[gate, up]);
@@ -420,10 +470,10 @@ impl Builder {
     fn expert_matmul(&mut self, rows: u64, x: TensorId, selected: TensorId) -> TensorId {
         let ne = self.graph.extents(x);
         let weight = self.weight([ne[0], rows, 1, 1]);
-        let used = self.graph.extents(selected)[0];
+        let [used, tokens, ..] = self.graph.extents(selected);
         self.op(
             Reuse::Fresh,
-            [rows, used, self.batch.tokens, 1],
+            [rows, used, tokens, 1],
             &[weight, x, selected],
         )
     }
@@ -484,6 +534,12 @@ fn rotation_block(kind: KvType, head: u32, largest: bool) -> Option<u64> {
         block *= 2;
     }
     Some(block)
+}
+
+/// Whether layer `il` attends over a sliding window (its own cache, mask and rotations).
+fn is_windowed(model: &ModelShape, il: usize) -> bool {
+    let attention = &model.attention;
+    attention.sliding_window.is_some() && attention.swa_layers.get(il).copied().unwrap_or(false)
 }
 
 /// Layer `il`'s head size, query heads and KV heads.

@@ -1,7 +1,10 @@
-//! The graph llama.cpp reserves for the `llama` architecture (`src/models/llama.cpp`: Llama,
-//! Mistral and their fine-tunes, dense or with Mixtral-style routed experts), tensor by tensor,
-//! so that its compute buffer is llama.cpp's own byte count rather than a phase formula (whose
-//! logits phase missed the rows llama.cpp leaves below them by up to 5 %).
+//! The graph llama.cpp reserves for `llama` (`src/models/llama.cpp`: Llama, Mistral and their
+//! fine-tunes, dense or with Mixtral-style routed experts) and for the decoders built the same
+//! way with a few more operations (`qwen2.cpp`: biases on Q, K and V; `qwen3.cpp`,
+//! `qwen3moe.cpp`: Q and K normed per head; `gemma3.cpp`: those norms, scaled embeddings and
+//! queries, norms after the attention and the feed-forward, and a sliding window on most layers),
+//! tensor by tensor, so that the compute buffer is llama.cpp's own byte count rather than a phase
+//! formula (whose logits phase missed the rows llama.cpp leaves below them by up to 5 %).
 
 use super::allocator::{Reuse, TensorId};
 use super::builder::{layer_heads, replay, Builder};
@@ -10,7 +13,69 @@ use crate::layers::LayerDevices;
 use crate::model::ModelShape;
 use crate::options::{DeviceId, PlacementOptions};
 
-/// The compute buffer of `device` for a `llama` model, or `None` for another architecture.
+/// What a decoder's layer adds to `llama`'s.
+#[derive(Clone, Copy)]
+struct Decoder {
+    /// `qwen2`: a bias added to each of the Q, K and V projections.
+    qkv_bias: bool,
+    /// `qwen3`, `qwen3moe`, `gemma3`: Q and K RMS-normed per head before RoPE.
+    qk_norm: bool,
+    /// `gemma3`: the embeddings and the queries scaled, an RMS norm after the attention and
+    /// after the feed-forward.
+    gemma: bool,
+    /// The routed experts' width: `n_ff` for Mixtral-style `llama` experts whatever
+    /// `expert_feed_forward_length` says, that key for `qwen3moe`.
+    expert_ff: u64,
+}
+
+/// The decoder `model`'s architecture builds, or `None` for another graph (or a header whose
+/// attention is not what that graph reads: recurrent layers, MLA, unequal K and V heads, a
+/// sliding window outside `gemma3`).
+fn decoder(model: &ModelShape) -> Option<Decoder> {
+    let attention = &model.attention;
+    let n_ff = u64::from(model.n_ff);
+    let plain = Decoder {
+        qkv_bias: false,
+        qk_norm: false,
+        gemma: false,
+        expert_ff: n_ff,
+    };
+    let decoder = match model.architecture.as_str() {
+        "llama" => plain,
+        "qwen2" if model.experts.is_none() => Decoder {
+            qkv_bias: true,
+            ..plain
+        },
+        "qwen3" if model.experts.is_none() => Decoder {
+            qk_norm: true,
+            ..plain
+        },
+        "qwen3moe" => Decoder {
+            qk_norm: true,
+            expert_ff: model
+                .experts
+                .map(|e| u64::from(e.feed_forward_length))
+                .filter(|&width| width > 0)
+                .unwrap_or(n_ff),
+            ..plain
+        },
+        "gemma3" if model.experts.is_none() => Decoder {
+            qk_norm: true,
+            gemma: true,
+            ..plain
+        },
+        _ => return None,
+    };
+    let windowed = attention.sliding_window.is_some() && attention.swa_layers.contains(&true);
+    let supported = attention.recurrent.is_none()
+        && (!windowed || decoder.gemma)
+        && !attention.mla
+        && attention.key_length == attention.value_length;
+    supported.then_some(decoder)
+}
+
+/// The compute buffer of `device` for a model one of these decoders builds, or `None` for
+/// another architecture.
 pub(super) fn compute_bytes(
     model: &ModelShape,
     device: DeviceId,
@@ -18,15 +83,7 @@ pub(super) fn compute_bytes(
     g: &ContextGeometry,
     options: &PlacementOptions,
 ) -> Option<u64> {
-    let attention = &model.attention;
-    let plain = model.architecture == "llama"
-        && attention.recurrent.is_none()
-        && attention.sliding_window.is_none()
-        && !attention.mla
-        && attention.key_length == attention.value_length;
-    if !plain {
-        return None;
-    }
+    let decoder = decoder(model)?;
     replay(
         model,
         device,
@@ -37,8 +94,11 @@ pub(super) fn compute_bytes(
             let last = model.n_layer as usize;
             let selects_rows = held.last().is_some_and(|&il| il + 1 == last);
             let mut cur = builder.inputs(model, held, 1, selects_rows, options, g);
+            if decoder.gemma && held.first() == Some(&0) {
+                cur = builder.elementwise(cur, &[]);
+            }
             for &il in held {
-                cur = layer(&mut builder, model, il, cur, options, g);
+                cur = layer(&mut builder, model, decoder, il, cur, options, g);
             }
             if holds_output {
                 output(&mut builder, cur);
@@ -48,12 +108,14 @@ pub(super) fn compute_bytes(
     )
 }
 
-/// One decoder layer: norm, attention (Q, K, V projections, RoPE, [`Builder::attend`], the
-/// output projection), on the last layer only the rows whose logits are wanted, the residual,
-/// norm, feed-forward (dense or routed experts) and the second residual.
+/// One decoder layer: norm, attention (Q, K, V projections with their biases or per-head norms,
+/// RoPE, [`Builder::attend`], the output projection), on the last layer only the rows whose
+/// logits are wanted, the residual, norm, feed-forward (dense or routed experts) and the second
+/// residual; Gemma's norms after the attention and the feed-forward.
 fn layer(
     b: &mut Builder,
     model: &ModelShape,
+    decoder: Decoder,
     il: usize,
     input: TensorId,
     options: &PlacementOptions,
@@ -62,31 +124,50 @@ fn layer(
     let tokens = b.batch.tokens;
     let (head, heads, kv_heads) = layer_heads(model, il);
     let normed = b.rms_norm(input);
-    let q = b.matmul(head * heads, normed);
-    let k = b.matmul(head * kv_heads, normed);
-    let v = b.matmul(head * kv_heads, normed);
-    let q = b.graph.reshape(q, [head, heads, tokens, 1]);
-    let k = b.graph.reshape(k, [head, kv_heads, tokens, 1]);
-    let v = b.graph.reshape(v, [head, kv_heads, tokens, 1]);
-    let q = b.rope(q);
-    let k = b.rope(k);
+    let [q, k, v] = [heads, kv_heads, kv_heads].map(|count| {
+        let projected = b.matmul(head * count, normed);
+        let projected = if decoder.qkv_bias {
+            let bias = b.weight([head * count, 1, 1, 1]);
+            b.elementwise(projected, &[bias])
+        } else {
+            projected
+        };
+        b.graph.reshape(projected, [head, count, tokens, 1])
+    });
+    let [q, k] = [q, k].map(|x| {
+        let x = if decoder.qk_norm { b.rms_norm(x) } else { x };
+        b.rope(x)
+    });
+    let q = if decoder.gemma {
+        b.elementwise(q, &[])
+    } else {
+        q
+    };
     let attended = b.attend(model, il, [q, k, v], options, g);
     let n_embd = b.n_embd;
     let mut mixed = b.matmul(n_embd, attended);
     let mut residual = input;
     if let (true, Some(rows)) = (il + 1 == model.n_layer as usize, b.output_rows) {
-        mixed = b.op(Reuse::Fresh, [n_embd, tokens, 1, 1], &[mixed, rows]);
-        residual = b.op(Reuse::Fresh, [n_embd, tokens, 1, 1], &[residual, rows]);
+        let outputs = b.batch.outputs;
+        mixed = b.op(Reuse::Fresh, [n_embd, outputs, 1, 1], &[mixed, rows]);
+        residual = b.op(Reuse::Fresh, [n_embd, outputs, 1, 1], &[residual, rows]);
+    }
+    if decoder.gemma {
+        mixed = b.rms_norm(mixed);
     }
     let feed_forward_input = b.elementwise(mixed, &[residual]);
     let normed = b.rms_norm(feed_forward_input);
-    // Mixtral-style experts are `n_ff` wide whatever `expert_feed_forward_length` says.
-    let n_ff = u64::from(model.n_ff);
-    let feed_forward = match model.experts {
-        // llama.cpp's llama graph passes no fused gate/up tensor.
-        Some(experts) => b.routed_experts(u64::from(experts.count), n_ff, false, normed),
-        None => b.dense_feed_forward(n_ff, normed),
+    let mut feed_forward = match model.experts {
+        // llama.cpp's llama and qwen3moe graphs pass no fused gate/up tensor.
+        Some(experts) => {
+            b.routed_experts(u64::from(experts.count), decoder.expert_ff, false, normed)
+        }
+        // SwiGLU or (Gemma) GeGLU: the same tensors.
+        None => b.dense_feed_forward(u64::from(model.n_ff), normed),
     };
+    if decoder.gemma {
+        feed_forward = b.rms_norm(feed_forward);
+    }
     b.elementwise(feed_forward, &[feed_forward_input])
 }
 

@@ -2,8 +2,9 @@
 //! one micro-batch and reuses memory between the graph's phases, so the buffer is the largest
 //! phase with what is alive beside it, not the sum of the phases. Each phase below was measured
 //! against `llama-fit-params -fitp on` on the CPU backend. Where the planner knows the graph
-//! llama.cpp builds (`llama`: [`llama`]; Qwen3-Next and Qwen3.5, whose linear-attention layers
-//! defeated such formulas: [`qwen_hybrid`]), it replays ggml's allocator over it instead
+//! llama.cpp builds (`llama`, `qwen2`, `qwen3`, `qwen3moe` and `gemma3` with its sliding window:
+//! [`llama`]; Qwen3-Next and Qwen3.5, whose linear-attention layers defeated such formulas:
+//! [`qwen_hybrid`]), it replays ggml's allocator over it instead
 //! ([`allocator`], [`builder`]) and gets llama.cpp's own byte count. `cargo run -p rigdeck-core --example estimate_vs_dry_run` prints the grid.
 
 mod allocator;

@@ -500,11 +500,11 @@ impl HybridGraph {
 
     /// The final norm, the output rows and the logits: all three graph outputs, never freed.
     fn output(&mut self, x: TensorId) {
-        let (tokens, n_embd, n_vocab) = (self.batch.tokens, self.n_embd, self.n_vocab);
+        let (outputs, n_embd, n_vocab) = (self.batch.outputs, self.n_embd, self.n_vocab);
         let normed = self.rms_norm(x);
         self.graph.mark_output(normed);
         let rows = self.output_rows.unwrap_or(normed);
-        let selected = self.op(Reuse::Fresh, [n_embd, tokens, 1, 1], &[normed, rows]);
+        let selected = self.op(Reuse::Fresh, [n_embd, outputs, 1, 1], &[normed, rows]);
         self.graph.mark_output(selected);
         let logits = self.matmul(n_vocab, selected);
         self.graph.mark_output(logits);

@@ -1,0 +1,383 @@
+//! The compute buffer checked against llama.cpp on files Rigdeck did not write: each model is
+//! written by the gguf-py package of the pinned llama.cpp tree (`tests/gguf_py/write_model.py`,
+//! other vocabularies, head layouts and feed-forward widths than the project's own writer uses),
+//! planned from its header, and compared with `llama-fit-params -fitp on -nr` of the bundled CPU
+//! build. A family whose graph the planner replays must match to the MiB llama.cpp prints.
+//!
+//! Needs the bundled llama.cpp CPU build and the pinned source tree (`make test` builds both;
+//! `RIGDECK_LLAMA_BIN_DIR` and `RIGDECK_LLAMA_SOURCE_DIR` name others), and `python3` to create the
+//! gguf-py venv (`tests/gguf_py/python.sh`) on first use.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use rigdeck_placement::from_gguf::load_shape;
+use rigdeck_placement::plan::{plan, DeviceSpec};
+use rigdeck_placement::{DeviceId, KvType, PlacementOptions};
+use serde_json::{json, Value};
+
+const MIB: u64 = 1 << 20;
+
+fn cache_root() -> PathBuf {
+    if let Some(dir) = std::env::var_os("RIGDECK_CACHE_DIR") {
+        return PathBuf::from(dir);
+    }
+    let base = std::env::var_os("XDG_CACHE_HOME")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(std::env::var_os("HOME").expect("HOME")).join(".cache"));
+    base.join("rigdeck")
+}
+
+/// The newest entry of `dir` whose name starts with `prefix` and that has `suffix` inside.
+fn cached(env: &str, dir: &str, prefix: &str, suffix: &str) -> PathBuf {
+    if let Some(path) = std::env::var_os(env) {
+        return PathBuf::from(path);
+    }
+    let under = cache_root().join(dir);
+    let mut found: Vec<(std::time::SystemTime, PathBuf)> = std::fs::read_dir(&under)
+        .unwrap_or_else(|e| {
+            panic!(
+                "{}: {e}; run `make test` once or set {env}",
+                under.display()
+            )
+        })
+        .flatten()
+        .filter(|entry| entry.file_name().to_string_lossy().starts_with(prefix))
+        .map(|entry| entry.path().join(suffix))
+        .filter(|path| path.exists())
+        .filter_map(|path| Some((path.metadata().ok()?.modified().ok()?, path)))
+        .collect();
+    found.sort();
+    found
+        .pop()
+        .unwrap_or_else(|| panic!("no {prefix}*/{suffix} under {}; set {env}", under.display()))
+        .1
+}
+
+fn fit_params_binary() -> PathBuf {
+    cached(
+        "RIGDECK_LLAMA_BIN_DIR",
+        "engines",
+        "llama.cpp-",
+        "bin/llama-fit-params",
+    )
+}
+
+fn gguf_py() -> PathBuf {
+    let tree = std::env::var_os("RIGDECK_LLAMA_SOURCE_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| cached("", "sources", "llama-cpp-python-", "llama.cpp"));
+    tree.join("gguf-py")
+}
+
+fn repository() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn python() -> String {
+    let script = repository().join("tests/gguf_py/python.sh");
+    let out = Command::new("bash").arg(&script).output().expect("bash");
+    assert!(
+        out.status.success(),
+        "{}: {}",
+        script.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).trim().to_owned()
+}
+
+/// Writes the model `spec` describes with gguf-py into `dir`.
+fn write_model(dir: &Path, python: &str, spec: &Value) -> PathBuf {
+    let path = dir.join(format!("{}.gguf", spec["arch"].as_str().unwrap_or("model")));
+    let out = Command::new(python)
+        .arg(repository().join("tests/gguf_py/write_model.py"))
+        .arg(gguf_py())
+        .arg(&path)
+        .arg(spec.to_string())
+        .output()
+        .expect("python");
+    assert!(
+        out.status.success(),
+        "write_model.py {spec}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    path
+}
+
+/// llama.cpp's compute buffer: the whole MiB of the Host line of `-fitp on`, and the bytes its
+/// verbose log prints to the hundredth of a MiB (`sched_reserve: CPU compute buffer size`, the
+/// last reservation).
+struct Measured {
+    mib: u64,
+    logged_mib: f64,
+}
+
+/// llama.cpp's log is written by a thread of its own, which the process sometimes ends before
+/// the last lines are out (about one run in ten): such a run is repeated.
+fn fit_params_compute(model: &Path, options: &PlacementOptions) -> Measured {
+    for _ in 0..5 {
+        if let Some(measured) = fit_params_run(model, options) {
+            return measured;
+        }
+    }
+    panic!("llama-fit-params -v logged no compute buffer size in 5 runs");
+}
+
+/// One run of `llama-fit-params`; `None` when its log lacks the compute buffer's line.
+fn fit_params_run(model: &Path, options: &PlacementOptions) -> Option<Measured> {
+    let flash = if options.flash_attention { "on" } else { "off" };
+    let args = [
+        "-m".to_owned(),
+        model.display().to_string(),
+        "-fitp".into(),
+        "on".into(),
+        "-nr".into(),
+        "-v".into(),
+        "-c".into(),
+        options.context.to_string(),
+        "-np".into(),
+        options.parallel.to_string(),
+        "-b".into(),
+        options.batch.to_string(),
+        "-ub".into(),
+        options.ubatch.to_string(),
+        "-ctk".into(),
+        options.cache_type_k.name().to_owned(),
+        "-ctv".into(),
+        options.cache_type_v.name().to_owned(),
+        "-fa".into(),
+        flash.into(),
+    ];
+    let bin = fit_params_binary();
+    let out = Command::new(&bin)
+        .args(&args)
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {}: {e}", bin.display()));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "llama-fit-params {args:?}: {stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let host = stdout
+        .lines()
+        .find(|l| l.starts_with("Host "))
+        .unwrap_or_else(|| panic!("no Host line in: {stdout}"));
+    let mib = host
+        .split_whitespace()
+        .nth(3)
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no compute figure in {host:?}"));
+    let log = String::from_utf8_lossy(&out.stderr);
+    let logged_mib = log
+        .lines()
+        .filter(|l| l.contains("CPU compute buffer size ="))
+        .filter_map(|l| l.split('=').nth(1)?.split_whitespace().next()?.parse().ok())
+        .next_back()?;
+    Some(Measured { mib, logged_mib })
+}
+
+fn host_only() -> Vec<DeviceSpec> {
+    vec![DeviceSpec {
+        id: DeviceId::Cpu,
+        name: "host".into(),
+        capacity_bytes: 1 << 40,
+        reserve_bytes: 0,
+        overhead_bytes: 0,
+        bandwidth_bytes_per_s: None,
+        link_degraded: false,
+        correction: None,
+    }]
+}
+
+/// One comparison: the options the model is planned and dry-run with.
+struct Shape {
+    label: &'static str,
+    options: PlacementOptions,
+}
+
+/// The shapes every family is checked at: flash attention on and off, one and four slots, a
+/// q8_0 cache (rotated), 512- and 256-token micro-batches.
+fn shapes() -> Vec<Shape> {
+    let base = PlacementOptions {
+        context: 4096,
+        parallel: 1,
+        kv_unified: false,
+        flash_attention: true,
+        ..Default::default()
+    };
+    vec![
+        Shape {
+            label: "4 096 ctx, flash attention",
+            options: base.clone(),
+        },
+        Shape {
+            label: "4 096 ctx, no flash attention",
+            options: PlacementOptions {
+                flash_attention: false,
+                ..base.clone()
+            },
+        },
+        Shape {
+            label: "4 slots x 8 192, q8_0 cache",
+            options: PlacementOptions {
+                context: 32_768,
+                parallel: 4,
+                cache_type_k: KvType::Q8_0,
+                cache_type_v: KvType::Q8_0,
+                ..base.clone()
+            },
+        },
+        Shape {
+            label: "3 slots x 2 048, ubatch 256, no flash attention, q8_0 K",
+            options: PlacementOptions {
+                context: 6144,
+                parallel: 3,
+                ubatch: 256,
+                flash_attention: false,
+                cache_type_k: KvType::Q8_0,
+                ..base
+            },
+        },
+    ]
+}
+
+/// Plans the model at `path` at every [`shapes`] entry beside llama.cpp and returns one line per
+/// shape that misses the whole MiB llama.cpp prints or the hundredth of a MiB it logs (empty
+/// when all match); prints the table.
+fn misses(family: &str, path: &Path) -> Vec<String> {
+    let shape = load_shape(path).unwrap_or_else(|e| panic!("{e}")).shape;
+    let mut missed = Vec::new();
+    for Shape { label, options } in shapes() {
+        let plan = plan(&shape, &host_only(), &options).unwrap_or_else(|e| panic!("{e}"));
+        let ours = plan
+            .device(DeviceId::Cpu)
+            .expect("the host")
+            .usage
+            .compute_estimate_bytes;
+        let theirs = fit_params_compute(path, &options);
+        let ours_mib = ours as f64 / MIB as f64;
+        let line = format!(
+            "{family} {label}: ours {ours_mib:.2} MiB, llama.cpp {:.2} MiB ({} printed)",
+            theirs.logged_mib, theirs.mib
+        );
+        println!("{line}");
+        if ours / MIB != theirs.mib || (ours_mib - theirs.logged_mib).abs() > 0.005 {
+            missed.push(line);
+        }
+    }
+    missed
+}
+
+/// Writes `spec`'s model with gguf-py and asserts the planner's compute buffer is llama.cpp's.
+fn assert_exact(spec: Value) {
+    let python = python();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = write_model(dir.path(), &python, &spec);
+    let family = format!("{} ({} tokens)", spec["arch"], spec["n_vocab"]);
+    let missed = misses(&family, &path);
+    assert!(missed.is_empty(), "{}", missed.join("\n"));
+}
+
+#[test]
+fn gemma3_with_a_262k_vocabulary_and_a_sliding_window_matches_llama_cpp() {
+    // Gemma 3 270M's layout: 640 wide, 4 heads of 256 over 1 KV head, a 512-token window on
+    // five layers of six, the output tied to the embedding.
+    assert_exact(json!({
+        "arch": "gemma3", "n_vocab": 262_144, "n_embd": 640, "n_layer": 6, "n_head": 4,
+        "n_head_kv": 1, "head_dim": 256, "n_ff": 2048, "sliding_window": 512, "tied": true,
+    }));
+}
+
+#[test]
+fn gemma3_with_a_32k_vocabulary_matches_llama_cpp() {
+    // Gemma 3 1B's layers under a small vocabulary, so the layers lead (the phase formula
+    // said 67.0 MiB without flash attention, llama.cpp 69.25).
+    assert_exact(json!({
+        "arch": "gemma3", "n_vocab": 32_000, "n_embd": 1152, "n_layer": 7, "n_head": 4,
+        "n_head_kv": 1, "head_dim": 256, "n_ff": 6912, "sliding_window": 512,
+    }));
+}
+
+#[test]
+fn gemma3_with_wide_layers_and_a_152k_vocabulary_matches_llama_cpp() {
+    // Gemma 3 4B's layers (8 heads of 256 over 4, n_ff 10 240), a 1 024 window (the formula
+    // said 306.8 MiB with flash attention, llama.cpp 311.75).
+    assert_exact(json!({
+        "arch": "gemma3", "n_vocab": 151_936, "n_embd": 2560, "n_layer": 7, "n_head": 8,
+        "n_head_kv": 4, "head_dim": 256, "n_ff": 10_240, "sliding_window": 1024,
+    }));
+}
+
+#[test]
+fn gemma3_with_many_narrow_heads_matches_llama_cpp() {
+    // Gemma 3 27B's layers (32 heads of 128 over 16, 5 376 wide, n_ff 21 504): the formula
+    // missed all four shapes, by up to 4.1 %.
+    assert_exact(json!({
+        "arch": "gemma3", "n_vocab": 32_000, "n_embd": 5376, "n_layer": 7, "n_head": 32,
+        "n_head_kv": 16, "head_dim": 128, "n_ff": 21_504, "sliding_window": 1024,
+    }));
+}
+
+#[test]
+fn the_real_gemma3_270m_matches_llama_cpp() {
+    let script = repository().join("tests/fixtures/gemma3_270m.sh");
+    let out = Command::new("bash").arg(&script).output().expect("bash");
+    assert!(
+        out.status.success(),
+        "{}: {}",
+        script.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let path = PathBuf::from(String::from_utf8_lossy(&out.stdout).trim());
+    let missed = misses("gemma3 270M Q4_K_M", &path);
+    assert!(missed.is_empty(), "{}", missed.join("\n"));
+}
+
+#[test]
+fn qwen2_with_biased_projections_matches_llama_cpp() {
+    // Qwen2.5 0.5B's layers: 14 heads of 64 over 2, biases on Q, K and V.
+    assert_exact(json!({
+        "arch": "qwen2", "n_vocab": 32_000, "n_embd": 896, "n_layer": 4, "n_head": 14,
+        "n_head_kv": 2, "head_dim": 64, "n_ff": 4864,
+    }));
+}
+
+#[test]
+fn qwen3_with_normed_queries_and_keys_matches_llama_cpp() {
+    // Qwen3 0.6B's layers: 16 heads of 128 (wider than the 1 024 embedding) over 8, Q and K
+    // normed per head; the formula said 300.8 MiB with flash attention, llama.cpp 312.76.
+    assert_exact(json!({
+        "arch": "qwen3", "n_vocab": 151_936, "n_embd": 1024, "n_layer": 4, "n_head": 16,
+        "n_head_kv": 8, "head_dim": 128, "n_ff": 3072,
+    }));
+}
+
+#[test]
+fn qwen3moe_with_narrow_experts_matches_llama_cpp() {
+    // 16 experts of 768 with 4 active (the formula said 156.0 MiB without flash attention,
+    // llama.cpp 152.01).
+    assert_exact(json!({
+        "arch": "qwen3moe", "n_vocab": 32_000, "n_embd": 1024, "n_layer": 4, "n_head": 16,
+        "n_head_kv": 4, "head_dim": 128, "n_ff": 3072, "experts": 16, "experts_used": 4,
+        "expert_ff": 768,
+    }));
+}
+
+#[test]
+fn llama_written_by_gguf_py_matches_llama_cpp() {
+    // TinyLlama's layers: 32 heads of 64 over 4, n_ff 5 632.
+    assert_exact(json!({
+        "arch": "llama", "n_vocab": 32_000, "n_embd": 2048, "n_layer": 4, "n_head": 32,
+        "n_head_kv": 4, "head_dim": 64, "n_ff": 5632,
+    }));
+}
+
+#[test]
+fn mixtral_style_llama_written_by_gguf_py_matches_llama_cpp() {
+    // 8 experts of n_ff with 2 active, a 151 936-token vocabulary.
+    assert_exact(json!({
+        "arch": "llama", "n_vocab": 151_936, "n_embd": 1024, "n_layer": 3, "n_head": 8,
+        "n_head_kv": 2, "head_dim": 128, "n_ff": 2816, "experts": 8, "experts_used": 2,
+    }));
+}
