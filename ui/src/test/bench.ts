@@ -6,6 +6,7 @@ import type {
   Answer,
   Point,
   QualitySummary,
+  RateInterval,
   RunDetail,
   RunResult,
   RunSummary,
@@ -162,13 +163,13 @@ export function detail(id: number, extra: Partial<RunDetail> = {}): RunDetail {
   };
 }
 
-/** The probe's categories and how many questions each has (crates/bench quality.rs). */
+/** The probe's categories, in its order (crates/bench quality/items.rs), six questions each. */
 export const PROBE_CATEGORIES: [string, number][] = [
   ['arithmetic', 6],
-  ['reasoning', 8],
-  ['text', 5],
-  ['code', 5],
-  ['facts', 6],
+  ['units', 6],
+  ['dates', 6],
+  ['strings', 6],
+  ['code', 6],
 ];
 
 /** An answer as the daemon stores it; passed unless told otherwise. */
@@ -200,30 +201,56 @@ export function probeAnswers(passed: Record<string, number>, answered = 30): Ans
   return all.slice(0, answered);
 }
 
-/** Pass counts of these answers, as the daemon figures them (ProbeSummary::of). */
+/** The Wilson interval the daemon sends (crates/bench quality/significance.rs). */
+export function wilsonOf(passed: number, total: number): RateInterval | null {
+  if (total === 0) return null;
+  const z = 1.959963984540054;
+  const p = passed / total;
+  const centre = (p + (z * z) / (2 * total)) / (1 + (z * z) / total);
+  const half = (z / (1 + (z * z) / total)) * Math.sqrt((p * (1 - p)) / total + (z * z) / (4 * total * total));
+  return { low: Math.max(0, centre - half), high: Math.min(1, centre + half) };
+}
+
+/** Pass counts of these answers, as the daemon figures them (ProbeSummary::of): failed requests
+ *  apart, rates of the graded answers. */
 export function qualityOf(answers: readonly Answer[]): QualitySummary {
   const by_category: Record<string, [number, number]> = {};
+  const category_errors: Record<string, number> = {};
   for (const a of answers) {
     const c = (by_category[a.category] ??= [0, 0]);
+    if (a.error != null) {
+      category_errors[a.category] = (category_errors[a.category] ?? 0) + 1;
+      continue;
+    }
     c[1] += 1;
     if (a.pass) c[0] += 1;
   }
-  const passed = answers.filter((a) => a.pass).length;
+  const graded = answers.filter((a) => a.error == null);
+  const passed = graded.filter((a) => a.pass).length;
+  const category_intervals: Record<string, RateInterval> = {};
+  for (const [c, [p, n]] of Object.entries(by_category)) {
+    const i = wilsonOf(p, n);
+    if (i) category_intervals[c] = i;
+  }
   return {
     total: 30,
     answered: answers.length,
+    graded: graded.length,
     passed,
-    pass_rate: answers.length > 0 ? passed / answers.length : null,
-    errors: answers.filter((a) => a.error != null).length,
+    pass_rate: graded.length > 0 ? passed / graded.length : null,
+    interval: wilsonOf(passed, graded.length),
+    errors: answers.length - graded.length,
     by_category,
+    category_intervals,
+    category_errors,
   };
 }
 
 /** A quality probe as listed. */
-export function probeSummary(id: number, answers: readonly Answer[] = probeAnswers({ arithmetic: 6, reasoning: 4, text: 5, code: 3, facts: 6 }), extra: Partial<RunSummary> = {}): RunSummary {
+export function probeSummary(id: number, answers: readonly Answer[] = probeAnswers({ arithmetic: 6, units: 4, dates: 5, strings: 3, code: 6 }), extra: Partial<RunSummary> = {}): RunSummary {
   return summary(id, {
     kind: 'quality',
-    spec: { max_tokens: 2048, concurrency: 4, request_timeout_s: 600 },
+    spec: { max_tokens: 2048, concurrency: 4, request_timeout_s: 600, count: 30, seed: 1 },
     exact_prompts: false,
     steps: [],
     runs_done: answers.length,
@@ -234,6 +261,6 @@ export function probeSummary(id: number, answers: readonly Answer[] = probeAnswe
 }
 
 /** A quality probe in full. */
-export function probeDetail(id: number, answers: Answer[] = probeAnswers({ arithmetic: 6, reasoning: 4, text: 5, code: 3, facts: 6 }), extra: Partial<RunDetail> = {}): RunDetail {
+export function probeDetail(id: number, answers: Answer[] = probeAnswers({ arithmetic: 6, units: 4, dates: 5, strings: 3, code: 6 }), extra: Partial<RunDetail> = {}): RunDetail {
   return { ...detail(id), ...probeSummary(id, answers), results: [], answers, ...extra };
 }

@@ -297,7 +297,11 @@ describe('the benchmarks store', () => {
       if (!built.ok) throw new Error(built.message);
       const starting = s.start(built.body);
       const call = take('start');
-      expect(call.arg).toEqual({ kind: 'quality', target: { kind: 'instance', name: 'qwen' }, probe: { max_tokens: 24, concurrency: 4, request_timeout_s: 600 } });
+      expect(call.arg).toEqual({
+        kind: 'quality',
+        target: { kind: 'instance', name: 'qwen' },
+        probe: { max_tokens: 24, concurrency: 4, request_timeout_s: 600, count: 250, seed: 1 },
+      });
       call.resolve(probing(0));
       await expect(starting).resolves.toMatchObject({ id: 4, kind: 'quality' });
       expect(s.runs?.map((r) => r.id)).toEqual([4, 2, 1]);
@@ -307,21 +311,21 @@ describe('the benchmarks store', () => {
       await answer('run', probeDetail(4, [], { status: 'running', finished_at_ms: null }));
       expect(s.detail?.answers).toEqual([]);
       vi.useFakeTimers();
-      s.ingest(probing(12, { arithmetic: 6, reasoning: 1 }));
+      s.ingest(probing(12, { arithmetic: 6, units: 1 }));
       expect(progressText(s.openSummary!)).toBe('12 / 30 answered');
-      expect(qualityHeadline(s.openSummary?.quality)).toBe('passed 7 of 12 (58 %)');
+      expect(qualityHeadline(s.openSummary?.quality)).toBe('passed 7 of 12: 58 % (95 % interval 32–81 %)');
       await vi.advanceTimersByTimeAsync(DETAIL_SPACING_MS);
       expect(calls.map((c) => c.name)).toEqual(['run']);
-      take('run').resolve(probeDetail(4, probeAnswers({ arithmetic: 6, reasoning: 1 }, 12), { status: 'running', finished_at_ms: null }));
+      take('run').resolve(probeDetail(4, probeAnswers({ arithmetic: 6, units: 1 }, 12), { status: 'running', finished_at_ms: null }));
       await vi.advanceTimersByTimeAsync(0);
       expect(s.detail?.answers).toHaveLength(12);
       expect(categoryRows(s.detail?.quality).map((c) => [c.category, c.passed, c.total])).toEqual([
         ['arithmetic', 6, 6],
-        ['reasoning', 1, 6],
+        ['units', 1, 6],
       ]);
 
       // Done: the list says so, and the target's pass rate sits beside its speed.
-      s.ingest(probeSummary(4, probeAnswers({ arithmetic: 6, reasoning: 1 }), { target: { kind: 'instance', name: 'qwen' } }));
+      s.ingest(probeSummary(4, probeAnswers({ arithmetic: 6, units: 1 }), { target: { kind: 'instance', name: 'qwen' } }));
       expect(s.runs?.[0]?.status).toBe('done');
       expect(byTarget(s.runs ?? [])).toEqual([
         expect.objectContaining({ label: 'qwen', speed: expect.objectContaining({ id: 2 }), quality: expect.objectContaining({ id: 4, passed: 7, answered: 30 }) }),

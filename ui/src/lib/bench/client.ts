@@ -2,7 +2,7 @@
 // Progress comes as `bench.run` events on the event stream, not through here.
 
 import { request } from '../api/client';
-import type { ExportFormat, NewBenchmark, RunDetail, RunSummary } from './types';
+import type { ExportFormat, NewBenchmark, ProbeComparison, RunDetail, RunSummary } from './types';
 
 const RUNS = '/api/v1/bench/runs';
 
@@ -23,4 +23,7 @@ export const benchApi = {
   remove: (id: number) => request<void>('DELETE', `${RUNS}/${id}`),
   /** The run as a CSV (one row per run), JSON or Markdown file's text. */
   exportRun: (id: number, format: ExportFormat) => request<string>('GET', exportPath(id, format), undefined, undefined, true),
+  /** Two quality probes of one seed, question by question; 400 `not_comparable` says why not. */
+  compareProbes: (base: number, other: number, signal?: AbortSignal) =>
+    request<ProbeComparison>('GET', `/api/v1/bench/compare-probes?base=${base}&other=${other}`, undefined, signal),
 };

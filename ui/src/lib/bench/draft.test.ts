@@ -151,13 +151,18 @@ describe('draftFromRun', () => {
 describe('the quality probe in the form', () => {
   const probe = (extra: Partial<BenchDraft> = {}) => draft({ kind: 'quality', ...extra });
 
-  it('makes the daemon’s default probe: only the target, the room per reply and questions at once', () => {
+  it('makes the daemon’s default probe: the target, the room per reply, questions at once, how many from which seed', () => {
     const r = buildRequest(probe({ name: ' q8 kv ' }));
     expect(r).toEqual({
       ok: true,
       steps: 0,
-      runs: 30,
-      body: { name: 'q8 kv', kind: 'quality', target: { kind: 'instance', name: 'qwen' }, probe: { max_tokens: 2048, concurrency: 4, request_timeout_s: 600 } },
+      runs: 250,
+      body: {
+        name: 'q8 kv',
+        kind: 'quality',
+        target: { kind: 'instance', name: 'qwen' },
+        probe: { max_tokens: 2048, concurrency: 4, request_timeout_s: 600, count: 250, seed: 1 },
+      },
     });
     // The speed fields are not checked for a probe: a broken shape list does not block it.
     expect(buildRequest(probe({ shapes: 'nonsense', concurrency: '0' })).ok).toBe(true);
@@ -172,24 +177,50 @@ describe('the quality probe in the form', () => {
     expect(problem(probe({ probeConcurrency: 1.5 })).field).toBe('probeConcurrency');
     expect(problem(probe({ requestTimeoutS: 0 })).field).toBe('requestTimeoutS');
     expect(problem(probe({ instance: '' })).field).toBe('instance');
+    expect(problem(probe({ probeCount: 4 }))).toEqual({
+      field: 'probeCount',
+      message: 'quality probe count 4: use 5 to 5000 questions (250, 50 per category, tells apart rates about 10 points apart)',
+    });
+    expect(problem(probe({ probeCount: null })).field).toBe('probeCount');
+    expect(problem(probe({ seed: -1 })).message).toBe('quality probe seed -1: use 0 to 9007199254740991');
+    expect(problem(probe({ seed: 2 ** 60 })).field).toBe('seed');
   });
   it('says what Start will do, by kind', () => {
-    const p = buildProbeRequest(probe({ probeMaxTokens: 24, probeConcurrency: 2 }));
+    const p = buildProbeRequest(probe({ probeMaxTokens: 24, probeConcurrency: 2, probeCount: 30, seed: 9 }));
     if (!p.ok) throw new Error(p.message);
-    expect(planText(p)).toBe('30 questions, 2 at once, up to 24 tokens each');
+    expect(planText(p)).toBe('30 questions from seed 9, 2 at once, up to 24 tokens each');
     const s = buildRequest(draft({ concurrency: '1,2', warmRuns: 2 }));
     if (!s.ok) throw new Error(s.message);
     expect(planText(s)).toBe('2 steps × (1 cold + 2 warm) = 6 runs');
   });
   it('puts a past probe back in the form, which builds the same probe', () => {
-    const run = probeSummary(7, [], { name: 'tiny', target: { kind: 'profile', name: 'tiny' }, spec: { max_tokens: 4096, concurrency: 8, request_timeout_s: 900 } });
+    const run = probeSummary(7, [], {
+      name: 'tiny',
+      target: { kind: 'profile', name: 'tiny' },
+      spec: { max_tokens: 4096, concurrency: 8, request_timeout_s: 900, count: 100, seed: 42 },
+    });
     const d = draftFromRun(run);
-    expect(d).toMatchObject({ kind: 'quality', name: 'tiny', targetKind: 'profile', profile: 'tiny', probeMaxTokens: 4096, probeConcurrency: 8, requestTimeoutS: 900 });
+    expect(d).toMatchObject({
+      kind: 'quality',
+      name: 'tiny',
+      targetKind: 'profile',
+      profile: 'tiny',
+      probeMaxTokens: 4096,
+      probeConcurrency: 8,
+      requestTimeoutS: 900,
+      probeCount: 100,
+      seed: 42,
+    });
     // The speed fields are the defaults, not read from the probe's spec.
     expect(d.shapes).toBe(defaultDraft().shapes);
     const r = buildRequest(d);
     if (!r.ok) throw new Error(r.message);
-    expect(r.body).toEqual({ name: 'tiny', kind: 'quality', target: { kind: 'profile', name: 'tiny' }, probe: { max_tokens: 4096, concurrency: 8, request_timeout_s: 900 } });
+    expect(r.body).toEqual({
+      name: 'tiny',
+      kind: 'quality',
+      target: { kind: 'profile', name: 'tiny' },
+      probe: { max_tokens: 4096, concurrency: 8, request_timeout_s: 900, count: 100, seed: 42 },
+    });
   });
   it('puts a past speed benchmark back as a speed benchmark', () => {
     expect(draftFromRun(summary(3, { spec: { warm_runs: 2 } }))).toMatchObject({ kind: 'serving', warmRuns: 2, probeMaxTokens: 2048 });

@@ -60,6 +60,8 @@ export interface BenchDraft {
   probeMaxTokens: number | null;
   /** Questions the probe asks at once. */
   probeConcurrency: number | null;
+  /** Questions the probe generates (from `seed`). */
+  probeCount: number | null;
   /** llama-bench's prompt sizes (pp tests), "512,2048". */
   llamaPrompts: string;
   /** llama-bench's generation sizes (tg tests), "128". */
@@ -79,8 +81,8 @@ type DraftProblem = { ok: false; field: DraftField; message: string };
  *  runs), or the first problem with it. */
 export type BuiltRequest<B extends NewBenchmark = NewBenchmark> = { ok: true; body: B; steps: number; runs: number } | DraftProblem;
 
-/** Questions in the built-in quality probe (the daemon's `runs_total` for one). */
-export const PROBE_QUESTIONS = 30;
+/** Questions a quality probe generates by default (the daemon's `count`: 50 per category). */
+export const PROBE_QUESTIONS = 250;
 
 /** The daemon's defaults (crates/bench spec.rs). */
 export function defaultDraft(): BenchDraft {
@@ -114,6 +116,7 @@ export function defaultDraft(): BenchDraft {
     requestTimeoutS: 600,
     probeMaxTokens: 2048,
     probeConcurrency: 4,
+    probeCount: PROBE_QUESTIONS,
     llamaPrompts: '512',
     llamaGens: '128',
     llamaDepths: '0',
@@ -163,6 +166,10 @@ const MAX_RATE_REQUESTS = MAX_STREAMS * 16;
 const PROBE_MIN_TOKENS = 16;
 const PROBE_MAX_TOKENS = 65_536;
 const PROBE_MAX_CONCURRENCY = 64;
+const PROBE_MIN_COUNT = 5;
+const PROBE_MAX_COUNT = 5000;
+/** The largest seed a JavaScript number holds exactly, the daemon's limit too. */
+const PROBE_MAX_SEED = Number.MAX_SAFE_INTEGER;
 const LLAMA_MAX_TOKENS = 1_000_000;
 const LLAMA_MAX_VALUES = 32;
 const LLAMA_MAX_REPETITIONS = 100;
@@ -333,7 +340,8 @@ export function buildLlamaBenchRequest(d: BenchDraft): BuiltRequest<NewLlamaBenc
   return { ok: true, body, steps: tests, runs: tests };
 }
 
-/** A quality probe's request: the target, the room per reply, how many questions at once. */
+/** A quality probe's request: the target, the room per reply, how many questions at once, how
+ *  many questions from which seed. */
 export function buildProbeRequest(d: BenchDraft): BuiltRequest<NewQualityProbe> {
   const target = checkTarget(d);
   if (!target.ok) return target;
@@ -349,6 +357,18 @@ export function buildProbeRequest(d: BenchDraft): BuiltRequest<NewQualityProbe> 
   if (blank(concurrency) || !Number.isInteger(concurrency) || concurrency < 1 || concurrency > PROBE_MAX_CONCURRENCY) {
     return { ok: false, field: 'probeConcurrency', message: `quality probe concurrency ${blank(concurrency) ? '(blank)' : concurrency}: use 1 to ${PROBE_MAX_CONCURRENCY}` };
   }
+  const count = d.probeCount;
+  if (blank(count) || !Number.isInteger(count) || count < PROBE_MIN_COUNT || count > PROBE_MAX_COUNT) {
+    return {
+      ok: false,
+      field: 'probeCount',
+      message: `quality probe count ${blank(count) ? '(blank)' : count}: use ${PROBE_MIN_COUNT} to ${PROBE_MAX_COUNT} questions (250, 50 per category, tells apart rates about 10 points apart)`,
+    };
+  }
+  const seed = d.seed;
+  if (blank(seed) || !Number.isInteger(seed) || seed < 0 || seed > PROBE_MAX_SEED) {
+    return { ok: false, field: 'seed', message: `quality probe seed ${blank(seed) ? '(blank)' : seed}: use 0 to ${PROBE_MAX_SEED}` };
+  }
   const timeout = checkTimeout(d);
   if (timeout) return timeout;
   const name = d.name.trim();
@@ -356,17 +376,18 @@ export function buildProbeRequest(d: BenchDraft): BuiltRequest<NewQualityProbe> 
     ...(name ? { name } : {}),
     kind: 'quality',
     target: target.target,
-    probe: { max_tokens: tokens, concurrency, request_timeout_s: d.requestTimeoutS! },
+    probe: { max_tokens: tokens, concurrency, request_timeout_s: d.requestTimeoutS!, count, seed },
   };
-  return { ok: true, body, steps: 0, runs: PROBE_QUESTIONS };
+  return { ok: true, body, steps: 0, runs: count };
 }
 
 /** What Start will do, in words: "2 steps × (1 cold + 2 warm) = 6 runs", a probe's
- *  "30 questions, 4 at once, up to 2048 tokens each", llama-bench's "4 tests × 5 repetitions". */
+ *  "250 questions from seed 1, 4 at once, up to 2048 tokens each", llama-bench's "4 tests × 5
+ *  repetitions". */
 export function planText(built: Extract<BuiltRequest, { ok: true }>): string {
   const body = built.body;
   if (body.kind === 'quality') {
-    return `${built.runs} questions, ${body.probe.concurrency ?? 4} at once, up to ${body.probe.max_tokens ?? 2048} tokens each`;
+    return `${built.runs} questions from seed ${body.probe.seed ?? 1}, ${body.probe.concurrency ?? 4} at once, up to ${body.probe.max_tokens ?? 2048} tokens each`;
   }
   if (body.kind === 'llama_bench') {
     const reps = body.llama_bench.repetitions ?? 5;
@@ -502,6 +523,8 @@ export function draftFromRun(r: Pick<RunSummary, 'name' | 'kind' | 'target' | 's
       name: r.name,
       probeMaxTokens: probe.max_tokens ?? d.probeMaxTokens,
       probeConcurrency: probe.concurrency ?? d.probeConcurrency,
+      probeCount: probe.count ?? d.probeCount,
+      seed: probe.seed ?? d.seed,
       requestTimeoutS: probe.request_timeout_s ?? d.requestTimeoutS,
     };
   }

@@ -111,7 +111,7 @@ describe('quality probes', () => {
     const speed = summary(1, { spec: { warm_runs: 3 } });
     expect(isQuality(probe)).toBe(true);
     expect(isQuality(speed)).toBe(false);
-    expect(probeSpec(probe)).toEqual({ max_tokens: 2048, concurrency: 4, request_timeout_s: 600 });
+    expect(probeSpec(probe)).toEqual({ max_tokens: 2048, concurrency: 4, request_timeout_s: 600, count: 30, seed: 1 });
     expect(speedSpec(probe)).toBeNull();
     expect(speedSpec(speed)).toEqual({ warm_runs: 3 });
     expect(probeSpec(speed)).toBeNull();
@@ -120,10 +120,12 @@ describe('quality probes', () => {
     expect(progressText({ kind: 'quality', runs_done: 12, runs_total: 30 })).toBe('12 / 30 answered');
     expect(progressText({ kind: 'serving', runs_done: 1, runs_total: 1 })).toBe('1 / 1 run');
   });
-  it('headline their passes out of the questions answered', () => {
-    expect(qualityHeadline(probeSummary(1, probeAnswers({ arithmetic: 6, reasoning: 6 })).quality)).toBe('passed 12 of 30 (40 %)');
-    expect(qualityHeadline(probeSummary(1, probeAnswers({}, 30)).quality)).toBe('passed 0 of 30 (0 %)');
-    expect(qualityHeadline(probeSummary(1, probeAnswers({ arithmetic: 1 }, 3)).quality)).toBe('passed 1 of 3 (33 %)');
+  it('headline their passes out of the answers graded, with the 95 % interval, failed requests apart', () => {
+    expect(qualityHeadline(probeSummary(1, probeAnswers({ arithmetic: 6, units: 6 })).quality)).toBe('passed 12 of 30: 40 % (95 % interval 25–58 %)');
+    expect(qualityHeadline(probeSummary(1, probeAnswers({}, 30)).quality)).toBe('passed 0 of 30: 0 % (95 % interval 0–11 %)');
+    expect(qualityHeadline(probeSummary(1, probeAnswers({ arithmetic: 1 }, 3)).quality)).toBe('passed 1 of 3: 33 % (95 % interval 6–79 %)');
+    const failing = probeAnswers({ arithmetic: 5 }, 10).map((a, i) => (i >= 8 ? { ...a, error: 'HTTP 503', pass: false, got: null } : a));
+    expect(qualityHeadline(probeSummary(1, failing).quality)).toBe('passed 5 of 8: 63 % (95 % interval 31–86 %); 2 failed requests not counted');
     expect(qualityHeadline(probeSummary(1, []).quality)).toBe('no answer yet');
     expect(qualityHeadline(null)).toBe('no answer yet');
     expect(formatPassRate(1 / 30)).toBe('3 %');

@@ -122,10 +122,14 @@ export function formatPassRate(rate: number | null | undefined): string {
   return formatFraction(rate);
 }
 
-/** A quality probe's headline: "passed 12 of 30 (40 %)", out of the questions answered so far. */
+/** A quality probe's headline, as the CLI writes it: "passed 12 of 30: 40 % (95 % interval
+ *  24–58 %)", of the answers graded so far, with failed requests counted apart. */
 export function qualityHeadline(q: QualitySummary | null | undefined): string {
   if (!q || q.answered === 0) return 'no answer yet';
-  return `passed ${q.passed} of ${q.answered} (${formatPassRate(q.pass_rate)})`;
+  const percent = (x: number) => `${Math.round(x * 100)}`;
+  const interval = q.interval ? ` (95 % interval ${percent(q.interval.low)}–${percent(q.interval.high)} %)` : '';
+  const errors = q.errors > 0 ? `; ${q.errors} failed request${q.errors === 1 ? '' : 's'} not counted` : '';
+  return `passed ${q.passed} of ${q.graded}: ${formatPassRate(q.pass_rate)}${interval}${errors}`;
 }
 
 /** The list's headline: the first step's median aggregate and per-stream tok/s (warm runs). */

@@ -67,14 +67,18 @@ export type TargetKind = Target['kind'];
 /** The target as stored with a run: never the key (a URL target says `with_key` instead). */
 export type TargetView = { kind?: string; name?: string; model?: string; url?: string; with_key?: boolean } & Record<string, unknown>;
 
-/** A quality probe: questions with one exact answer each, asked at temperature 0. Every field
- *  optional on input (the daemon's defaults: 2048, 4, 600). */
+/** A quality probe: generated questions with one exact answer each, asked at temperature 0.
+ *  Every field optional on input (the daemon's defaults: 2048, 4, 600, 250, 1). */
 export interface ProbeSpec {
   /** Room per reply for reasoning before the answer line. */
   max_tokens?: number;
   /** Questions asked at once. */
   concurrency?: number;
   request_timeout_s?: number;
+  /** Questions generated, in turn from each category (5–5000). */
+  count?: number;
+  /** The generators' seed: probes of one seed ask the same questions. */
+  seed?: number;
 }
 
 /** `serving`: a speed benchmark; `quality`: a quality probe; `llama_bench`: llama.cpp's own
@@ -118,24 +122,58 @@ export interface NewLlamaBench {
 /** POST /bench/runs. */
 export type NewBenchmark = NewSpeedRun | NewQualityProbe | NewLlamaBench;
 
-/** A quality probe's pass counts: overall, and `[passed, asked]` per category. */
+/** A 95 % (Wilson) interval of a pass rate, both ends 0–1. */
+export interface RateInterval {
+  low: number;
+  high: number;
+}
+
+/** A quality probe's pass counts: overall, and `[passed, graded]` per category. Failed requests
+ *  (timeouts, HTTP errors) are not graded: they are counted apart, never as wrong. */
 export interface QualitySummary {
   /** Questions in the probe. */
   total: number;
-  /** Questions answered so far (a reply came back, whatever it said, or failed). */
+  /** Questions done so far: graded, or their request failed. */
   answered: number;
+  /** Answers with a reply to grade (answered − errors). */
+  graded: number;
   passed: number;
-  /** passed / answered, 0–1; null before any answer. */
+  /** passed / graded, 0–1; null before any graded answer. */
   pass_rate: number | null;
-  /** Answers that are a failed request. */
+  /** The pass rate's 95 % interval; null before any graded answer. */
+  interval: RateInterval | null;
+  /** Failed requests. */
   errors: number;
   by_category: Record<string, [number, number]>;
+  category_intervals: Record<string, RateInterval>;
+  /** Failed requests per category (categories with none left out). */
+  category_errors: Record<string, number>;
+}
+
+/** GET /bench/compare-probes: two probes of one seed on the questions both got a reply to. */
+export interface ProbeComparison {
+  shared: number;
+  base: { passed: number; pass_rate: number | null; interval: RateInterval | null };
+  other: { passed: number; pass_rate: number | null; interval: RateInterval | null };
+  both_passed: number;
+  /** Passed by the base only. */
+  base_only: number;
+  /** Passed by the other only. */
+  other_only: number;
+  neither: number;
+  /** McNemar's exact two-sided p-value of base_only against other_only. */
+  p_value: number;
+  verdict: 'base_better' | 'other_better' | 'not_distinguishable';
+  /** Questions not asked of both, or whose request failed on either side. */
+  left_out: number;
 }
 
 /** One question of a quality probe and what the model answered. */
 export interface Answer {
   id: string;
   category: string;
+  /** The question as asked (empty in probes stored before questions were generated). */
+  question?: string;
   expected: string;
   /** The reply's answer line; null when it has none. */
   got: string | null;
