@@ -4,6 +4,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::ceiling::{ceiling, SpeedCeiling};
+use super::compute::compute_estimate_note;
 use super::flags::{command_line, to_args_for, FlagError, Offload};
 use super::model::ModelShape;
 use super::options::{DeviceId, PlacementOptions};
@@ -40,12 +41,13 @@ pub fn report(
     options: &PlacementOptions,
     auto: bool,
 ) -> Result<PlanReport, ReportError> {
-    let (options, plan, notes) = if auto {
+    let (options, plan, mut notes) = if auto {
         let s = solve(model, devices, options)?;
         (s.options, s.plan, s.notes)
     } else {
         (options.clone(), plan(model, devices, options)?, Vec::new())
     };
+    notes.extend(compute_estimate_note(model));
     let offload = Offload::for_devices(devices.iter().map(|d| &d.id));
     let args_result: Result<Vec<String>, FlagError> = to_args_for(model_path, &options, offload);
     let (args, command) = match args_result {

@@ -74,6 +74,11 @@ fn decoder(model: &ModelShape) -> Option<Decoder> {
     supported.then_some(decoder)
 }
 
+/// Whether [`compute_bytes`] builds `model`'s graph.
+pub(super) fn replays(model: &ModelShape) -> bool {
+    decoder(model).is_some()
+}
+
 /// The compute buffer of `device` for a model one of these decoders builds, or `None` for
 /// another architecture.
 pub(super) fn compute_bytes(

@@ -28,6 +28,30 @@ const RECURRENT_OUTPUT_ROWS: u64 = 3;
 /// residual stream, the normed input and the block's output (measured: 4 on every shape).
 const FEED_FORWARD_ROWS: u64 = 4;
 
+/// For a model whose graph the planner does not replay, the line a plan shows: its compute
+/// figure is an estimate from the phase formulas, and how far those have missed llama.cpp's
+/// (`llama-fit-params` on the CPU backend, files written by llama.cpp's gguf-py or ours);
+/// `None` when the figure is llama.cpp's own byte count.
+pub(crate) fn compute_estimate_note(model: &ModelShape) -> Option<String> {
+    if qwen_hybrid::replays(model) || llama::replays(model) {
+        return None;
+    }
+    let missed = match model.architecture.as_str() {
+        "deepseek2" => "it has come out up to 10 % under llama.cpp's figure for this architecture",
+        "glm-dsa" => {
+            "it has come out from 2.5 % under to 7 % over llama.cpp's figure for this architecture"
+        }
+        "mamba" | "mamba2" => {
+            "it has come out up to 1.3 % under llama.cpp's figure for this architecture"
+        }
+        _ => "it has not been measured against llama.cpp for this architecture",
+    };
+    Some(format!(
+        "The compute buffer of this {} model is an estimate (llama.cpp's graph is not replayed for its architecture): {missed}; leave a margin or check with llama.cpp's dry run.",
+        model.architecture
+    ))
+}
+
 /// The compute buffer of `device` in bytes (before any correction from this rig's records).
 /// The phases:
 /// - on the output device, the logits (n_vocab × ubatch f32) and [`OUTPUT_ROWS`];
@@ -434,6 +458,53 @@ mod tests {
         });
         attention.recurrent_layers = vec![true; n_layer as usize];
         model
+    }
+
+    #[test]
+    fn a_plan_says_when_its_compute_figure_is_an_estimate() {
+        let mut model = moe_model(4, 4, 10 * MIB, 0);
+        model.architecture = "deepseek2".into();
+        model.attention.mla = true;
+        let report = crate::report::report(
+            &model,
+            "m.gguf",
+            &gpus(1, 80 * GIB),
+            &PlacementOptions::default(),
+            false,
+        )
+        .unwrap();
+        let note = report
+            .notes
+            .iter()
+            .find(|n| n.contains("is an estimate"))
+            .expect("a note on the estimate");
+        assert!(
+            note.contains("deepseek2") && note.contains("10 %"),
+            "{note}"
+        );
+        // An architecture nobody measured says so.
+        model.architecture = "phi3".into();
+        let note = compute_estimate_note(&model).expect("a note");
+        assert!(note.contains("not been measured"), "{note}");
+        // A replayed graph is llama.cpp's own count: no note.
+        let mut decoder = mamba_model(4, 2048, 32_000);
+        let attention = &mut decoder.attention;
+        attention.recurrent = None;
+        attention.recurrent_layers = vec![false; 4];
+        attention.head_count_kv = vec![1; 4];
+        attention.head_count = vec![4; 4];
+        (attention.key_length, attention.value_length) = (256, 256);
+        for architecture in ["llama", "qwen2", "qwen3"] {
+            decoder.architecture = architecture.into();
+            assert_eq!(compute_estimate_note(&decoder), None, "{architecture}");
+        }
+        decoder.architecture = "gemma3".into();
+        decoder.attention.sliding_window = Some(512);
+        decoder.attention.swa_layers = vec![true, true, true, false];
+        assert_eq!(compute_estimate_note(&decoder), None);
+        // A window outside gemma3 is not what the decoders build.
+        decoder.architecture = "qwen3".into();
+        assert!(compute_estimate_note(&decoder).is_some());
     }
 
     #[test]

@@ -17,6 +17,18 @@ use crate::options::{DeviceId, PlacementOptions};
 
 /// The compute buffer of `device` for a Qwen3-Next or Qwen3.5 model, or `None` for a model
 /// this graph does not describe.
+/// Whether [`compute_bytes`] builds `model`'s graph (Qwen3-Next or Qwen3.5 with its linear
+/// heads known).
+pub(super) fn replays(model: &ModelShape) -> bool {
+    model
+        .attention
+        .recurrent
+        .filter(|r| r.kind == RecurrentKind::GatedDeltaNet)
+        .is_some_and(|linear| {
+            Flavour::of(model).is_some() && linear.group_count > 0 && linear.time_step_rank > 0
+        })
+}
+
 pub(super) fn compute_bytes(
     model: &ModelShape,
     device: DeviceId,
