@@ -270,7 +270,7 @@ test("the report ZIP holds the Markdown report and the charts shown, as PNGs", a
   if (checked != null) assert.match(checked, /No errors detected/);
 });
 
-test("a quality probe: the tiny model passes none of the 30 questions, every answer shown", async () => {
+test("a quality probe: the tiny model passes none of 10 generated questions, every answer shown with the interval", async () => {
   const form = page.locator('[data-testid="bench-form"]');
   await form.locator('[data-testid="bench-kind-quality"]').check();
   await form.locator('[data-testid="bench-probe-fields"]').waitFor();
@@ -280,7 +280,8 @@ test("a quality probe: the tiny model passes none of the 30 questions, every ans
   await form.locator('[data-testid="bench-instance"]').selectOption("tiny");
   await form.locator('[data-testid="bench-name"]').fill("tiny probe");
   await form.locator('[data-testid="bench-probe-max-tokens"]').fill("24");
-  assert.equal((await form.locator('[data-testid="bench-plan"]').textContent()).trim(), "30 questions, 4 at once, up to 24 tokens each");
+  await form.locator('[data-testid="bench-probe-count"]').fill("10");
+  assert.equal((await form.locator('[data-testid="bench-plan"]').textContent()).trim(), "10 questions from seed 1, 4 at once, up to 24 tokens each");
 
   await recordProgress();
   const sent = page.waitForResponse((r) => r.request().method() === "POST" && r.url().endsWith("/api/v1/bench/runs"));
@@ -291,29 +292,38 @@ test("a quality probe: the tiny model passes none of the 30 questions, every ans
   probeId = body.id;
   assert.equal(body.kind, "quality");
   assert.equal(body.spec.max_tokens, 24);
-  assert.equal(body.runs_total, 30);
+  assert.equal(body.runs_total, 10);
+  assert.deepEqual([body.spec.count, body.spec.seed], [10, 1]);
   await page.waitForFunction((id) => location.hash === `#/bench/${id}`, probeId, { timeout: 10_000 });
   assert.equal(await runRow(probeId).getAttribute("data-kind"), "quality");
 
   await rowEnds(probeId, 90_000);
   const seen = await page.evaluate(() => window.__stopProgress());
-  const answered = seen.filter((s) => new RegExp(`^${probeId} running \\d+ / 30 answered$`).test(s));
-  assert.ok(answered.length >= 1, `its progress was shown as questions answered of 30: ${JSON.stringify(seen)}`);
+  const answered = seen.filter((s) => new RegExp(`^${probeId} running \\d+ / 10 answered$`).test(s));
+  assert.ok(answered.length >= 1, `its progress was shown as questions answered of 10: ${JSON.stringify(seen)}`);
 
   // The list's headline and the detail's.
-  await page.waitForFunction((id) => document.querySelector(`[data-testid="bench-run-row"][data-id="${id}"] [data-testid="bench-run-quality"]`)?.textContent.includes("of 30"), probeId, { timeout: 10_000 });
-  assert.equal((await runRow(probeId).locator('[data-testid="bench-run-quality"]').textContent()).trim(), "passed 0 of 30 (0 %)");
+  await page.waitForFunction((id) => document.querySelector(`[data-testid="bench-run-row"][data-id="${id}"] [data-testid="bench-run-quality"]`)?.textContent.includes("of 10"), probeId, { timeout: 10_000 });
+  // Ten wrong answers still leave room for a pass rate up to 28 %: the interval says so.
+  assert.equal((await runRow(probeId).locator('[data-testid="bench-run-quality"]').textContent()).trim(), "passed 0 of 10: 0 % (95 % interval 0–28 %)");
   const detail = page.locator(`[data-testid="bench-detail"][data-id="${probeId}"]`);
-  await page.waitForFunction(() => document.querySelectorAll('[data-testid="bench-answers"] [data-testid="bench-answer-row"]').length === 30, null, { timeout: 15_000 });
-  assert.equal((await detail.locator('[data-testid="bench-quality-headline"]').textContent()).trim(), "passed 0 of 30 (0 %)");
+  await page.waitForFunction(() => document.querySelectorAll('[data-testid="bench-answers"] [data-testid="bench-answer-row"]').length === 10, null, { timeout: 15_000 });
+  assert.equal((await detail.locator('[data-testid="bench-quality-headline"]').textContent()).trim(), "passed 0 of 10: 0 % (95 % interval 0–28 %)");
   assert.equal((await detail.locator('[data-testid="bench-pass-rate"]').textContent()).trim(), "0 %");
-  assert.equal(await detail.locator('[data-testid="bench-answer-fail"]').count(), 30);
+  assert.equal(await detail.locator('[data-testid="bench-answer-fail"]').count(), 10);
+  assert.equal(await detail.locator('[data-testid="bench-answer-error"]').count(), 0, "no request failed");
   assert.equal(await detail.locator('[data-testid="bench-answer-pass"]').count(), 0);
   const categories = await detail.locator('[data-testid="bench-quality-category"]').evaluateAll((rows) => rows.map((r) => r.getAttribute("data-category")));
-  assert.deepEqual(categories, ["arithmetic", "reasoning", "text", "code", "facts"]);
+  assert.deepEqual(categories, ["arithmetic", "units", "dates", "strings", "code"]);
+  // Two wrong answers per category: each rate's interval runs from 0 to 66 %.
+  const intervals = await detail.locator('[data-testid="bench-quality-category-interval"]').allTextContents();
+  assert.deepEqual(intervals.map((t) => t.trim()), Array(5).fill("0–66 %"));
+  assert.match(await detail.locator('[data-testid="bench-quality-seed"]').textContent(), /10 generated questions .* from seed 1/);
+  const stored = (await api("GET", `/api/v1/bench/runs/${probeId}`)).body.answers[0];
   const first = await detail.locator('[data-testid="bench-answer-row"]').first().locator("td").allTextContents();
-  assert.equal(first[0].trim(), "arith-1");
-  assert.equal(first[2].trim(), "10063");
+  assert.match(first[0].trim(), /^arithmetic-1/);
+  assert.ok(stored.question.length > 0 && first[0].includes(stored.question.slice(0, 20)), `the question is shown: ${first[0]}`);
+  assert.equal(first[2].trim(), stored.expected);
   // 24 tokens of random text: the reply's end opens under its row.
   const tail = detail.locator('[data-testid="bench-answer-row"]').first().locator("details");
   assert.equal(await tail.count(), 1, "the reply's end is there to open");
@@ -326,7 +336,7 @@ test("a quality probe: the tiny model passes none of the 30 questions, every ans
   assert.equal(await detail.locator('[data-testid="bench-charts"]').count(), 0);
   assert.equal(await detail.locator('[data-testid="bench-export-csv"]').count(), 0);
   assert.equal(await detail.locator('[data-testid="bench-export-zip"]').count(), 0, "a probe's report is its Markdown");
-  assert.match(await detail.locator('[data-testid="bench-spec"]').textContent(), /30 questions at temperature 0, up to 24 tokens per reply/);
+  assert.match(await detail.locator('[data-testid="bench-spec"]').textContent(), /10 questions at temperature 0, up to 24 tokens per reply/);
 
   // By target: the instance's speed beside its pass rate.
   const target = page.locator('[data-testid="bench-by-target-row"][data-target="tiny"]');
@@ -341,7 +351,7 @@ test("a quality probe: the tiny model passes none of the 30 questions, every ans
   assert.match(file.suggestedFilename(), /^benchmark-\d+-tiny-probe\.md$/);
   const text = readFileSync(await file.path(), "utf8");
   assert.match(text, /^# tiny probe/);
-  assert.match(text, /Quality probe: 0 of 30 answered correctly \(0 %\)/);
+  assert.match(text, /Quality probe \(10 generated questions, seed 1\), at temperature 0: passed 0 of 10: 0 % \(95 % interval 0–28 %\)/);
   const md = await api("GET", `/api/v1/bench/runs/${probeId}/export?format=md`);
   assert.equal(md.status, 200);
   assert.match(md.headers.get("content-type"), /text\/markdown/);
@@ -377,17 +387,23 @@ test("a second speed benchmark is compared with the first", async () => {
   await runRow(probeId).locator('[data-testid="bench-pick"]').check();
   await compare.locator('[data-testid="bench-compare-one-probe"]').waitFor();
   assert.equal(await rows.count(), 1);
-  const probe = await api("POST", "/api/v1/bench/runs", { name: "tiny probe again", kind: "quality", target: { kind: "instance", name: "tiny" }, probe: { max_tokens: 16 } });
+  const probe = await api("POST", "/api/v1/bench/runs", { name: "tiny probe again", kind: "quality", target: { kind: "instance", name: "tiny" }, probe: { max_tokens: 16, count: 10 } });
   assert.equal(probe.status, 201, JSON.stringify(probe.body));
   await runRow(probe.body.id).waitFor({ timeout: 10_000 });
   await rowEnds(probe.body.id, 60_000);
   await runRow(probe.body.id).locator('[data-testid="bench-pick"]').check();
   const rates = compare.locator('[data-testid="bench-compare-probes"] [data-testid="bench-compare-probe-row"]');
   await rates.first().waitFor({ timeout: 10_000 });
-  assert.deepEqual(await rates.evaluateAll((trs) => trs.map((tr) => tr.getAttribute("data-key"))), ["overall", "arithmetic", "reasoning", "text", "code", "facts"]);
+  assert.deepEqual(await rates.evaluateAll((trs) => trs.map((tr) => tr.getAttribute("data-key"))), ["overall", "arithmetic", "units", "dates", "strings", "code"]);
   const overall = await rates.first().locator("td").allTextContents();
-  assert.match(overall[1], /0 %\s*\(0\/30\)/);
-  assert.match(overall[2], /0 %\s*\(0\/30\)\s*±0 pts/);
+  assert.match(overall[1], /0 %\s*\(0\/10\)\s*95 % interval 0–28 %/);
+  assert.match(overall[2], /0 %\s*\(0\/10\)\s*95 % interval 0–28 %\s*±0 pts/);
+  // The same seed asked the same questions: paired, nothing tells the two apart.
+  const verdict = compare.locator(`[data-testid="bench-compare-paired"][data-id="${probe.body.id}"] [data-testid="bench-compare-verdict"]`);
+  await verdict.waitFor({ timeout: 10_000 });
+  assert.equal((await verdict.textContent()).trim(), "not distinguishable (p = 1)");
+  const discordant = compare.locator(`[data-testid="bench-compare-paired"][data-id="${probe.body.id}"] [data-testid="bench-compare-discordant"]`);
+  assert.equal((await discordant.textContent()).trim(), `only #${probeId} passed 0, only #${probe.body.id} passed 0, of 10 shared`);
   // Each comparison has its own base: the first picked speed benchmark and the first picked probe.
   assert.equal(await runRow(speedId).locator(".base").count(), 1);
   assert.equal(await runRow(probeId).locator(".base").count(), 1);
