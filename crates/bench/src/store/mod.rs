@@ -443,12 +443,10 @@ fn parse_digest(text: &str) -> Option<StepDigest> {
 
 fn summary(row: &SqliteRow, steps: Vec<StepDigest>) -> Result<RunSummary, StoreError> {
     let id: i64 = row.get("id");
-    let spec: RunSpec = serde_json::from_str(&row.get::<String, _>("spec")).map_err(|e| {
-        StoreError::Unreadable {
-            id,
-            what: "spec",
-            reason: e.to_string(),
-        }
+    let spec = parse_spec(&row.get::<String, _>("spec")).map_err(|e| StoreError::Unreadable {
+        id,
+        what: "spec",
+        reason: e.to_string(),
     })?;
     let answers = answers(row);
     let quality = match &spec {
@@ -477,6 +475,21 @@ fn summary(row: &SqliteRow, steps: Vec<StepDigest>) -> Result<RunSummary, StoreE
         started_at_ms: row.get("started_at_ms"),
         finished_at_ms: row.get("finished_at_ms"),
     })
+}
+
+/// Questions a probe asked before they were generated: the 30 of the fixed set.
+const FIXED_SET_QUESTIONS: u32 = 30;
+
+/// A stored spec; a probe stored before the count was a setting asked the fixed set.
+fn parse_spec(text: &str) -> Result<RunSpec, serde_json::Error> {
+    let value: Value = serde_json::from_str(text)?;
+    let mut spec: RunSpec = serde_json::from_value(value.clone())?;
+    if let RunSpec::Quality(probe) = &mut spec {
+        if value.get("count").is_none() {
+            probe.count = FIXED_SET_QUESTIONS;
+        }
+    }
+    Ok(spec)
 }
 
 fn answers(row: &SqliteRow) -> Vec<Answer> {
@@ -532,4 +545,31 @@ pub(crate) fn parse_or_null(text: &str) -> Value {
 /// Our own types always serialize.
 pub(crate) fn json<T: Serialize + ?Sized>(value: &T) -> String {
     serde_json::to_string(value).unwrap_or_else(|_| "null".into())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_probe_stored_before_questions_were_generated_counts_its_thirty() {
+        let old = parse_spec(r#"{"max_tokens":2048,"concurrency":4,"request_timeout_s":600}"#)
+            .expect("a spec");
+        assert!(
+            matches!(old, RunSpec::Quality(ref p) if p.count == 30 && p.seed == 1),
+            "{old:?}"
+        );
+        let new = parse_spec(
+            r#"{"max_tokens":2048,"concurrency":4,"request_timeout_s":600,"count":100,"seed":9}"#,
+        )
+        .expect("a spec");
+        assert!(
+            matches!(new, RunSpec::Quality(ref p) if p.count == 100 && p.seed == 9),
+            "{new:?}"
+        );
+        assert!(matches!(
+            parse_spec(r#"{"warm_runs":2}"#),
+            Ok(RunSpec::Serving(_))
+        ));
+    }
 }
