@@ -552,3 +552,43 @@ async fn show(client: &DaemonClient, id: i64, format: Option<&str>) -> anyhow::R
     print!("{text}");
     Ok(ExitCode::SUCCESS)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rigdeck_core::bench::quality::paired::PairedSide;
+    use rigdeck_core::bench::quality::significance::wilson;
+
+    #[test]
+    fn a_comparison_prints_both_rates_the_split_and_the_verdict() {
+        let side = |passed| PairedSide {
+            passed,
+            pass_rate: Some(f64::from(passed) / 35.0),
+            interval: wilson(passed, 35),
+        };
+        let comparison = ProbeComparison {
+            shared: 35,
+            base: side(29),
+            other: side(21),
+            both_passed: 20,
+            base_only: 9,
+            other_only: 1,
+            neither: 5,
+            p_value: 22.0 / 1024.0,
+            verdict: Verdict::BaseBetter,
+            left_out: 2,
+        };
+        let text = comparison_text(3, 8, &comparison);
+        assert!(text.contains("#3"), "{text}");
+        assert!(text.contains("29/35"), "{text}");
+        assert!(text.contains("83 % (95 % interval 67–92 %)"), "{text}");
+        assert!(
+            text.contains("35 shared questions (20 passed by both, 5 by neither); 2 left out"),
+            "{text}"
+        );
+        assert!(
+            text.contains("#3 better (p = 0.021), McNemar's exact test"),
+            "{text}"
+        );
+    }
+}
