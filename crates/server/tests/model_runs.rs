@@ -202,3 +202,51 @@ async fn a_hub_model_runs_in_one_request_and_a_quantization_that_does_not_fit_is
     );
     assert_eq!(profile_names(&rig).await, vec![name]);
 }
+
+#[tokio::test]
+async fn without_an_engine_build_a_run_stops_before_downloading_and_says_how_to_get_one() {
+    let written = tempfile::tempdir().expect("tempdir");
+    let tiny = support::tiny_runnable(written.path());
+    let hub = RunningHub::start(vec![FakeRepo::new(
+        REPO,
+        0x28,
+        vec![FakeFile::from_disk("tiny-Q4_K_M.gguf", &tiny)],
+    )])
+    .await;
+    std::env::set_var("HF_ENDPOINT", &hub.url);
+    std::env::set_var("HF_HUB_CACHE", written.path().join("hf-cache"));
+    std::env::remove_var("HF_TOKEN");
+    let server = support::TestServer::start("2x5060ti.json").await;
+    server
+        .wait_for_frame("a first reading", |f| !f.is_null())
+        .await;
+
+    let (status, run) = server
+        .post_json(
+            "/api/v1/model-runs",
+            &json!({"source": {"kind": "hub", "repo": REPO}}),
+        )
+        .await;
+    assert_eq!(status, 202, "{run}");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let run = loop {
+        let run = server
+            .get_json(&format!("/api/v1/model-runs/{}", run["id"]))
+            .await;
+        if run["step"] == "failed" || run["step"] == "ready" {
+            break run;
+        }
+        assert!(Instant::now() < deadline, "{run}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert_eq!(run["step"], "failed", "{run}");
+    assert!(
+        run["error"].as_str().is_some_and(
+            |e| e.contains("no llama.cpp build") && e.contains("rigdeck engines build")
+        ),
+        "{run}"
+    );
+    assert!(run["download_id"].is_null(), "{run}");
+    assert_eq!(server.get_json("/api/v1/downloads").await, json!([]));
+    assert_eq!(server.get_json("/api/v1/profiles").await, json!([]));
+}

@@ -40,7 +40,6 @@ import type {
   HubSearchQuery,
   HubTokenStatus,
   NewDownload,
-  StarterCatalog,
   RecommendedModels,
   InstanceView,
   LaunchProfile,
@@ -224,7 +223,6 @@ export const api = {
     return request<LogLine[]>('GET', `/api/v1/instances/${encodeURIComponent(name)}/logs${qs ? '?' + qs : ''}`);
   },
   // The model hub (Hugging Face, or HF_ENDPOINT) through the daemon, and its download queue.
-  hubStarter: () => request<StarterCatalog>('GET', '/api/v1/hub/starter'),
   /** The starter catalog planned on the live rig and ranked (the hub read for each candidate). */
   hubRecommended: (context?: number, signal?: AbortSignal) =>
     request<RecommendedModels>('GET', `/api/v1/hub/recommended${context ? `?context=${context}` : ''}`, undefined, signal),

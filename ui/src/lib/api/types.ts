@@ -935,22 +935,6 @@ export interface EngineInstall {
 
 // ---- Model hub and downloads (docs/api.md "Model hub and downloads") ----
 
-/** One entry of the curated list for an empty library (assets/hub/starter-catalog.json). */
-export interface StarterModel {
-  repo: string;
-  quant: string;
-  kind: 'dense' | 'moe' | (string & {});
-  /** As people say it: "8B", "30B, 3B active". */
-  params: string;
-  approx_gb: number;
-  why: string;
-}
-
-export interface StarterCatalog {
-  about: string;
-  models: StarterModel[];
-}
-
 /** One candidate of `GET /api/v1/hub/recommended`, planned on the live rig
  *  (crates/core/src/hub_recommend.rs `Recommendation`). */
 export interface RecommendedModel {
