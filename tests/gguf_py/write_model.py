@@ -5,10 +5,14 @@ sparse file: `llama-fit-params` reads only the header.
 
 Usage: write_model.py GGUF_PY_DIR OUT.gguf SPEC_JSON
 
-SPEC_JSON keys: arch (gemma3, qwen2, qwen3, qwen3moe, llama), n_vocab, n_embd, n_layer, n_head,
-n_head_kv, head_dim, n_ff, and optionally context_length, sliding_window (gemma3),
-sliding_window_pattern (gemma3: a list of booleans, one per layer), experts, experts_used,
-expert_ff (qwen3moe and llama), tied (no output tensor: the embedding is reused).
+SPEC_JSON keys: arch (gemma3, qwen2, qwen3, qwen3moe, llama, deepseek2), n_vocab, n_embd,
+n_layer, n_head, n_head_kv, head_dim, n_ff, and optionally context_length, sliding_window
+(gemma3), sliding_window_pattern (gemma3: a list of booleans, one per layer), experts,
+experts_used, expert_ff (qwen3moe, llama, deepseek2), tied (no output tensor: the embedding is
+reused). deepseek2 (MLA, the cache holding the latent and the roped key) also takes mla =
+{q_lora_rank (0: one Q projection), kv_lora_rank, rope, nope, v_head}, dense_lead (leading layers
+with a dense feed-forward), shared_experts, sigmoid (gating with a selection bias),
+weights_scale; head_dim and n_head_kv are then the cache's (kv_lora_rank + rope, 1).
 """
 
 import json
@@ -39,9 +43,10 @@ def describe(writer, gguf, spec) -> None:
     writer.add_feed_forward_length(spec["n_ff"])
     writer.add_head_count(spec["n_head"])
     writer.add_head_count_kv(spec["n_head_kv"])
-    writer.add_key_length(spec["head_dim"])
-    writer.add_value_length(spec["head_dim"])
-    writer.add_rope_dimension_count(spec["head_dim"])
+    if "mla" not in spec:
+        writer.add_key_length(spec["head_dim"])
+        writer.add_value_length(spec["head_dim"])
+        writer.add_rope_dimension_count(spec["head_dim"])
     writer.add_layer_norm_rms_eps(1e-6)
     writer.add_rope_freq_base(1_000_000.0)
     writer.add_file_type(gguf.LlamaFileType.MOSTLY_F16)
@@ -49,6 +54,22 @@ def describe(writer, gguf, spec) -> None:
         writer.add_sliding_window(spec["sliding_window"])
         if "sliding_window_pattern" in spec:
             writer.add_sliding_window_pattern(spec["sliding_window_pattern"])
+    if "mla" in spec:
+        mla = spec["mla"]
+        writer.add_key_length(mla["kv_lora_rank"] + mla["rope"])
+        writer.add_value_length(mla["kv_lora_rank"])
+        writer.add_rope_dimension_count(mla["rope"])
+        writer.add_key_length_mla(mla["nope"] + mla["rope"])
+        writer.add_value_length_mla(mla["v_head"])
+        writer.add_kv_lora_rank(mla["kv_lora_rank"])
+        if mla["q_lora_rank"]:
+            writer.add_q_lora_rank(mla["q_lora_rank"])
+        writer.add_leading_dense_block_count(spec.get("dense_lead", 0))
+        writer.add_expert_shared_count(spec.get("shared_experts", 0))
+        writer.add_expert_weights_scale(spec.get("weights_scale", 1.0))
+        writer.add_expert_weights_norm(True)
+        gating = gguf.ExpertGatingFuncType
+        writer.add_expert_gating_func(gating.SIGMOID if spec.get("sigmoid") else gating.SOFTMAX)
     if "experts" in spec:
         writer.add_expert_count(spec["experts"])
         writer.add_expert_used_count(spec["experts_used"])
@@ -81,6 +102,8 @@ def tensors(gguf, spec):
     out = [(name(T.TOKEN_EMBD), (v, e), np.float16), (name(T.OUTPUT_NORM), (e,), np.float32)]
     if not spec.get("tied", False):
         out.append((name(T.OUTPUT), (v, e), np.float16))
+    if arch == "deepseek2":
+        return out + [t for il in range(spec["n_layer"]) for t in mla_layer(gguf, spec, il)]
     for il in range(spec["n_layer"]):
         out += [
             (name(T.ATTN_NORM, il), (e,), np.float32),
@@ -120,6 +143,57 @@ def tensors(gguf, spec):
                 (name(T.FFN_UP, il), (ff, e), np.float16),
                 (name(T.FFN_DOWN, il), (e, ff), np.float16),
             ]
+    return out
+
+
+def mla_layer(gguf, spec, il):
+    """A deepseek2 layer: the low-rank Q (or one Q projection), the latent KV with its roped key,
+    the absorbed K and V decompressions per head, then a dense feed-forward (the leading layers)
+    or routed experts with shared ones."""
+    T = gguf.MODEL_TENSOR
+    name = lambda t, kind="weight": f"{gguf.TENSOR_NAMES[t].format(bid=il)}.{kind}"
+    e, h, mla = spec["n_embd"], spec["n_head"], spec["mla"]
+    q_lora, kv_lora, rope, nope = mla["q_lora_rank"], mla["kv_lora_rank"], mla["rope"], mla["nope"]
+    out = [(name(T.ATTN_NORM), (e,), np.float32)]
+    if q_lora:
+        out += [
+            (name(T.ATTN_Q_A), (q_lora, e), np.float16),
+            (name(T.ATTN_Q_A_NORM), (q_lora,), np.float32),
+            (name(T.ATTN_Q_B), (h * (nope + rope), q_lora), np.float16),
+        ]
+    else:
+        out.append((name(T.ATTN_Q), (h * (nope + rope), e), np.float16))
+    out += [
+        (name(T.ATTN_KV_A_MQA), (kv_lora + rope, e), np.float16),
+        (name(T.ATTN_KV_A_NORM), (kv_lora,), np.float32),
+        (name(T.ATTN_K_B), (h, kv_lora, nope), np.float16),
+        (name(T.ATTN_V_B), (h, mla["v_head"], kv_lora), np.float16),
+        (name(T.ATTN_OUT), (e, h * mla["v_head"]), np.float16),
+        (name(T.FFN_NORM), (e,), np.float32),
+    ]
+    ff = spec["n_ff"]
+    if il < spec.get("dense_lead", 0):
+        return out + [
+            (name(T.FFN_GATE), (ff, e), np.float16),
+            (name(T.FFN_UP), (ff, e), np.float16),
+            (name(T.FFN_DOWN), (e, ff), np.float16),
+        ]
+    n, w = spec["experts"], spec["expert_ff"]
+    shared = w * spec.get("shared_experts", 0)
+    out += [
+        (name(T.FFN_GATE_INP), (n, e), np.float32),
+        (name(T.FFN_GATE_EXP), (n, w, e), np.float16),
+        (name(T.FFN_UP_EXP), (n, w, e), np.float16),
+        (name(T.FFN_DOWN_EXP), (n, e, w), np.float16),
+    ]
+    if spec.get("sigmoid"):
+        out.append((name(T.FFN_EXP_PROBS_B, "bias"), (n,), np.float32))
+    if shared:
+        out += [
+            (name(T.FFN_GATE_SHEXP), (shared, e), np.float16),
+            (name(T.FFN_UP_SHEXP), (shared, e), np.float16),
+            (name(T.FFN_DOWN_SHEXP), (e, shared), np.float16),
+        ]
     return out
 
 

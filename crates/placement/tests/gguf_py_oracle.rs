@@ -197,8 +197,10 @@ struct Shape {
 }
 
 /// The shapes every family is checked at: flash attention on and off, one and four slots, a
-/// q8_0 cache (rotated), 512- and 256-token micro-batches.
-fn shapes() -> Vec<Shape> {
+/// q8_0 cache (rotated), 512- and 256-token micro-batches. `key_only_cache` (MLA, whose one
+/// cache llama.cpp will not quantize for K alone): the last shape quantizes both, with flash
+/// attention.
+fn shapes(key_only_cache: bool) -> Vec<Shape> {
     let base = PlacementOptions {
         context: 4096,
         parallel: 1,
@@ -228,16 +230,30 @@ fn shapes() -> Vec<Shape> {
                 ..base.clone()
             },
         },
-        Shape {
-            label: "3 slots x 2 048, ubatch 256, no flash attention, q8_0 K",
-            options: PlacementOptions {
-                context: 6144,
-                parallel: 3,
-                ubatch: 256,
-                flash_attention: false,
-                cache_type_k: KvType::Q8_0,
-                ..base
-            },
+        if key_only_cache {
+            Shape {
+                label: "3 slots x 2 048, ubatch 256, q8_0 cache",
+                options: PlacementOptions {
+                    context: 6144,
+                    parallel: 3,
+                    ubatch: 256,
+                    cache_type_k: KvType::Q8_0,
+                    cache_type_v: KvType::Q8_0,
+                    ..base
+                },
+            }
+        } else {
+            Shape {
+                label: "3 slots x 2 048, ubatch 256, no flash attention, q8_0 K",
+                options: PlacementOptions {
+                    context: 6144,
+                    parallel: 3,
+                    ubatch: 256,
+                    flash_attention: false,
+                    cache_type_k: KvType::Q8_0,
+                    ..base
+                },
+            }
         },
     ]
 }
@@ -248,7 +264,7 @@ fn shapes() -> Vec<Shape> {
 fn misses(family: &str, path: &Path) -> Vec<String> {
     let shape = load_shape(path).unwrap_or_else(|e| panic!("{e}")).shape;
     let mut missed = Vec::new();
-    for Shape { label, options } in shapes() {
+    for Shape { label, options } in shapes(shape.attention.mla) {
         let plan = plan(&shape, &host_only(), &options).unwrap_or_else(|e| panic!("{e}"));
         let ours = plan
             .device(DeviceId::Cpu)
@@ -379,5 +395,46 @@ fn mixtral_style_llama_written_by_gguf_py_matches_llama_cpp() {
     assert_exact(json!({
         "arch": "llama", "n_vocab": 151_936, "n_embd": 1024, "n_layer": 3, "n_head": 8,
         "n_head_kv": 2, "head_dim": 128, "n_ff": 2816, "experts": 8, "experts_used": 2,
+    }));
+}
+
+#[test]
+fn deepseek2_v3_style_with_mla_matches_llama_cpp() {
+    // DeepSeek V3's layout, narrower: queries through a rank-768 projection, a 512-wide latent
+    // with a 64-wide roped key, one dense layer, then 16 experts of 512 (4 active, sigmoid
+    // gating with a selection bias, weights scaled by 2.5) beside a shared one. The formulas
+    // said 70.5 MiB with flash attention, llama.cpp 78.51 (-10 %).
+    assert_exact(json!({
+        "arch": "deepseek2", "n_vocab": 32_000, "n_embd": 2048, "n_layer": 4, "n_head": 16,
+        "n_head_kv": 1, "head_dim": 576, "n_ff": 5632,
+        "mla": {"q_lora_rank": 768, "kv_lora_rank": 512, "rope": 64, "nope": 128, "v_head": 128},
+        "dense_lead": 1, "experts": 16, "experts_used": 4, "expert_ff": 512,
+        "shared_experts": 1, "sigmoid": true, "weights_scale": 2.5,
+    }));
+}
+
+#[test]
+fn deepseek2_lite_with_one_query_projection_matches_llama_cpp() {
+    // DeepSeek V2 Lite's 27 layers (llama.cpp reads no q_lora_rank at that depth): one Q
+    // projection, 32 heads, 8 experts of 1 024 with 2 active and 2 shared, softmax gating, a
+    // 151 936-token vocabulary.
+    assert_exact(json!({
+        "arch": "deepseek2", "n_vocab": 151_936, "n_embd": 1024, "n_layer": 27, "n_head": 32,
+        "n_head_kv": 1, "head_dim": 576, "n_ff": 4096,
+        "mla": {"q_lora_rank": 0, "kv_lora_rank": 512, "rope": 64, "nope": 128, "v_head": 128},
+        "dense_lead": 1, "experts": 8, "experts_used": 2, "expert_ff": 1024, "shared_experts": 2,
+    }));
+}
+
+#[test]
+fn deepseek2_with_64_heads_matches_llama_cpp() {
+    // 64 heads over a rank-1 536 query projection, 32 experts of 256 with 8 active: without
+    // flash attention the scores of 64 heads lead (728 MiB).
+    assert_exact(json!({
+        "arch": "deepseek2", "n_vocab": 32_000, "n_embd": 4096, "n_layer": 3, "n_head": 64,
+        "n_head_kv": 1, "head_dim": 576, "n_ff": 8192,
+        "mla": {"q_lora_rank": 1536, "kv_lora_rank": 512, "rope": 64, "nope": 128, "v_head": 128},
+        "dense_lead": 1, "experts": 32, "experts_used": 8, "expert_ff": 256,
+        "shared_experts": 1, "sigmoid": true, "weights_scale": 2.5,
     }));
 }

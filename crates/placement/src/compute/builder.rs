@@ -80,12 +80,13 @@ pub(super) struct Builder {
 }
 
 /// The inputs `build_attn_inp_kv` adds: positions, the cache rows K and V are written to, the
-/// mask, and the Hadamard rotations applied to Q/K and to V around a quantized cache.
+/// mask, and the Hadamard rotations applied to Q/K and to V around a quantized cache. MLA's
+/// K-only cache (`build_attn_inp_k`) has no V rows and no rotations.
 #[derive(Clone, Copy)]
 struct AttentionInputs {
     positions: TensorId,
     key_rows: TensorId,
-    value_rows: TensorId,
+    value_rows: Option<TensorId>,
     mask: TensorId,
     key_rotation: Option<TensorId>,
     value_rotation: Option<TensorId>,
@@ -210,13 +211,17 @@ impl Builder {
     ) -> AttentionInputs {
         let tokens = self.batch.tokens;
         let attention = &model.attention;
+        let key_only = attention.mla;
+        let rotation = |kind: KvType, head: u32, largest: bool| {
+            rotation_block(kind, head, largest).filter(|_| !key_only)
+        };
         // The K rotation is met before the positions (the rotated Q's first source), the V one
         // after.
-        let key_rotation = rotation_block(options.cache_type_k, attention.key_length, true)
+        let key_rotation = rotation(options.cache_type_k, attention.key_length, true)
             .map(|block| self.input(Element::F32, [block, block, 1, 1]));
         let positions = positions
             .unwrap_or_else(|| self.input(Element::I32, [tokens * positions_per_token, 1, 1, 1]));
-        let value_rotation = rotation_block(options.cache_type_v, attention.value_length, false)
+        let value_rotation = rotation(options.cache_type_v, attention.value_length, false)
             .map(|block| self.input(Element::F32, [block, block, 1, 1]));
         let key_rows = self.input(Element::I64, [tokens, 1, 1, 1]);
         // Without flash attention V is stored transposed, written element by element.
@@ -226,7 +231,7 @@ impl Builder {
             let (_, _, kv_heads) = layer_heads(model, il);
             tokens * kv_heads * u64::from(attention.value_length)
         };
-        let value_rows = self.input(Element::I64, [value_rows, 1, 1, 1]);
+        let value_rows = (!key_only).then(|| self.input(Element::I64, [value_rows, 1, 1, 1]));
         let cells = kv::cells(attention, il, options, g);
         let element = if self.flash_attention {
             Element::F16
@@ -334,7 +339,8 @@ impl Builder {
         self.graph.expand(q);
         self.graph.expand(v);
         self.graph.expand(k);
-        for (projection, rows) in [(k, inputs.key_rows), (v, inputs.value_rows)] {
+        let rows = [(k, Some(inputs.key_rows)), (v, inputs.value_rows)];
+        for (projection, rows) in rows.into_iter().filter_map(|(p, r)| Some((p, r?))) {
             let flat = self
                 .graph
                 .reshape(projection, [head * kv_heads, tokens, 1, 1]);
@@ -374,6 +380,89 @@ impl Builder {
         self.rotate(attended, inputs.value_rotation)
     }
 
+    /// `build_attn` over MLA's K-only cache (`llm_graph_input_attn_k`, DeepSeek's absorbed
+    /// attention): Q `[latent + rope, heads, tokens]` and K `[latent + rope, 1, tokens]` (the
+    /// compressed KV `latent` wide, V, is K's first columns, read from the same cache), K written
+    /// into the cache; flash attention over it or the scores, their masked softmax, V made
+    /// contiguous and weighted; each head decompressed to `value_width` (`wv_b`), `[value_width
+    /// × heads, tokens]` out.
+    pub(super) fn attend_latent(
+        &mut self,
+        model: &ModelShape,
+        il: usize,
+        [q, k, v]: [TensorId; 3],
+        value_width: u64,
+        options: &PlacementOptions,
+        g: &ContextGeometry,
+    ) -> TensorId {
+        let Some(inputs) = self.attention else {
+            return q;
+        };
+        let Batch {
+            tokens, streams, ..
+        } = self.batch;
+        let [width, heads, ..] = self.graph.extents(q);
+        let latent = self.graph.extents(v)[0];
+        let cells = kv::cells(&model.attention, il, options, g);
+        let per_stream = tokens / streams;
+        self.graph.expand(q);
+        self.graph.expand(v);
+        self.graph.expand(k);
+        let flat = self.graph.reshape(k, [width, tokens, 1, 1]);
+        let cache = self.graph.external(Element::F16, [width, cells, 1, 1]);
+        let written = self.graph.write_rows(cache, flat, inputs.key_rows);
+        self.graph.expand(written);
+        let q = self.graph.reshape(q, [width, heads, per_stream, streams]);
+        let q = self.graph.permute(q, [0, 2, 1, 3]);
+        let keys = self
+            .graph
+            .external(Element::F16, [width, cells, 1, streams]);
+        let values = self
+            .graph
+            .view(keys, [latent, cells, 1, streams], self.graph.strides(keys));
+        let per_head = if self.flash_attention {
+            let out = self.op(
+                Reuse::Fresh,
+                [latent, heads, per_stream, streams],
+                &[q, keys, values, inputs.mask],
+            );
+            self.graph.permute(out, [0, 2, 1, 3])
+        } else {
+            let scores = self.op(
+                Reuse::Fresh,
+                [cells, per_stream, heads, streams],
+                &[keys, q],
+            );
+            let weights = self.elementwise(scores, &[inputs.mask]);
+            let transposed = self.graph.permute(values, [1, 0, 2, 3]);
+            let values = self.graph.op(
+                Reuse::Fresh,
+                Element::F16,
+                [cells, latent, 1, streams],
+                &[transposed],
+            );
+            self.op(
+                Reuse::Fresh,
+                [latent, per_stream, heads, streams],
+                &[values, weights],
+            )
+        };
+        let decompress = self.weight([latent, value_width, heads, 1]);
+        let decompressed = self.op(
+            Reuse::Fresh,
+            [value_width, per_stream, heads, streams],
+            &[decompress, per_head],
+        );
+        let decompressed = self.graph.permute(decompressed, [0, 2, 1, 3]);
+        let out = self.op(
+            Reuse::Fresh,
+            [value_width * heads, tokens, 1, 1],
+            &[decompressed],
+        );
+        self.graph.expand(out);
+        out
+    }
+
     /// `llama_mul_mat_hadamard` over a contiguous `x` when there is a rotation: its elements in
     /// rows of the rotation's width, multiplied by it, in `x`'s shape again.
     fn rotate(&mut self, x: TensorId, rotation: Option<TensorId>) -> TensorId {
@@ -388,25 +477,34 @@ impl Builder {
         self.graph.reshape(rotated, ne)
     }
 
-    /// `build_moe_ffn` with softmax gating and normalized weights: the router's top-k of
-    /// `count` experts, gate/up/down (`expert_ff` wide; one `ffn_gate_up_exps` projection when
-    /// `fused_gate_up`) per selected expert and token, their weighted sum.
+    /// `build_moe_ffn` with softmax (or sigmoid) gating and normalized weights: the router's
+    /// top-k of `count` experts (chosen over the probabilities plus a per-expert bias when
+    /// `selection_bias`, DeepSeek V3's `exp_probs_b`), gate/up/down (`expert_ff` wide; one
+    /// `ffn_gate_up_exps` projection when `fused_gate_up`) per selected expert and token, their
+    /// weighted sum.
     pub(super) fn routed_experts(
         &mut self,
         count: u64,
         expert_ff: u64,
         fused_gate_up: bool,
+        selection_bias: bool,
         x: TensorId,
     ) -> TensorId {
         let (tokens, used) = (self.graph.extents(x)[1], self.experts_used);
         let logits = self.matmul(count, x);
         let probabilities = self.elementwise(logits, &[]);
         let per_expert = self.graph.reshape(probabilities, [1, count, tokens, 1]);
+        let selection = if selection_bias {
+            let bias = self.weight([count, 1, 1, 1]);
+            self.elementwise(probabilities, &[bias])
+        } else {
+            probabilities
+        };
         let order = self.graph.op(
             Reuse::Fresh,
             Element::I32,
             [count, tokens, 1, 1],
-            &[probabilities],
+            &[selection],
         );
         let selected = self
             .graph

@@ -1,0 +1,213 @@
+//! The graph llama.cpp reserves for `deepseek2` with MLA (`src/models/deepseek2.cpp`: DeepSeek
+//! V2/V3 and the files converted like them, whose header gives `key_length_mla` and
+//! `value_length_mla`): queries through a low-rank projection (or one projection in the lite
+//! models), the compressed KV and its roped key cached together, the queries absorbed into the
+//! latent space, attention over the K-only cache ([`Builder::attend_latent`]), the leading
+//! dense layers and then routed experts beside shared ones, tensor by tensor.
+
+use super::allocator::{Reuse, TensorId};
+use super::builder::{replay, Builder};
+use crate::kv::ContextGeometry;
+use crate::layers::LayerDevices;
+use crate::model::ModelShape;
+use crate::options::{DeviceId, PlacementOptions};
+
+/// The widths of one MLA layer, from the header (`key_length` = latent + rope, `value_length` =
+/// latent, the `*_length_mla` per-head widths) and the tensors (the Q projection's rank, which
+/// layers route experts and whether the router has a selection bias).
+struct Latent {
+    /// `kv_lora_rank`: the compressed KV, V's width in the cache.
+    rank: u64,
+    /// The roped part of each key (`n_rot`).
+    rope: u64,
+    /// The unroped part of each query head.
+    nope: u64,
+    /// Each head's decompressed value (`value_length_mla`).
+    value: u64,
+    /// `q_lora_rank`, 0 when one projection makes the queries.
+    query_rank: u64,
+    /// Per layer: routed experts (else a dense feed-forward, the leading layers).
+    routed: Vec<bool>,
+    selection_bias: bool,
+}
+
+impl Latent {
+    /// `None` for a header this graph does not read: not `deepseek2`, MLA off (the older
+    /// conversions cache full K and V), widths that do not add up, or no experts.
+    fn of(model: &ModelShape) -> Option<Latent> {
+        let attention = &model.attention;
+        if model.architecture != "deepseek2" || !attention.mla || model.experts.is_none() {
+            return None;
+        }
+        let rank = u64::from(attention.value_length);
+        let rope = u64::from(attention.key_length).checked_sub(rank)?;
+        let nope = u64::from(attention.mla_key_length).checked_sub(rope)?;
+        if rank == 0 || rope == 0 || nope == 0 || attention.mla_value_length == 0 {
+            return None;
+        }
+        let n_layer = model.n_layer as usize;
+        let mut routed = vec![false; n_layer];
+        let mut query_rank = 0;
+        let mut selection_bias = false;
+        for tensor in &model.tensors {
+            let Some(il) = tensor.layer.map(|l| l as usize).filter(|&l| l < n_layer) else {
+                continue;
+            };
+            let name = tensor.name.as_str();
+            if name.ends_with(".ffn_gate_inp.weight") {
+                routed[il] = true;
+            } else if name.ends_with(".exp_probs_b.bias") {
+                selection_bias = true;
+            } else if name.ends_with(".attn_q_a_norm.weight") {
+                // An F32 vector of q_lora_rank values.
+                query_rank = tensor.bytes / 4;
+            }
+        }
+        Some(Latent {
+            rank,
+            rope,
+            nope,
+            value: u64::from(attention.mla_value_length),
+            query_rank,
+            routed,
+            selection_bias,
+        })
+    }
+}
+
+/// Whether [`compute_bytes`] builds `model`'s graph.
+pub(super) fn replays(model: &ModelShape) -> bool {
+    Latent::of(model).is_some()
+}
+
+/// The compute buffer of `device` for a `deepseek2` model with MLA, or `None` for another
+/// model, or a quantized cache without flash attention (whose transposed V copy is quantized).
+pub(super) fn compute_bytes(
+    model: &ModelShape,
+    device: DeviceId,
+    layers: &LayerDevices,
+    g: &ContextGeometry,
+    options: &PlacementOptions,
+) -> Option<u64> {
+    let latent = Latent::of(model)?;
+    if !options.flash_attention && options.cache_type_k.is_quantized() {
+        return None;
+    }
+    replay(
+        model,
+        device,
+        layers,
+        g,
+        options,
+        |mut builder, held, holds_output| {
+            let last = model.n_layer as usize;
+            let selects_rows = held.last().is_some_and(|&il| il + 1 == last);
+            let mut cur = builder.inputs(model, held, 1, selects_rows, options, g);
+            for &il in held {
+                cur = layer(&mut builder, model, &latent, il, cur, options, g);
+            }
+            if holds_output {
+                let n_vocab = builder.n_vocab;
+                let normed = builder.rms_norm(cur);
+                builder.graph.mark_output(normed);
+                let logits = builder.matmul(n_vocab, normed);
+                builder.graph.mark_output(logits);
+                builder.graph.expand(logits);
+            }
+            builder
+        },
+    )
+}
+
+/// One layer: norm, the absorbed MLA attention, on the last layer only the output rows, the
+/// residual, norm, the dense feed-forward or the routed and shared experts, the residual.
+fn layer(
+    b: &mut Builder,
+    model: &ModelShape,
+    latent: &Latent,
+    il: usize,
+    input: TensorId,
+    options: &PlacementOptions,
+    g: &ContextGeometry,
+) -> TensorId {
+    let mixed = attention(b, model, latent, il, input, options, g);
+    let n_embd = b.n_embd;
+    let (mut mixed, mut residual) = (mixed, input);
+    if let (true, Some(rows)) = (il + 1 == model.n_layer as usize, b.output_rows) {
+        let outputs = b.batch.outputs;
+        mixed = b.op(Reuse::Fresh, [n_embd, outputs, 1, 1], &[mixed, rows]);
+        residual = b.op(Reuse::Fresh, [n_embd, outputs, 1, 1], &[residual, rows]);
+    }
+    let feed_forward_input = b.elementwise(mixed, &[residual]);
+    let normed = b.rms_norm(feed_forward_input);
+    let feed_forward = match model.experts {
+        Some(experts) if latent.routed.get(il).copied().unwrap_or(false) => {
+            let width = u64::from(experts.feed_forward_length.max(1));
+            let count = u64::from(experts.count);
+            let routed = b.routed_experts(count, width, false, latent.selection_bias, normed);
+            let shared = width * u64::from(experts.shared);
+            if shared == 0 {
+                routed
+            } else {
+                let shared = b.dense_feed_forward(shared, normed);
+                b.elementwise(routed, &[shared])
+            }
+        }
+        _ => b.dense_feed_forward(u64::from(model.n_ff), normed),
+    };
+    b.elementwise(feed_forward, &[feed_forward_input])
+}
+
+/// The attention of `deepseek2.cpp`'s MLA branch, up to the output projection.
+fn attention(
+    b: &mut Builder,
+    model: &ModelShape,
+    latent: &Latent,
+    il: usize,
+    input: TensorId,
+    options: &PlacementOptions,
+    g: &ContextGeometry,
+) -> TensorId {
+    let tokens = b.batch.tokens;
+    let heads = u64::from(model.attention.head_count.get(il).copied().unwrap_or(0));
+    let Latent {
+        rank, rope, nope, ..
+    } = *latent;
+    let head = nope + rope;
+    let normed = b.rms_norm(input);
+    let q = if latent.query_rank > 0 {
+        let compressed = b.matmul(latent.query_rank, normed);
+        let compressed = b.rms_norm(compressed);
+        b.matmul(heads * head, compressed)
+    } else {
+        b.matmul(heads * head, normed)
+    };
+    let q = b.graph.reshape(q, [head, heads, tokens, 1]);
+    let kv = b.matmul(rank + rope, normed);
+    let row = 4 * (rank + rope);
+    let kv_strides = [4, row, row * tokens, row * tokens];
+    let compressed = b.graph.view(kv, [rank, tokens, 1, 1], kv_strides);
+    let key_rope = b
+        .graph
+        .view(kv, [rope, 1, tokens, 1], [4, row, row, row * tokens]);
+    let key_rope = b.rope(key_rope);
+    let compressed = b.rms_norm(compressed);
+    let q_strides = b.graph.strides(q);
+    let q_nope = b.graph.view(q, [nope, heads, tokens, 1], q_strides);
+    let q_rope = b.graph.view(q, [rope, heads, tokens, 1], q_strides);
+    let q_rope = b.rope(q_rope);
+    let q_nope = b.graph.permute(q_nope, [0, 2, 1, 3]);
+    let absorb = b.weight([nope, rank, heads, 1]);
+    let absorbed = b.op(Reuse::Fresh, [rank, tokens, heads, 1], &[absorb, q_nope]);
+    let absorbed = b.graph.permute(absorbed, [0, 2, 1, 3]);
+    let q = b.op(
+        Reuse::Fresh,
+        [rank + rope, heads, tokens, 1],
+        &[absorbed, q_rope],
+    );
+    let v = b.graph.reshape(compressed, [rank, 1, tokens, 1]);
+    let k = b.op(Reuse::Fresh, [rank + rope, 1, tokens, 1], &[v, key_rope]);
+    let attended = b.attend_latent(model, il, [q, k, v], latent.value, options, g);
+    let n_embd = b.n_embd;
+    b.matmul(n_embd, attended)
+}
