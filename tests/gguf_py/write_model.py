@@ -8,8 +8,8 @@ Usage: write_model.py GGUF_PY_DIR OUT.gguf SPEC_JSON
 SPEC_JSON keys: arch (gemma3, qwen2, qwen3, qwen3moe, llama, deepseek2), n_vocab, n_embd,
 n_layer, n_head, n_head_kv, head_dim, n_ff, and optionally context_length, sliding_window
 (gemma3), sliding_window_pattern (gemma3: a list of booleans, one per layer), experts,
-experts_used, expert_ff (qwen3moe, llama, deepseek2), tied (no output tensor: the embedding is
-reused). deepseek2 (MLA, the cache holding the latent and the roped key) also takes mla =
+experts_used, expert_ff, expert_groups ([groups, groups kept]) (qwen3moe, llama, deepseek2),
+tied (no output tensor: the embedding is reused). deepseek2 (MLA, the cache holding the latent and the roped key) also takes mla =
 {q_lora_rank (0: one Q projection), kv_lora_rank, rope, nope, v_head}, dense_lead (leading layers
 with a dense feed-forward), shared_experts, sigmoid (gating with a selection bias),
 weights_scale; head_dim and n_head_kv are then the cache's (kv_lora_rank + rope, 1).
@@ -75,6 +75,9 @@ def describe(writer, gguf, spec) -> None:
         writer.add_expert_used_count(spec["experts_used"])
         if "expert_ff" in spec:
             writer.add_expert_feed_forward_length(spec["expert_ff"])
+        if "expert_groups" in spec:
+            writer.add_expert_group_count(spec["expert_groups"][0])
+            writer.add_expert_group_used_count(spec["expert_groups"][1])
 
 
 def vocabulary(writer, n_vocab: int) -> None:

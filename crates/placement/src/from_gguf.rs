@@ -304,6 +304,14 @@ pub fn shape_of(model: &GgufModel, label: &str) -> Result<ModelShape, ShapeError
                 shared: e.shared.unwrap_or(0).min(u64::from(u32::MAX)) as u32,
                 feed_forward_length: u32_of(e.feed_forward_length).unwrap_or(0),
                 shared_feed_forward_length: u32_of(e.shared_feed_forward_length).unwrap_or(0),
+                groups: model
+                    .metadata
+                    .get_u32(&format!("{arch}.expert_group_count"))
+                    .unwrap_or(0),
+                groups_used: model
+                    .metadata
+                    .get_u32(&format!("{arch}.expert_group_used_count"))
+                    .unwrap_or(0),
             }),
         architecture: arch,
         tensors,

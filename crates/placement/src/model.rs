@@ -155,6 +155,12 @@ pub struct ExpertShape {
     /// the file does not say.
     #[serde(default)]
     pub shared_feed_forward_length: u32,
+    /// Groups the router picks among before the experts (`*.expert_group_count`, DeepSeek V3's
+    /// 8) and how many it keeps (`*.expert_group_used_count`); 0 when the file does not say.
+    #[serde(default)]
+    pub groups: u32,
+    #[serde(default)]
+    pub groups_used: u32,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

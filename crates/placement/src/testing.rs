@@ -84,6 +84,8 @@ pub fn moe_model(n_layer: u32, dense: u32, layer_bytes: u64, expert_bytes: u64) 
             shared: 1,
             feed_forward_length: 2048,
             shared_feed_forward_length: 0,
+            groups: 0,
+            groups_used: 0,
         }),
         tensors,
     }

@@ -6,7 +6,7 @@
 use super::allocator::{self, Element, Graph, Reuse, TensorId};
 use crate::kv::{self, ContextGeometry};
 use crate::layers::LayerDevices;
-use crate::model::ModelShape;
+use crate::model::{ExpertShape, ModelShape};
 use crate::options::{DeviceId, KvType, PlacementOptions};
 
 /// The CPU buffer's alignment (`TENSOR_ALIGNMENT`); other backends align to 128 or 256 bytes,
@@ -478,27 +478,30 @@ impl Builder {
     }
 
     /// `build_moe_ffn` with softmax (or sigmoid) gating and normalized weights: the router's
-    /// top-k of `count` experts (chosen over the probabilities plus a per-expert bias when
-    /// `selection_bias`, DeepSeek V3's `exp_probs_b`), gate/up/down (`expert_ff` wide; one
+    /// top-k of its experts ([`Router`]), gate/up/down (`expert_ff` wide; one
     /// `ffn_gate_up_exps` projection when `fused_gate_up`) per selected expert and token, their
     /// weighted sum.
     pub(super) fn routed_experts(
         &mut self,
-        count: u64,
+        router: Router,
         expert_ff: u64,
         fused_gate_up: bool,
-        selection_bias: bool,
         x: TensorId,
     ) -> TensorId {
+        let count = router.count;
         let (tokens, used) = (self.graph.extents(x)[1], self.experts_used);
         let logits = self.matmul(count, x);
         let probabilities = self.elementwise(logits, &[]);
         let per_expert = self.graph.reshape(probabilities, [1, count, tokens, 1]);
-        let selection = if selection_bias {
+        let selection = if router.selection_bias {
             let bias = self.weight([count, 1, 1, 1]);
             self.elementwise(probabilities, &[bias])
         } else {
             probabilities
+        };
+        let selection = match router.groups {
+            Some((groups, kept)) => self.mask_groups(selection, count, groups, kept),
+            None => selection,
         };
         let order = self.graph.op(
             Reuse::Fresh,
@@ -554,6 +557,50 @@ impl Builder {
         sum
     }
 
+    /// The group selection of `build_moe_ffn` (DeepSeek V3): the experts' scores `[count,
+    /// tokens]` in `groups`, each group scored by its best two, the `kept` best groups' scores
+    /// written over a copy filled with -inf; `[count, tokens]` out.
+    fn mask_groups(&mut self, selection: TensorId, count: u64, groups: u64, kept: u64) -> TensorId {
+        let tokens = self.graph.extents(selection)[1];
+        let per_group = count / groups;
+        let grouped = self
+            .graph
+            .reshape(selection, [per_group, groups, tokens, 1]);
+        let order = self.graph.op(
+            Reuse::Fresh,
+            Element::I32,
+            [per_group, groups, tokens, 1],
+            &[grouped],
+        );
+        let best_two = self
+            .graph
+            .view(order, [2, groups, tokens, 1], self.graph.strides(order));
+        let rows = self.graph.reshape(grouped, [1, per_group, groups, tokens]);
+        let best = self.op(Reuse::Fresh, [1, 2, groups, tokens], &[rows, best_two]);
+        let best = self.graph.reshape(best, [2, groups, tokens, 1]);
+        let scores = self.op(Reuse::Fresh, [1, groups, tokens, 1], &[best]);
+        let scores = self.graph.reshape(scores, [groups, tokens, 1, 1]);
+        let group_order = self.graph.op(
+            Reuse::Fresh,
+            Element::I32,
+            [groups, tokens, 1, 1],
+            &[scores],
+        );
+        let chosen = self.graph.view(
+            group_order,
+            [kept, tokens, 1, 1],
+            self.graph.strides(group_order),
+        );
+        let kept_scores = self.op(
+            Reuse::Fresh,
+            [per_group, kept, tokens, 1],
+            &[grouped, chosen],
+        );
+        let filled = self.op(Reuse::InPlace, [per_group, groups, tokens, 1], &[grouped]);
+        let masked = self.graph.write_rows(filled, kept_scores, chosen);
+        self.graph.reshape(masked, [count, tokens, 1, 1])
+    }
+
     /// `build_ffn` with SiLU gating (`LLM_FFN_SILU`, `LLM_FFN_PAR`): up, gate, their SwiGLU and
     /// the down projection.
     pub(super) fn dense_feed_forward(&mut self, width: u64, x: TensorId) -> TensorId {
@@ -574,6 +621,31 @@ impl Builder {
             [rows, used, tokens, 1],
             &[weight, x, selected],
         )
+    }
+}
+
+/// How `build_moe_ffn` picks the experts: among `count`, over the probabilities plus a
+/// per-expert bias when `selection_bias` (DeepSeek V3's `exp_probs_b`), within the best of
+/// `groups` when set (groups, groups kept).
+#[derive(Clone, Copy)]
+pub(super) struct Router {
+    pub(super) count: u64,
+    pub(super) selection_bias: bool,
+    pub(super) groups: Option<(u64, u64)>,
+}
+
+impl Router {
+    /// The router of `experts`' layers (llama.cpp reads the groups for every architecture and
+    /// uses them when there are several that divide the experts).
+    pub(super) fn of(experts: &ExpertShape, selection_bias: bool) -> Router {
+        let count = u64::from(experts.count);
+        let (groups, kept) = (u64::from(experts.groups), u64::from(experts.groups_used));
+        let grouped = groups > 1 && kept > 0 && count.is_multiple_of(groups);
+        Router {
+            count,
+            selection_bias,
+            groups: grouped.then_some((groups, kept.min(groups))),
+        }
     }
 }
 

@@ -6,7 +6,7 @@
 //! dense layers and then routed experts beside shared ones, tensor by tensor.
 
 use super::allocator::{Reuse, TensorId};
-use super::builder::{replay, Builder};
+use super::builder::{replay, Builder, Router};
 use crate::kv::ContextGeometry;
 use crate::layers::LayerDevices;
 use crate::model::ModelShape;
@@ -143,8 +143,8 @@ fn layer(
     let feed_forward = match model.experts {
         Some(experts) if latent.routed.get(il).copied().unwrap_or(false) => {
             let width = u64::from(experts.feed_forward_length.max(1));
-            let count = u64::from(experts.count);
-            let routed = b.routed_experts(count, width, false, latent.selection_bias, normed);
+            let router = Router::of(&experts, latent.selection_bias);
+            let routed = b.routed_experts(router, width, false, normed);
             let shared = width * u64::from(experts.shared);
             if shared == 0 {
                 routed

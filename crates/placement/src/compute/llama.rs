@@ -7,7 +7,7 @@
 //! formula (whose logits phase missed the rows llama.cpp leaves below them by up to 5 %).
 
 use super::allocator::{Reuse, TensorId};
-use super::builder::{layer_heads, replay, Builder};
+use super::builder::{layer_heads, replay, Builder, Router};
 use crate::kv::ContextGeometry;
 use crate::layers::LayerDevices;
 use crate::model::ModelShape;
@@ -165,9 +165,8 @@ fn layer(
     let mut feed_forward = match model.experts {
         // llama.cpp's llama and qwen3moe graphs pass no fused gate/up tensor.
         Some(experts) => b.routed_experts(
-            u64::from(experts.count),
+            Router::of(&experts, false),
             decoder.expert_ff,
-            false,
             false,
             normed,
         ),

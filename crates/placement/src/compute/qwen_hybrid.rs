@@ -9,7 +9,7 @@
 use std::ops::{Deref, DerefMut};
 
 use super::allocator::{Element, Reuse, TensorId};
-use super::builder::{contiguous_strides, layer_heads, replay, Batch, Builder};
+use super::builder::{contiguous_strides, layer_heads, replay, Batch, Builder, Router};
 use crate::kv::ContextGeometry;
 use crate::layers::LayerDevices;
 use crate::model::{ModelShape, RecurrentKind, RecurrentShape};
@@ -495,7 +495,7 @@ impl HybridGraph {
             ff => u64::from(ff),
         };
         let fused = LayerForms::has(&self.forms.gate_up, il);
-        let routed = self.routed_experts(u64::from(experts.count), expert_ff, fused, false, x);
+        let routed = self.routed_experts(Router::of(&experts, false), expert_ff, fused, x);
         if !LayerForms::has(&self.forms.shared_expert, il) {
             return routed;
         }
