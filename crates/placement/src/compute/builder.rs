@@ -660,10 +660,21 @@ fn plausible(model: &ModelShape, batch: &Batch, g: &ContextGeometry) -> bool {
     let attention = &model.attention;
     let widest = |values: &[u32]| u64::from(values.iter().copied().max().unwrap_or(0));
     let heads = widest(&attention.head_count).max(widest(&attention.head_count_kv));
-    let head = u64::from(attention.key_length.max(attention.value_length));
+    let head = [
+        attention.key_length,
+        attention.value_length,
+        attention.mla_key_length,
+        attention.mla_value_length,
+    ]
+    .into_iter()
+    .max()
+    .map_or(0, u64::from);
     let n_ff = u64::from(model.n_ff);
     let experts = model.experts.map_or(0, |e| {
-        let width = u64::from(e.feed_forward_length.max(e.shared_feed_forward_length)).max(n_ff);
+        let shared = u64::from(e.feed_forward_length).saturating_mul(u64::from(e.shared));
+        let width = u64::from(e.feed_forward_length.max(e.shared_feed_forward_length))
+            .max(n_ff)
+            .max(shared);
         u64::from(e.count.max(e.used)).saturating_mul(width)
     });
     let mut rows = vec![

@@ -59,9 +59,12 @@ impl Latent {
             } else if name.ends_with(".exp_probs_b.bias") {
                 selection_bias = true;
             } else if name.ends_with(".attn_q_a_norm.weight") {
-                // An F32 vector of q_lora_rank values.
+                // An F32 vector of q_lora_rank values (a header's width, so u32 at most).
                 query_rank = tensor.bytes / 4;
             }
+        }
+        if query_rank > u64::from(u32::MAX) {
+            return None;
         }
         Some(Latent {
             rank,

@@ -515,6 +515,27 @@ mod tests {
     }
 
     #[test]
+    fn a_hostile_mla_header_plans_as_too_big_without_overflowing() {
+        let mut model = moe_model(4, 4, 10 * MIB, 0);
+        model.architecture = "deepseek2".into();
+        let attention = &mut model.attention;
+        (attention.key_length, attention.value_length) = (576, 512);
+        (attention.mla_key_length, attention.mla_value_length) = (192, u32::MAX);
+        // Few enough heads that the cache's widths pass the bounds; the decompressed values'
+        // width (2^32 per head) does not.
+        attention.head_count = vec![3_000_000; 4];
+        attention.indexer_heads = 0;
+        let options = PlacementOptions {
+            flash_attention: false,
+            ..Default::default()
+        };
+        let plan = plan(&model, &gpus(1, 80 * GIB), &options).unwrap();
+        let gpu = &plan.device(DeviceId::Gpu(0)).unwrap().usage;
+        assert!(gpu.compute_estimate_bytes > 80 * GIB, "{gpu:?}");
+        assert!(!plan.fits());
+    }
+
+    #[test]
     fn a_wide_mamba_sizes_its_compute_buffer_by_the_scan_and_its_context_by_the_state() {
         // 8192 wide, a 50k vocabulary: the selective scan's tensors (6 × d_inner per token)
         // outgrow the logits; the state is per sequence, the context length plays no part.
