@@ -5,14 +5,18 @@ sparse file: `llama-fit-params` reads only the header.
 
 Usage: write_model.py GGUF_PY_DIR OUT.gguf SPEC_JSON
 
-SPEC_JSON keys: arch (gemma3, qwen2, qwen3, qwen3moe, llama, deepseek2), n_vocab, n_embd,
-n_layer, n_head, n_head_kv, head_dim, n_ff, and optionally context_length, sliding_window
-(gemma3), sliding_window_pattern (gemma3: a list of booleans, one per layer), experts,
-experts_used, expert_ff, expert_groups ([groups, groups kept]) (qwen3moe, llama, deepseek2),
-tied (no output tensor: the embedding is reused). deepseek2 (MLA, the cache holding the latent and the roped key) also takes mla =
-{q_lora_rank (0: one Q projection), kv_lora_rank, rope, nope, v_head}, dense_lead (leading layers
-with a dense feed-forward), shared_experts, sigmoid (gating with a selection bias),
-weights_scale; head_dim and n_head_kv are then the cache's (kv_lora_rank + rope, 1).
+SPEC_JSON keys: arch (gemma3, qwen2, qwen3, qwen3moe, llama, deepseek2, gpt-oss), n_vocab,
+n_embd, n_layer, n_head, n_head_kv, head_dim, n_ff, and optionally context_length,
+sliding_window (gemma3, gpt-oss), sliding_window_pattern (gemma3: a list of booleans, one per
+layer), experts, experts_used, expert_ff, expert_groups ([groups, groups kept]), tied (no output
+tensor: the embedding is reused).
+deepseek2 (MLA, the cache holding the latent and the roped key) also takes mla = {q_lora_rank
+(0: one Q projection), kv_lora_rank, rope, nope, v_head}, dense_lead (leading layers with a
+dense feed-forward), shared_experts, sigmoid (gating with a selection bias), weights_scale,
+weights_norm (default true); head_dim and n_head_kv are then the cache's (kv_lora_rank + rope,
+1).
+gpt-oss: biases on Q, K, V, the output, the router and every expert, attention sinks, a norm
+after the attention.
 """
 
 import json
@@ -67,7 +71,7 @@ def describe(writer, gguf, spec) -> None:
         writer.add_leading_dense_block_count(spec.get("dense_lead", 0))
         writer.add_expert_shared_count(spec.get("shared_experts", 0))
         writer.add_expert_weights_scale(spec.get("weights_scale", 1.0))
-        writer.add_expert_weights_norm(True)
+        writer.add_expert_weights_norm(spec.get("weights_norm", True))
         gating = gguf.ExpertGatingFuncType
         writer.add_expert_gating_func(gating.SIGMOID if spec.get("sigmoid") else gating.SOFTMAX)
     if "experts" in spec:
@@ -107,6 +111,8 @@ def tensors(gguf, spec):
         out.append((name(T.OUTPUT), (v, e), np.float16))
     if arch == "deepseek2":
         return out + [t for il in range(spec["n_layer"]) for t in mla_layer(gguf, spec, il)]
+    if arch == "gpt-oss":
+        return out + [t for il in range(spec["n_layer"]) for t in gpt_oss_layer(gguf, spec, il)]
     for il in range(spec["n_layer"]):
         out += [
             (name(T.ATTN_NORM, il), (e,), np.float32),
@@ -197,6 +203,34 @@ def mla_layer(gguf, spec, il):
             (name(T.FFN_UP_SHEXP), (shared, e), np.float16),
             (name(T.FFN_DOWN_SHEXP), (e, shared), np.float16),
         ]
+    return out
+
+
+def gpt_oss_layer(gguf, spec, il):
+    """A gpt-oss layer: biased Q, K, V and output projections, sinks, routed experts with
+    biases (F16 here, MXFP4 in the released files: the compute graph is the same)."""
+    T = gguf.MODEL_TENSOR
+    name = lambda t, kind="weight": f"{gguf.TENSOR_NAMES[t].format(bid=il)}.{kind}"
+    e, n, w = spec["n_embd"], spec["experts"], spec["expert_ff"]
+    q = spec["n_head"] * spec["head_dim"]
+    kv = spec["n_head_kv"] * spec["head_dim"]
+    out = [
+        (name(T.ATTN_NORM), (e,), np.float32),
+        (name(T.ATTN_POST_NORM), (e,), np.float32),
+        (name(T.ATTN_SINKS), (spec["n_head"],), np.float32),
+        (name(T.ATTN_OUT), (e, q), np.float16),
+        (name(T.ATTN_OUT, "bias"), (e,), np.float32),
+        (name(T.FFN_GATE_INP), (n, e), np.float32),
+        (name(T.FFN_GATE_INP, "bias"), (n,), np.float32),
+    ]
+    for t, rows in ((T.ATTN_Q, q), (T.ATTN_K, kv), (T.ATTN_V, kv)):
+        out += [(name(t), (rows, e), np.float16), (name(t, "bias"), (rows,), np.float32)]
+    for t, shape, bias in (
+        (T.FFN_GATE_EXP, (n, w, e), (n, w)),
+        (T.FFN_UP_EXP, (n, w, e), (n, w)),
+        (T.FFN_DOWN_EXP, (n, e, w), (n, e)),
+    ):
+        out += [(name(t), shape, np.float16), (name(t, "bias"), bias, np.float32)]
     return out
 
 

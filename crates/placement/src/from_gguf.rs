@@ -312,6 +312,10 @@ pub fn shape_of(model: &GgufModel, label: &str) -> Result<ModelShape, ShapeError
                     .metadata
                     .get_u32(&format!("{arch}.expert_group_used_count"))
                     .unwrap_or(0),
+                weights_norm: model
+                    .metadata
+                    .get_bool(&format!("{arch}.expert_weights_norm"))
+                    .unwrap_or(false),
             }),
         architecture: arch,
         tensors,

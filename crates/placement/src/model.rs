@@ -161,6 +161,11 @@ pub struct ExpertShape {
     pub groups: u32,
     #[serde(default)]
     pub groups_used: u32,
+    /// Whether the selected experts' weights are normalized to sum to one
+    /// (`*.expert_weights_norm`, read where the architecture's graph takes it from the file:
+    /// `deepseek2`).
+    #[serde(default)]
+    pub weights_norm: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

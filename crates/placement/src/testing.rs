@@ -86,6 +86,7 @@ pub fn moe_model(n_layer: u32, dense: u32, layer_bytes: u64, expert_bytes: u64) 
             shared_feed_forward_length: 0,
             groups: 0,
             groups_used: 0,
+            weights_norm: false,
         }),
         tensors,
     }

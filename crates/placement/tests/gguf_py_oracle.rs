@@ -423,6 +423,7 @@ fn deepseek2_lite_with_one_query_projection_matches_llama_cpp() {
         "n_head_kv": 1, "head_dim": 576, "n_ff": 4096,
         "mla": {"q_lora_rank": 0, "kv_lora_rank": 512, "rope": 64, "nope": 128, "v_head": 128},
         "dense_lead": 1, "experts": 8, "experts_used": 2, "expert_ff": 1024, "shared_experts": 2,
+        "weights_norm": false,
     }));
 }
 
@@ -450,5 +451,51 @@ fn deepseek2_with_experts_in_groups_matches_llama_cpp() {
         "mla": {"q_lora_rank": 768, "kv_lora_rank": 512, "rope": 64, "nope": 128, "v_head": 128},
         "dense_lead": 1, "experts": 256, "experts_used": 8, "expert_ff": 2048,
         "shared_experts": 1, "sigmoid": true, "weights_scale": 2.5, "expert_groups": [8, 4],
+    }));
+}
+
+#[test]
+fn deepseek2_with_unnormalized_expert_weights_matches_llama_cpp() {
+    // DeepSeek V2's router (`expert_weights_norm` false): 64 experts of 2 048 with 6 active and
+    // 2 shared, no normalization of the selected weights (with it the replay was 0.01 MiB over).
+    assert_exact(json!({
+        "arch": "deepseek2", "n_vocab": 32_000, "n_embd": 2048, "n_layer": 3, "n_head": 16,
+        "n_head_kv": 1, "head_dim": 576, "n_ff": 5632,
+        "mla": {"q_lora_rank": 768, "kv_lora_rank": 512, "rope": 64, "nope": 128, "v_head": 128},
+        "dense_lead": 1, "experts": 64, "experts_used": 6, "expert_ff": 2048,
+        "shared_experts": 2, "weights_norm": false,
+    }));
+}
+
+#[test]
+fn gpt_oss_20b_style_matches_llama_cpp() {
+    // gpt-oss-20b's layers: 2 880 wide, 64 heads of 64 over 8, a 128-token window on every
+    // other layer, biases everywhere, 32 experts of 2 880 with 4 active.
+    assert_exact(json!({
+        "arch": "gpt-oss", "n_vocab": 32_000, "n_embd": 2880, "n_layer": 4, "n_head": 64,
+        "n_head_kv": 8, "head_dim": 64, "n_ff": 2880, "sliding_window": 128, "experts": 32,
+        "experts_used": 4, "expert_ff": 2880,
+    }));
+}
+
+#[test]
+fn gpt_oss_120b_style_with_a_152k_vocabulary_matches_llama_cpp() {
+    // 128 experts with 4 active, 6 layers (without the last layer's output kept the replay said
+    // 308.0 MiB for 4 slots, llama.cpp 316.83, and 154.0 for 169.96 with 3 slots).
+    assert_exact(json!({
+        "arch": "gpt-oss", "n_vocab": 151_936, "n_embd": 2880, "n_layer": 6, "n_head": 64,
+        "n_head_kv": 8, "head_dim": 64, "n_ff": 2880, "sliding_window": 128, "experts": 128,
+        "experts_used": 4, "expert_ff": 2880,
+    }));
+}
+
+#[test]
+fn gpt_oss_with_one_active_expert_keeps_the_last_layers_output() {
+    // One expert active (its output made contiguous) and the last layer's output kept as a
+    // graph output beside the logits (without it the replay was 4.77 MiB under).
+    assert_exact(json!({
+        "arch": "gpt-oss", "n_vocab": 32_000, "n_embd": 1024, "n_layer": 3, "n_head": 16,
+        "n_head_kv": 2, "head_dim": 128, "n_ff": 4096, "sliding_window": 128, "experts": 8,
+        "experts_used": 1, "expert_ff": 4096,
     }));
 }

@@ -490,8 +490,17 @@ impl Builder {
     ) -> TensorId {
         let count = router.count;
         let (tokens, used) = (self.graph.extents(x)[1], self.experts_used);
-        let logits = self.matmul(count, x);
-        let probabilities = self.elementwise(logits, &[]);
+        let mut logits = self.matmul(count, x);
+        if router.biased_logits {
+            let bias = self.weight([count, 1, 1, 1]);
+            logits = self.elementwise(logits, &[bias]);
+        }
+        // Softmax or sigmoid over every expert, or (gpt-oss) the logits themselves.
+        let probabilities = if router.softmax_after_selection {
+            logits
+        } else {
+            self.elementwise(logits, &[])
+        };
         let per_expert = self.graph.reshape(probabilities, [1, count, tokens, 1]);
         let selection = if router.selection_bias {
             let bias = self.weight([count, 1, 1, 1]);
@@ -512,12 +521,19 @@ impl Builder {
         let selected = self
             .graph
             .view(order, [used, tokens, 1, 1], self.graph.strides(order));
-        let weights = self.op(Reuse::Fresh, [1, used, tokens, 1], &[per_expert, selected]);
-        let weights = self.graph.reshape(weights, [used, tokens, 1, 1]);
-        let sum = self.op(Reuse::Fresh, [1, tokens, 1, 1], &[weights]);
-        let sum = self.elementwise(sum, &[]);
-        let weights = self.op(Reuse::InPlace, [used, tokens, 1, 1], &[weights, sum]);
-        let weights = self.graph.reshape(weights, [1, used, tokens, 1]);
+        let mut weights = self.op(Reuse::Fresh, [1, used, tokens, 1], &[per_expert, selected]);
+        if router.softmax_after_selection {
+            let flat = self.graph.reshape(weights, [used, tokens, 1, 1]);
+            let normed = self.elementwise(flat, &[]);
+            weights = self.graph.reshape(normed, [1, used, tokens, 1]);
+        }
+        if router.normalized {
+            let flat = self.graph.reshape(weights, [used, tokens, 1, 1]);
+            let sum = self.op(Reuse::Fresh, [1, tokens, 1, 1], &[flat]);
+            let sum = self.elementwise(sum, &[]);
+            let normed = self.op(Reuse::InPlace, [used, tokens, 1, 1], &[flat, sum]);
+            weights = self.graph.reshape(normed, [1, used, tokens, 1]);
+        }
         self.graph.expand(weights);
         let x3 = self.graph.reshape(x, [self.n_embd, 1, tokens, 1]);
         let activated = if fused_gate_up {
@@ -528,10 +544,13 @@ impl Builder {
             self.op(Reuse::Fresh, [expert_ff, used, tokens, 1], &[gate, up])
         } else {
             let up = self.expert_matmul(expert_ff, x3, selected);
+            let up = self.expert_bias(router, up, selected);
             let gate = self.expert_matmul(expert_ff, x3, selected);
+            let gate = self.expert_bias(router, gate, selected);
             self.op(Reuse::Fresh, [expert_ff, used, tokens, 1], &[gate, up])
         };
         let down = self.expert_matmul(self.n_embd, activated, selected);
+        let down = self.expert_bias(router, down, selected);
         let weighted = self.elementwise(down, &[weights]);
         self.graph.expand(weighted);
         let strides = self.graph.strides(weighted);
@@ -555,6 +574,17 @@ impl Builder {
             sum = self.op(Reuse::Fresh, [self.n_embd, tokens, 1, 1], &[sum]);
         }
         sum
+    }
+
+    /// `ggml_add_id`: each selected expert's bias added to its rows, when the experts have
+    /// biases (gpt-oss).
+    fn expert_bias(&mut self, router: Router, x: TensorId, selected: TensorId) -> TensorId {
+        if !router.biased_experts {
+            return x;
+        }
+        let [rows, ..] = self.graph.extents(x);
+        let bias = self.weight([rows, router.count, 1, 1]);
+        self.elementwise(x, &[bias, selected])
     }
 
     /// The group selection of `build_moe_ffn` (DeepSeek V3): the experts' scores `[count,
@@ -624,27 +654,39 @@ impl Builder {
     }
 }
 
-/// How `build_moe_ffn` picks the experts: among `count`, over the probabilities plus a
+/// How `build_moe_ffn` routes: among `count` experts, chosen over the probabilities plus a
 /// per-expert bias when `selection_bias` (DeepSeek V3's `exp_probs_b`), within the best of
-/// `groups` when set (groups, groups kept).
+/// `groups` when set (groups, groups kept); the selected weights normalized to sum to one when
+/// `normalized`.
 #[derive(Clone, Copy)]
 pub(super) struct Router {
     pub(super) count: u64,
     pub(super) selection_bias: bool,
     pub(super) groups: Option<(u64, u64)>,
+    pub(super) normalized: bool,
+    /// gpt-oss (`SOFTMAX_WEIGHT`): the experts chosen over the logits, the softmax taken over
+    /// the selected ones only.
+    pub(super) softmax_after_selection: bool,
+    /// gpt-oss: a bias on the router's logits and on every expert's projections.
+    pub(super) biased_logits: bool,
+    pub(super) biased_experts: bool,
 }
 
 impl Router {
-    /// The router of `experts`' layers (llama.cpp reads the groups for every architecture and
-    /// uses them when there are several that divide the experts).
-    pub(super) fn of(experts: &ExpertShape, selection_bias: bool) -> Router {
+    /// The softmax router of `experts`' layers, normalized or not (llama.cpp reads the groups
+    /// for every architecture and uses them when there are several that divide the experts).
+    pub(super) fn of(experts: &ExpertShape, normalized: bool) -> Router {
         let count = u64::from(experts.count);
         let (groups, kept) = (u64::from(experts.groups), u64::from(experts.groups_used));
         let grouped = groups > 1 && kept > 0 && count.is_multiple_of(groups);
         Router {
             count,
-            selection_bias,
+            selection_bias: false,
             groups: grouped.then_some((groups, kept.min(groups))),
+            normalized,
+            softmax_after_selection: false,
+            biased_logits: false,
+            biased_experts: false,
         }
     }
 }

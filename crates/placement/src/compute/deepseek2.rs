@@ -146,7 +146,10 @@ fn layer(
     let feed_forward = match model.experts {
         Some(experts) if latent.routed.get(il).copied().unwrap_or(false) => {
             let width = u64::from(experts.feed_forward_length.max(1));
-            let router = Router::of(&experts, latent.selection_bias);
+            let router = Router {
+                selection_bias: latent.selection_bias,
+                ..Router::of(&experts, experts.weights_norm)
+            };
             let routed = b.routed_experts(router, width, false, normed);
             let shared = width * u64::from(experts.shared);
             if shared == 0 {

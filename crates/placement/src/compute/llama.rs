@@ -164,12 +164,9 @@ fn layer(
     let normed = b.rms_norm(feed_forward_input);
     let mut feed_forward = match model.experts {
         // llama.cpp's llama and qwen3moe graphs pass no fused gate/up tensor.
-        Some(experts) => b.routed_experts(
-            Router::of(&experts, false),
-            decoder.expert_ff,
-            false,
-            normed,
-        ),
+        Some(experts) => {
+            b.routed_experts(Router::of(&experts, true), decoder.expert_ff, false, normed)
+        }
         // SwiGLU or (Gemma) GeGLU: the same tensors.
         None => b.dense_feed_forward(u64::from(model.n_ff), normed),
     };

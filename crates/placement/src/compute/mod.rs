@@ -11,6 +11,7 @@
 mod allocator;
 mod builder;
 mod deepseek2;
+mod gpt_oss;
 mod llama;
 mod qwen_hybrid;
 
@@ -35,7 +36,13 @@ const FEED_FORWARD_ROWS: u64 = 4;
 /// (`llama-fit-params` on the CPU backend, files written by llama.cpp's gguf-py or ours);
 /// `None` when the figure is llama.cpp's own byte count.
 pub(crate) fn compute_estimate_note(model: &ModelShape) -> Option<String> {
-    if qwen_hybrid::replays(model) || llama::replays(model) || deepseek2::replays(model) {
+    let replayed = [
+        qwen_hybrid::replays,
+        llama::replays,
+        deepseek2::replays,
+        gpt_oss::replays,
+    ];
+    if replayed.iter().any(|replays| replays(model)) {
         return None;
     }
     let missed = match model.architecture.as_str() {
@@ -73,7 +80,8 @@ pub(crate) fn compute_estimate(
 ) -> u64 {
     let replayed = qwen_hybrid::compute_bytes(model, device, layers, g, options)
         .or_else(|| llama::compute_bytes(model, device, layers, g, options))
-        .or_else(|| deepseek2::compute_bytes(model, device, layers, g, options));
+        .or_else(|| deepseek2::compute_bytes(model, device, layers, g, options))
+        .or_else(|| gpt_oss::compute_bytes(model, device, layers, g, options));
     if let Some(bytes) = replayed {
         return bytes;
     }

@@ -495,7 +495,7 @@ impl HybridGraph {
             ff => u64::from(ff),
         };
         let fused = LayerForms::has(&self.forms.gate_up, il);
-        let routed = self.routed_experts(Router::of(&experts, false), expert_ff, fused, x);
+        let routed = self.routed_experts(Router::of(&experts, true), expert_ff, fused, x);
         if !LayerForms::has(&self.forms.shared_expert, il) {
             return routed;
         }
