@@ -9,10 +9,10 @@
 // not have, planned on the live rig and ranked; Run on every card, quantization and model.
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
-import { spawn } from "node:child_process";
 import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, relative } from "node:path";
+import { startFakeHub } from "./fake_hub.mjs";
 import { adminRequest, fixtures, startDaemon, launchChromium } from "./daemon.mjs";
 
 const artifacts = process.env.RIGDECK_ARTIFACTS ?? "/tmp/rigdeck-artifacts";
@@ -41,28 +41,6 @@ function required(name) {
   const value = process.env[name];
   if (!value) throw new Error(`${name} is not set: run the browser tests through \`make test-e2e\``);
   return value;
-}
-
-/** Starts the fake hub on a spec and resolves with its base address (its first output line). */
-async function startFakeHub(specPath) {
-  const child = spawn(required("RIGDECK_FAKE_HUB"), [specPath], { stdio: ["ignore", "pipe", "pipe"] });
-  let log = "";
-  child.stderr.on("data", (chunk) => (log += chunk));
-  const url = await new Promise((resolveUrl, reject) => {
-    let out = "";
-    // It hashes the served files first (the tiny model is about 140 MB).
-    const timer = setTimeout(() => reject(new Error(`fake_hub did not start in 60 s:\n${log}`)), 60_000);
-    child.stdout.on("data", (chunk) => {
-      out += chunk;
-      const line = out.split("\n")[0];
-      if (out.includes("\n") && /^https?:\/\//.test(line)) {
-        clearTimeout(timer);
-        resolveUrl(line.trim());
-      }
-    });
-    child.on("exit", (code) => reject(new Error(`fake_hub exited with ${code}:\n${log}`)));
-  });
-  return { child, url };
 }
 
 /** Waits until `fn` (run in the page) is true; `what` names it in the failure. */

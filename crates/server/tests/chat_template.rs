@@ -6,27 +6,10 @@
 
 mod support;
 
-use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 use support::engine_rig::Rig;
-
-/// The real Gemma 3 270M Q4_K_M, assembled once by `tests/fixtures/gemma3_270m.sh`.
-fn gemma() -> PathBuf {
-    let script =
-        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/gemma3_270m.sh");
-    let output = std::process::Command::new("bash")
-        .arg(&script)
-        .output()
-        .expect("run the Gemma fixture script");
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    PathBuf::from(String::from_utf8_lossy(&output.stdout).trim())
-}
 
 /// A conversation on `model`, greedy, with `max_tokens` when given.
 async fn conversation(rig: &Rig, model: &str, max_tokens: Option<u32>) -> i64 {
@@ -93,7 +76,7 @@ const MARKERS: [&str; 4] = [
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_gguf_without_a_chat_template_is_named_and_its_architectures_template_answers_cleanly() {
     let rig = Rig::start("2x5060ti.json").await;
-    let model = gemma();
+    let model = support::gemma3_270m();
     let folder = model.parent().expect("the model's folder").to_owned();
     let (status, settings) = rig
         .api(

@@ -8,7 +8,6 @@ mod support;
 #[path = "../../hub/tests/support/fake_hub.rs"]
 mod fake_hub;
 
-use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use fake_hub::{FakeFile, FakeRepo, RunningHub};
@@ -16,22 +15,6 @@ use serde_json::{json, Value};
 use support::engine_rig::{Rig, READY};
 
 const REPO: &str = "google-test/Gemma-3-270m-GGUF";
-
-/// The real Gemma 3 270M Q4_K_M, assembled once by `tests/fixtures/gemma3_270m.sh`.
-fn gemma() -> PathBuf {
-    let script =
-        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/gemma3_270m.sh");
-    let output = std::process::Command::new("bash")
-        .arg(&script)
-        .output()
-        .expect("run the Gemma fixture script");
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    PathBuf::from(String::from_utf8_lossy(&output.stdout).trim())
-}
 
 async fn run_until_ended(rig: &Rig, body: Value) -> Value {
     let began = Instant::now();
@@ -73,7 +56,7 @@ async fn a_hub_model_runs_in_one_request_and_a_quantization_that_does_not_fit_is
         REPO,
         0x27,
         vec![
-            FakeFile::from_disk("gemma-3-270m-Q4_K_M.gguf", &gemma()),
+            FakeFile::from_disk("gemma-3-270m-Q4_K_M.gguf", &support::gemma3_270m()),
             FakeFile::from_disk("gemma-3-270m-Q8_0.gguf", &huge[0]),
         ],
     )])

@@ -82,25 +82,39 @@ pub async fn put_settings(State(state): State<Arc<AppState>>, body: axum::body::
             return ApiError::new(StatusCode::BAD_REQUEST, "bad_settings", message).into_response();
         }
     };
+    match apply_settings(&state, &changes, "bad_settings") {
+        Ok(settings) => Json(settings).into_response(),
+        Err(error) => error.into_response(),
+    }
+}
+
+/// Saves a settings update and tells the collector and the library; a change that is not valid
+/// is a 400 with `bad_code`, a file that cannot be written a 500.
+pub(super) fn apply_settings(
+    state: &AppState,
+    changes: &SettingsChanges,
+    bad_code: &'static str,
+) -> Result<Settings, ApiError> {
     let updated = state
         .settings
         .lock()
         .unwrap_or_else(PoisonError::into_inner)
-        .update(&changes);
+        .update(changes);
     match updated {
         Ok(settings) => {
             state.settings_tx.send_replace(settings.clone());
-            Json(settings).into_response()
+            Ok(settings)
         }
-        Err(err @ SettingsError::Write { .. }) => ApiError::new(
+        Err(err @ SettingsError::Write { .. }) => Err(ApiError::new(
             StatusCode::INTERNAL_SERVER_ERROR,
             "settings_not_saved",
             err.to_string(),
-        )
-        .into_response(),
-        Err(err) => {
-            ApiError::new(StatusCode::BAD_REQUEST, "bad_settings", err.to_string()).into_response()
-        }
+        )),
+        Err(err) => Err(ApiError::new(
+            StatusCode::BAD_REQUEST,
+            bad_code,
+            err.to_string(),
+        )),
     }
 }
 

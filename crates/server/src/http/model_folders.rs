@@ -10,7 +10,7 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use rigdeck_core::library::{known_folders, Library};
-use rigdeck_core::settings::{SettingsChanges, SettingsError};
+use rigdeck_core::settings::SettingsChanges;
 use serde::Deserialize;
 
 use super::error::ApiError;
@@ -64,28 +64,9 @@ pub async fn add_folder(State(state): State<Arc<AppState>>, body: axum::body::By
             model_folders: Some(model_folders),
             ..Default::default()
         };
-        let updated = state
-            .settings
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .update(&changes);
-        match updated {
-            Ok(settings) => {
-                state.settings_tx.send_replace(settings.clone());
-                settings
-            }
-            Err(err @ SettingsError::Write { .. }) => {
-                return ApiError::new(
-                    StatusCode::INTERNAL_SERVER_ERROR,
-                    "settings_not_saved",
-                    err.to_string(),
-                )
-                .into_response()
-            }
-            Err(err) => {
-                return ApiError::new(StatusCode::BAD_REQUEST, "bad_folder", err.to_string())
-                    .into_response()
-            }
+        match super::api::apply_settings(&state, &changes, "bad_folder") {
+            Ok(settings) => settings,
+            Err(error) => return error.into_response(),
         }
     };
     let models = state.library.rescan().await;

