@@ -5,7 +5,7 @@ sparse file: `llama-fit-params` reads only the header.
 
 Usage: write_model.py GGUF_PY_DIR OUT.gguf SPEC_JSON
 
-SPEC_JSON keys: arch (gemma3, qwen2, qwen3, qwen3moe, llama, deepseek2, gpt-oss), n_vocab,
+SPEC_JSON keys: arch (gemma3, qwen2, qwen3, qwen3moe, llama, phi3, deepseek2, gpt-oss), n_vocab,
 n_embd, n_layer, n_head, n_head_kv, head_dim, n_ff, and optionally context_length,
 sliding_window (gemma3, gpt-oss), sliding_window_pattern (gemma3: a list of booleans, one per
 layer), experts, experts_used, expert_ff, expert_groups ([groups, groups kept]), tied (no output
@@ -17,6 +17,7 @@ weights_norm (default true); head_dim and n_head_kv are then the cache's (kv_lor
 1).
 gpt-oss: biases on Q, K, V, the output, the router and every expert, attention sinks, a norm
 after the attention.
+phi3: one fused QKV projection and one up projection twice n_ff wide (gate and up together).
 """
 
 import json
@@ -114,6 +115,22 @@ def tensors(gguf, spec):
     if arch == "gpt-oss":
         return out + [t for il in range(spec["n_layer"]) for t in gpt_oss_layer(gguf, spec, il)]
     for il in range(spec["n_layer"]):
+        if arch == "phi3":
+            attn = [(name(T.ATTN_QKV, il), (q + 2 * kv, e), np.float16)]
+            if spec.get("separate_qkv"):
+                attn = [
+                    (name(T.ATTN_Q, il), (q, e), np.float16),
+                    (name(T.ATTN_K, il), (kv, e), np.float16),
+                    (name(T.ATTN_V, il), (kv, e), np.float16),
+                ]
+            out += attn + [
+                (name(T.ATTN_NORM, il), (e,), np.float32),
+                (name(T.ATTN_OUT, il), (e, q), np.float16),
+                (name(T.FFN_NORM, il), (e,), np.float32),
+                (name(T.FFN_UP, il), (2 * ff, e), np.float16),
+                (name(T.FFN_DOWN, il), (e, ff), np.float16),
+            ]
+            continue
         out += [
             (name(T.ATTN_NORM, il), (e,), np.float32),
             (name(T.ATTN_Q, il), (q, e), np.float16),

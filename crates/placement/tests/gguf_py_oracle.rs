@@ -499,3 +499,24 @@ fn gpt_oss_with_one_active_expert_keeps_the_last_layers_output() {
         "experts_used": 1, "expert_ff": 4096,
     }));
 }
+
+#[test]
+fn phi3_with_a_fused_qkv_projection_matches_llama_cpp() {
+    // Phi-3 mini's layers: one QKV projection (Q, K and V are views of it; without flash
+    // attention V is made contiguous for the transposed cache), 32 heads of 96, gate and up in
+    // one projection of 2 × 8 192, the feed-forward added onto the residual.
+    assert_exact(json!({
+        "arch": "phi3", "n_vocab": 32_064, "n_embd": 3072, "n_layer": 4, "n_head": 32,
+        "n_head_kv": 32, "head_dim": 96, "n_ff": 8192,
+    }));
+}
+
+#[test]
+fn phi3_with_grouped_heads_and_a_152k_vocabulary_matches_llama_cpp() {
+    // 16 heads of 64 over 4: with a q8_0 cache the V view of the fused projection is made
+    // contiguous before its rotation.
+    assert_exact(json!({
+        "arch": "phi3", "n_vocab": 151_936, "n_embd": 1024, "n_layer": 3, "n_head": 16,
+        "n_head_kv": 4, "head_dim": 64, "n_ff": 4096,
+    }));
+}

@@ -208,6 +208,13 @@ impl Graph {
         self.tensor(id).layout.ne
     }
 
+    /// `ggml_is_contiguous`: whether `id`'s elements lie one after the other (a view of every
+    /// other column does not).
+    pub(crate) fn is_contiguous(&self, id: TensorId) -> bool {
+        let layout = self.tensor(id).layout;
+        layout.nb == Layout::contiguous(layout.element, layout.ne).nb
+    }
+
     /// The byte strides of `id` (ggml's `nb`).
     pub(crate) fn strides(&self, id: TensorId) -> [u64; 4] {
         self.tensor(id).layout.nb

@@ -339,11 +339,21 @@ impl Builder {
         self.graph.expand(q);
         self.graph.expand(v);
         self.graph.expand(k);
-        let rows = [(k, Some(inputs.key_rows)), (v, inputs.value_rows)];
-        for (projection, rows) in rows.into_iter().filter_map(|(p, r)| Some((p, r?))) {
-            let flat = self
-                .graph
-                .reshape(projection, [head * kv_heads, tokens, 1, 1]);
+        // Without flash attention V is written transposed: a V that is a view of a fused QKV
+        // projection is first made contiguous (`cpy_v`).
+        let rows = [
+            (k, Some(inputs.key_rows), false),
+            (v, inputs.value_rows, !self.flash_attention),
+        ];
+        for (projection, rows, transposed) in
+            rows.into_iter().filter_map(|(p, r, t)| Some((p, r?, t)))
+        {
+            let width = [head * kv_heads, tokens, 1, 1];
+            let flat = if transposed && !self.graph.is_contiguous(projection) {
+                self.op(Reuse::Fresh, width, &[projection])
+            } else {
+                self.graph.reshape(projection, width)
+            };
             let cache = self
                 .graph
                 .external(Element::F16, [head * kv_heads, cells, 1, 1]);
@@ -472,7 +482,11 @@ impl Builder {
         let ne = self.graph.extents(x);
         let block = self.graph.extents(rotation)[0].max(1);
         let rows = [block, ne.iter().product::<u64>() / block, 1, 1];
-        let flat = self.graph.reshape(x, rows);
+        let flat = if self.graph.is_contiguous(x) {
+            self.graph.reshape(x, rows)
+        } else {
+            self.op(Reuse::Fresh, rows, &[x])
+        };
         let rotated = self.op(Reuse::Fresh, rows, &[rotation, flat]);
         self.graph.reshape(rotated, ne)
     }

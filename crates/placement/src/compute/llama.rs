@@ -2,7 +2,8 @@
 //! fine-tunes, dense or with Mixtral-style routed experts) and for the decoders built the same
 //! way with a few more operations (`qwen2.cpp`: biases on Q, K and V; `qwen3.cpp`,
 //! `qwen3moe.cpp`: Q and K normed per head; `gemma3.cpp`: those norms, scaled embeddings and
-//! queries, norms after the attention and the feed-forward, and a sliding window on most layers),
+//! queries, norms after the attention and the feed-forward, and a sliding window on most layers;
+//! `phi3.cpp`: one QKV projection, scaled queries, gate and up in one projection),
 //! tensor by tensor, so that the compute buffer is llama.cpp's own byte count rather than a phase
 //! formula (whose logits phase missed the rows llama.cpp leaves below them by up to 5 %).
 
@@ -23,6 +24,11 @@ struct Decoder {
     /// `gemma3`: the embeddings and the queries scaled, an RMS norm after the attention and
     /// after the feed-forward.
     gemma: bool,
+    /// `phi3`: the queries scaled after RoPE, gate and up in one projection twice `n_ff` wide.
+    phi: bool,
+    /// Q, K and V from one `attn_qkv` projection (views of it), as a file may give any of
+    /// these architectures and Phi-3's always do.
+    fused_qkv: bool,
     /// The routed experts' width: `n_ff` for Mixtral-style `llama` experts whatever
     /// `expert_feed_forward_length` says, that key for `qwen3moe`.
     expert_ff: u64,
@@ -34,10 +40,16 @@ struct Decoder {
 fn decoder(model: &ModelShape) -> Option<Decoder> {
     let attention = &model.attention;
     let n_ff = u64::from(model.n_ff);
+    let fused_qkv = model
+        .tensors
+        .iter()
+        .any(|t| t.name.ends_with(".attn_qkv.weight"));
     let plain = Decoder {
         qkv_bias: false,
         qk_norm: false,
         gemma: false,
+        phi: false,
+        fused_qkv,
         expert_ff: n_ff,
     };
     let decoder = match model.architecture.as_str() {
@@ -59,6 +71,7 @@ fn decoder(model: &ModelShape) -> Option<Decoder> {
                 .unwrap_or(n_ff),
             ..plain
         },
+        "phi3" if model.experts.is_none() => Decoder { phi: true, ..plain },
         "gemma3" if model.experts.is_none() => Decoder {
             qk_norm: true,
             gemma: true,
@@ -126,24 +139,14 @@ fn layer(
     options: &PlacementOptions,
     g: &ContextGeometry,
 ) -> TensorId {
-    let tokens = b.batch.tokens;
     let (head, heads, kv_heads) = layer_heads(model, il);
     let normed = b.rms_norm(input);
-    let [q, k, v] = [heads, kv_heads, kv_heads].map(|count| {
-        let projected = b.matmul(head * count, normed);
-        let projected = if decoder.qkv_bias {
-            let bias = b.weight([head * count, 1, 1, 1]);
-            b.elementwise(projected, &[bias])
-        } else {
-            projected
-        };
-        b.graph.reshape(projected, [head, count, tokens, 1])
-    });
+    let [q, k, v] = projections(b, decoder, [head, heads, kv_heads], normed);
     let [q, k] = [q, k].map(|x| {
         let x = if decoder.qk_norm { b.rms_norm(x) } else { x };
         b.rope(x)
     });
-    let q = if decoder.gemma {
+    let q = if decoder.gemma || decoder.phi {
         b.elementwise(q, &[])
     } else {
         q
@@ -167,13 +170,66 @@ fn layer(
         Some(experts) => {
             b.routed_experts(Router::of(&experts, true), decoder.expert_ff, false, normed)
         }
+        // Phi-3: gate and up in one projection, SwiGLU over its halves.
+        None if decoder.phi => {
+            let n_ff = u64::from(model.n_ff);
+            let both = b.matmul(2 * n_ff, normed);
+            let activated = b.op(
+                Reuse::Fresh,
+                [n_ff, b.graph.extents(both)[1], 1, 1],
+                &[both],
+            );
+            b.matmul(b.n_embd, activated)
+        }
         // SwiGLU or (Gemma) GeGLU: the same tensors.
         None => b.dense_feed_forward(u64::from(model.n_ff), normed),
     };
     if decoder.gemma {
         feed_forward = b.rms_norm(feed_forward);
     }
-    b.elementwise(feed_forward, &[feed_forward_input])
+    // Phi-3 adds the feed-forward to the residual (the residual first: its memory is reused).
+    if decoder.phi {
+        b.elementwise(feed_forward_input, &[feed_forward])
+    } else {
+        b.elementwise(feed_forward, &[feed_forward_input])
+    }
+}
+
+/// `build_qkv`: Q, K and V (`[head, heads, tokens]`) from three projections, or as views of
+/// one fused projection, with their biases (Qwen2) added.
+fn projections(
+    b: &mut Builder,
+    decoder: Decoder,
+    [head, heads, kv_heads]: [u64; 3],
+    x: TensorId,
+) -> [TensorId; 3] {
+    let tokens = b.batch.tokens;
+    let counts = [heads, kv_heads, kv_heads];
+    let biased = |b: &mut Builder, projected: TensorId| {
+        if !decoder.qkv_bias {
+            return projected;
+        }
+        let width = b.graph.extents(projected)[0];
+        let bias = b.weight([width, 1, 1, 1]);
+        b.elementwise(projected, &[bias])
+    };
+    if decoder.fused_qkv {
+        let qkv = b.matmul(head * (heads + 2 * kv_heads), x);
+        let qkv = biased(b, qkv);
+        let row = b.graph.strides(qkv)[1];
+        return counts.map(|count| {
+            b.graph.view(
+                qkv,
+                [head, count, tokens, 1],
+                [4, 4 * head, row, row * tokens],
+            )
+        });
+    }
+    counts.map(|count| {
+        let projected = b.matmul(head * count, x);
+        let projected = biased(b, projected);
+        b.graph.reshape(projected, [head, count, tokens, 1])
+    })
 }
 
 /// The final norm (a graph output) and the logits.

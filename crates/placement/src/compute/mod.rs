@@ -498,7 +498,7 @@ mod tests {
         model.attention.mla = true;
         assert_eq!(compute_estimate_note(&model), None);
         // An architecture nobody measured says so.
-        model.architecture = "phi3".into();
+        model.architecture = "command-r".into();
         let note = compute_estimate_note(&model).expect("a note");
         assert!(note.contains("not been measured"), "{note}");
         // A replayed graph is llama.cpp's own count: no note.
