@@ -5,8 +5,8 @@ sparse file: `llama-fit-params` reads only the header.
 
 Usage: write_model.py GGUF_PY_DIR OUT.gguf SPEC_JSON
 
-SPEC_JSON keys: arch (gemma3, qwen2, qwen3, qwen3moe, llama, phi3, deepseek2, gpt-oss), n_vocab,
-n_embd, n_layer, n_head, n_head_kv, head_dim, n_ff, and optionally context_length,
+SPEC_JSON keys: arch (gemma3, qwen2, qwen3, qwen3moe, llama, phi3, command-r, deepseek2, gpt-oss),
+n_vocab, n_embd, n_layer, n_head, n_head_kv, head_dim, n_ff, and optionally context_length,
 sliding_window (gemma3, gpt-oss), sliding_window_pattern (gemma3: a list of booleans, one per
 layer), experts, experts_used, expert_ff, expert_groups ([groups, groups kept]), tied (no output
 tensor: the embedding is reused).
@@ -18,6 +18,8 @@ weights_norm (default true); head_dim and n_head_kv are then the cache's (kv_lor
 gpt-oss: biases on Q, K, V, the output, the router and every expert, attention sinks, a norm
 after the attention.
 phi3: one fused QKV projection and one up projection twice n_ff wide (gate and up together).
+command-r: layer norms, the attention and the feed-forward side by side on one norm, the output
+tied to the embedding, a logit scale.
 """
 
 import json
@@ -53,6 +55,9 @@ def describe(writer, gguf, spec) -> None:
         writer.add_value_length(spec["head_dim"])
         writer.add_rope_dimension_count(spec["head_dim"])
     writer.add_layer_norm_rms_eps(1e-6)
+    if spec["arch"] == "command-r":
+        writer.add_layer_norm_eps(1e-5)
+        writer.add_logit_scale(0.0625)
     writer.add_rope_freq_base(1_000_000.0)
     writer.add_file_type(gguf.LlamaFileType.MOSTLY_F16)
     if "sliding_window" in spec:
@@ -115,6 +120,18 @@ def tensors(gguf, spec):
     if arch == "gpt-oss":
         return out + [t for il in range(spec["n_layer"]) for t in gpt_oss_layer(gguf, spec, il)]
     for il in range(spec["n_layer"]):
+        if arch == "command-r":
+            out += [
+                (name(T.ATTN_NORM, il), (e,), np.float32),
+                (name(T.ATTN_Q, il), (q, e), np.float16),
+                (name(T.ATTN_K, il), (kv, e), np.float16),
+                (name(T.ATTN_V, il), (kv, e), np.float16),
+                (name(T.ATTN_OUT, il), (e, q), np.float16),
+                (name(T.FFN_GATE, il), (ff, e), np.float16),
+                (name(T.FFN_UP, il), (ff, e), np.float16),
+                (name(T.FFN_DOWN, il), (e, ff), np.float16),
+            ]
+            continue
         if arch == "phi3":
             attn = [(name(T.ATTN_QKV, il), (q + 2 * kv, e), np.float16)]
             if spec.get("separate_qkv"):

@@ -520,3 +520,23 @@ fn phi3_with_grouped_heads_and_a_152k_vocabulary_matches_llama_cpp() {
         "n_head_kv": 4, "head_dim": 64, "n_ff": 4096,
     }));
 }
+
+#[test]
+fn command_r_with_its_feed_forward_beside_the_attention_matches_llama_cpp() {
+    // Layer norms, the feed-forward over the same normed input as the attention (n_ff 14 336
+    // leads): llama.cpp runs the attention first (without that order the replay was 2 MiB
+    // over with flash attention, 1 MiB under with 3 slots).
+    assert_exact(json!({
+        "arch": "command-r", "n_vocab": 32_000, "n_embd": 1024, "n_layer": 3, "n_head": 8,
+        "n_head_kv": 8, "head_dim": 128, "n_ff": 14_336, "tied": true,
+    }));
+}
+
+#[test]
+fn command_r_with_a_262k_vocabulary_matches_llama_cpp() {
+    // Aya-style: 16 heads of 128 over 4, 262 144 tokens whose scaled logits lead.
+    assert_exact(json!({
+        "arch": "command-r", "n_vocab": 262_144, "n_embd": 2048, "n_layer": 3, "n_head": 16,
+        "n_head_kv": 4, "head_dim": 128, "n_ff": 5632, "tied": true,
+    }));
+}

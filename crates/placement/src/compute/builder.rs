@@ -298,6 +298,15 @@ impl Builder {
         self.op(Reuse::InPlace, ne, &[norm, weight])
     }
 
+    /// `build_norm(x, weight, LLM_NORM)`: the layer norm (which ggml never runs in place), then
+    /// the weight applied in place.
+    pub(super) fn layer_norm(&mut self, x: TensorId) -> TensorId {
+        let ne = self.graph.extents(x);
+        let norm = self.op(Reuse::Fresh, ne, &[x]);
+        let weight = self.weight([ne[0], 1, 1, 1]);
+        self.op(Reuse::InPlace, ne, &[norm, weight])
+    }
+
     /// An element-wise operation over `x` (with `other` broadcast), which may work in place.
     pub(super) fn elementwise(&mut self, x: TensorId, other: &[TensorId]) -> TensorId {
         let ne = self.graph.extents(x);
@@ -387,6 +396,9 @@ impl Builder {
             let mixed = self.graph.permute(mixed, [0, 2, 1, 3]);
             self.op(Reuse::Fresh, [head * heads, tokens, 1, 1], &[mixed])
         };
+        // `build_attn_mha` ends by expanding its output: in a graph whose feed-forward does not
+        // read the attention (Command R's), the attention comes first.
+        self.graph.expand(attended);
         self.rotate(attended, inputs.value_rotation)
     }
 

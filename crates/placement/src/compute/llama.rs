@@ -3,7 +3,8 @@
 //! way with a few more operations (`qwen2.cpp`: biases on Q, K and V; `qwen3.cpp`,
 //! `qwen3moe.cpp`: Q and K normed per head; `gemma3.cpp`: those norms, scaled embeddings and
 //! queries, norms after the attention and the feed-forward, and a sliding window on most layers;
-//! `phi3.cpp`: one QKV projection, scaled queries, gate and up in one projection),
+//! `phi3.cpp`: one QKV projection, scaled queries, gate and up in one projection;
+//! `command-r.cpp`: layer norms, the attention and the feed-forward side by side),
 //! tensor by tensor, so that the compute buffer is llama.cpp's own byte count rather than a phase
 //! formula (whose logits phase missed the rows llama.cpp leaves below them by up to 5 %).
 
@@ -26,6 +27,9 @@ struct Decoder {
     gemma: bool,
     /// `phi3`: the queries scaled after RoPE, gate and up in one projection twice `n_ff` wide.
     phi: bool,
+    /// `command-r`: layer norms, the attention and the feed-forward side by side on the same
+    /// normed input, both added to the residual; the logits scaled.
+    parallel: bool,
     /// Q, K and V from one `attn_qkv` projection (views of it), as a file may give any of
     /// these architectures and Phi-3's always do.
     fused_qkv: bool,
@@ -40,15 +44,13 @@ struct Decoder {
 fn decoder(model: &ModelShape) -> Option<Decoder> {
     let attention = &model.attention;
     let n_ff = u64::from(model.n_ff);
-    let fused_qkv = model
-        .tensors
-        .iter()
-        .any(|t| t.name.ends_with(".attn_qkv.weight"));
+    let fused_qkv = has_tensor(model, ".attn_qkv.weight");
     let plain = Decoder {
         qkv_bias: false,
         qk_norm: false,
         gemma: false,
         phi: false,
+        parallel: false,
         fused_qkv,
         expert_ff: n_ff,
     };
@@ -72,6 +74,13 @@ fn decoder(model: &ModelShape) -> Option<Decoder> {
             ..plain
         },
         "phi3" if model.experts.is_none() => Decoder { phi: true, ..plain },
+        // Command R+'s per-head layer norms on Q and K are not built here.
+        "command-r" if model.experts.is_none() && !has_tensor(model, ".attn_q_norm.weight") => {
+            Decoder {
+                parallel: true,
+                ..plain
+            }
+        }
         "gemma3" if model.experts.is_none() => Decoder {
             qk_norm: true,
             gemma: true,
@@ -90,6 +99,11 @@ fn decoder(model: &ModelShape) -> Option<Decoder> {
 /// Whether [`compute_bytes`] builds `model`'s graph.
 pub(super) fn replays(model: &ModelShape) -> bool {
     decoder(model).is_some()
+}
+
+/// Whether any of `model`'s tensors is named `*{suffix}`.
+fn has_tensor(model: &ModelShape, suffix: &str) -> bool {
+    model.tensors.iter().any(|t| t.name.ends_with(suffix))
 }
 
 /// The compute buffer of `device` for a model one of these decoders builds, or `None` for
@@ -119,7 +133,7 @@ pub(super) fn compute_bytes(
                 cur = layer(&mut builder, model, decoder, il, cur, options, g);
             }
             if holds_output {
-                output(&mut builder, cur);
+                output(&mut builder, decoder, cur);
             }
             builder
         },
@@ -140,7 +154,11 @@ fn layer(
     g: &ContextGeometry,
 ) -> TensorId {
     let (head, heads, kv_heads) = layer_heads(model, il);
-    let normed = b.rms_norm(input);
+    let normed = if decoder.parallel {
+        b.layer_norm(input)
+    } else {
+        b.rms_norm(input)
+    };
     let [q, k, v] = projections(b, decoder, [head, heads, kv_heads], normed);
     let [q, k] = [q, k].map(|x| {
         let x = if decoder.qk_norm { b.rms_norm(x) } else { x };
@@ -155,7 +173,11 @@ fn layer(
     let n_embd = b.n_embd;
     let mut mixed = b.matmul(n_embd, attended);
     let mut residual = input;
-    if let (true, Some(rows)) = (il + 1 == model.n_layer as usize, b.output_rows) {
+    let last = il + 1 == model.n_layer as usize;
+    if decoder.parallel {
+        return side_by_side(b, model, last, [mixed, residual, normed]);
+    }
+    if let (true, Some(rows)) = (last, b.output_rows) {
         let outputs = b.batch.outputs;
         mixed = b.op(Reuse::Fresh, [n_embd, outputs, 1, 1], &[mixed, rows]);
         residual = b.op(Reuse::Fresh, [n_embd, outputs, 1, 1], &[residual, rows]);
@@ -195,6 +217,26 @@ fn layer(
     }
 }
 
+/// Command R's rest of a layer: on the last layer the output rows of the attention's output, the
+/// residual and the normed input; the feed-forward over the normed input; the residual and the
+/// attention's output added to it.
+fn side_by_side(
+    b: &mut Builder,
+    model: &ModelShape,
+    last: bool,
+    [mut attended, mut residual, mut normed]: [TensorId; 3],
+) -> TensorId {
+    if let (true, Some(rows)) = (last, b.output_rows) {
+        let ne = [b.n_embd, b.batch.outputs, 1, 1];
+        attended = b.op(Reuse::Fresh, ne, &[attended, rows]);
+        residual = b.op(Reuse::Fresh, ne, &[residual, rows]);
+        normed = b.op(Reuse::Fresh, ne, &[normed, rows]);
+    }
+    let feed_forward = b.dense_feed_forward(u64::from(model.n_ff), normed);
+    let sum = b.elementwise(feed_forward, &[residual]);
+    b.elementwise(sum, &[attended])
+}
+
 /// `build_qkv`: Q, K and V (`[head, heads, tokens]`) from three projections, or as views of
 /// one fused projection, with their biases (Qwen2) added.
 fn projections(
@@ -232,12 +274,19 @@ fn projections(
     })
 }
 
-/// The final norm (a graph output) and the logits.
-fn output(b: &mut Builder, x: TensorId) {
+/// The final norm (a graph output) and the logits (Command R's scaled in place).
+fn output(b: &mut Builder, decoder: Decoder, x: TensorId) {
     let n_vocab = b.n_vocab;
-    let normed = b.rms_norm(x);
+    let normed = if decoder.parallel {
+        b.layer_norm(x)
+    } else {
+        b.rms_norm(x)
+    };
     b.graph.mark_output(normed);
-    let logits = b.matmul(n_vocab, normed);
+    let mut logits = b.matmul(n_vocab, normed);
+    if decoder.parallel {
+        logits = b.elementwise(logits, &[]);
+    }
     b.graph.mark_output(logits);
     b.graph.expand(logits);
 }

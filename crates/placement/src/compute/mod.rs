@@ -2,8 +2,9 @@
 //! one micro-batch and reuses memory between the graph's phases, so the buffer is the largest
 //! phase with what is alive beside it, not the sum of the phases. Each phase below was measured
 //! against `llama-fit-params -fitp on` on the CPU backend. Where the planner knows the graph
-//! llama.cpp builds (`llama`, `qwen2`, `qwen3`, `qwen3moe` and `gemma3` with its sliding window:
-//! [`llama`]; `deepseek2` with MLA: [`deepseek2`]; Qwen3-Next and Qwen3.5, whose
+//! llama.cpp builds (`llama`, `qwen2`, `qwen3`, `qwen3moe`, `gemma3` with its sliding window,
+//! `phi3`, `command-r`: [`llama`]; `deepseek2` with MLA: [`deepseek2`]; `gpt-oss`: [`gpt_oss`];
+//! Qwen3-Next and Qwen3.5, whose
 //! linear-attention layers defeated such formulas: [`qwen_hybrid`]), it replays ggml's allocator
 //! over it instead
 //! ([`allocator`], [`builder`]) and gets llama.cpp's own byte count. `cargo run -p rigdeck-core --example estimate_vs_dry_run` prints the grid.
@@ -498,7 +499,7 @@ mod tests {
         model.attention.mla = true;
         assert_eq!(compute_estimate_note(&model), None);
         // An architecture nobody measured says so.
-        model.architecture = "command-r".into();
+        model.architecture = "starcoder2".into();
         let note = compute_estimate_note(&model).expect("a note");
         assert!(note.contains("not been measured"), "{note}");
         // A replayed graph is llama.cpp's own count: no note.
