@@ -28,11 +28,9 @@ fn cache_root() -> PathBuf {
     base.join("rigdeck")
 }
 
-/// The newest entry of `dir` whose name starts with `prefix` and that has `suffix` inside.
-fn cached(env: &str, dir: &str, prefix: &str, suffix: &str) -> PathBuf {
-    if let Some(path) = std::env::var_os(env) {
-        return PathBuf::from(path);
-    }
+/// The newest entry of the cache's `dir` whose name starts with `prefix` and ends with
+/// `ending`, and `inside` it (`env` names the variable that points elsewhere).
+fn cached(env: &str, dir: &str, (prefix, ending): (&str, &str), inside: &str) -> PathBuf {
     let under = cache_root().join(dir);
     let mut found: Vec<(std::time::SystemTime, PathBuf)> = std::fs::read_dir(&under)
         .unwrap_or_else(|e| {
@@ -42,31 +40,48 @@ fn cached(env: &str, dir: &str, prefix: &str, suffix: &str) -> PathBuf {
             )
         })
         .flatten()
-        .filter(|entry| entry.file_name().to_string_lossy().starts_with(prefix))
-        .map(|entry| entry.path().join(suffix))
+        .filter(|entry| {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            name.starts_with(prefix) && name.ends_with(ending)
+        })
+        .map(|entry| entry.path().join(inside))
         .filter(|path| path.exists())
         .filter_map(|path| Some((path.metadata().ok()?.modified().ok()?, path)))
         .collect();
     found.sort();
     found
         .pop()
-        .unwrap_or_else(|| panic!("no {prefix}*/{suffix} under {}; set {env}", under.display()))
+        .unwrap_or_else(|| {
+            panic!(
+                "no {prefix}*{ending}/{inside} under {}; set {env}",
+                under.display()
+            )
+        })
         .1
 }
 
+/// The bundled CPU build's `llama-fit-params` (its table has the one Host line read here);
+/// `RIGDECK_LLAMA_BIN_DIR` names another build's `bin` folder.
 fn fit_params_binary() -> PathBuf {
-    cached(
-        "RIGDECK_LLAMA_BIN_DIR",
-        "engines",
-        "llama.cpp-",
-        "bin/llama-fit-params",
-    )
+    const ENV: &str = "RIGDECK_LLAMA_BIN_DIR";
+    match std::env::var_os(ENV) {
+        Some(dir) => PathBuf::from(dir).join("llama-fit-params"),
+        None => cached(
+            ENV,
+            "engines",
+            ("llama.cpp-", "-cpu-portable"),
+            "bin/llama-fit-params",
+        ),
+    }
 }
 
+/// The pinned llama.cpp tree's gguf-py; `RIGDECK_LLAMA_SOURCE_DIR` names another tree.
 fn gguf_py() -> PathBuf {
-    let tree = std::env::var_os("RIGDECK_LLAMA_SOURCE_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| cached("", "sources", "llama-cpp-python-", "llama.cpp"));
+    const ENV: &str = "RIGDECK_LLAMA_SOURCE_DIR";
+    let tree = match std::env::var_os(ENV) {
+        Some(dir) => PathBuf::from(dir),
+        None => cached(ENV, "sources", ("llama-cpp-python-", ""), "llama.cpp"),
+    };
     tree.join("gguf-py")
 }
 
