@@ -5,8 +5,8 @@ sparse file: `llama-fit-params` reads only the header.
 
 Usage: write_model.py GGUF_PY_DIR OUT.gguf SPEC_JSON
 
-SPEC_JSON keys: arch (gemma3, qwen2, qwen3, qwen3moe, llama, phi3, command-r, deepseek2, gpt-oss),
-n_vocab, n_embd, n_layer, n_head, n_head_kv, head_dim, n_ff, and optionally context_length,
+SPEC_JSON keys: arch (gemma3, qwen2, qwen3, qwen3moe, llama, phi3, command-r, deepseek2, gpt-oss,
+mamba), n_vocab, n_embd, n_layer, n_head, n_head_kv, head_dim, n_ff, and optionally context_length,
 sliding_window (gemma3, gpt-oss), sliding_window_pattern (gemma3: a list of booleans, one per
 layer), experts, experts_used, expert_ff, expert_groups ([groups, groups kept]), tied (no output
 tensor: the embedding is reused).
@@ -20,6 +20,8 @@ after the attention.
 phi3: one fused QKV projection and one up projection twice n_ff wide (gate and up together).
 command-r: layer norms, the attention and the feed-forward side by side on one norm, the output
 tied to the embedding, a logit scale.
+mamba takes ssm = {d_conv, d_inner, d_state, dt_rank} (n_head, n_head_kv, head_dim and n_ff are
+unused: give 0).
 """
 
 import json
@@ -50,7 +52,13 @@ def describe(writer, gguf, spec) -> None:
     writer.add_feed_forward_length(spec["n_ff"])
     writer.add_head_count(spec["n_head"])
     writer.add_head_count_kv(spec["n_head_kv"])
-    if "mla" not in spec:
+    if "ssm" in spec:
+        ssm = spec["ssm"]
+        writer.add_ssm_conv_kernel(ssm["d_conv"])
+        writer.add_ssm_inner_size(ssm["d_inner"])
+        writer.add_ssm_state_size(ssm["d_state"])
+        writer.add_ssm_time_step_rank(ssm["dt_rank"])
+    elif "mla" not in spec:
         writer.add_key_length(spec["head_dim"])
         writer.add_value_length(spec["head_dim"])
         writer.add_rope_dimension_count(spec["head_dim"])
@@ -119,6 +127,8 @@ def tensors(gguf, spec):
         return out + [t for il in range(spec["n_layer"]) for t in mla_layer(gguf, spec, il)]
     if arch == "gpt-oss":
         return out + [t for il in range(spec["n_layer"]) for t in gpt_oss_layer(gguf, spec, il)]
+    if arch == "mamba":
+        return out + [t for il in range(spec["n_layer"]) for t in mamba_layer(gguf, spec, il)]
     for il in range(spec["n_layer"]):
         if arch == "command-r":
             out += [
@@ -266,6 +276,27 @@ def gpt_oss_layer(gguf, spec, il):
     ):
         out += [(name(t), shape, np.float16), (name(t, "bias"), bias, np.float32)]
     return out
+
+
+def mamba_layer(gguf, spec, il):
+    """A Mamba layer: the x/z projection, the causal convolution, the selective scan's
+    projections and parameters, the output projection."""
+    T = gguf.MODEL_TENSOR
+    name = lambda t, kind="weight": f"{gguf.TENSOR_NAMES[t].format(bid=il)}" + (f".{kind}" if kind else "")
+    e, ssm = spec["n_embd"], spec["ssm"]
+    inner, state, rank = ssm["d_inner"], ssm["d_state"], ssm["dt_rank"]
+    return [
+        (name(T.ATTN_NORM), (e,), np.float32),
+        (name(T.SSM_IN), (2 * inner, e), np.float16),
+        (name(T.SSM_CONV1D), (inner, ssm["d_conv"]), np.float32),
+        (name(T.SSM_CONV1D, "bias"), (inner,), np.float32),
+        (name(T.SSM_X), (rank + 2 * state, inner), np.float16),
+        (name(T.SSM_DT), (inner, rank), np.float16),
+        (name(T.SSM_DT, "bias"), (inner,), np.float32),
+        (name(T.SSM_A, None), (inner, state), np.float32),
+        (name(T.SSM_D, None), (inner,), np.float32),
+        (name(T.SSM_OUT), (e, inner), np.float16),
+    ]
 
 
 def write_sparse(writer) -> None:

@@ -298,6 +298,23 @@ impl Builder {
         self.op(Reuse::InPlace, ne, &[norm, weight])
     }
 
+    /// `build_rs`: each sequence's stored state gathered by the state-copy indices.
+    pub(super) fn recurrent_state(&mut self, elements: u64) -> TensorId {
+        let sequences = self.batch.sequences;
+        // The zeroed slot and the extra sequences' copies touch only the cache (and none in the
+        // reserved batch), so they are left out.
+        let cache = self.cache([elements, sequences, 1, 1]);
+        let indices = self.state_copy.unwrap_or(cache);
+        let gathered = self.op(Reuse::Fresh, [elements, sequences, 1, 1], &[cache, indices]);
+        self.graph.expand(gathered);
+        gathered
+    }
+
+    /// A recurrent or KV cache tensor: memory outside the compute buffer.
+    pub(super) fn cache(&mut self, ne: [u64; 4]) -> TensorId {
+        self.graph.external(Element::F32, ne)
+    }
+
     /// `build_norm(x, weight, LLM_NORM)`: the layer norm (which ggml never runs in place), then
     /// the weight applied in place.
     pub(super) fn layer_norm(&mut self, x: TensorId) -> TensorId {

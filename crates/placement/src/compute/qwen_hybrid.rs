@@ -8,7 +8,7 @@
 
 use std::ops::{Deref, DerefMut};
 
-use super::allocator::{Element, Reuse, TensorId};
+use super::allocator::{Reuse, TensorId};
 use super::builder::{contiguous_strides, layer_heads, replay, Batch, Builder, Router};
 use crate::kv::ContextGeometry;
 use crate::layers::LayerDevices;
@@ -402,23 +402,6 @@ impl HybridGraph {
         let written = self.graph.copy(last, cache);
         self.graph.expand(written);
         input
-    }
-
-    /// `build_rs`: each sequence's stored state gathered by the state-copy indices.
-    fn recurrent_state(&mut self, elements: u64) -> TensorId {
-        let sequences = self.batch.sequences;
-        // The zeroed slot and the extra sequences' copies touch only the cache (and none in the
-        // reserved batch), so they are left out.
-        let cache = self.cache([elements, sequences, 1, 1]);
-        let indices = self.state_copy.unwrap_or(cache);
-        let gathered = self.op(Reuse::Fresh, [elements, sequences, 1, 1], &[cache, indices]);
-        self.graph.expand(gathered);
-        gathered
-    }
-
-    /// A recurrent or KV cache tensor: memory outside the compute buffer.
-    fn cache(&mut self, ne: [u64; 4]) -> TensorId {
-        self.graph.external(Element::F32, ne)
     }
 
     /// `build_gdn_l2_norm` (an RMS norm and a scale) and, with more value heads than key heads,

@@ -1,0 +1,171 @@
+//! The graph llama.cpp reserves for `mamba` (`src/models/mamba.cpp`, `build_mamba_layer` in
+//! `mamba-base.cpp`): per layer the x/z projection, the causal convolution over each
+//! sequence's stored columns, the selective scan reading each sequence's state and writing the
+//! output and the final state in one tensor, the gate and the output projection; tensor by
+//! tensor.
+
+use super::allocator::{Reuse, TensorId};
+use super::builder::{contiguous_strides, replay, Batch, Builder};
+use crate::kv::ContextGeometry;
+use crate::layers::LayerDevices;
+use crate::model::{ModelShape, RecurrentKind, RecurrentShape};
+use crate::options::{DeviceId, PlacementOptions};
+
+/// The scan's shape for a header this graph reads: `mamba` with every layer recurrent, and
+/// without FalconMamba's norms on dt, B and C.
+fn scan(model: &ModelShape) -> Option<RecurrentShape> {
+    let attention = &model.attention;
+    let shape = attention
+        .recurrent
+        .filter(|r| r.kind == RecurrentKind::Mamba && model.architecture == "mamba")?;
+    let normed = model
+        .tensors
+        .iter()
+        .any(|t| t.name.contains(".ssm_dt_norm"));
+    let all_recurrent = (0..model.n_layer as usize).all(|il| attention.is_recurrent(il));
+    let sized = shape.conv_kernel > 1 && shape.inner_size > 0 && shape.state_size > 0;
+    (!normed && all_recurrent && sized).then_some(shape)
+}
+
+/// Whether [`compute_bytes`] builds `model`'s graph.
+pub(super) fn replays(model: &ModelShape) -> bool {
+    scan(model).is_some()
+}
+
+/// The compute buffer of `device` for a `mamba` model, or `None` for another one.
+pub(super) fn compute_bytes(
+    model: &ModelShape,
+    device: DeviceId,
+    layers: &LayerDevices,
+    g: &ContextGeometry,
+    options: &PlacementOptions,
+) -> Option<u64> {
+    let shape = scan(model)?;
+    replay(
+        model,
+        device,
+        layers,
+        g,
+        options,
+        |mut builder, held, holds_output| {
+            let last = model.n_layer as usize;
+            let selects_rows = held.last().is_some_and(|&il| il + 1 == last);
+            let mut cur = builder.inputs(model, held, 1, selects_rows, options, g);
+            for &il in held {
+                let normed = builder.rms_norm(cur);
+                let mut mixed = layer(&mut builder, shape, normed);
+                let mut residual = cur;
+                if let (true, Some(rows)) = (il + 1 == last, builder.output_rows) {
+                    let ne = [builder.n_embd, builder.batch.outputs, 1, 1];
+                    mixed = builder.op(Reuse::Fresh, ne, &[mixed, rows]);
+                    residual = builder.op(Reuse::Fresh, ne, &[residual, rows]);
+                }
+                cur = builder.elementwise(mixed, &[residual]);
+            }
+            if holds_output {
+                let n_vocab = builder.n_vocab;
+                let normed = builder.rms_norm(cur);
+                builder.graph.mark_output(normed);
+                let logits = builder.matmul(n_vocab, normed);
+                builder.graph.mark_output(logits);
+                builder.graph.expand(logits);
+            }
+            builder
+        },
+    )
+}
+
+/// `build_mamba_layer` over the normed input `x` (`[n_embd, tokens]`); `[n_embd, tokens]` out.
+fn layer(b: &mut Builder, shape: RecurrentShape, x: TensorId) -> TensorId {
+    let Batch {
+        tokens,
+        sequences,
+        per_sequence,
+        ..
+    } = b.batch;
+    let inner = u64::from(shape.inner_size);
+    let state = u64::from(shape.state_size);
+    let rank = u64::from(shape.time_step_rank);
+    let kept = u64::from(shape.conv_kernel) - 1;
+    let n_embd = b.n_embd;
+    let conv = b.recurrent_state(shape.conv_state_elements());
+    let conv = b.graph.reshape(conv, [kept, inner, sequences, 1]);
+    let x = b.graph.reshape(x, [n_embd, per_sequence, sequences, 1]);
+    let xz = b.matmul(2 * inner, x);
+    let strides = b.graph.strides(xz);
+    let xs = b
+        .graph
+        .view(xz, [inner, per_sequence, sequences, 1], strides);
+    let z = b
+        .graph
+        .view(xz, [inner, per_sequence, sequences, 1], strides);
+    // The convolution's input: the stored columns, then this batch's; its last columns stored.
+    let transposed = b.graph.permute(xs, [1, 0, 2, 3]);
+    let conv_x = b.op(
+        Reuse::Fresh,
+        [kept + per_sequence, inner, sequences, 1],
+        &[conv, transposed],
+    );
+    let last = b
+        .graph
+        .view(conv_x, [kept, inner, sequences, 1], b.graph.strides(conv_x));
+    let conv_cache = b.cache([shape.conv_state_elements(), sequences, 1, 1]);
+    let written = b.graph.copy(last, conv_cache);
+    b.graph.expand(written);
+    let kernel = b.weight([kept + 1, inner, 1, 1]);
+    let convolved = b.op(
+        Reuse::Fresh,
+        [inner, per_sequence, sequences, 1],
+        &[conv_x, kernel],
+    );
+    let bias = b.weight([inner, 1, 1, 1]);
+    let convolved = b.elementwise(convolved, &[bias]);
+    let convolved = b.elementwise(convolved, &[]);
+    // The scan's parameters: dt (made contiguous, projected to every channel), B and C.
+    let x_db = b.matmul(rank + 2 * state, convolved);
+    let db_strides = b.graph.strides(x_db);
+    let dt = b
+        .graph
+        .view(x_db, [rank, per_sequence, sequences, 1], db_strides);
+    let row = db_strides[1];
+    let bc = [state, 1, per_sequence, sequences];
+    let bc_strides = [4, 4 * state, row, row * per_sequence];
+    let big_b = b.graph.view(x_db, bc, bc_strides);
+    let big_c = b.graph.view(x_db, bc, bc_strides);
+    let dt = b.op(Reuse::Fresh, [rank, per_sequence, sequences, 1], &[dt]);
+    let dt = b.matmul(inner, dt);
+    let dt_bias = b.weight([inner, 1, 1, 1]);
+    let dt = b.elementwise(dt, &[dt_bias]);
+    let scanned_x = b
+        .graph
+        .reshape(convolved, [1, inner, per_sequence, sequences]);
+    let ssm_cache = b.cache([state, 1, inner, sequences]);
+    let a = b.weight([state, inner, 1, 1]);
+    let ids = b.state_copy.unwrap_or(ssm_cache);
+    let y_ssm = b.op(
+        Reuse::Fresh,
+        [inner * tokens + state * inner * sequences, 1, 1, 1],
+        &[ssm_cache, scanned_x, dt, a, big_b, big_c, ids],
+    );
+    b.graph.expand(y_ssm);
+    let final_states = b.graph.view(
+        y_ssm,
+        [state * inner * sequences, 1, 1, 1],
+        contiguous_strides([state * inner * sequences, 1, 1, 1]),
+    );
+    let ssm_store = b.cache([state * inner * sequences, 1, 1, 1]);
+    let stored = b.graph.copy(final_states, ssm_store);
+    b.graph.expand(stored);
+    let y = b.graph.view(
+        y_ssm,
+        [inner, per_sequence, sequences, 1],
+        contiguous_strides([inner, per_sequence, sequences, 1]),
+    );
+    let d = b.weight([inner, 1, 1, 1]);
+    let skip = b.elementwise(convolved, &[d]);
+    let y = b.elementwise(y, &[skip]);
+    let z = b.op(Reuse::Fresh, [inner, per_sequence, sequences, 1], &[z]);
+    let gated = b.op(Reuse::Fresh, [inner, per_sequence, sequences, 1], &[z, y]);
+    let out = b.matmul(n_embd, gated);
+    b.graph.reshape(out, [n_embd, tokens, 1, 1])
+}
