@@ -53,9 +53,6 @@ pub(crate) fn compute_estimate_note(model: &ModelShape) -> Option<String> {
         "glm-dsa" => {
             "it has come out from 2.5 % under to 7 % over llama.cpp's figure for this architecture"
         }
-        "mamba" | "mamba2" => {
-            "it has come out up to 1.3 % under llama.cpp's figure for this architecture"
-        }
         _ => "it has not been measured against llama.cpp for this architecture",
     };
     Some(format!(
