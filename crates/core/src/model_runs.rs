@@ -120,6 +120,9 @@ pub struct ModelRun {
 pub struct ModelRuns {
     runs: Arc<Mutex<VecDeque<ModelRun>>>,
     bus: EventBus,
+    /// Held while a run looks for a download or a profile and makes one, so two runs of one
+    /// model at once share them instead of making two.
+    making: Arc<tokio::sync::Mutex<()>>,
 }
 
 impl ModelRuns {
@@ -127,7 +130,13 @@ impl ModelRuns {
         Self {
             runs: Arc::default(),
             bus,
+            making: Arc::default(),
         }
+    }
+
+    /// Waits until no other run is finding or making a download or a profile.
+    pub async fn making(&self) -> tokio::sync::OwnedMutexGuard<()> {
+        self.making.clone().lock_owned().await
     }
 
     /// Records a new run at its first step and announces it.

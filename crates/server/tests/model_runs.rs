@@ -88,13 +88,23 @@ async fn a_hub_model_runs_in_one_request_and_a_quantization_that_does_not_fit_is
     assert_eq!(downloads, json!([]), "nothing downloaded");
     assert!(profile_names(&rig).await.is_empty());
 
-    // No quantization named: the one that fits, downloaded, placed, saved, started.
-    let ready = run_until_ended(
-        &rig,
-        json!({"source": {"kind": "hub", "repo": REPO}, "context": 4096}),
-    )
-    .await;
+    // No quantization named: the one that fits, downloaded, placed, saved, started. A second
+    // click on the same model at the same moment shares the download and the profile.
+    let body = json!({"source": {"kind": "hub", "repo": REPO}, "context": 4096});
+    let (ready, twin) = tokio::join!(
+        run_until_ended(&rig, body.clone()),
+        run_until_ended(&rig, body)
+    );
     assert_eq!(ready["step"], "ready", "{ready}");
+    assert_eq!(twin["step"], "ready", "{twin}");
+    assert_eq!(ready["model"], twin["model"]);
+    assert_eq!(ready["download_id"], twin["download_id"], "one download");
+    // The run that made the profile carries its notes.
+    let ready = if ready["created_profile"] == true {
+        ready
+    } else {
+        twin
+    };
     let name = ready["model"].as_str().expect("model name").to_owned();
     assert_eq!(name, "gemma-3-270m-q4_k_m");
     assert_eq!(profile_names(&rig).await, vec![name.clone()]);

@@ -227,20 +227,31 @@ async fn download(
     let queue = state.downloads.as_ref().ok_or_else(|| {
         "downloads need the database, which could not be opened (see the daemon's log)".to_owned()
     })?;
-    let same = |v: &DownloadView| {
-        v.repo == request.repo
-            && v.label == request.label
-            && v.state == DownloadState::Done
-            && !v.paths.is_empty()
-            && v.paths.iter().all(|p| p.exists())
+    let view = {
+        let _making = state.model_runs.making().await;
+        let same = |v: &DownloadView| v.repo == request.repo && v.label == request.label;
+        let done = |v: &DownloadView| {
+            v.state == DownloadState::Done
+                && !v.paths.is_empty()
+                && v.paths.iter().all(|p| p.exists())
+        };
+        let under_way = |v: &DownloadView| {
+            matches!(
+                v.state,
+                DownloadState::Queued | DownloadState::Running | DownloadState::Paused
+            )
+        };
+        let known = queue.list().into_iter().rev().filter(same);
+        match known.filter(|v| done(v) || under_way(v)).next() {
+            Some(view) if done(&view) => return Ok(view),
+            // Another run (or the user) is downloading the same files: follow that one.
+            Some(view) => view,
+            None => queue
+                .enqueue(request)
+                .await
+                .map_err(|e| format!("the download could not be queued: {e}"))?,
+        }
     };
-    if let Some(done) = queue.list().into_iter().rev().find(same) {
-        return Ok(done);
-    }
-    let view = queue
-        .enqueue(request)
-        .await
-        .map_err(|e| format!("the download could not be queued: {e}"))?;
     state.model_runs.update(id, |run| {
         run.step = RunStep::Downloading;
         run.download_id = Some(view.id);
@@ -329,6 +340,7 @@ async fn saved_profile(
     state
         .model_runs
         .step(id, RunStep::Planning, "placing the model on this rig");
+    let _making = state.model_runs.making().await;
     let profiles = store(state)?
         .launch_profiles()
         .await
@@ -442,17 +454,21 @@ async fn run_profile(state: &AppState, id: u64, name: &str) -> Result<(), Failur
     state
         .model_runs
         .update(id, |run| run.profile = Some(name.to_owned()));
-    let running = instances
-        .get(name)
-        .is_some_and(|v| !matches!(v.state.phase, Phase::Stopped | Phase::Crashed { .. }));
-    if !running {
+    let running = |instances: &rigdeck_core::launch::Instances| {
+        instances
+            .get(name)
+            .is_some_and(|v| !matches!(v.state.phase, Phase::Stopped | Phase::Crashed { .. }))
+    };
+    if !running(instances) {
         state
             .model_runs
             .step(id, RunStep::Starting, "starting the engine");
-        instances
-            .start(name, false)
-            .await
-            .map_err(|e| e.to_string())?;
+        if let Err(e) = instances.start(name, false).await {
+            // Another run (or the user) started it a moment before: follow that start.
+            if !running(instances) {
+                return Err(e.to_string().into());
+            }
+        }
     }
     let placement = placement_words(state, name).await;
     loop {
