@@ -241,8 +241,8 @@ async fn download(
                 DownloadState::Queued | DownloadState::Running | DownloadState::Paused
             )
         };
-        let known = queue.list().into_iter().rev().filter(same);
-        match known.filter(|v| done(v) || under_way(v)).next() {
+        let mut known = queue.list().into_iter().rev().filter(same);
+        match known.find(|v| done(v) || under_way(v)) {
             Some(view) if done(&view) => return Ok(view),
             // Another run (or the user) is downloading the same files: follow that one.
             Some(view) => view,
