@@ -177,7 +177,7 @@ test("a running model and the speed of its last reply appear on the dashboard", 
   assert.match(await row.locator('[data-testid="work-model-aliases"]').textContent(), /tiny-chat/);
   assert.match(await row.locator('[data-testid="work-model-speed"]').textContent(), /no reply yet/);
   assert.equal(await row.locator('[data-testid="work-model-engine"]').getAttribute("href"), "#/instances");
-  assert.match(await row.locator('[data-testid="work-model-memory"]').textContent(), /GPU \d+:|No GPU memory/);
+  assert.match(await row.locator('[data-testid="work-model-memory"]').textContent(), /GPU \d+:|no GPU memory/);
 
   // A reply through the gateway, by its alias: its decode speed is shown on the dashboard.
   const reply = await fetch(`${daemon.base}/v1/chat/completions`, {

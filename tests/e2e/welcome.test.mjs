@@ -96,6 +96,8 @@ test("from the first-run page to a streamed reply: Run, then Send", { timeout: 3
   await until("the GPUs found", () => document.querySelectorAll('[data-testid="welcome-gpu"]').length === 2);
   assert.match(await page.locator('[data-testid="welcome-gpu"]').first().innerText(), /RTX 5060 Ti.*PCIe 5\.0 x8/);
   await until("the engine found", () => /Engine: llama\.cpp/.test(document.querySelector('[data-testid="welcome-engines"]')?.textContent ?? ""));
+  // GPUs, and only a CPU build to run on: said before the first Run.
+  await page.locator('[data-testid="welcome-cpu-build"]').waitFor({ timeout: 10_000 });
 
   const card = page.locator(`[data-testid="recommended-model"][data-repo="${REPO}"]`);
   await card.waitFor({ timeout: 60_000 });

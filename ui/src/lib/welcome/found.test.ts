@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import type { EngineBuild, RigSample } from '../api/types';
-import { buildUnderWay, foundGpus, opensOnWelcome, readyEngines } from './found';
+import { buildUnderWay, foundGpus, gpusWithoutCudaBuild, opensOnWelcome, readyEngines } from './found';
 import { emptyBuild } from '../engines/instances';
 
 function sample(gpus: Array<{ width: number; max: number }>): RigSample {
@@ -37,6 +37,16 @@ describe('first-run findings', () => {
     expect(readyEngines(builds)).toEqual(['llama.cpp 0c1e570 · CPU']);
     expect(buildUnderWay(emptyBuild())).toBeNull();
     expect(buildUnderWay({ ...emptyBuild(), buildId: 3, step: 'compiling', fraction: 0.42 })).toBe('building llama.cpp: compiling 42 %');
+  });
+
+  it('says when the GPUs have no CUDA build to use them', () => {
+    const gpus = foundGpus(sample([{ width: 16, max: 16 }]));
+    const cpu = [{ kind: 'llama.cpp', backend: 'cpu', status: 'ready' }] as unknown as EngineBuild[];
+    const cuda = [{ kind: 'llama.cpp', backend: 'cuda', status: 'ready' }] as unknown as EngineBuild[];
+    expect(gpusWithoutCudaBuild(gpus, cpu)).toBe(true);
+    expect(gpusWithoutCudaBuild(gpus, cuda)).toBe(false);
+    expect(gpusWithoutCudaBuild([], cpu)).toBe(false);
+    expect(gpusWithoutCudaBuild(gpus, null)).toBe(false);
   });
 
   it('opens on the first-run page only with no profile and not skipped', () => {

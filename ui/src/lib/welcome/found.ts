@@ -52,6 +52,13 @@ export function readyEngines(builds: EngineBuild[] | null): string[] {
     .map((b) => `llama.cpp ${b.version} · ${b.backend === 'cuda' ? `CUDA${b.cuda_architectures ? ` (sm ${b.cuda_architectures})` : ''}` : b.backend.toUpperCase()}`);
 }
 
+/** Whether the rig has GPUs but no CUDA build of llama.cpp to use them (models then run on the
+ *  CPU, which a newcomer should hear before the first Run). */
+export function gpusWithoutCudaBuild(gpus: FoundGpu[], builds: EngineBuild[] | null): boolean {
+  const cuda = (builds ?? []).some((b) => b.kind === 'llama.cpp' && b.backend === 'cuda' && b.status !== 'missing');
+  return gpus.length > 0 && builds != null && !cuda;
+}
+
 /** A build under way, in words with its progress; null when none runs. */
 export function buildUnderWay(build: BuildState): string | null {
   if (build.buildId == null || build.done || build.failed) return null;
