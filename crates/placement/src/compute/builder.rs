@@ -122,6 +122,20 @@ impl Builder {
         }
     }
 
+    /// The inputs of a decoder whose tokens take one position each, the output rows selected
+    /// when the device holds the last layer.
+    pub(super) fn decoder_inputs(
+        &mut self,
+        model: &ModelShape,
+        held: &[usize],
+        options: &PlacementOptions,
+        g: &ContextGeometry,
+    ) -> TensorId {
+        let last = model.n_layer as usize;
+        let selects_rows = held.last().is_some_and(|&il| il + 1 == last);
+        self.inputs(model, held, 1, selects_rows, options, g)
+    }
+
     /// The graph's inputs, placed before anything computed in the order the graph meets them,
     /// and the first held layer's input: the token embeddings looked up on the device holding
     /// layer 0, else the activations received from the previous device. `positions_per_token`

@@ -103,9 +103,7 @@ pub(super) fn compute_bytes(
         g,
         options,
         |mut builder, held, holds_output| {
-            let last = model.n_layer as usize;
-            let selects_rows = held.last().is_some_and(|&il| il + 1 == last);
-            let mut cur = builder.inputs(model, held, 1, selects_rows, options, g);
+            let mut cur = builder.decoder_inputs(model, held, options, g);
             for &il in held {
                 cur = layer(&mut builder, model, &latent, il, cur, options, g);
             }

@@ -48,14 +48,13 @@ pub(super) fn compute_bytes(
         g,
         options,
         |mut builder, held, holds_output| {
-            let last = model.n_layer as usize;
-            let selects_rows = held.last().is_some_and(|&il| il + 1 == last);
-            let mut cur = builder.inputs(model, held, 1, selects_rows, options, g);
+            let mut cur = builder.decoder_inputs(model, held, options, g);
             for &il in held {
                 let normed = builder.rms_norm(cur);
                 let mut mixed = layer(&mut builder, shape, normed);
                 let mut residual = cur;
-                if let (true, Some(rows)) = (il + 1 == last, builder.output_rows) {
+                if let (true, Some(rows)) = (il + 1 == model.n_layer as usize, builder.output_rows)
+                {
                     let ne = [builder.n_embd, builder.batch.outputs, 1, 1];
                     mixed = builder.op(Reuse::Fresh, ne, &[mixed, rows]);
                     residual = builder.op(Reuse::Fresh, ne, &[residual, rows]);
