@@ -670,27 +670,30 @@ mod tests {
         panic!("download #{id} never got there: {:?}", downloads.list());
     }
 
-    #[tokio::test]
-    async fn a_finished_download_restored_after_a_restart_shows_its_full_size_done() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let store = Store::open(&dir.path().join("rigdeck.db"))
-            .await
-            .expect("store");
-        let mut finished = request(0xdd);
-        finished.files[0].size_bytes = 253_000_000;
-        let body = serde_json::to_string(&finished).expect("body");
+    /// `request` stored in `state` by an earlier daemon, as the queue restores it at its start.
+    async fn restored(
+        dir: &std::path::Path,
+        request: &DownloadRequest,
+        state: &str,
+    ) -> DownloadView {
+        let store = Store::open(&dir.join("rigdeck.db")).await.expect("store");
+        let body = serde_json::to_string(request).expect("body");
         let id = store
-            .insert_download(&body, "done", 1)
+            .insert_download(&body, state, 1)
             .await
             .expect("stored");
         drop(store);
+        let downloads = queue(dir, &silent_hub().await).await;
+        let view = downloads.list().into_iter().find(|v| v.id == id);
+        view.expect("restored")
+    }
 
-        let downloads = queue(dir.path(), &silent_hub().await).await;
-        let view = downloads
-            .list()
-            .into_iter()
-            .find(|v| v.id == id)
-            .expect("restored");
+    #[tokio::test]
+    async fn a_finished_download_restored_after_a_restart_shows_its_full_size_done() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut finished = request(0xdd);
+        finished.files[0].size_bytes = 253_000_000;
+        let view = restored(dir.path(), &finished, "done").await;
         assert_eq!(view.state, DownloadState::Done);
         assert_eq!(view.progress.total_bytes, 253_000_000);
         assert_eq!(view.progress.done_bytes, 253_000_000, "{view:?}");
@@ -700,9 +703,6 @@ mod tests {
     #[tokio::test]
     async fn a_paused_download_restored_after_a_restart_shows_what_it_received() {
         let dir = tempfile::tempdir().expect("tempdir");
-        let store = Store::open(&dir.path().join("rigdeck.db"))
-            .await
-            .expect("store");
         let paused = request(0xee);
         let paths = Destination::HubCache(dir.path().join("hub")).paths(
             &paused.repo,
@@ -711,19 +711,7 @@ mod tests {
         );
         std::fs::create_dir_all(paths.partial.parent().expect("blobs")).expect("mkdir");
         std::fs::write(&paths.partial, b"0123").expect("partial");
-        let body = serde_json::to_string(&paused).expect("body");
-        let id = store
-            .insert_download(&body, "paused", 1)
-            .await
-            .expect("stored");
-        drop(store);
-
-        let downloads = queue(dir.path(), &silent_hub().await).await;
-        let view = downloads
-            .list()
-            .into_iter()
-            .find(|v| v.id == id)
-            .expect("restored");
+        let view = restored(dir.path(), &paused, "paused").await;
         assert_eq!(view.state, DownloadState::Paused);
         assert_eq!(view.progress.done_bytes, 4, "{view:?}");
         assert_eq!(view.progress.files_done, 0, "{view:?}");
