@@ -13,35 +13,6 @@ use serde_json::{json, Value};
 use support::daemon_process;
 use support::engine_rig::Rig;
 
-/// Polls the conversation until `message` is no longer streaming.
-async fn finished(rig: &Rig, conversation: i64, message: i64) -> Value {
-    let deadline = Instant::now() + Duration::from_secs(120);
-    loop {
-        let (_, c) = rig
-            .api(
-                "GET",
-                &format!("/api/v1/chat/conversations/{conversation}"),
-                None,
-            )
-            .await;
-        let m = c["messages"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|m| m["id"] == message)
-            .cloned()
-            .unwrap();
-        if m["status"] != "streaming" {
-            return m;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "reply {message} never ended: {m}"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_conversation_streams_stops_branches_searches_and_exports() {
     let rig = Rig::start("2x5060ti.json").await;
@@ -115,7 +86,7 @@ async fn a_conversation_streams_stops_branches_searches_and_exports() {
             _ => {}
         }
     }
-    let reply = finished(&rig, id, reply_id).await;
+    let reply = rig.reply_ended(id, reply_id).await;
     assert_eq!(reply["status"], "complete", "{reply}");
     assert_eq!(
         reply["content"].as_str().unwrap(),
@@ -144,7 +115,9 @@ async fn a_conversation_streams_stops_branches_searches_and_exports() {
         )
         .await;
     assert_eq!(status, 202, "{again}");
-    let sibling = finished(&rig, id, again["assistant"]["id"].as_i64().unwrap()).await;
+    let sibling = rig
+        .reply_ended(id, again["assistant"]["id"].as_i64().unwrap())
+        .await;
     assert_eq!(sibling["parent_id"], reply["parent_id"]);
 
     // A long reply, stopped: the text so far stays.
@@ -207,7 +180,8 @@ async fn a_conversation_streams_stops_branches_searches_and_exports() {
         )
         .await;
     assert_eq!(status, 202);
-    finished(&rig, id, edited["assistant"]["id"].as_i64().unwrap()).await;
+    rig.reply_ended(id, edited["assistant"]["id"].as_i64().unwrap())
+        .await;
     let (_, c) = rig
         .api("GET", &format!("/api/v1/chat/conversations/{id}"), None)
         .await;
@@ -308,7 +282,9 @@ async fn a_conversation_streams_stops_branches_searches_and_exports() {
         )
         .await;
     assert_eq!(status, 202, "{sent}");
-    let refused = finished(&rig, id, sent["assistant"]["id"].as_i64().unwrap()).await;
+    let refused = rig
+        .reply_ended(id, sent["assistant"]["id"].as_i64().unwrap())
+        .await;
     assert_eq!(refused["status"], "error", "{refused}");
     assert!(
         !refused["error"].as_str().unwrap_or("").is_empty(),

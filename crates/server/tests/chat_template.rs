@@ -38,34 +38,6 @@ async fn send(rig: &Rig, conversation: i64, text: &str) -> i64 {
     sent["assistant"]["id"].as_i64().expect("reply id")
 }
 
-/// The reply `message` once `done` holds for it.
-async fn reply_when(
-    rig: &Rig,
-    conversation: i64,
-    message: i64,
-    done: impl Fn(&Value) -> bool,
-) -> Value {
-    let deadline = Instant::now() + Duration::from_secs(180);
-    loop {
-        let (_, c) = rig
-            .api(
-                "GET",
-                &format!("/api/v1/chat/conversations/{conversation}"),
-                None,
-            )
-            .await;
-        let m = c["messages"]
-            .as_array()
-            .and_then(|all| all.iter().find(|m| m["id"] == message).cloned())
-            .unwrap_or(Value::Null);
-        if done(&m) {
-            return m;
-        }
-        assert!(Instant::now() < deadline, "reply {message}: {m}");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-}
-
 const MARKERS: [&str; 4] = [
     "<|im_end|>",
     "<|im_start|>",
@@ -145,7 +117,7 @@ async fn a_gguf_without_a_chat_template_is_named_and_its_architectures_template_
     let question = "Hello! Who are you?";
     let c = conversation(&rig, "gemma", Some(64)).await;
     let id = send(&rig, c, question).await;
-    let reply = reply_when(&rig, c, id, |m| m["status"] != "streaming").await;
+    let reply = rig.reply_ended(c, id).await;
     assert_eq!(reply["status"], "complete", "{reply}");
     let text = reply["content"].as_str().unwrap_or_default();
     assert!(!text.trim().is_empty(), "{reply}");
@@ -157,7 +129,7 @@ async fn a_gguf_without_a_chat_template_is_named_and_its_architectures_template_
     // and the model writes ChatML's markers into its reply.
     let c = conversation(&rig, "gemma-own", Some(64)).await;
     let id = send(&rig, c, question).await;
-    let own = reply_when(&rig, c, id, |m| m["status"] != "streaming").await;
+    let own = rig.reply_ended(c, id).await;
     let own_text = own["content"].as_str().unwrap_or_default();
     assert!(
         own_text.contains("<|im_end|>"),
@@ -168,14 +140,14 @@ async fn a_gguf_without_a_chat_template_is_named_and_its_architectures_template_
     // conversation sets none.
     let c = conversation(&rig, "gemma", Some(8)).await;
     let id = send(&rig, c, "Write a long story about a lighthouse keeper.").await;
-    let cut = reply_when(&rig, c, id, |m| m["status"] != "streaming").await;
+    let cut = rig.reply_ended(c, id).await;
     assert_eq!(cut["status"], "complete", "{cut}");
     assert_eq!(cut["stats"]["finish_reason"], "length", "{cut}");
     assert_eq!(cut["stats"]["max_tokens"], 8, "{cut}");
     assert_eq!(cut["stats"]["completion_tokens"], 8, "{cut}");
     let c = conversation(&rig, "gemma", None).await;
     let id = send(&rig, c, "Say hello.").await;
-    let default = reply_when(&rig, c, id, |m| m["status"] != "streaming").await;
+    let default = rig.reply_ended(c, id).await;
     assert_eq!(
         default["stats"]["max_tokens"], 128,
         "half the engine's 256 tokens: {default}"
@@ -191,7 +163,7 @@ async fn a_gguf_without_a_chat_template_is_named_and_its_architectures_template_
     let (_, before) = rig.api("GET", "/api/v1/gateway/usage", None).await;
     let c = conversation(&rig, "gemma", Some(1500)).await;
     let id = send(&rig, c, "Count from 1 to 500, one number per line.").await;
-    reply_when(&rig, c, id, |m| {
+    rig.message_when(c, id, |m| {
         m["content"].as_str().is_some_and(|t| t.len() > 40)
     })
     .await;

@@ -146,4 +146,35 @@ impl Rig {
         let response = self.t.client.get(self.t.url(path)).bearer_auth(key).send();
         response.await.unwrap().text().await.unwrap()
     }
+
+    /// Message `message` of a conversation once `done` holds for it (three minutes at most).
+    #[allow(dead_code)] // not every test binary chats
+    pub async fn message_when(
+        &self,
+        conversation: i64,
+        message: i64,
+        done: impl Fn(&Value) -> bool,
+    ) -> Value {
+        let deadline = Instant::now() + Duration::from_secs(180);
+        loop {
+            let path = format!("/api/v1/chat/conversations/{conversation}");
+            let (_, c) = self.api("GET", &path, None).await;
+            let m = c["messages"]
+                .as_array()
+                .and_then(|all| all.iter().find(|m| m["id"] == message).cloned())
+                .unwrap_or(Value::Null);
+            if done(&m) {
+                return m;
+            }
+            assert!(Instant::now() < deadline, "reply {message}: {m}");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    /// Reply `message` once it is no longer streaming.
+    #[allow(dead_code)] // not every test binary chats
+    pub async fn reply_ended(&self, conversation: i64, message: i64) -> Value {
+        self.message_when(conversation, message, |m| m["status"] != "streaming")
+            .await
+    }
 }
