@@ -20,6 +20,7 @@ pub mod model_runs;
 pub mod packaged_engines;
 pub mod paths;
 pub mod profiles;
+pub mod quality;
 pub mod service_unit;
 pub mod settings;
 pub mod store;
