@@ -3,7 +3,8 @@
 #   - a .deb and an .rpm through Tauri's bundler (formats that download tools at build time are left out);
 #   - a tarball with an install script, for other distributions.
 # Each holds `rigdeck` (desktop and headless), `rigdeck-desktop`, the desktop entry and icons, a
-# CPU llama.cpp (llama-server, llama-bench, llama-fit-params) built portably from the pinned,
+# CPU llama.cpp (llama-server, llama-bench, llama-fit-params, llama-perplexity, llama-quantize,
+# llama-tokenize) built portably from the pinned,
 # verified source, registered by Rigdeck at its first start, and the licences of all of it.
 #
 # PACKAGE_PROFILE=debug packages the debug build the tests made (the packaging check), release
@@ -55,7 +56,7 @@ stage=$target/package-stage
 rm -rf "$stage"
 mkdir -p "$stage/bin" "$stage/lib/rigdeck/engines/$engine_name/bin" "$stage/share/doc/rigdeck"
 install -m 0755 "$bin/rigdeck" "$bin/rigdeck-desktop" "$stage/bin/"
-for tool in llama-server llama-bench llama-fit-params; do
+for tool in llama-server llama-bench llama-fit-params llama-perplexity llama-quantize llama-tokenize; do
   install -m 0755 "$engine_dir/bin/$tool" "$stage/lib/rigdeck/engines/$engine_name/bin/"
 done
 install -m 0644 "$engine_dir/rigdeck-build.json" "$stage/lib/rigdeck/engines/$engine_name/"

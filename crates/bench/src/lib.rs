@@ -8,6 +8,7 @@
 
 pub mod endpoint;
 pub mod engine_metrics;
+pub mod kld;
 pub mod llama_bench;
 pub mod prompt;
 pub mod quality;

@@ -2,8 +2,8 @@
 //! output line by line as [`BuildProgress`] events.
 //!
 //! Layout of a build folder (`<data dir>/engines/<kind>-<version>-<backend>/` by default):
-//! `cmake/` is CMake's build tree, `bin/` holds the installed binaries (`llama-server`,
-//! `llama-bench`, `llama-fit-params`), `rigdeck-build.log` the full log of the last build and
+//! `cmake/` is CMake's build tree, `bin/` holds the installed binaries ([`WANTED_TARGETS`]:
+//! `llama-server`, `llama-bench`, `llama-perplexity`…), `rigdeck-build.log` the full log of the last build and
 //! `rigdeck-build.json` what was built from what. A build whose stamp matches the source hash and
 //! the flags, with its binaries in place, is reused without running CMake at all.
 //!
@@ -33,8 +33,17 @@ use lock::BuildLock;
 pub use ninja::{parse_ninja_progress, parse_target_list};
 
 /// The binaries Rigdeck wants from a llama.cpp tree; only `llama-server` is required (older trees
-/// and ik_llama.cpp have no `llama-fit-params`).
-pub const WANTED_TARGETS: [&str; 3] = ["llama-server", "llama-bench", "llama-fit-params"];
+/// and ik_llama.cpp have no `llama-fit-params`). `llama-perplexity` records reference logits and
+/// measures KL divergence, `llama-quantize` makes the files compared, `llama-tokenize` counts a
+/// corpus's tokens with a model's vocabulary before a run.
+pub const WANTED_TARGETS: [&str; 6] = [
+    "llama-server",
+    "llama-bench",
+    "llama-fit-params",
+    "llama-perplexity",
+    "llama-quantize",
+    "llama-tokenize",
+];
 const REQUIRED_TARGET: &str = "llama-server";
 
 const LOG_FILE: &str = "rigdeck-build.log";
@@ -178,6 +187,10 @@ struct BuildStamp {
     source_sha256: Option<String>,
     configure_args: Vec<String>,
     binaries: Vec<String>,
+    /// The targets asked for ([`WANTED_TARGETS`] then): a folder built when fewer were wanted is
+    /// built again, and Ninja compiles only what is new.
+    #[serde(default)]
+    wanted: Vec<String>,
 }
 
 /// Sends [`BuildProgress`] for one build.
@@ -458,6 +471,8 @@ async fn run_build(
     if !compile.success() {
         return Err(cmake_failed(BuildStep::Compile, &compile, &log_file));
     }
+    // Ninja counts edges it later finds up to date: an incremental build ends short of [M/M].
+    reporter.emit(BuildStep::Compile, Some(1.0), None);
 
     // Install: copy into bin/ under a temporary name and rename, so a llama-server running from
     // the old copy keeps its file and the new one appears whole.
@@ -483,6 +498,7 @@ async fn run_build(
         source_sha256: prepared.sha256.clone(),
         configure_args: args.clone(),
         binaries: targets.iter().map(|t| (*t).to_owned()).collect(),
+        wanted: WANTED_TARGETS.iter().map(|t| (*t).to_owned()).collect(),
     };
     let bytes = serde_json::to_vec_pretty(&stamp).unwrap_or_default();
     fs::write(&stamp_file, bytes).map_err(io_err("write", &stamp_file))?;
@@ -502,7 +518,7 @@ fn reusable(
     if stamp.source_sha256.as_deref() != Some(sha256) || stamp.configure_args != args {
         return None;
     }
-    if !stamp.binaries.iter().any(|b| b == REQUIRED_TARGET) {
+    if !stamp.binaries.iter().any(|b| b == REQUIRED_TARGET) || stamp.wanted != WANTED_TARGETS {
         return None;
     }
     let binaries: Vec<PathBuf> = stamp.binaries.iter().map(|b| bin_dir.join(b)).collect();
