@@ -4,6 +4,7 @@
 
 import type { BuildProgress, ChatDelta, ChatMessage, DownloadView, Hello, InstanceView, LogLine, ModelEntry, ModelRun, ServerEvent, TelemetryFrame } from './types';
 import type { RunSummary, TuneView } from '../bench/types';
+import type { Reference } from '../quality/types';
 
 // ---- Message parsing ----
 
@@ -140,6 +141,13 @@ export function parseServerMessage(text: string): ParseResult {
         return { ok: false, error: 'bench.tune needs id, status and trials' };
       }
       return { ok: true, event: { type: 'bench.tune', data: d as unknown as TuneView } };
+    }
+    case 'quality.reference': {
+      const d = msg.data;
+      if (!isObject(d) || typeof d.id !== 'string' || typeof d.state !== 'string' || typeof d.created_at_ms !== 'number') {
+        return { ok: false, error: 'quality.reference needs id, state and created_at_ms' };
+      }
+      return { ok: true, event: { type: 'quality.reference', data: d as unknown as Reference } };
     }
     case 'model_run.state': {
       const d = msg.data;

@@ -4,6 +4,7 @@
 // src/lib/format turns them into text.
 
 import type { RunSummary, TuneView } from '../bench/types';
+import type { Reference } from '../quality/types';
 
 /** Milliseconds since the Unix epoch. */
 export type UnixMillis = number;
@@ -318,6 +319,8 @@ export type ServerEvent =
   | { type: 'bench.run'; data: RunSummary }
   /** A tuning started, began or ended a trial, or ended: the tuning whole. */
   | { type: 'bench.tune'; data: TuneView }
+  /** A quality reference started recording, moved on, became ready or failed: the reference whole. */
+  | { type: 'quality.reference'; data: Reference }
   /** A "run this model" request moved on (checking, downloading, … ready, failed): its view. */
   | { type: 'model_run.state'; data: ModelRun }
   /** A type this UI does not know yet (a newer daemon); ignored, never an error. */

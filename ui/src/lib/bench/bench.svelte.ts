@@ -11,7 +11,7 @@ import type { InstanceView, LaunchProfile, TelemetryFrame } from '../api/types';
 import { problemOrSignOut, type Problem } from '../api/problem';
 import { benchApi } from './client';
 import { framePoint, MAX_LIVE_POINTS } from './telemetry';
-import type { NewBenchmark, RunDetail, RunSummary, TelemetryPoint } from './types';
+import type { NewRun, RunDetail, RunSummary, TelemetryPoint } from './types';
 
 /** Reads of the open run are at least this far apart (a busy run sends an event per run). */
 export const DETAIL_SPACING_MS = 1000;
@@ -196,7 +196,7 @@ export class BenchState {
   // ---- Actions ----
 
   /** Starts a benchmark; its list entry, or null when refused (the reason in startError). */
-  async start(body: NewBenchmark): Promise<RunSummary | null> {
+  async start(body: NewRun): Promise<RunSummary | null> {
     if (this.starting) return null;
     this.starting = true;
     this.startError = null;

@@ -2,7 +2,7 @@
 // Progress comes as `bench.run` events on the event stream, not through here.
 
 import { request } from '../api/client';
-import type { ExportFormat, NewBenchmark, ProbeComparison, RunDetail, RunSummary } from './types';
+import type { ExportFormat, NewRun, ProbeComparison, RunDetail, RunSummary } from './types';
 
 const RUNS = '/api/v1/bench/runs';
 
@@ -13,7 +13,7 @@ export function exportPath(id: number, format: ExportFormat): string {
 
 export const benchApi = {
   /** 201 with the run as listed; 400 `invalid_benchmark` names the field and the fix. */
-  start: (body: NewBenchmark) => request<RunSummary>('POST', RUNS, body),
+  start: (body: NewRun) => request<RunSummary>('POST', RUNS, body),
   /** Newest first. */
   runs: (signal?: AbortSignal) => request<RunSummary[]>('GET', RUNS, undefined, signal),
   run: (id: number, signal?: AbortSignal) => request<RunDetail>('GET', `${RUNS}/${id}`, undefined, signal),

@@ -1,10 +1,10 @@
 // Comparing picked runs from their list entries: one row per point (same shape, depth and load)
 // that two or more of them measured, each run's medians side by side with the ratio to the first
 // picked run (the baseline). Speed benchmarks, quality probes and llama-bench runs are compared
-// apart: a probe has no points (its pass rates are set side by side by compareProbes,
+// apart (KLD runs too: lib/quality/compare): a probe has no points (its pass rates are set side by side by compareProbes,
 // lib/bench/quality), llama-bench has tests (compareTests, lib/bench/llamaBench).
 
-import { isLlamaBench, isQuality, pointKey, pointLabel } from './format';
+import { isKld, isLlamaBench, isQuality, pointKey, pointLabel } from './format';
 import type { Point, RunSummary, StepDigest } from './types';
 
 export interface CompareCell {
@@ -33,18 +33,19 @@ export interface Comparison {
 }
 
 /** The picked runs by kind, each in pick order. */
-export function splitPicks(runs: readonly RunSummary[]): { speed: RunSummary[]; quality: RunSummary[]; llamaBench: RunSummary[] } {
+export function splitPicks(runs: readonly RunSummary[]): { speed: RunSummary[]; quality: RunSummary[]; llamaBench: RunSummary[]; kld: RunSummary[] } {
   return {
-    speed: runs.filter((r) => !isQuality(r) && !isLlamaBench(r)),
+    speed: runs.filter((r) => !isQuality(r) && !isLlamaBench(r) && !isKld(r)),
     quality: runs.filter((r) => isQuality(r)),
     llamaBench: runs.filter((r) => isLlamaBench(r)),
+    kld: runs.filter((r) => isKld(r)),
   };
 }
 
 /** The runs the others are compared to: the first picked of each kind that has two or more picked. */
 export function compareBases(picked: readonly RunSummary[]): Set<number> {
-  const { speed, quality, llamaBench } = splitPicks(picked);
-  return new Set([speed, quality, llamaBench].filter((list) => list.length >= 2).map((list) => list[0]!.id));
+  const { speed, quality, llamaBench, kld } = splitPicks(picked);
+  return new Set([speed, quality, llamaBench, kld].filter((list) => list.length >= 2).map((list) => list[0]!.id));
 }
 
 function ratio(v: number | null, base: number | null): number | null {

@@ -12,6 +12,11 @@ export function isQuality(r: Pick<RunSummary, 'kind'>): boolean {
   return r.kind === 'quality';
 }
 
+/** A KLD run: a profile's next-token distributions against a quality reference's. */
+export function isKld(r: Pick<RunSummary, 'kind'>): boolean {
+  return r.kind === 'kld';
+}
+
 /** A llama-bench run (llama.cpp's own benchmark inside the engine). */
 export function isLlamaBench(r: Pick<RunSummary, 'kind'>): boolean {
   return r.kind === 'llama_bench';
@@ -20,13 +25,13 @@ export function isLlamaBench(r: Pick<RunSummary, 'kind'>): boolean {
 /** A speed benchmark whose prompt lengths were estimated: said only once the engine's tokenizer
  *  was asked (a run starts neither exact nor estimated). */
 export function promptsEstimated(r: Pick<RunSummary, 'kind' | 'exact_prompts' | 'prompts_known'>): boolean {
-  if (isQuality(r) || isLlamaBench(r)) return false;
+  if (isQuality(r) || isLlamaBench(r) || isKld(r)) return false;
   return (r.prompts_known ?? true) && !r.exact_prompts;
 }
 
-/** A speed benchmark's spec; null for a quality probe or llama-bench. */
+/** A speed benchmark's spec; null for a quality probe, llama-bench or a KLD run. */
 export function speedSpec(r: Pick<RunSummary, 'kind' | 'spec'>): BenchSpec | null {
-  return isQuality(r) || isLlamaBench(r) ? null : (r.spec as BenchSpec);
+  return isQuality(r) || isLlamaBench(r) || isKld(r) ? null : (r.spec as BenchSpec);
 }
 
 /** llama-bench's spec; null for the other kinds. */
@@ -105,10 +110,12 @@ export function statusTone(status: RunStatus | (string & {})): StatusTone {
   }
 }
 
-/** "12 / 44 runs"; a quality probe's "12 / 30 answered"; llama-bench's "0 / 4 tests". */
+/** "12 / 44 runs"; a quality probe's "12 / 30 answered"; llama-bench's "0 / 4 tests"; a KLD
+ *  run's "llama-perplexity running" (it reports nothing before its end). */
 export function progressText(r: Pick<RunSummary, 'runs_done' | 'runs_total'> & Partial<Pick<RunSummary, 'kind'>>): string {
   if (r.kind === 'quality') return `${r.runs_done} / ${r.runs_total} answered`;
   if (r.kind === 'llama_bench') return `${r.runs_done} / ${r.runs_total} test${r.runs_total === 1 ? '' : 's'}`;
+  if (r.kind === 'kld') return r.runs_done >= r.runs_total ? 'measured' : 'llama-perplexity running';
   return `${r.runs_done} / ${r.runs_total} run${r.runs_total === 1 ? '' : 's'}`;
 }
 
@@ -209,8 +216,15 @@ export function llamaBenchText(s: LlamaBenchSpec): string {
   return `pp ${list(s.prompt_tokens, 512)}, tg ${list(s.gen_tokens, 128)} at ${at}, ${reps} repetition${reps === 1 ? '' : 's'} each, inside the engine (no HTTP)`;
 }
 
+/** A KLD run's settings in words: "KL divergence against reference ab12 (llama-perplexity …)". */
+export function kldText(spec: unknown): string {
+  const ref = typeof spec === 'object' && spec != null ? (spec as { reference?: unknown }).reference : null;
+  return `KL divergence against reference ${typeof ref === 'string' ? ref : '?'} (llama-perplexity on the profile's placement)`;
+}
+
 /** A run's settings in words, by its kind. */
 export function runSpecText(r: Pick<RunSummary, 'kind' | 'spec' | 'runs_total'>): string {
+  if (isKld(r)) return kldText(r.spec);
   const probe = probeSpec(r);
   if (probe) return probeText(probe, r.runs_total);
   const llama = llamaBenchSpec(r);

@@ -5,6 +5,7 @@
 // knobs (TuneSpec, TuneView with its trials, also the `bench.tune` event's data).
 
 import type { UnixMillis } from '../api/types';
+import type { KldResult, KldSpec, NewKldRun } from '../quality/types';
 
 /** Prompt tokens → output tokens, written `2048:512`. */
 export interface Shape {
@@ -82,8 +83,9 @@ export interface ProbeSpec {
 }
 
 /** `serving`: a speed benchmark; `quality`: a quality probe; `llama_bench`: llama.cpp's own
- *  llama-bench with a profile's flags. */
-export type RunKind = 'serving' | 'quality' | 'llama_bench';
+ *  llama-bench with a profile's flags; `kld`: a profile's KL divergence from a quality reference
+ *  (llama-perplexity, lib/quality). */
+export type RunKind = 'serving' | 'quality' | 'llama_bench' | 'kld';
 
 /** POST /bench/runs for a speed benchmark (the default kind). */
 export interface NewSpeedRun {
@@ -121,6 +123,9 @@ export interface NewLlamaBench {
 
 /** POST /bench/runs. */
 export type NewBenchmark = NewSpeedRun | NewQualityProbe | NewLlamaBench;
+
+/** POST /bench/runs, from the form or the Quality section (a KLD run). */
+export type NewRun = NewBenchmark | NewKldRun;
 
 /** A 95 % (Wilson) interval of a pass rate, both ends 0–1. */
 export interface RateInterval {
@@ -208,7 +213,7 @@ export interface RunSummary {
   target: TargetView;
   /** By kind: a BenchSpec (serving), a ProbeSpec (quality) or a LlamaBenchSpec; read it through
    *  `speedSpec`, `probeSpec` or `llamaBenchSpec` (lib/bench/format). */
-  spec: BenchSpec | ProbeSpec | LlamaBenchSpec;
+  spec: BenchSpec | ProbeSpec | LlamaBenchSpec | KldSpec;
   status: RunStatus | (string & {});
   error: string | null;
   /** False: prompt lengths were estimated, not counted by the engine's tokenizer (read it only
@@ -225,6 +230,8 @@ export interface RunSummary {
   runs_total: number;
   /** A quality probe's pass counts; null for a speed benchmark. */
   quality?: QualitySummary | null;
+  /** A KLD run's figures once it ended; null for the other kinds (absent from older daemons). */
+  kld?: KldResult | null;
 }
 
 /** A sample's summary (numpy's linear percentiles; sample stdev; cv = stdev / mean). */

@@ -132,7 +132,9 @@ describe('tuning addresses', () => {
     expect(benchHalf('#/bench')).toBe('runs');
     expect(benchHalf('#/bench/3')).toBe('runs');
     expect(benchHalf('#/bench/tuner')).toBe('runs');
-    expect(BENCH_TABS.map((t) => benchHalf(t.hash))).toEqual(['runs', 'tune']);
+    expect(benchHalf('#/bench/quality')).toBe('quality');
+    expect(benchRunId('#/bench/quality')).toBeNull();
+    expect(BENCH_TABS.map((t) => benchHalf(t.hash))).toEqual(['runs', 'tune', 'quality']);
     expect(benchRunId('#/bench/tune/3')).toBeNull();
   });
   it('round-trip a tuning id', () => {

@@ -94,11 +94,13 @@ export function navRoute(route: Route): Route {
 }
 
 /** The query part of a hash route: `#/plan?model=%2Fm%2Fx.gguf&rig=4x3090`. */
-/** Benchmarks: the runs, and the tunings of a profile's knobs (one page, two halves). */
-export type BenchHalf = 'runs' | 'tune';
+/** Benchmarks: the runs, the tunings of a profile's knobs, and quality against a reference (one
+ *  page, three parts). */
+export type BenchHalf = 'runs' | 'tune' | 'quality';
 export const BENCH_TABS: PageTab<BenchHalf>[] = [
   { route: 'runs', hash: '#/bench', label: 'Runs', testid: 'bench-tab-runs' },
   { route: 'tune', hash: '#/bench/tune', label: 'Tuning', testid: 'bench-tab-tune' },
+  { route: 'quality', hash: '#/bench/quality', label: 'Quality', testid: 'bench-tab-quality' },
 ];
 
 export function hashParams(hash: string): URLSearchParams {
@@ -177,9 +179,13 @@ export function tuneHash(id: number | null): string {
   return id == null ? '#/bench/tune' : `#/bench/tune/${id}`;
 }
 
+/** The Quality part of the Benchmarks page: references, KLD measurements and frontiers. */
+export const QUALITY_HASH = '#/bench/quality';
+
 /** The half of the Benchmarks page an address shows. */
 export function benchHalf(hash: string): BenchHalf {
   const path = hashPath(hash);
+  if (path === '/bench/quality') return 'quality';
   return path === '/bench/tune' || path.startsWith('/bench/tune/') ? 'tune' : 'runs';
 }
 

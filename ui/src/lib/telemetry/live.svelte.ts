@@ -12,6 +12,7 @@ import { hubCache } from '../hub/cache.svelte';
 import { chat } from '../chat/chat.svelte';
 import { bench } from '../bench/bench.svelte';
 import { tune } from '../bench/tune.svelte';
+import { quality } from '../quality/quality.svelte';
 import { modelRuns } from '../runs/modelRuns.svelte';
 
 /** A pause longer than three periods is a gap in the charts, not a straight line. */
@@ -51,6 +52,7 @@ class LiveTelemetry {
         else if (ev.type === 'chat.message') chat.ingestMessage(ev.data);
         else if (ev.type === 'bench.run') bench.ingest(ev.data);
         else if (ev.type === 'bench.tune') tune.ingest(ev.data);
+        else if (ev.type === 'quality.reference') quality.ingest(ev.data);
         else if (ev.type === 'model_run.state') modelRuns.ingest(ev.data);
         else if (ev.type === 'telemetry.frame') this.ingest(ev.data);
         else if (ev.type === 'library.changed') this.libraryChanged(ev.data);
@@ -75,6 +77,7 @@ class LiveTelemetry {
     chat.resync();
     bench.resync();
     tune.resync();
+    quality.resync();
     void modelRuns.refresh();
   }
 
@@ -107,6 +110,7 @@ class LiveTelemetry {
     chat.resync();
     bench.resync();
     tune.resync();
+    quality.resync();
     void modelRuns.refresh();
   }
 
