@@ -61,7 +61,7 @@ pub mod value;
 pub mod write;
 
 pub use error::{ErrorKind, GgufError};
-pub use read::{GgufFile, ReadOptions, TensorInfo};
+pub use read::{GgufFile, ReadOptions, TensorInfo, TokenizerArrays};
 pub use split::{split_file_name, GgufModel, MissingParts, ModelTensor, ShardInfo, SplitName};
 pub use summary::ModelSummary;
 pub use types::{element_count, tensor_bytes, GgmlType, SizeError};

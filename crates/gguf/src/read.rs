@@ -64,6 +64,22 @@ pub struct ReadOptions {
     pub file_size: Option<u64>,
     /// Header size limit; `None` means [`DEFAULT_MAX_HEADER_BYTES`].
     pub max_header_bytes: Option<u64>,
+    /// Whether the arrays of `tokenizer.*` keys are kept or only counted.
+    pub tokenizer_arrays: TokenizerArrays,
+}
+
+/// What a read keeps of the arrays of `tokenizer.*` keys (the vocabulary, its merges, scores
+/// and token types): most of a large header, and of the time spent reading it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum TokenizerArrays {
+    /// Every element, as in the file.
+    #[default]
+    Kept,
+    /// Each top-level array is read and checked as when kept (lengths, limits, the file's
+    /// size; their strings are read lossily either way, so no content can fail a read), then
+    /// stored as [`Array::Counted`]: its type and length without its elements. For readers
+    /// that need the vocabulary's size, not its tokens, such as the planner.
+    Counted,
 }
 
 /// One tensor's info.
@@ -114,6 +130,14 @@ pub struct GgufFile {
 impl GgufFile {
     /// Reads the header of a file on disk.
     pub fn open(path: impl AsRef<Path>) -> Result<GgufFile, GgufError> {
+        GgufFile::open_with(path, TokenizerArrays::Kept)
+    }
+
+    /// Reads the header of a file on disk, keeping or counting the tokenizer's arrays.
+    pub fn open_with(
+        path: impl AsRef<Path>,
+        tokenizer_arrays: TokenizerArrays,
+    ) -> Result<GgufFile, GgufError> {
         let path = path.as_ref();
         let name = path.display().to_string();
         let io_err = |e: std::io::Error| GgufError::new(ErrorKind::Io(e)).in_file(&name);
@@ -123,6 +147,7 @@ impl GgufFile {
             file_name: Some(name.clone()),
             file_size: Some(size),
             max_header_bytes: None,
+            tokenizer_arrays,
         };
         GgufFile::read(file, &options)
     }
@@ -132,7 +157,7 @@ impl GgufFile {
         let options = ReadOptions {
             file_name: file_name.map(str::to_owned),
             file_size: Some(bytes.len() as u64),
-            max_header_bytes: None,
+            ..ReadOptions::default()
         };
         GgufFile::read(bytes, &options)
     }
@@ -149,6 +174,7 @@ impl GgufFile {
             pos: 0,
             file_size: options.file_size,
             max_header: options.max_header_bytes.unwrap_or(DEFAULT_MAX_HEADER_BYTES),
+            tokenizer_arrays: options.tokenizer_arrays,
             progress: None,
         };
         match parser.parse() {
@@ -261,6 +287,12 @@ impl<R: Read> Input<R> {
         self.buf.len().saturating_sub(self.head)
     }
 
+    /// The bytes buffered and not yet consumed.
+    #[inline]
+    fn unread(&self) -> &[u8] {
+        self.buf.get(self.head..).unwrap_or_default()
+    }
+
     /// The next `n` bytes (which `ensure` made available).
     #[inline]
     fn consume(&mut self, n: usize) -> &[u8] {
@@ -276,6 +308,7 @@ struct Parser<R> {
     pos: u64,
     file_size: Option<u64>,
     max_header: u64,
+    tokenizer_arrays: TokenizerArrays,
     progress: Option<ArrayProgress>,
 }
 
@@ -486,7 +519,15 @@ impl<R: Read> Parser<R> {
                 min_elem: elem.min_encoded_size(),
             });
         }
-        let array = self.read_elements(elem, count, key, depth, outer)?;
+        let counted = outer
+            && elem != ValueType::Array
+            && self.tokenizer_arrays == TokenizerArrays::Counted
+            && is_lossy_key(key);
+        let array = if counted {
+            self.count_elements(elem, count, key)?
+        } else {
+            self.read_elements(elem, count, key, depth, outer)?
+        };
         if outer {
             self.progress = None;
         }
@@ -525,6 +566,26 @@ impl<R: Read> Parser<R> {
         })
     }
 
+    /// Reads a top-level array of strings or fixed-size elements as `read_elements` does,
+    /// keeping only its type and length.
+    fn count_elements(
+        &mut self,
+        elem: ValueType,
+        count: u64,
+        key: &str,
+    ) -> Result<Array, GgufError> {
+        if elem == ValueType::String {
+            self.each_string(count, key, true, |_, _| {})?;
+        } else {
+            // Fixed-size elements: their encoded size is their size.
+            let size = usize::try_from(elem.min_encoded_size()).unwrap_or(8);
+            self.pod_chunks(count, size, &Ctx::ValueOf(key), true, |_| {})?;
+        }
+        // count ≤ MAX_ARRAY_LEN, which fits a usize.
+        let len = usize::try_from(count).unwrap_or(usize::MAX);
+        Ok(Array::Counted { elem, len })
+    }
+
     /// Reads `count` fixed-size elements in chunks, decoding each with `conv`.
     fn pod<const N: usize, T>(
         &mut self,
@@ -534,24 +595,39 @@ impl<R: Read> Parser<R> {
         conv: fn([u8; N]) -> T,
     ) -> Result<Vec<T>, GgufError> {
         let mut out = Vec::with_capacity(prealloc(count));
-        let mut left = count;
-        while left > 0 {
-            let n = left.min(POD_CHUNK);
-            // n ≤ POD_CHUNK and N ≤ 8: the product is small.
-            let bytes = usize::try_from(n).unwrap_or(0).saturating_mul(N);
-            let chunk = self.take(bytes, ctx)?;
+        self.pod_chunks(count, N, ctx, outer, |chunk| {
             out.extend(
                 chunk
                     .chunks_exact(N)
                     .filter_map(|c| <[u8; N]>::try_from(c).ok())
                     .map(conv),
             );
+        })?;
+        Ok(out)
+    }
+
+    /// Reads `count` elements of `size` bytes (1 to 8), handing them to `each` in chunks of up
+    /// to [`POD_CHUNK`] elements.
+    fn pod_chunks(
+        &mut self,
+        count: u64,
+        size: usize,
+        ctx: &Ctx,
+        outer: bool,
+        mut each: impl FnMut(&[u8]),
+    ) -> Result<(), GgufError> {
+        let mut left = count;
+        while left > 0 {
+            let n = left.min(POD_CHUNK);
+            // n ≤ POD_CHUNK and size ≤ 8: the product is small.
+            let bytes = usize::try_from(n).unwrap_or(0).saturating_mul(size);
+            each(self.take(bytes, ctx)?);
             left -= n;
             if outer {
                 self.advance_progress(n);
             }
         }
-        Ok(out)
+        Ok(())
     }
 
     /// Reads `count` strings into one buffer, validating UTF-8 once for the whole array (one
@@ -563,20 +639,91 @@ impl<R: Read> Parser<R> {
         key: &str,
         outer: bool,
     ) -> Result<StringArray, GgufError> {
-        let ctx = Ctx::ValueOf(key);
         let first_at = self.pos;
         let mut text: Vec<u8> = Vec::new();
         let mut ends = Vec::with_capacity(prealloc(count));
-        for _ in 0..count {
-            let (_, bytes) = self.string_bytes(&ctx)?;
-            text.extend_from_slice(bytes);
+        self.each_string(count, key, outer, |bytes, window| {
+            append_short(&mut text, bytes, window);
             ends.push(text.len());
+        })?;
+        StringArray::from_utf8_parts(text, ends)
+            .or_else(|(text, ends)| strings_one_by_one(&text, &ends, key, first_at))
+    }
+
+    /// Reads `count` strings, handing each one's bytes to `each` (with the 16 bytes from where
+    /// it starts, when they are buffered: see [`append_short`]).
+    fn each_string(
+        &mut self,
+        count: u64,
+        key: &str,
+        outer: bool,
+        mut each: impl FnMut(&[u8], Option<&[u8; 16]>),
+    ) -> Result<(), GgufError> {
+        let ctx = Ctx::ValueOf(key);
+        let mut left = count;
+        while left > 0 {
+            let buffered = self.buffered_strings(left, &mut each);
+            left -= buffered;
+            if outer {
+                self.advance_progress(buffered);
+            }
+            if left == 0 {
+                break;
+            }
+            // The next string runs past the buffer or fails a check: the checked path refills
+            // the buffer or says what is wrong.
+            let (_, bytes) = self.string_bytes(&ctx)?;
+            each(bytes, None);
+            left -= 1;
             if outer {
                 self.advance_progress(1);
             }
         }
-        StringArray::from_utf8_parts(text, ends)
-            .or_else(|(text, ends)| strings_one_by_one(&text, &ends, key, first_at))
+        Ok(())
+    }
+
+    /// Hands up to `most` strings that lie wholly in the input buffer and pass every check of
+    /// `string_bytes` (length limit, file size, header limit) to `each`; returns how many. It
+    /// stops at the first string that does not, leaving it to `string_bytes`: a tight loop over
+    /// the buffer instead of three checked reads per token.
+    fn buffered_strings(
+        &mut self,
+        most: u64,
+        each: &mut impl FnMut(&[u8], Option<&[u8; 16]>),
+    ) -> u64 {
+        let limit = self
+            .file_size
+            .map_or(self.max_header, |size| size.min(self.max_header));
+        let buffered = self.input.unread();
+        let (mut used, mut done) = (0usize, 0u64);
+        while done < most {
+            let Some(len) = buffered
+                .get(used..used.saturating_add(8))
+                .and_then(|b| <[u8; 8]>::try_from(b).ok())
+                .map(u64::from_le_bytes)
+                .filter(|&len| len <= MAX_STRING_LEN)
+            else {
+                break;
+            };
+            // len ≤ MAX_STRING_LEN: these sums cannot overflow.
+            let start = used.saturating_add(8);
+            let end = start.saturating_add(len as usize);
+            let Some(bytes) = buffered.get(start..end) else {
+                break;
+            };
+            if self.pos.saturating_add(end as u64) > limit {
+                break;
+            }
+            let window = buffered
+                .get(start..start.saturating_add(16))
+                .and_then(|w| <&[u8; 16]>::try_from(w).ok());
+            each(bytes, window);
+            used = end;
+            done += 1;
+        }
+        self.input.consume(used);
+        self.pos = self.pos.saturating_add(used as u64);
+        done
     }
 
     fn advance_progress(&mut self, n: u64) {
@@ -798,6 +945,21 @@ impl<R: Read> Parser<R> {
         let average = consumed.checked_div(p.done).unwrap_or(p.min_elem).max(1);
         let rest = p.count.saturating_sub(p.done).saturating_mul(average);
         needed_end.max(self.pos.saturating_add(rest))
+    }
+}
+
+/// Appends `bytes` to `text`. Most tokens are under 16 bytes: when `window`, the 16 bytes
+/// from where `bytes` starts, is given, those are copied whole (a fixed-size copy the compiler
+/// inlines, not a call per token) and the extra ones cut off again.
+#[inline]
+fn append_short(text: &mut Vec<u8>, bytes: &[u8], window: Option<&[u8; 16]>) {
+    match window {
+        Some(window) if bytes.len() <= 16 => {
+            let keep = text.len().saturating_add(bytes.len());
+            text.extend_from_slice(window);
+            text.truncate(keep);
+        }
+        _ => text.extend_from_slice(bytes),
     }
 }
 

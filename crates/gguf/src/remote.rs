@@ -74,7 +74,7 @@ pub async fn read_header<S: RangeSource + Sync>(source: &S) -> Result<GgufFile, 
         let options = ReadOptions {
             file_name: Some(name.clone()),
             file_size: total,
-            max_header_bytes: None,
+            ..ReadOptions::default()
         };
         match GgufFile::read(buf.as_slice(), &options) {
             Ok(file) => return Ok(file),

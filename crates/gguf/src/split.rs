@@ -8,7 +8,7 @@
 //! tensors from all, each tensor knowing its part.
 
 use crate::error::{ErrorKind, GgufError};
-use crate::read::{GgufFile, TensorInfo};
+use crate::read::{GgufFile, TensorInfo, TokenizerArrays};
 use crate::value::Metadata;
 use serde::Serialize;
 use std::collections::HashSet;
@@ -107,13 +107,21 @@ pub struct GgufModel {
 impl GgufModel {
     /// Opens a model from any of its parts (or its only file).
     pub fn open(path: impl AsRef<Path>) -> Result<GgufModel, GgufError> {
+        GgufModel::open_with(path, TokenizerArrays::Kept)
+    }
+
+    /// The same, keeping or only counting the tokenizer's arrays.
+    pub fn open_with(
+        path: impl AsRef<Path>,
+        tokenizer_arrays: TokenizerArrays,
+    ) -> Result<GgufModel, GgufError> {
         let path = path.as_ref();
         let split = path
             .file_name()
             .and_then(|n| n.to_str())
             .and_then(SplitName::parse);
         let Some(split) = split else {
-            return GgufModel::from_shards(vec![GgufFile::open(path)?]);
+            return GgufModel::from_shards(vec![GgufFile::open_with(path, tokenizer_arrays)?]);
         };
         let dir = path
             .parent()
@@ -130,7 +138,7 @@ impl GgufModel {
             return Err(GgufError::new(kind).in_file(&path.display().to_string()));
         }
         let files = (1..=split.count)
-            .map(|n| GgufFile::open(dir.join(split.file_name(n))))
+            .map(|n| GgufFile::open_with(dir.join(split.file_name(n)), tokenizer_arrays))
             .collect::<Result<Vec<_>, _>>()?;
         GgufModel::from_shards(files)
     }

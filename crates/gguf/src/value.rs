@@ -147,6 +147,13 @@ pub enum Array {
     U64(Vec<u64>),
     I64(Vec<i64>),
     F64(Vec<f64>),
+    /// An array that was checked and counted but not kept (a read with
+    /// [`TokenizerArrays::Counted`](crate::read::TokenizerArrays::Counted)): its element type
+    /// and length are known, its elements are not.
+    Counted {
+        elem: ValueType,
+        len: usize,
+    },
 }
 
 /// Strings packed end to end in one buffer, with the end offset of each.
@@ -345,6 +352,7 @@ impl Array {
             Array::U64(_) => ValueType::U64,
             Array::I64(_) => ValueType::I64,
             Array::F64(_) => ValueType::F64,
+            Array::Counted { elem, .. } => *elem,
         }
     }
 
@@ -364,6 +372,16 @@ impl Array {
             Array::U64(v) => v.len(),
             Array::I64(v) => v.len(),
             Array::F64(v) => v.len(),
+            Array::Counted { len, .. } => *len,
+        }
+    }
+
+    /// Whether this array, or one inside it, was only counted ([`Array::Counted`]).
+    pub fn has_counted(&self) -> bool {
+        match self {
+            Array::Counted { .. } => true,
+            Array::Array(inner) => inner.iter().any(Array::has_counted),
+            _ => false,
         }
     }
 
@@ -455,6 +473,12 @@ impl Serialize for Array {
             Array::U64(v) => v.serialize(s),
             Array::I64(v) => v.serialize(s),
             Array::F64(v) => v.serialize(s),
+            Array::Counted { elem, len } => {
+                let mut map = s.serialize_map(Some(2))?;
+                map.serialize_entry("counted", len)?;
+                map.serialize_entry("type", elem.name())?;
+                map.end()
+            }
         }
     }
 }

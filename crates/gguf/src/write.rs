@@ -258,6 +258,16 @@ impl GgufWriter {
     }
 
     fn layout(&self) -> Result<Layout, GgufError> {
+        let counted = self
+            .metadata
+            .iter()
+            .find(|(_, value)| value.as_array().is_some_and(Array::has_counted));
+        if let Some((key, _)) = counted {
+            return Err(invalid_write(format!(
+                "the array of key '{key}' was only counted when its file was read \
+                 (TokenizerArrays::Counted): read the file with its arrays kept to write it"
+            )));
+        }
         let alignment = match self.metadata.get("general.alignment") {
             Some(Value::U32(a)) if a.is_power_of_two() => u64::from(*a),
             _ => DEFAULT_ALIGNMENT,
@@ -401,5 +411,7 @@ fn put_array(out: &mut Vec<u8>, array: &Array) {
         Array::U64(v) => each(out, v, u64::to_le_bytes),
         Array::I64(v) => each(out, v, i64::to_le_bytes),
         Array::F64(v) => each(out, v, f64::to_le_bytes),
+        // Refused by `layout` before anything is encoded.
+        Array::Counted { .. } => {}
     }
 }

@@ -7,6 +7,7 @@ use std::path::Path;
 use rigdeck_gguf::error::GgufError;
 use rigdeck_gguf::split::GgufModel;
 use rigdeck_gguf::summary::{ModelSummary, PerLayer, SlidingWindowPattern};
+use rigdeck_gguf::TokenizerArrays;
 use serde::Serialize;
 
 use super::model::{classify, AttentionLayout, ExpertShape, ModelShape, ModelTensor};
@@ -49,7 +50,9 @@ pub fn load_shape(path: &Path) -> Result<LoadedModel, ShapeError> {
     if path.extension().and_then(|e| e.to_str()) != Some("gguf") && !starts_as_gguf(path) {
         return Err(ShapeError::NotGguf(path.display().to_string()));
     }
-    let model = GgufModel::open(path)?;
+    // The plan needs the vocabulary's size, not its tokens: counting them instead of keeping
+    // them is most of the read of a large header.
+    let model = GgufModel::open_with(path, TokenizerArrays::Counted)?;
     let label = path.file_name().and_then(|n| n.to_str()).unwrap_or("model");
     loaded(&model, label)
 }
@@ -472,6 +475,24 @@ mod tests {
             .shape
             .attention
             .indexer_key_length
+    }
+
+    #[test]
+    fn the_tokenizer_counted_not_kept_gives_the_same_summary_and_shape() {
+        let dir = tempfile::tempdir().unwrap();
+        let shape = MoeShape {
+            tokenizer: true,
+            ..MoeShape::small()
+        };
+        let shards = shape.writer().write_split(dir.path(), "m", 2).unwrap();
+        let loaded = load_shape(&shards[1]).unwrap();
+        let kept = GgufModel::open(&shards[1]).unwrap();
+        assert_eq!(loaded.summary, ModelSummary::from_model(&kept));
+        assert_eq!(loaded.summary.vocab_size, Some(u64::from(shape.vocab)));
+        assert_eq!(
+            loaded.shape,
+            shape_of(&kept, "m-00002-of-00002.gguf").unwrap()
+        );
     }
 
     #[test]

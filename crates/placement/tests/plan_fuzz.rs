@@ -22,7 +22,9 @@ use rigdeck_gguf::fixtures::MoeShape;
 use rigdeck_gguf::mutate::{interesting, mutate};
 use rigdeck_gguf::rng::SplitMix64;
 use rigdeck_gguf::tiny::{TinyMla, TinyModel};
-use rigdeck_gguf::{GgufFile, GgufModel, GgufWriter, Metadata, ReadOptions, StringArray, Value};
+use rigdeck_gguf::{
+    GgufFile, GgufModel, GgufWriter, Metadata, ReadOptions, StringArray, TokenizerArrays, Value,
+};
 use rigdeck_placement::from_gguf::shape_of;
 use rigdeck_placement::report::report;
 use rigdeck_placement::rig::{preset, Margins};
@@ -194,10 +196,12 @@ type Depth = usize;
 
 /// Reader → shape → plan (as given, then solved) → flags. Any outcome but a panic is fine.
 fn run_case(bytes: &[u8], options: &PlacementOptions, devices: &[DeviceSpec]) -> Depth {
+    // As `load_shape` reads a model: the tokenizer's arrays only counted.
     let read = ReadOptions {
         file_name: Some("fuzz.gguf".into()),
         file_size: None,
         max_header_bytes: None,
+        tokenizer_arrays: TokenizerArrays::Counted,
     };
     let Ok(file) = GgufFile::read(bytes, &read) else {
         return 0;
