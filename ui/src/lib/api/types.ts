@@ -256,6 +256,8 @@ export interface Settings {
   cpu_bandwidth_gb_s: number | null;
   /** The first-run page was skipped: the app opens on the dashboard even with no profile. */
   welcome_skipped: boolean;
+  /** Disk the quality references' files may take, in GB (1–100000); absent from older daemons. */
+  quality_reference_budget_gb?: number;
 }
 
 /** A reading of the host's memory read bandwidth and how it was taken

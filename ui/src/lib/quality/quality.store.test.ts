@@ -4,11 +4,16 @@
 
 import { beforeEach, describe, expect, it, vi } from 'vitest';
 import { estimate, reference } from '../../test/quality';
-import { pendingCalls } from '../../test/pending';
+import { pendingCalls, withApi } from '../../test/pending';
 import type { NewReference } from './types';
 
 const { calls, pending, take, answer } = pendingCalls();
 
+vi.mock('../api/client', (orig) =>
+  withApi(orig, {
+    updateSettings: (patch: unknown) => pending('settings', patch),
+  }),
+);
 vi.mock('./client', async (orig) => ({
   ...(await orig<typeof import('./client')>()),
   qualityApi: {
@@ -128,5 +133,27 @@ describe('the quality.reference event', () => {
     const ref = reference('r1', { state: 'recording', progress: { fraction: 0.5, eta_s: 30 } });
     expect(parseServerMessage(JSON.stringify({ type: 'quality.reference', data: ref }))).toEqual({ ok: true, event: { type: 'quality.reference', data: ref } });
     expect(parseServerMessage(JSON.stringify({ type: 'quality.reference', data: { state: 'ready' } }))).toEqual({ ok: false, error: 'quality.reference needs id, state and created_at_ms' });
+  });
+});
+
+describe('the budget', () => {
+  it('is saved as a setting in GB, then the listing is read again', async () => {
+    const s = await listed();
+    const saving = s.setBudget(50);
+    expect(s.savingBudget).toBe(true);
+    expect((await answer('settings', {})).arg).toEqual({ quality_reference_budget_gb: 50 });
+    await answer('references', { references: [], budget_bytes: 50e9, used_bytes: 0, free_disk_bytes: null });
+    await answer('corpora', { builtin: { label: 'built-in v1', bytes: 1, parts: [] }, token_counts: [] });
+    expect(await saving).toBe(true);
+    expect(s.listing?.budget_bytes).toBe(50e9);
+    expect(s.savingBudget).toBe(false);
+  });
+
+  it('keeps the daemon’s refusal', async () => {
+    const s = await listed();
+    const saving = s.setBudget(0.5);
+    take('settings').reject(new ApiError(400, 'invalid_settings', 'quality_reference_budget_gb 0.5 is out of range: give between 1 and 100000 GB'));
+    expect(await saving).toBe(false);
+    expect(s.budgetError?.message).toMatch(/between 1 and 100000 GB/);
   });
 });

@@ -4,7 +4,7 @@
 // reference, and each ready reference's frontier. KLD runs are benchmark runs: they start through
 // the Benchmarks page's store and show in its runs list. One instance for the app.
 
-import { isAbort } from '../api/client';
+import { api, isAbort } from '../api/client';
 import { problemOrSignOut, type Problem } from '../api/problem';
 import { qualityApi } from './client';
 import type { Corpora, Frontier, NewReference, Reference, ReferenceEstimate, ReferenceListing } from './types';
@@ -30,6 +30,9 @@ export class QualityState {
   recordError = $state.raw<Problem | null>(null);
   deleting = $state.raw<Record<string, boolean>>({});
   deleteError = $state.raw<(Problem & { id: string }) | null>(null);
+
+  savingBudget = $state(false);
+  budgetError = $state.raw<Problem | null>(null);
 
   /** Each reference's frontier, once read. */
   frontiers = $state.raw<Record<string, Frontier>>({});
@@ -140,6 +143,23 @@ export class QualityState {
     } finally {
       const { [id]: _, ...rest } = this.deleting;
       this.deleting = rest;
+    }
+  }
+
+  /** Sets the references' disk budget (GB, a setting) and reads the listing again; false when
+   *  refused (the reason in budgetError). */
+  async setBudget(gb: number): Promise<boolean> {
+    this.savingBudget = true;
+    this.budgetError = null;
+    try {
+      await api.updateSettings({ quality_reference_budget_gb: gb });
+      await this.load();
+      return true;
+    } catch (e) {
+      this.budgetError = this.fail(e);
+      return false;
+    } finally {
+      this.savingBudget = false;
     }
   }
 
