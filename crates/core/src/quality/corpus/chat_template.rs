@@ -77,18 +77,45 @@ pub(super) fn render(
     let dated = Arc::new(AtomicBool::new(false));
     let env = environment(dated.clone());
     let text = env.render_str(
-        template,
+        &without_generation_tags(template),
         context! {
             messages => Value::from_serialize(messages),
             bos_token => &format.bos_token,
             eos_token => &format.eos_token,
             add_generation_prompt => false,
+            // Hugging Face passes `tools=None` when a conversation has none.
+            tools => Value::from(()),
         },
     )?;
     Ok(Rendered {
         text,
         dated: dated.load(Ordering::Relaxed),
     })
+}
+
+/// `template` with Hugging Face's `{% generation %}` … `{% endgeneration %}` (which marks the
+/// assistant's tokens for training masks and writes nothing) as an always-true `if` block, which
+/// minijinja knows; whitespace control (`{%-`, `-%}`) is kept.
+fn without_generation_tags(template: &str) -> String {
+    let mut out = String::with_capacity(template.len());
+    let mut rest = template;
+    while let Some(start) = rest.find("{%") {
+        let Some(len) = rest[start..].find("%}").map(|end| end + 2) else {
+            break;
+        };
+        let (before, tag) = (&rest[..start], &rest[start..start + len]);
+        out.push_str(before);
+        let inner =
+            tag[2..len - 2].trim_matches(|c: char| c == '-' || c == '+' || c.is_whitespace());
+        match inner {
+            "generation" => out.push_str(&tag.replacen("generation", "if true", 1)),
+            "endgeneration" => out.push_str(&tag.replacen("endgeneration", "endif", 1)),
+            _ => out.push_str(tag),
+        }
+        rest = &rest[start + len..];
+    }
+    out.push_str(rest);
+    out
 }
 
 /// Jinja as chat templates are written for: trimmed blocks, Python's string and dict methods,
@@ -98,6 +125,11 @@ fn environment(dated: Arc<AtomicBool>) -> Environment<'static> {
     env.set_trim_blocks(true);
     env.set_lstrip_blocks(true);
     env.set_unknown_method_callback(minijinja_contrib::pycompat::unknown_method_callback);
+    // Python's None is not iterable (minijinja's is, as an empty sequence): templates guard
+    // `tools|length` with `tools is iterable`.
+    env.add_test("iterable", |value: Value| {
+        !value.is_none() && value.try_iter().is_ok()
+    });
     env.add_function("raise_exception", raise_exception);
     env.add_function("strftime_now", move |format: String| {
         dated.store(true, Ordering::Relaxed);
@@ -200,6 +232,31 @@ mod tests {
         assert_eq!(rendered.text, year);
         assert!(rendered.dated);
         assert!(render("{{ strftime_now('%Q') }}", &format(), &[]).is_err());
+    }
+
+    #[test]
+    fn generation_blocks_render_their_content() {
+        let template = "{% for m in messages %}{%- generation -%}\n[{{ m.content }}]\n{%- endgeneration %}{% endfor %}";
+        assert_eq!(
+            without_generation_tags(template),
+            "{% for m in messages %}{%- if true -%}\n[{{ m.content }}]\n{%- endif %}{% endfor %}"
+        );
+        let rendered = render(template, &format(), &[message("assistant", "ok")]).unwrap();
+        assert_eq!(rendered.text, "[ok]");
+        let unclosed = "{{ x }}{% if";
+        assert_eq!(without_generation_tags(unclosed), unclosed);
+        assert_eq!(
+            without_generation_tags("{% set generation = 1 %}"),
+            "{% set generation = 1 %}"
+        );
+    }
+
+    #[test]
+    fn no_tools_pass_every_guard_of_real_templates() {
+        let template =
+            "{% if tools is not none and tools|length > 0 %}tools{% else %}none{% endif %}";
+        let rendered = render(template, &format(), &[]).unwrap();
+        assert_eq!(rendered.text, "none");
     }
 
     #[test]

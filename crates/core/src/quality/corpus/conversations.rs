@@ -23,7 +23,8 @@ pub(super) async fn corpus(
         let (conversation, messages) = read(chats, id).await?;
         message_count += messages.iter().filter(|m| m.role != "system").count();
         let (text, note) = written(&conversation, &messages, format);
-        texts.push(text);
+        // Exactly one blank line between conversations, whatever a template ends with.
+        texts.push(text.trim_end().to_owned());
         notes.extend(note);
     }
     if message_count == 0 {
