@@ -175,8 +175,48 @@ pub fn markdown(run: &RunDetail) -> String {
         RunSpec::Serving(spec) => serving_section(&mut out, run, spec),
         RunSpec::Quality(spec) => quality_section(&mut out, run, spec),
         RunSpec::LlamaBench(_) => llama_bench_section(&mut out, run),
+        RunSpec::Kld(_) => kld_section(&mut out, run),
     }
     out
+}
+
+/// A KL-divergence run's figures with their uncertainties, as llama-perplexity printed them.
+fn kld_section(out: &mut String, run: &RunDetail) {
+    let Some(k) = &run.summary.kld else {
+        let _ = writeln!(out, "\nKL divergence: no result (the run did not finish).");
+        return;
+    };
+    let _ = writeln!(
+        out,
+        "\nKL divergence against reference {} over {} scored tokens ({} windows of {}), {:.1} s: {}.\n",
+        k.reference, k.scored_tokens, k.chunks, k.context, k.wall_s, k.summary
+    );
+    let s = &k.stats;
+    let _ = writeln!(out, "| Figure | Value |\n|---|---|");
+    for (label, value) in [
+        ("Mean KLD", format!("{:.6} ± {:.6}", s.mean, s.mean_unc)),
+        ("Median KLD", format!("{:.6}", s.median)),
+        ("99 % KLD", format!("{:.6}", s.p99)),
+        ("Maximum KLD", format!("{:.6}", s.max)),
+        (
+            "Same top token",
+            format!(
+                "{:.3} ± {:.3} %",
+                100.0 * s.same_top,
+                100.0 * s.same_top_unc
+            ),
+        ),
+        (
+            "RMS Δp",
+            format!("{:.3} ± {:.3} %", 100.0 * s.rms_dp, 100.0 * s.rms_dp_unc),
+        ),
+        (
+            "PPL(Q)/PPL(base)",
+            format!("{:.6} ± {:.6}", s.ppl_ratio, s.ppl_ratio_unc),
+        ),
+    ] {
+        let _ = writeln!(out, "| {label} | {value} |");
+    }
 }
 
 fn serving_section(out: &mut String, run: &RunDetail, spec: &BenchSpec) {

@@ -59,6 +59,11 @@ impl AppPaths {
         self.config_dir.join("hf_token")
     }
 
+    /// Quality runs' files: recorded reference logits and the corpora they were recorded on.
+    pub fn quality_dir(&self) -> PathBuf {
+        self.data_dir.join("quality")
+    }
+
     /// Rigdeck's own models folder, the first of the default model folders.
     pub fn models_dir(&self) -> PathBuf {
         self.data_dir.join("models")

@@ -30,6 +30,7 @@ fn main() -> ExitCode {
         Command::Keys(args) => cli::keys::run(args),
         Command::Chat(args) => cli::chat::run(args),
         Command::Bench(args) => cli::bench::run(*args),
+        Command::Quality(args) => cli::quality::run(args),
         Command::Service(args) => cli::service::run(args),
     };
     match outcome {

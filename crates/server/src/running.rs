@@ -14,6 +14,7 @@ use rigdeck_core::launch::fleet::InstancesFleet;
 use rigdeck_core::launch::instances::{Autostart, GpuSource, StartReport};
 use rigdeck_core::launch::Instances;
 use rigdeck_core::paths::AppPaths;
+use rigdeck_core::quality::references::References;
 use rigdeck_core::settings::SettingsStore;
 use rigdeck_core::store::Store;
 use rigdeck_core::telemetry::collector::Sources;
@@ -250,6 +251,7 @@ pub async fn start(options: ServeOptions) -> anyhow::Result<RunningServer> {
         (Some(store), Some(gateway)) => start_chat(store, gateway, &bus).await,
         _ => None,
     };
+    let references = Arc::new(References::open(&paths.quality_dir()));
     let benchmarks = match &store {
         Some(store) => {
             let daemon = DaemonAddress {
@@ -257,7 +259,11 @@ pub async fn start(options: ServeOptions) -> anyhow::Result<RunningServer> {
                 token: token.as_str().to_owned(),
             };
             let (telemetry, library) = (telemetry.clone(), library.clone());
-            start_benchmarks(store, &instances, telemetry, library, &bus, daemon).await
+            let references = references.clone();
+            start_benchmarks(
+                store, &instances, telemetry, library, &bus, daemon, references,
+            )
+            .await
         }
         None => None,
     };
@@ -302,6 +308,8 @@ pub async fn start(options: ServeOptions) -> anyhow::Result<RunningServer> {
         benchmarks,
         tunings,
         memory_bandwidth,
+        references,
+        quality_dir: paths.quality_dir(),
     });
     let gateway_listener = match options.gateway_bind {
         Some(address) => {
@@ -417,6 +425,7 @@ async fn start_benchmarks(
     library: rigdeck_core::library::LibraryHandle,
     bus: &EventBus,
     daemon: DaemonAddress,
+    references: Arc<References>,
 ) -> Option<Arc<rigdeck_core::benchmarks::Benchmarks>> {
     let started = rigdeck_core::benchmarks::Benchmarks::start(
         store.clone(),
@@ -425,6 +434,7 @@ async fn start_benchmarks(
         library,
         bus.clone(),
         daemon,
+        references,
     )
     .await;
     match started {

@@ -452,7 +452,7 @@ fn folder_spaces(
 }
 
 /// Available (to an unprivileged user) and total bytes of the file system holding `path`.
-fn statvfs_space(path: &Path) -> io::Result<(u64, u64)> {
+pub fn statvfs_space(path: &Path) -> io::Result<(u64, u64)> {
     use std::os::unix::ffi::OsStrExt as _;
     let c_path = std::ffi::CString::new(path.as_os_str().as_bytes())
         .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "the path holds a NUL byte"))?;

@@ -13,6 +13,7 @@ use serde_json::Value;
 use sqlx::sqlite::SqliteRow;
 use sqlx::{Row, SqlitePool};
 
+use crate::kld::{KldResult, KldSpec};
 use crate::llama_bench::{LlamaBenchSpec, LlamaBenchTest};
 use crate::quality::{Answer, ProbeSpec, ProbeSummary};
 use crate::result::{RunResult, StepResult, StepSummary};
@@ -98,14 +99,15 @@ impl StepDigest {
     }
 }
 
-/// What a run does: a serving benchmark, a quality probe or llama-bench's tests (told apart
-/// by their fields).
+/// What a run does: a serving benchmark, a quality probe, llama-bench's tests or a KL divergence
+/// against a reference (told apart by their fields).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(untagged)]
 pub enum RunSpec {
     Serving(BenchSpec),
     Quality(ProbeSpec),
     LlamaBench(LlamaBenchSpec),
+    Kld(KldSpec),
 }
 
 impl RunSpec {
@@ -115,6 +117,7 @@ impl RunSpec {
             RunSpec::Serving(spec) => spec.points().len() as u32 * spec.runs_per_step(),
             RunSpec::Quality(spec) => spec.total(),
             RunSpec::LlamaBench(spec) => spec.tests(),
+            RunSpec::Kld(_) => 1,
         }
     }
 }
@@ -142,6 +145,9 @@ pub struct RunSummary {
     pub steps: Vec<StepDigest>,
     /// A quality probe's pass counts.
     pub quality: Option<ProbeSummary>,
+    /// A KL-divergence run's figures.
+    #[serde(default)]
+    pub kld: Option<KldResult>,
     /// Runs (serving) or questions (quality) done, of all.
     pub runs_done: u32,
     pub runs_total: u32,
@@ -179,7 +185,7 @@ pub struct NewRun<'a> {
     pub started_at_ms: i64,
 }
 
-const COLUMNS: &str = "id, name, kind, target, spec, answers, tests, status, error, exact_prompts, prompts_known, started_at_ms, finished_at_ms";
+const COLUMNS: &str = "id, name, kind, target, spec, answers, tests, kld, status, error, exact_prompts, prompts_known, started_at_ms, finished_at_ms";
 
 /// A step's own row: the step without its runs, which have rows of their own.
 #[derive(Serialize)]
@@ -285,6 +291,11 @@ impl BenchStore {
     /// A quality probe's answers so far.
     pub async fn save_answers(&self, id: i64, answers: &[Answer]) -> Result<(), StoreError> {
         self.set(id, "answers", json(answers)).await
+    }
+
+    /// A KL-divergence run's figures.
+    pub async fn save_kld(&self, id: i64, kld: &KldResult) -> Result<(), StoreError> {
+        self.set(id, "kld", json(kld)).await
     }
 
     /// llama-bench's results.
@@ -449,6 +460,7 @@ fn summary(row: &SqliteRow, steps: Vec<StepDigest>) -> Result<RunSummary, StoreE
         reason: e.to_string(),
     })?;
     let answers = answers(row);
+    let kld: Option<KldResult> = serde_json::from_str(&row.get::<String, _>("kld")).ok();
     let quality = match &spec {
         RunSpec::Quality(probe) => Some(ProbeSummary::of(probe, &answers)),
         _ => None,
@@ -457,6 +469,7 @@ fn summary(row: &SqliteRow, steps: Vec<StepDigest>) -> Result<RunSummary, StoreE
         RunSpec::Serving(_) => steps.iter().map(|s| s.runs).sum(),
         RunSpec::Quality(_) => answers.len() as u32,
         RunSpec::LlamaBench(_) => tests(row).len() as u32,
+        RunSpec::Kld(_) => u32::from(kld.is_some()),
     };
     Ok(RunSummary {
         id,
@@ -466,6 +479,7 @@ fn summary(row: &SqliteRow, steps: Vec<StepDigest>) -> Result<RunSummary, StoreE
         runs_done,
         runs_total: spec.total(),
         quality,
+        kld,
         steps,
         spec,
         status: Status::parse(&row.get::<String, _>("status")),

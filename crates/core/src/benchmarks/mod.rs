@@ -8,6 +8,7 @@
 //! and the sampler between points, and memory does not grow.
 
 pub mod context;
+pub mod kld;
 pub mod knobs;
 pub mod llama_bench;
 pub mod target;
@@ -21,6 +22,7 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 use tokio::sync::{mpsc, watch, Notify};
 
+use crate::bench::kld::{KldResult, KldSpec};
 use crate::bench::llama_bench::LlamaBenchSpec;
 use crate::bench::quality::{self, Answer, AnswerSink, ProbeSpec};
 use crate::bench::store::{BenchStore, NewRun, RunSpec, RunSummary, Status, StoreError};
@@ -30,6 +32,7 @@ use crate::launch::instances::InstanceHold;
 use crate::launch::instances::READY_TIMEOUT;
 use crate::launch::{Instances, LaunchError};
 use crate::library::LibraryHandle;
+use crate::quality::references::References;
 use crate::store::Store;
 use crate::supervisor::{Phase, SuperviseError};
 use crate::telemetry::TelemetryHandle;
@@ -54,6 +57,9 @@ pub struct NewBenchmark {
     /// llama-bench's tests.
     #[serde(default)]
     pub llama_bench: LlamaBenchSpec,
+    /// A KL divergence's reference.
+    #[serde(default)]
+    pub kld: KldSpec,
 }
 
 /// What a run measures.
@@ -67,6 +73,8 @@ pub enum RunKind {
     Quality,
     /// llama.cpp's own pp/tg tests at depth with a profile's flags (no HTTP in between).
     LlamaBench,
+    /// The KL divergence of a profile's next-token distribution from a recorded reference's.
+    Kld,
 }
 
 impl RunKind {
@@ -75,6 +83,7 @@ impl RunKind {
             RunKind::Serving => "serving",
             RunKind::Quality => "quality",
             RunKind::LlamaBench => "llama_bench",
+            RunKind::Kld => "kld",
         }
     }
 }
@@ -85,6 +94,7 @@ impl NewBenchmark {
             RunKind::Serving => RunSpec::Serving(self.spec.clone()),
             RunKind::Quality => RunSpec::Quality(self.probe.clone()),
             RunKind::LlamaBench => RunSpec::LlamaBench(self.llama_bench.clone()),
+            RunKind::Kld => RunSpec::Kld(self.kld.clone()),
         }
     }
 
@@ -93,6 +103,7 @@ impl NewBenchmark {
             RunKind::Serving => self.spec.validate(),
             RunKind::Quality => self.probe.validate(),
             RunKind::LlamaBench => self.llama_bench.validate(),
+            RunKind::Kld => self.kld.validate(),
         }?;
         self.target.check()
     }
@@ -124,6 +135,7 @@ pub struct Benchmarks {
     library: LibraryHandle,
     bus: EventBus,
     daemon: DaemonAddress,
+    references: Arc<References>,
     /// Cancel switches of the runs in progress.
     running: Mutex<HashMap<i64, watch::Sender<bool>>>,
     /// Told each time a run has ended and announced how.
@@ -148,6 +160,7 @@ impl Benchmarks {
         library: LibraryHandle,
         bus: EventBus,
         daemon: DaemonAddress,
+        references: Arc<References>,
     ) -> Result<Arc<Self>, StoreError> {
         let store = BenchStore::new(profiles.pool().clone());
         store.mark_aborted(crate::now_ms()).await?;
@@ -159,6 +172,7 @@ impl Benchmarks {
             library,
             bus,
             daemon,
+            references,
             running: Mutex::new(HashMap::new()),
             ended: Notify::new(),
         }))
@@ -220,6 +234,13 @@ impl Benchmarks {
         if let Some(prepared) = &llama_bench {
             context["llama_bench"] = prepared.context();
         }
+        let kld = match new.kind {
+            RunKind::Kld => Some(self.kld(new).await?),
+            _ => None,
+        };
+        if let Some(prepared) = &kld {
+            context["kld"] = prepared.context();
+        }
         let id = self
             .store
             .create(NewRun {
@@ -239,6 +260,7 @@ impl Benchmarks {
             context,
             cancel: cancel_rx,
             llama_bench,
+            kld,
         })
     }
 
@@ -297,17 +319,22 @@ impl Benchmarks {
             mut context,
             cancel,
             llama_bench,
+            kld,
         } = created;
         let (writer, progress) = mpsc::channel(PROGRESS_QUEUE);
         let saver = tokio::spawn(self.clone().save_progress(id, progress));
         let sampler = tokio::spawn(sample_telemetry(self.telemetry.clone(), writer.clone()));
-        let (outcome, started_profile) = match llama_bench {
-            Some(prepared) => {
-                // Its results are stored at the end, not streamed: the saver has nothing to wait for.
+        let (outcome, started_profile) = match (llama_bench, kld) {
+            // Their results are stored at the end, not streamed: the saver has nothing to wait for.
+            (Some(prepared), _) => {
                 drop(writer);
                 (self.run_llama_bench(id, &prepared, cancel).await, None)
             }
-            None => self.measure(id, &new, writer, cancel).await,
+            (None, Some(prepared)) => {
+                drop(writer);
+                (self.run_kld(id, &prepared, cancel).await, None)
+            }
+            (None, None) => self.measure(id, &new, writer, cancel).await,
         };
         sampler.abort();
         let _ = saver.await;
@@ -393,6 +420,57 @@ impl Benchmarks {
         )
         .await
         .map_err(BenchError::Invalid)
+    }
+
+    async fn kld(&self, new: &NewBenchmark) -> Result<kld::Prepared, BenchError> {
+        kld::prepare(
+            &self.profiles,
+            self.instances.as_deref(),
+            &self.references,
+            &new.target,
+            &new.kld,
+        )
+        .await
+        .map_err(BenchError::Invalid)
+    }
+
+    /// Runs llama-perplexity against the reference and stores its figures.
+    async fn run_kld(
+        &self,
+        id: i64,
+        prepared: &kld::Prepared,
+        cancel: watch::Receiver<bool>,
+    ) -> Outcome {
+        let stopped = cancel.clone();
+        let ran = crate::bench::kld::run::run(&prepared.argv, &prepared.env, cancel, |_| {}).await;
+        let done = match ran {
+            Ok(done) if done.success => done,
+            Ok(done) => return Outcome::Failed(crate::quality::recording::failure_words(&done)),
+            Err(_) if *stopped.borrow() => return Outcome::Cancelled,
+            Err(why) => return Outcome::Failed(why),
+        };
+        let stats = match crate::bench::kld::printout::parse_stats(&done.stdout) {
+            Ok(stats) => stats,
+            Err(why) => {
+                return Outcome::Failed(format!(
+                    "{why}. Last lines:\n{}",
+                    crate::bench::kld::run::last_lines(&done.stderr, 8)
+                ))
+            }
+        };
+        let result = KldResult {
+            reference: prepared.reference.id.clone(),
+            summary: crate::bench::kld::plain_words(&stats),
+            stats,
+            scored_tokens: prepared.scored_tokens,
+            context: prepared.context,
+            chunks: prepared.chunks,
+            wall_s: done.wall_s,
+        };
+        match self.store.save_kld(id, &result).await {
+            Ok(()) => Outcome::Done,
+            Err(err) => Outcome::Failed(format!("the results could not be stored: {err}")),
+        }
     }
 
     /// Runs llama-bench to its end and stores its tests.
@@ -618,6 +696,7 @@ struct Created {
     context: Value,
     cancel: watch::Receiver<bool>,
     llama_bench: Option<llama_bench::Prepared>,
+    kld: Option<kld::Prepared>,
 }
 
 /// What the saver task stores as a run goes.

@@ -383,6 +383,7 @@ impl Tunings {
             spec: spec.bench.clone(),
             probe: Default::default(),
             llama_bench: Default::default(),
+            kld: Default::default(),
         };
         let end = self
             .measure(bench, spec.objective, &base.name, cancel)

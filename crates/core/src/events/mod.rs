@@ -57,6 +57,9 @@ pub enum Event {
     /// A "run this model" request moved on a step (checking, downloading, … ready, failed).
     #[serde(rename = "model_run.state")]
     ModelRun(Arc<crate::model_runs::ModelRun>),
+    /// A quality reference started recording, moved on, or ended (ready or failed): its entry.
+    #[serde(rename = "quality.reference")]
+    QualityReference(Arc<crate::quality::references::Reference>),
 }
 
 impl Event {
@@ -81,6 +84,7 @@ impl Event {
             | Event::BenchTune(_) => false,
             // Its download's progress moves it often; the next report says where it is.
             Event::ModelRun(run) => !run.step.ended(),
+            Event::QualityReference(reference) => reference.progress.is_some(),
         }
     }
 }

@@ -31,6 +31,9 @@ pub struct Settings {
     pub usage_retention_days: u32,
     /// The first-run page was skipped: the app opens on the dashboard even with no profile.
     pub welcome_skipped: bool,
+    /// Disk the recorded reference logits of quality runs may take, in GB (a new recording that
+    /// would pass it is refused, naming what to delete).
+    pub quality_reference_budget_gb: f64,
 }
 
 impl Settings {
@@ -68,6 +71,8 @@ pub struct SettingsChanges {
     pub usage_retention_days: Option<u32>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub welcome_skipped: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub quality_reference_budget_gb: Option<f64>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -80,6 +85,8 @@ pub enum SettingsError {
         "usage_retention_days {0} is out of range: keep between 1 and 3650 days of gateway usage"
     )]
     RetentionOutOfRange(u32),
+    #[error("quality_reference_budget_gb {0} is out of range: give between 1 and 100000 GB of disk for reference logits")]
+    BudgetOutOfRange(f64),
     #[error("folder '{0}' is not an absolute path: give the full path, e.g. /home/you/models")]
     RelativeFolder(PathBuf),
     #[error("settings file '{path}' is not valid: {reason}; fix or delete it (the defaults are used meanwhile)")]
@@ -106,6 +113,11 @@ impl SettingsChanges {
         if let Some(days) = self.usage_retention_days {
             if !USAGE_RETENTION_RANGE_DAYS.contains(&days) {
                 return Err(SettingsError::RetentionOutOfRange(days));
+            }
+        }
+        if let Some(budget) = self.quality_reference_budget_gb {
+            if !(1.0..=100_000.0).contains(&budget) {
+                return Err(SettingsError::BudgetOutOfRange(budget));
             }
         }
         let download = self
@@ -142,6 +154,9 @@ impl SettingsChanges {
                 .or_else(|| self.download_folder.clone()),
             usage_retention_days: newer.usage_retention_days.or(self.usage_retention_days),
             welcome_skipped: newer.welcome_skipped.or(self.welcome_skipped),
+            quality_reference_budget_gb: newer
+                .quality_reference_budget_gb
+                .or(self.quality_reference_budget_gb),
         }
     }
 }
@@ -200,6 +215,9 @@ impl SettingsStore {
                 .usage_retention_days
                 .unwrap_or(self.defaults.usage_retention_days),
             welcome_skipped: c.welcome_skipped.unwrap_or(self.defaults.welcome_skipped),
+            quality_reference_budget_gb: c
+                .quality_reference_budget_gb
+                .unwrap_or(self.defaults.quality_reference_budget_gb),
         }
     }
 
@@ -261,6 +279,7 @@ fn default_settings(paths: &AppPaths) -> Settings {
         download_folder: None,
         usage_retention_days: 90,
         welcome_skipped: false,
+        quality_reference_budget_gb: 20.0,
     }
 }
 

@@ -237,7 +237,7 @@ fn spec(args: &BenchArgs) -> BenchSpec {
 
 /// Polls the run, showing its progress on stderr (a bar on a terminal, plain lines in a file),
 /// until it ends; Ctrl-C cancels it.
-async fn follow(client: &DaemonClient, id: i64) -> anyhow::Result<RunDetail> {
+pub(super) async fn follow(client: &DaemonClient, id: i64) -> anyhow::Result<RunDetail> {
     let path = format!("/api/v1/bench/runs/{id}");
     let mut cancelled = false;
     let ctrl_c = tokio::signal::ctrl_c();
@@ -311,13 +311,58 @@ fn status_word(status: Status) -> &'static str {
 
 /// A serving run's steps, a quality probe's answers, or llama-bench's tests.
 fn result_table(run: &RunDetail) -> String {
-    if matches!(run.summary.spec, RunSpec::LlamaBench(_)) {
-        return tests_table(run);
+    match run.summary.spec {
+        RunSpec::LlamaBench(_) => return tests_table(run),
+        RunSpec::Kld(_) => return kld_table(run),
+        _ => {}
     }
     match &run.summary.quality {
         Some(quality) => answers_table(run, quality),
         None => steps_table(run),
     }
+}
+
+/// A KL-divergence run's figures, with their uncertainties and the words under them.
+pub(super) fn kld_table(run: &RunDetail) -> String {
+    let Some(k) = &run.summary.kld else {
+        return String::new();
+    };
+    let s = &k.stats;
+    let rows = vec![
+        vec![
+            "Mean KLD".into(),
+            format!("{:.6} ± {:.6}", s.mean, s.mean_unc),
+        ],
+        vec!["Median KLD".into(), format!("{:.6}", s.median)],
+        vec!["99 % KLD".into(), format!("{:.6}", s.p99)],
+        vec!["Maximum KLD".into(), format!("{:.6}", s.max)],
+        vec![
+            "Same top token".into(),
+            format!(
+                "{:.3} ± {:.3} %",
+                100.0 * s.same_top,
+                100.0 * s.same_top_unc
+            ),
+        ],
+        vec![
+            "RMS Δp".into(),
+            format!("{:.3} ± {:.3} %", 100.0 * s.rms_dp, 100.0 * s.rms_dp_unc),
+        ],
+        vec![
+            "PPL ratio".into(),
+            format!("{:.6} ± {:.6}", s.ppl_ratio, s.ppl_ratio_unc),
+        ],
+    ];
+    format!(
+        "{}{} tokens scored ({} windows of {}) against reference {} in {:.1} s\n{}\n",
+        table::render(&["FIGURE", "VALUE"], &rows),
+        k.scored_tokens,
+        k.chunks,
+        k.context,
+        k.reference,
+        k.wall_s,
+        k.summary
+    )
 }
 
 /// One line per llama-bench test: tokens/s with the spread over its repetitions.

@@ -11,6 +11,7 @@ pub mod models;
 pub mod plan;
 pub mod profiles;
 mod progress_line;
+pub mod quality;
 pub mod run;
 pub mod serve;
 pub mod service;
@@ -76,6 +77,9 @@ pub enum Command {
     /// Benchmark an instance, a profile, the gateway or any OpenAI-compatible URL: workload
     /// shapes, context depth, concurrency or request-rate sweeps, one cold and N warm runs.
     Bench(Box<bench::BenchArgs>),
+    /// Quality as KL divergence: record a reference's logits over a corpus, measure a profile
+    /// against it, list and delete references.
+    Quality(quality::QualityArgs),
     /// Run the daemon under systemd (user or system service): install, uninstall, status, unit.
     Service(service::ServiceArgs),
 }

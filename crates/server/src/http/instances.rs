@@ -184,7 +184,7 @@ pub async fn delete_profile(
 }
 
 /// Validation against the build and the machine, then the planned memory per GPU.
-async fn prepare(
+pub(crate) async fn prepare(
     state: &AppState,
     mut profile: LaunchProfile,
     auto: bool,

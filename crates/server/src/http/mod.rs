@@ -14,6 +14,7 @@ mod instances;
 mod model_folders;
 mod model_runs;
 mod placement;
+mod quality;
 mod telemetry_metrics;
 mod tune;
 mod ui_assets;
@@ -138,6 +139,10 @@ pub struct AppState {
     pub memory_bandwidth: Arc<rigdeck_core::host_memory_bandwidth::HostMemoryBandwidth>,
     /// "Run this model" requests: download, place, save, start (see `model_runs`).
     pub model_runs: rigdeck_core::model_runs::ModelRuns,
+    /// Recorded quality references (reference logits on disk).
+    pub references: Arc<rigdeck_core::quality::references::References>,
+    /// `<data dir>/quality`: references and the corpora they were recorded on.
+    pub quality_dir: PathBuf,
 }
 
 impl AppState {
@@ -265,6 +270,20 @@ fn api_endpoints() -> Vec<Endpoint> {
             "/instances/{name}/speculation",
             get(instances::instance_speculation),
         ),
+        at(Method::GET, "/quality/corpora", get(quality::corpora)),
+        at(Method::GET, "/quality/references", get(quality::list)),
+        at(Method::POST, "/quality/references", post(quality::record)),
+        at(
+            Method::POST,
+            "/quality/references/estimate",
+            post(quality::estimate),
+        ),
+        at(
+            Method::DELETE,
+            "/quality/references/{id}",
+            delete(quality::delete),
+        ),
+        at(Method::GET, "/quality/frontier", get(quality::frontier)),
         at(Method::GET, "/model-runs", get(model_runs::list)),
         at(Method::POST, "/model-runs", post(model_runs::start)),
         at(Method::GET, "/model-runs/{id}", get(model_runs::get)),

@@ -211,7 +211,7 @@ async fn builds_ready(state: &AppState) -> Result<(), Failure> {
     Ok(())
 }
 
-fn has_gpus(state: &AppState) -> bool {
+pub(super) fn has_gpus(state: &AppState) -> bool {
     state
         .telemetry
         .latest()

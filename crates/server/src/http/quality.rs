@@ -1,0 +1,475 @@
+//! `/quality/…`: recorded references for KL-divergence runs — the corpora (built-in, a text file,
+//! chat conversations in the model's format), an estimate before recording (the corpus's exact
+//! tokens with the model's vocabulary, windows, the file's size against the budget and the disk),
+//! recording in the background with `quality.reference` events, deleting, and the frontier of a
+//! reference's measured profiles: decode speed against KL divergence.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use axum::extract::{Path, Query, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use serde::Deserialize;
+use serde_json::{json, Value};
+
+use rigdeck_core::bench::kld::flags;
+use rigdeck_core::bench::store::{RunSummary, Status};
+use rigdeck_core::engines::registry::EngineBuild;
+use rigdeck_core::model_runs::choose_build;
+use rigdeck_core::placement::PlacementOptions;
+use rigdeck_core::profiles::profile::{self, LaunchProfile};
+use rigdeck_core::quality::corpus::{self, ChatFormat, CorpusSpec, CorpusText};
+use rigdeck_core::quality::engine_label;
+use rigdeck_core::quality::recording::{self, ModelFacts, Windows};
+use rigdeck_core::quality::references::{Reference, ReferenceState};
+
+use super::error::ApiError;
+use super::placement::parse_body;
+use super::AppState;
+
+/// Window length when the request names none: long enough for a KV cache's effect to show.
+const DEFAULT_CONTEXT: u32 = 8192;
+
+/// Which model a reference records.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
+pub enum ModelRef {
+    /// A model file, placed automatically on this rig.
+    File { path: PathBuf },
+    /// A launch profile's file with its placement and flags.
+    Profile { name: String },
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RecordBody {
+    model: ModelRef,
+    #[serde(default = "builtin")]
+    corpus: CorpusSpec,
+    #[serde(default = "default_context")]
+    context: u32,
+    #[serde(default)]
+    chunks: Option<u32>,
+}
+
+fn builtin() -> CorpusSpec {
+    CorpusSpec::Builtin
+}
+
+fn default_context() -> u32 {
+    DEFAULT_CONTEXT
+}
+
+/// Everything a recording needs, found and checked.
+struct Planned {
+    reference: Reference,
+    argv: Vec<String>,
+    env: Vec<(String, String)>,
+    windows: Windows,
+    notes: Vec<String>,
+}
+
+fn bad(message: impl Into<String>) -> ApiError {
+    ApiError::new(StatusCode::BAD_REQUEST, "bad_reference", message)
+}
+
+/// `GET /quality/corpora`: the built-in corpus and the token counts measured so far.
+pub async fn corpora(State(state): State<Arc<AppState>>) -> Json<Value> {
+    let mut counts: BTreeMap<(String, String), Value> = BTreeMap::new();
+    for r in state.references.list() {
+        if let Some(tokens) = r.corpus_tokens {
+            counts.insert(
+                (r.corpus_sha256.clone(), r.model_name.clone()),
+                json!({"corpus_label": r.corpus_label, "corpus_sha256": r.corpus_sha256,
+                       "model_name": r.model_name, "tokens": tokens}),
+            );
+        }
+    }
+    Json(json!({
+        "builtin": {
+            "label": corpus::BUILTIN_LABEL,
+            "bytes": corpus::builtin_bytes(),
+            "parts": corpus::builtin_parts(),
+        },
+        "token_counts": counts.into_values().collect::<Vec<_>>(),
+    }))
+}
+
+/// `GET /quality/references`.
+pub async fn list(State(state): State<Arc<AppState>>) -> Json<Value> {
+    Json(json!({
+        "references": state.references.list(),
+        "budget_bytes": budget_bytes(&state),
+        "used_bytes": state.references.used_bytes(),
+        "free_disk_bytes": recording::free_disk_bytes(&state.quality_dir),
+    }))
+}
+
+/// `POST /quality/references/estimate`: what a recording would read and write, before it runs.
+pub async fn estimate(State(state): State<Arc<AppState>>, body: axum::body::Bytes) -> Response {
+    let body: RecordBody = match parse_body(&body) {
+        Ok(b) => b,
+        Err(e) => return e.into_response(),
+    };
+    match plan(&state, &body).await {
+        Ok(planned) => Json(estimate_json(&state, &planned, None)).into_response(),
+        Err(e) => e.into_response(),
+    }
+}
+
+fn estimate_json(state: &AppState, planned: &Planned, problem: Option<String>) -> Value {
+    let used = state.references.used_bytes();
+    let w = planned.windows;
+    let problem = problem.or_else(|| {
+        recording::space_problem(
+            w.bytes,
+            used,
+            budget_bytes(state),
+            recording::free_disk_bytes(&state.quality_dir),
+        )
+    });
+    json!({
+        "corpus_tokens": w.corpus_tokens,
+        "chunks": w.chunks,
+        "scored_tokens": w.scored_tokens,
+        "bytes": w.bytes,
+        "budget_bytes": budget_bytes(state),
+        "used_bytes": used,
+        "free_disk_bytes": recording::free_disk_bytes(&state.quality_dir),
+        "problem": problem,
+        "notes": planned.notes,
+        "existing": state.references.existing(&planned.reference).map(|r| r.id),
+    })
+}
+
+/// `POST /quality/references`: records in the background (202), or answers with the ready
+/// reference recorded the same way.
+pub async fn record(State(state): State<Arc<AppState>>, body: axum::body::Bytes) -> Response {
+    let body: RecordBody = match parse_body(&body) {
+        Ok(b) => b,
+        Err(e) => return e.into_response(),
+    };
+    let planned = match plan(&state, &body).await {
+        Ok(p) => p,
+        Err(e) => return e.into_response(),
+    };
+    if let Some(existing) = state.references.existing(&planned.reference) {
+        return (StatusCode::OK, Json(json!(existing))).into_response();
+    }
+    let budget = budget_bytes(&state);
+    let free = recording::free_disk_bytes(&state.quality_dir);
+    let used = state.references.used_bytes();
+    if let Some(problem) = recording::space_problem(planned.windows.bytes, used, budget, free) {
+        return ApiError::new(StatusCode::INSUFFICIENT_STORAGE, "no_room", problem).into_response();
+    }
+    let (logits_out, cancel) = match state.references.begin(&planned.reference) {
+        Ok(begun) => begun,
+        Err(e) => return bad(e.to_string()).into_response(),
+    };
+    let mut argv = planned.argv;
+    if let Some(last) = argv.last_mut() {
+        *last = logits_out.display().to_string();
+    }
+    let id = planned.reference.id.clone();
+    tokio::spawn(recording::record(
+        state.references.clone(),
+        state.bus.clone(),
+        id,
+        argv,
+        planned.env,
+        cancel,
+    ));
+    state
+        .bus
+        .publish(rigdeck_core::events::Event::QualityReference(Arc::new(
+            planned.reference.clone(),
+        )));
+    (StatusCode::ACCEPTED, Json(json!(planned.reference))).into_response()
+}
+
+/// `DELETE /quality/references/{id}`: stops a recording, deletes the files.
+pub async fn delete(State(state): State<Arc<AppState>>, Path(id): Path<String>) -> Response {
+    match state.references.delete(&id) {
+        Ok(()) => StatusCode::NO_CONTENT.into_response(),
+        Err(e) => {
+            ApiError::new(StatusCode::NOT_FOUND, "no_reference", e.to_string()).into_response()
+        }
+    }
+}
+
+#[derive(Debug, Deserialize)]
+pub struct FrontierQuery {
+    reference: String,
+}
+
+/// `GET /quality/frontier?reference=ID`: each measured profile's latest KL divergence against
+/// the reference, beside its latest decode speed.
+pub async fn frontier(
+    State(state): State<Arc<AppState>>,
+    Query(query): Query<FrontierQuery>,
+) -> Response {
+    let reference = match state.references.get(&query.reference) {
+        Ok(r) => r,
+        Err(e) => {
+            return ApiError::new(StatusCode::NOT_FOUND, "no_reference", e.to_string())
+                .into_response()
+        }
+    };
+    let Some(benchmarks) = &state.benchmarks else {
+        return Json(json!({"reference": reference, "points": []})).into_response();
+    };
+    let runs = match benchmarks.store().list().await {
+        Ok(runs) => runs,
+        Err(e) => {
+            return ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "store", e.to_string())
+                .into_response()
+        }
+    };
+    Json(json!({"reference": reference, "points": frontier_points(&runs, &reference.id)}))
+        .into_response()
+}
+
+/// The profile a run measured.
+fn profile_of(run: &RunSummary) -> Option<&str> {
+    run.target.get("name").and_then(Value::as_str)
+}
+
+/// Runs come newest first: the first KLD run per profile is its latest.
+fn frontier_points(runs: &[RunSummary], reference: &str) -> Vec<Value> {
+    let mut points: BTreeMap<String, Value> = BTreeMap::new();
+    for run in runs.iter().filter(|r| r.status == Status::Done) {
+        let (Some(kld), Some(profile)) = (&run.kld, profile_of(run)) else {
+            continue;
+        };
+        if kld.reference != reference || points.contains_key(profile) {
+            continue;
+        }
+        let speed = runs
+            .iter()
+            .filter(|r| r.status == Status::Done && profile_of(r) == Some(profile))
+            .find_map(|r| decode_tps(r).map(|tps| (r.id, tps)));
+        points.insert(
+            profile.to_owned(),
+            json!({
+                "profile": profile,
+                "kld_run_id": run.id,
+                "mean": kld.stats.mean,
+                "mean_unc": kld.stats.mean_unc,
+                "same_top": kld.stats.same_top,
+                "decode_tps": speed.map(|(_, tps)| tps),
+                "speed_run_id": speed.map(|(id, _)| id),
+            }),
+        );
+    }
+    points.into_values().collect()
+}
+
+/// A run's single-stream decode speed: a serving run's best per-stream median.
+fn decode_tps(run: &RunSummary) -> Option<f64> {
+    run.steps
+        .iter()
+        .filter_map(|s| s.stream_tps)
+        .max_by(f64::total_cmp)
+}
+
+fn budget_bytes(state: &AppState) -> u64 {
+    (state.current_settings().quality_reference_budget_gb * 1e9) as u64
+}
+
+/// Finds the model, the build, the flags and the corpus, counts its tokens and sizes the file.
+async fn plan(state: &AppState, body: &RecordBody) -> Result<Planned, ApiError> {
+    let (model, profile_name, build, server_argv, env, mut notes) =
+        resolve_model(state, &body.model, body.context).await?;
+    let tools = recording::tools_beside(&build.location, build.id).map_err(bad)?;
+    let facts = {
+        let model = model.clone();
+        tokio::task::spawn_blocking(move || recording::model_facts(&model))
+            .await
+            .map_err(|e| bad(e.to_string()))?
+            .map_err(bad)?
+    };
+    let corpus = corpus_of(state, &body.corpus, &facts.chat).await?;
+    notes.extend(corpus.notes.iter().cloned());
+    let corpus_file = recording::write_corpus(&state.quality_dir, &corpus).map_err(bad)?;
+    let tokens = recording::count_tokens(&tools.tokenize, &model, &corpus_file)
+        .await
+        .map_err(bad)?;
+    let windows = recording::windows(
+        &corpus.label,
+        body.context,
+        facts.n_vocab,
+        tokens,
+        body.chunks,
+    )
+    .map_err(bad)?;
+    let (kept, dropped) = flags::perplexity_flags(&server_argv, body.context);
+    if !dropped.is_empty() {
+        notes.push(format!("not used for the recording: {}", dropped.join(" ")));
+    }
+    let reference = draft(
+        &model,
+        profile_name,
+        &body.corpus,
+        &corpus,
+        body,
+        &build,
+        &facts,
+        windows,
+    );
+    let argv = flags::reference_argv(
+        &tools.perplexity,
+        &kept,
+        &corpus_file,
+        body.context,
+        Some(windows.chunks),
+        std::path::Path::new("<logits>"),
+    );
+    Ok(Planned {
+        reference,
+        argv,
+        env,
+        windows,
+        notes,
+    })
+}
+
+#[allow(clippy::too_many_arguments)]
+fn draft(
+    model: &std::path::Path,
+    profile: Option<String>,
+    spec: &CorpusSpec,
+    corpus: &CorpusText,
+    body: &RecordBody,
+    build: &EngineBuild,
+    facts: &ModelFacts,
+    windows: Windows,
+) -> Reference {
+    let created_at_ms = rigdeck_core::now_ms();
+    Reference {
+        id: format!("r{created_at_ms:x}"),
+        state: ReferenceState::Recording,
+        error: None,
+        model_path: model.to_owned(),
+        model_name: model
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default(),
+        model_bytes: std::fs::metadata(model).map(|m| m.len()).unwrap_or(0),
+        profile,
+        corpus: spec.clone(),
+        corpus_label: corpus.label.clone(),
+        corpus_sha256: corpus.sha256.clone(),
+        context: body.context,
+        chunks: Some(windows.chunks),
+        scored_tokens: Some(windows.scored_tokens),
+        corpus_tokens: Some(windows.corpus_tokens),
+        n_vocab: Some(facts.n_vocab),
+        bytes: windows.bytes,
+        engine: engine_label(build),
+        engine_build_id: build.id,
+        created_at_ms,
+        wall_s: None,
+        progress: Some(rigdeck_core::quality::references::RecordingProgress {
+            fraction: 0.0,
+            eta_s: None,
+        }),
+    }
+}
+
+async fn corpus_of(
+    state: &AppState,
+    spec: &CorpusSpec,
+    chat: &ChatFormat,
+) -> Result<CorpusText, ApiError> {
+    let store = state
+        .store
+        .as_ref()
+        .ok_or_else(|| bad("references need the database, which could not be opened"))?;
+    let chats = rigdeck_core::chat::ChatStore::new(store.pool().clone());
+    corpus::corpus_text(spec, &chats, chat)
+        .await
+        .map_err(|e| bad(e.to_string()))
+}
+
+type Resolved = (
+    PathBuf,
+    Option<String>,
+    EngineBuild,
+    Vec<String>,
+    Vec<(String, String)>,
+    Vec<String>,
+);
+
+/// The model file, its profile (if any), the build, the server flags and environment it runs
+/// with: a profile's own, or a file placed automatically on this rig.
+async fn resolve_model(
+    state: &AppState,
+    model: &ModelRef,
+    context: u32,
+) -> Result<Resolved, ApiError> {
+    let store = state
+        .store
+        .as_ref()
+        .ok_or_else(|| bad("references need the database, which could not be opened"))?;
+    let (profile, notes) = match model {
+        ModelRef::Profile { name } => (
+            store
+                .launch_profile(name)
+                .await
+                .map_err(|e| bad(e.to_string()))?,
+            Vec::new(),
+        ),
+        ModelRef::File { path } => {
+            if !path.is_file() {
+                return Err(bad(format!(
+                    "model file {} does not exist: give the path of a GGUF file (the Models page lists them)",
+                    path.display()
+                )));
+            }
+            let builds = store
+                .engine_builds()
+                .await
+                .map_err(|e| bad(e.to_string()))?;
+            let has_gpus = super::model_runs::has_gpus(state);
+            let build = choose_build(&builds, has_gpus).map_err(bad)?;
+            let draft = LaunchProfile {
+                name: "quality-reference".into(),
+                engine_build_id: build.id,
+                model: path.clone(),
+                placement: PlacementOptions {
+                    context,
+                    ..PlacementOptions::default()
+                },
+                ..LaunchProfile::default()
+            };
+            super::instances::prepare(state, draft, true, Some("quality-reference"))
+                .await
+                .map_err(|e| bad(e.message))?
+        }
+    };
+    let build = store
+        .engine_build(profile.engine_build_id)
+        .await
+        .map_err(|e| bad(e.to_string()))?
+        .ok_or_else(|| {
+            bad(format!(
+                "engine build {} is not installed: build llama.cpp with `rigdeck engines build`",
+                profile.engine_build_id
+            ))
+        })?;
+    let argv = profile::argv(&profile, &build, 0, None).map_err(|e| bad(e.to_string()))?;
+    let argv = profile::key_masked(&argv);
+    let server_args = argv.get(1..).unwrap_or_default().to_vec();
+    let name = matches!(model, ModelRef::Profile { .. }).then(|| profile.name.clone());
+    Ok((
+        profile.model.clone(),
+        name,
+        build,
+        server_args,
+        profile.env.into_iter().collect(),
+        notes,
+    ))
+}
