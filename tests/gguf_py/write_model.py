@@ -6,7 +6,7 @@ sparse file: `llama-fit-params` reads only the header.
 Usage: write_model.py GGUF_PY_DIR OUT.gguf SPEC_JSON
 
 SPEC_JSON keys: arch (gemma3, qwen2, qwen3, qwen3moe, llama, phi3, command-r, deepseek2, gpt-oss,
-mamba), n_vocab, n_embd, n_layer, n_head, n_head_kv, head_dim, n_ff, and optionally context_length,
+mamba, mamba2), n_vocab, n_embd, n_layer, n_head, n_head_kv, head_dim, n_ff, and optionally context_length,
 sliding_window (gemma3, gpt-oss), sliding_window_pattern (gemma3: a list of booleans, one per
 layer), experts, experts_used, expert_ff, expert_groups ([groups, groups kept]), tied (no output
 tensor: the embedding is reused).
@@ -22,6 +22,9 @@ command-r: layer norms, the attention and the feed-forward side by side on one n
 tied to the embedding, a logit scale.
 mamba takes ssm = {d_conv, d_inner, d_state, dt_rank} (n_head, n_head_kv, head_dim and n_ff are
 unused: give 0).
+mamba2 takes ssm = {d_conv, d_inner, d_state, dt_rank (the heads), n_group}: one projection to
+z, x, B, C and dt, the convolution over x, B and C, per-head A, D and dt bias, the gated output's
+norm over each group.
 """
 
 import json
@@ -58,6 +61,8 @@ def describe(writer, gguf, spec) -> None:
         writer.add_ssm_inner_size(ssm["d_inner"])
         writer.add_ssm_state_size(ssm["d_state"])
         writer.add_ssm_time_step_rank(ssm["dt_rank"])
+        if "n_group" in ssm:
+            writer.add_ssm_group_count(ssm["n_group"])
     elif "mla" not in spec:
         writer.add_key_length(spec["head_dim"])
         writer.add_value_length(spec["head_dim"])
@@ -129,6 +134,8 @@ def tensors(gguf, spec):
         return out + [t for il in range(spec["n_layer"]) for t in gpt_oss_layer(gguf, spec, il)]
     if arch == "mamba":
         return out + [t for il in range(spec["n_layer"]) for t in mamba_layer(gguf, spec, il)]
+    if arch == "mamba2":
+        return out + [t for il in range(spec["n_layer"]) for t in mamba2_layer(gguf, spec, il)]
     for il in range(spec["n_layer"]):
         if arch == "command-r":
             out += [
@@ -295,6 +302,28 @@ def mamba_layer(gguf, spec, il):
         (name(T.SSM_DT, "bias"), (inner,), np.float32),
         (name(T.SSM_A, None), (inner, state), np.float32),
         (name(T.SSM_D, None), (inner,), np.float32),
+        (name(T.SSM_OUT), (e, inner), np.float16),
+    ]
+
+
+def mamba2_layer(gguf, spec, il):
+    """A Mamba-2 layer as `llama_model_mamba2::load_arch_tensors` reads it: the one input
+    projection, the convolution over x, B and C, the per-head parameters, the grouped norm, the
+    output projection."""
+    T = gguf.MODEL_TENSOR
+    name = lambda t, kind="weight": f"{gguf.TENSOR_NAMES[t].format(bid=il)}" + (f".{kind}" if kind else "")
+    e, ssm = spec["n_embd"], spec["ssm"]
+    inner, state, heads, groups = ssm["d_inner"], ssm["d_state"], ssm["dt_rank"], ssm["n_group"]
+    channels = inner + 2 * groups * state
+    return [
+        (name(T.ATTN_NORM), (e,), np.float32),
+        (name(T.SSM_IN), (inner + channels + heads, e), np.float16),
+        (name(T.SSM_CONV1D), (channels, ssm["d_conv"]), np.float32),
+        (name(T.SSM_CONV1D, "bias"), (channels,), np.float32),
+        (name(T.SSM_DT, "bias"), (heads,), np.float32),
+        (name(T.SSM_A, None), (heads, 1), np.float32),
+        (name(T.SSM_D, None), (heads, 1), np.float32),
+        (name(T.SSM_NORM), (groups, inner // groups), np.float32),
         (name(T.SSM_OUT), (e, inner), np.float16),
     ]
 

@@ -4,7 +4,7 @@
 //! against `llama-fit-params -fitp on` on the CPU backend. Where the planner knows the graph
 //! llama.cpp builds (`llama`, `qwen2`, `qwen3`, `qwen3moe`, `gemma3` with its sliding window,
 //! `phi3`, `command-r`: [`llama`]; `deepseek2` with MLA: [`deepseek2`]; `gpt-oss`: [`gpt_oss`];
-//! Qwen3-Next and Qwen3.5, whose
+//! `mamba` and `mamba2`: [`mamba`]; Qwen3-Next and Qwen3.5, whose
 //! linear-attention layers defeated such formulas: [`qwen_hybrid`]), it replays ggml's allocator
 //! over it instead
 //! ([`allocator`], [`builder`]) and gets llama.cpp's own byte count. `cargo run -p rigdeck-core --example estimate_vs_dry_run` prints the grid.
@@ -578,6 +578,52 @@ mod tests {
         // llama-fit-params: 110 MiB (the logits, 98 MiB, and 3 rows of n_embd).
         let logits_and_rows = (50_277 + 3 * 2048) * 512 * 4;
         assert_eq!(gpu.compute_estimate_bytes / MIB, logits_and_rows / MIB);
+    }
+
+    /// Codestral Mamba's layout (4 096 wide, 128 heads of 64, 8 groups of a 128-wide state) in
+    /// `layers` layers with 32 768 tokens.
+    fn mamba2_model(layers: u32) -> ModelShape {
+        let mut model = mamba_model(layers, 4096, 32_768);
+        model.architecture = "mamba2".into();
+        model.attention.recurrent = Some(RecurrentShape {
+            kind: RecurrentKind::Mamba,
+            conv_kernel: 4,
+            inner_size: 8192,
+            state_size: 128,
+            group_count: 8,
+            time_step_rank: 128,
+        });
+        model
+    }
+
+    #[test]
+    fn a_mamba2_graph_is_replayed_where_its_heads_and_groups_divide_the_inner_width() {
+        let model = mamba2_model(2);
+        assert_eq!(compute_estimate_note(&model), None);
+        let plan = plan(&model, &gpus(1, 80 * GIB), &PlacementOptions::default()).unwrap();
+        let gpu = &plan.device(DeviceId::Gpu(0)).unwrap().usage;
+        // llama-fit-params on the gguf-py file of this layout logs 116.49 MiB (the formulas
+        // said 116.12).
+        let hundredths = (gpu.compute_estimate_bytes * 100 + MIB / 2) / MIB;
+        assert_eq!(hundredths, 11_649, "{} bytes", gpu.compute_estimate_bytes);
+        for (heads, groups) in [(100, 8), (128, 0), (0, 8)] {
+            let mut odd = mamba2_model(2);
+            let shape = odd.attention.recurrent.as_mut().unwrap();
+            (shape.time_step_rank, shape.group_count) = (heads, groups);
+            let note = compute_estimate_note(&odd).expect("the formulas' note");
+            assert!(note.contains("mamba2"), "{note}");
+        }
+    }
+
+    #[test]
+    fn a_hostile_mamba2_header_plans_as_too_big() {
+        let mut model = mamba2_model(2);
+        let shape = model.attention.recurrent.as_mut().unwrap();
+        (shape.inner_size, shape.time_step_rank, shape.group_count) = (1 << 30, 1 << 30, 1);
+        let plan = plan(&model, &gpus(1, 80 * GIB), &PlacementOptions::default()).unwrap();
+        let gpu = &plan.device(DeviceId::Gpu(0)).unwrap().usage;
+        assert!(gpu.compute_estimate_bytes > 80 * GIB, "{gpu:?}");
+        assert!(!plan.fits());
     }
 
     #[test]
