@@ -14,6 +14,7 @@ import {
   formatShare,
   formatShareWithUnc,
   intervalsOverlap,
+  kldAxisLabels,
   kldHeadline,
   referenceStateText,
   windowsText,
@@ -34,6 +35,17 @@ describe('KL divergences', () => {
     expect(formatKldWithUnc(0.000123, 0.000031)).toBe('0.000123 ± 0.000031');
     expect(formatKldWithUnc(0, 0.00002)).toBe('0.000000 ± 0.000020');
     expect(formatKldWithUnc(0.2, null)).toBe('0.200');
+  });
+});
+
+describe('a KLD axis', () => {
+  it('labels its ticks at the decimals their spacing needs', () => {
+    expect(kldAxisLabels([0, 2e-7, 4e-7, 6e-7])).toEqual(['0', '0.0000002', '0.0000004', '0.0000006']);
+    expect(kldAxisLabels([0, 0.01, 0.02])).toEqual(['0', '0.01', '0.02']);
+    expect(kldAxisLabels([0, 0.025, 0.05])).toEqual(['0', '0.025', '0.050']);
+    expect(kldAxisLabels([0, 0.5, 1, 1.5])).toEqual(['0', '0.5', '1.0', '1.5']);
+    expect(kldAxisLabels([0.3])).toEqual(['0.3']);
+    expect(new Set(kldAxisLabels([0.000001, 0.0000012, 0.0000014])).size).toBe(3);
   });
 });
 

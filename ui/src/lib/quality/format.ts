@@ -112,3 +112,15 @@ export function estimateText(e: ReferenceEstimate): string {
 export function fitsBudget(e: ReferenceEstimate): boolean {
   return e.bytes <= budgetLeft(e);
 }
+
+/** An axis' KLD labels at the decimals their spacing needs, so neighbours never read the same:
+ *  [0, 0.0000002, 0.0000004] → "0", "0.0000002", "0.0000004". */
+export function kldAxisLabels(splits: readonly number[]): string[] {
+  const steps = splits.slice(1).map((v, i) => Math.abs(v - splits[i]!)).filter((d) => d > 0);
+  const step = steps.length > 0 ? Math.min(...steps) : Math.abs(splits[0] ?? 0) || 1;
+  let decimals = Math.max(0, Math.ceil(-Math.log10(step) - 1e-9));
+  // 0.025 needs three decimals, not the two its size suggests.
+  const exact = (d: number) => Math.abs(Math.round(step * 10 ** d) - step * 10 ** d) < 1e-6 * step * 10 ** d;
+  while (decimals < 10 && !exact(decimals)) decimals++;
+  return splits.map((v) => (v === 0 ? '0' : v.toFixed(decimals)));
+}
