@@ -182,6 +182,11 @@ impl Benchmarks {
         &self.store
     }
 
+    /// The recorded quality references (the KLD runs' baselines).
+    pub fn references(&self) -> &Arc<References> {
+        &self.references
+    }
+
     /// Stores the run and starts it in the background; returns it as stored.
     pub async fn begin(self: &Arc<Self>, new: NewBenchmark) -> Result<RunSummary, BenchError> {
         let created = self.create(&new).await?;
