@@ -171,7 +171,12 @@ impl Builder {
                 let table = self
                     .graph
                     .external(Element::F32, [n_embd, self.n_vocab, 1, 1]);
-                self.op(Reuse::Fresh, [n_embd, tokens, 1, 1], &[table, ids])
+                let embedded = self.op(Reuse::Fresh, [n_embd, tokens, 1, 1], &[table, ids]);
+                // `build_inp_embd` expands the lookup at once (`ggml_build_forward_select`):
+                // it comes before a first layer's recurrent state, which its layer expands
+                // before anything reads the embeddings.
+                self.graph.expand(embedded);
+                embedded
             }
             LayerInput::Received(activations) => activations,
         }

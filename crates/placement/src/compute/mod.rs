@@ -627,6 +627,20 @@ mod tests {
     }
 
     #[test]
+    fn a_mamba_whose_logits_lead_gets_llama_cpps_byte_count() {
+        // 151 936 tokens over 2 048 wide layers: llama-fit-params on the gguf-py file of this
+        // layout logs 308.75 MiB (with the embeddings looked up after the first conv state the
+        // logits sat 48 KiB higher: 308.80).
+        let mut model = mamba_model(3, 2048, 151_936);
+        let shape = model.attention.recurrent.as_mut().unwrap();
+        (shape.inner_size, shape.state_size, shape.time_step_rank) = (4096, 64, 128);
+        let plan = plan(&model, &gpus(1, 80 * GIB), &PlacementOptions::default()).unwrap();
+        let gpu = &plan.device(DeviceId::Gpu(0)).unwrap().usage;
+        let hundredths = (gpu.compute_estimate_bytes * 100 + MIB / 2) / MIB;
+        assert_eq!(hundredths, 30_875, "{} bytes", gpu.compute_estimate_bytes);
+    }
+
+    #[test]
     fn hostile_recurrent_shapes_saturate_the_compute_estimate() {
         let mut model = mamba_model(4, 2048, 50_277);
         model.attention.recurrent = Some(RecurrentShape {
