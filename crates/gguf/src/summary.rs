@@ -112,7 +112,7 @@ pub struct ChatTemplate {
 pub const CHAT_TEMPLATE_KEY: &str = "tokenizer.chat_template";
 
 /// What a model is, from its header.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
 pub struct ModelSummary {
     /// `general.architecture`, e.g. `llama`, `glm-dsa`.
     pub architecture: Option<String>,

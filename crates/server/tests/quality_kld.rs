@@ -151,6 +151,27 @@ async fn quantizations_and_kv_caches_rank_as_known_and_the_figures_are_llama_per
         previous = mean(&run);
     }
 
+    // The reference to pick for the Q4_0 profile: the library's F16 of the same model first.
+    let folders = json!({"model_folders": [files.path()]});
+    let (status, _) = rig.api("PUT", "/api/v1/settings", Some(folders)).await;
+    assert_eq!(status, 200);
+    rig.api("POST", "/api/v1/models/rescan", None).await;
+    let (_, found) = rig
+        .api(
+            "GET",
+            "/api/v1/quality/reference-candidates?profile=Q4_0",
+            None,
+        )
+        .await;
+    let first = &found["candidates"][0];
+    assert_eq!(first["path"], json!(f16), "{found}");
+    assert_eq!(first["good_reference"], true, "{found}");
+    assert_eq!(
+        found["candidates"].as_array().map(Vec::len),
+        Some(5),
+        "{found}"
+    );
+
     let mut previous = mean(&itself);
     for kv in ["q8_0", "q4_0"] {
         let run = measure(&rig, &format!("f16-kv-{kv}"), &f16, kv, &id).await;

@@ -1,5 +1,6 @@
 //! Quality measured as KL divergence against a reference: corpora, reference logits, runs.
 
+pub mod candidates;
 pub mod corpus;
 pub mod recording;
 pub mod references;

@@ -284,6 +284,11 @@ fn api_endpoints() -> Vec<Endpoint> {
             delete(quality::delete),
         ),
         at(Method::GET, "/quality/frontier", get(quality::frontier)),
+        at(
+            Method::GET,
+            "/quality/reference-candidates",
+            get(quality::candidates),
+        ),
         at(Method::GET, "/model-runs", get(model_runs::list)),
         at(Method::POST, "/model-runs", post(model_runs::start)),
         at(Method::GET, "/model-runs/{id}", get(model_runs::get)),

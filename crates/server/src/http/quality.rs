@@ -21,6 +21,7 @@ use rigdeck_core::engines::registry::EngineBuild;
 use rigdeck_core::model_runs::choose_build;
 use rigdeck_core::placement::PlacementOptions;
 use rigdeck_core::profiles::profile::{self, LaunchProfile};
+use rigdeck_core::quality::candidates;
 use rigdeck_core::quality::corpus::{self, ChatFormat, CorpusSpec, CorpusText};
 use rigdeck_core::quality::engine_label;
 use rigdeck_core::quality::recording::{self, ModelFacts, Windows};
@@ -198,6 +199,58 @@ pub async fn delete(State(state): State<Arc<AppState>>, Path(id): Path<String>) 
             ApiError::new(StatusCode::NOT_FOUND, "no_reference", e.to_string()).into_response()
         }
     }
+}
+
+#[derive(Debug, Deserialize)]
+pub struct CandidatesQuery {
+    profile: String,
+}
+
+/// `GET /quality/reference-candidates?profile=NAME`: the library's files of the profile's model,
+/// highest precision first, and the repository to download a better one from when none is.
+pub async fn candidates(
+    State(state): State<Arc<AppState>>,
+    Query(query): Query<CandidatesQuery>,
+) -> Response {
+    let Some(store) = &state.store else {
+        return bad("references need the database, which could not be opened").into_response();
+    };
+    let profile = match store.launch_profile(&query.profile).await {
+        Ok(p) => p,
+        Err(e) => {
+            return ApiError::new(StatusCode::NOT_FOUND, "no_profile", e.to_string())
+                .into_response()
+        }
+    };
+    let model = profile.model.clone();
+    let loaded =
+        tokio::task::spawn_blocking(move || rigdeck_core::placement::from_gguf::load_shape(&model))
+            .await;
+    let summary = match loaded {
+        Ok(Ok(loaded)) => loaded.summary,
+        Ok(Err(e)) => return bad(e.to_string()).into_response(),
+        Err(e) => return bad(e.to_string()).into_response(),
+    };
+    let found = candidates::reference_candidates(&state.library.entries(), &summary);
+    let has_good = found.iter().any(|c| c.good_reference);
+    let repository = candidates::hub_repository(&profile.model);
+    let advice = match (has_good, &repository) {
+        (true, _) => None,
+        (false, Some(repo)) => Some(format!(
+            "no file of this model at 8 bits per weight or more: download the BF16, F16 or Q8_0 file of {repo} and record it as the reference"
+        )),
+        (false, None) => Some(
+            "no file of this model at 8 bits per weight or more: download its BF16, F16 or Q8_0 file and record it as the reference (a lower-precision reference measures distance from that file, not from the original weights)".to_owned(),
+        ),
+    };
+    Json(json!({
+        "profile": query.profile,
+        "model_path": profile.model,
+        "candidates": found,
+        "repository": repository,
+        "advice": advice,
+    }))
+    .into_response()
 }
 
 #[derive(Debug, Deserialize)]
