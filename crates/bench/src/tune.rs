@@ -1,8 +1,10 @@
 //! The tuning loop's search and its decisions, apart from any engine: which knob values to try
 //! next (walk each knob upward from the best so far and stop when the curve gets worse, or
 //! sweep the whole grid), and whether a trial beat the best so far by more than the noise its
-//! warm runs showed. The daemon applies the values to a profile, restarts the engine, measures
-//! and reports each trial's outcome back here.
+//! warm runs showed, and — with a quality floor — whether its KL divergence from a recorded
+//! reference stays under the bound (a trial over it is never the best, however fast). The daemon
+//! applies the values to a profile, restarts the engine, measures and reports each trial's
+//! outcome back here.
 
 use std::collections::BTreeMap;
 
@@ -143,6 +145,93 @@ pub struct TuneSpec {
     /// The benchmark each trial runs: one workload point, a cold run and warm ones.
     pub bench: BenchSpec,
     pub max_trials: u32,
+    /// Trials are measured for KL divergence too, and the best must stay under this bound.
+    pub quality_floor: Option<QualityFloor>,
+}
+
+/// The quality a trial must keep: its mean KL divergence from a recorded reference under a
+/// fixed bound, or (no bound given) no worse than the profile as saved by more than the two
+/// measurements' uncertainty.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct QualityFloor {
+    /// A recorded reference's id (`rigdeck quality references` lists them).
+    pub reference: String,
+    /// The highest mean KLD allowed; none: the base's mean + 2 × the larger uncertainty.
+    #[serde(default)]
+    pub max_mean_kld: Option<f64>,
+}
+
+/// A mean KL divergence with its uncertainty, as llama-perplexity prints them.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct KldFigure {
+    pub mean: f64,
+    pub mean_unc: f64,
+}
+
+/// A trial's KL divergence against the floor's bound.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FloorCheck {
+    pub bound: f64,
+    pub within: bool,
+    /// `mean KLD 0.1320 ± 0.0080 > bound 0.0100`, with the base's figures when the bound is theirs.
+    pub words: String,
+}
+
+impl QualityFloor {
+    /// Checks the floor's own fields; the reference itself is checked by the daemon.
+    pub fn validate(&self) -> Result<(), String> {
+        if self.reference.trim().is_empty() {
+            return Err("quality_floor.reference is empty: give a ready reference's id (`rigdeck quality references` lists them)".into());
+        }
+        match self.max_mean_kld {
+            Some(max) if !(max.is_finite() && max > 0.0) => Err(format!(
+                "quality_floor.max_mean_kld = {max}: give a mean KLD above 0, e.g. 0.01, or leave it out to stay no worse than the profile as saved"
+            )),
+            _ => Ok(()),
+        }
+    }
+
+    /// The trial against the bound; none while a bound relative to the base lacks the base's
+    /// figure.
+    pub fn check(&self, base: Option<&KldFigure>, trial: &KldFigure) -> Option<FloorCheck> {
+        let (bound, why) = match self.max_mean_kld {
+            Some(max) => (max, String::new()),
+            None => {
+                let base = base?;
+                let unc = base.mean_unc.max(trial.mean_unc);
+                (
+                    base.mean + 2.0 * unc,
+                    format!(
+                        " (the profile as saved: {} + 2 × {})",
+                        kld_text(base.mean),
+                        kld_text(unc)
+                    ),
+                )
+            }
+        };
+        let within = trial.mean <= bound;
+        Some(FloorCheck {
+            bound,
+            within,
+            words: format!(
+                "mean KLD {} ± {} {} bound {}{why}",
+                kld_text(trial.mean),
+                kld_text(trial.mean_unc),
+                if within { "≤" } else { ">" },
+                kld_text(bound)
+            ),
+        })
+    }
+}
+
+/// Four decimals, or six for the small figures of near-identical numerics.
+pub fn kld_text(value: f64) -> String {
+    if value.abs() < 0.001 {
+        format!("{value:.6}")
+    } else {
+        format!("{value:.4}")
+    }
 }
 
 impl Default for TuneSpec {
@@ -160,6 +249,7 @@ impl Default for TuneSpec {
                 ..BenchSpec::default()
             },
             max_trials: 24,
+            quality_floor: None,
         }
     }
 }
@@ -213,6 +303,9 @@ impl TuneSpec {
                 self.max_trials
             ));
         }
+        if let Some(floor) = &self.quality_floor {
+            floor.validate()?;
+        }
         self.bench.validate()?;
         if self.bench.points().len() != 1 {
             return Err("a trial measures one workload point: give one shape, one depth and one concurrency (or one rate)".into());
@@ -242,6 +335,8 @@ pub type Assignment = BTreeMap<String, String>;
 pub enum TrialScore {
     /// The objective across the trial's warm runs.
     Measured(Stats),
+    /// Measured, but its KL divergence is over the quality floor (the words say by how much).
+    BrokeFloor { stats: Stats, reason: String },
     /// It did not run to the end: out of memory, a crash, a failed benchmark.
     Failed,
 }
@@ -258,6 +353,8 @@ pub enum Verdict {
     WithinNoise,
     /// Worse than the best so far beyond the noise.
     Worse,
+    /// Its KL divergence is over the quality floor: never the best, whatever its speed.
+    BrokeFloor,
     /// The trial did not produce a figure.
     Failed,
 }
@@ -306,6 +403,9 @@ pub struct Search {
     cursor: (usize, usize),
     asked: usize,
     baseline_failed: bool,
+    /// The best so far is the baseline and it breaks the quality floor: the first trial under
+    /// the floor replaces it, whatever its speed.
+    best_broke_floor: bool,
 }
 
 impl Search {
@@ -316,6 +416,7 @@ impl Search {
             cursor: (0, 0),
             asked: 0,
             baseline_failed: false,
+            best_broke_floor: false,
         }
     }
 
@@ -396,10 +497,40 @@ impl Search {
                 return Decision {
                     verdict: Verdict::Baseline,
                     reason: format!(
-                        "the profile as it is: median {:.1} {} (stdev {:.1}); later trials must beat it by more than the noise",
-                        stats.median,
-                        objective.unit(),
-                        stats.stdev
+                        "the profile as it is: {}; later trials must beat it by more than the noise",
+                        median_text(objective, stats)
+                    ),
+                };
+            }
+            (TrialScore::BrokeFloor { stats, reason }, None) => {
+                self.best = Some((values.clone(), *stats));
+                self.best_broke_floor = true;
+                return Decision {
+                    verdict: Verdict::Baseline,
+                    reason: format!(
+                        "the profile as it is: {}; it breaks the quality floor ({reason}), so the first trial under the floor becomes the best",
+                        median_text(objective, stats)
+                    ),
+                };
+            }
+            (TrialScore::BrokeFloor { stats, reason }, Some(_)) => {
+                self.end_walk_of_knob();
+                return Decision {
+                    verdict: Verdict::BrokeFloor,
+                    reason: format!(
+                        "breaks the quality floor: {reason}; its speed ({}) does not count",
+                        median_text(objective, stats)
+                    ),
+                };
+            }
+            (TrialScore::Measured(stats), Some(_)) if self.best_broke_floor => {
+                self.best = Some((values.clone(), *stats));
+                self.best_broke_floor = false;
+                return Decision {
+                    verdict: Verdict::Better,
+                    reason: format!(
+                        "the first trial under the quality floor (the profile as it is breaks it): {}",
+                        median_text(objective, stats)
                     ),
                 };
             }
@@ -433,6 +564,16 @@ impl Search {
     pub fn best_stats(&self) -> Option<Stats> {
         self.best.as_ref().map(|(_, s)| *s)
     }
+}
+
+/// `median 41.2 tok/s (stdev 0.3)`.
+fn median_text(objective: Objective, stats: &Stats) -> String {
+    format!(
+        "median {:.1} {} (stdev {:.1})",
+        stats.median,
+        objective.unit(),
+        stats.stdev
+    )
 }
 
 #[cfg(test)]
@@ -572,6 +713,126 @@ mod tests {
         );
     }
 
+    fn broke(median: f64) -> TrialScore {
+        let TrialScore::Measured(stats) = measured(median, 0.2) else {
+            unreachable!("measured() measures")
+        };
+        TrialScore::BrokeFloor {
+            stats,
+            reason: "mean KLD 0.1320 ± 0.0080 > bound 0.0100".into(),
+        }
+    }
+
+    fn figure(mean: f64, mean_unc: f64) -> KldFigure {
+        KldFigure { mean, mean_unc }
+    }
+
+    #[test]
+    fn a_fixed_bound_is_checked_with_the_figures_in_words() {
+        let floor = QualityFloor {
+            reference: "r1".into(),
+            max_mean_kld: Some(0.01),
+        };
+        let over = floor
+            .check(None, &figure(0.132, 0.008))
+            .expect("a fixed bound");
+        assert!(!over.within);
+        assert_eq!(over.words, "mean KLD 0.1320 ± 0.0080 > bound 0.0100");
+        let under = floor
+            .check(None, &figure(0.000_42, 0.000_05))
+            .expect("a fixed bound");
+        assert!(under.within);
+        assert_eq!(under.words, "mean KLD 0.000420 ± 0.000050 ≤ bound 0.0100");
+    }
+
+    #[test]
+    fn no_bound_means_no_worse_than_the_base_beyond_the_larger_uncertainty() {
+        let floor = QualityFloor {
+            reference: "r1".into(),
+            max_mean_kld: None,
+        };
+        let base = figure(0.0100, 0.0010);
+        assert_eq!(floor.check(None, &figure(0.011, 0.001)), None);
+        // 0.0100 + 2 × 0.0015 (the trial's uncertainty is the larger) = 0.0130.
+        let close = floor
+            .check(Some(&base), &figure(0.0125, 0.0015))
+            .expect("judged");
+        assert!(close.within, "{}", close.words);
+        assert!((close.bound - 0.013).abs() < 1e-12);
+        let worse = floor
+            .check(Some(&base), &figure(0.0135, 0.0015))
+            .expect("judged");
+        assert!(!worse.within);
+        assert_eq!(
+            worse.words,
+            "mean KLD 0.0135 ± 0.0015 > bound 0.0130 (the profile as saved: 0.0100 + 2 × 0.0015)"
+        );
+        // The base against itself is within its own bound.
+        assert!(floor.check(Some(&base), &base).expect("judged").within);
+    }
+
+    #[test]
+    fn a_faster_trial_over_the_floor_is_never_the_best_and_ends_its_knobs_walk() {
+        let mut search = Search::new(spec(
+            Strategy::Walk,
+            vec![
+                knob("cache_type", &["f16", "q4_0", "q2_k"]),
+                knob("threads", &["4"]),
+            ],
+        ));
+        let mut trials = Vec::new();
+        while let Some(values) = search.next_trial() {
+            let score = match values.get("cache_type").map(String::as_str) {
+                Some("q4_0") | Some("q2_k") => broke(30.0),
+                _ if values.contains_key("threads") => measured(12.0, 0.2),
+                _ => measured(10.0, 0.2),
+            };
+            let decision = search.record(&values, &score);
+            trials.push((values, decision));
+        }
+        let verdicts: Vec<&Verdict> = trials.iter().map(|(_, d)| &d.verdict).collect();
+        assert_eq!(
+            verdicts,
+            [
+                &Verdict::Baseline,
+                &Verdict::WithinNoise,
+                &Verdict::BrokeFloor,
+                &Verdict::Better
+            ],
+            "{trials:?}"
+        );
+        assert!(trials[2].1.reason.contains("> bound 0.0100"));
+        assert!(trials[2].1.reason.contains("median 30.0"));
+        // q2_k is not tried after q4_0 broke the floor; threads is walked from the best (no KV change).
+        assert_eq!(trials[3].0.get("cache_type"), None);
+        assert_eq!(
+            search.best_values(),
+            Assignment::from([("threads".to_owned(), "4".to_owned())])
+        );
+    }
+
+    #[test]
+    fn when_the_profile_as_saved_breaks_the_floor_the_first_trial_under_it_is_the_best() {
+        let mut search = Search::new(spec(
+            Strategy::Grid,
+            vec![knob("cache_type", &["q8_0", "f16"])],
+        ));
+        let base = search.next_trial().expect("baseline");
+        let first = search.record(&base, &broke(20.0));
+        assert_eq!(first.verdict, Verdict::Baseline);
+        assert!(first.reason.contains("breaks the quality floor"));
+        let q8 = search.next_trial().expect("q8_0");
+        assert_eq!(
+            search.record(&q8, &broke(19.0)).verdict,
+            Verdict::BrokeFloor
+        );
+        let f16 = search.next_trial().expect("f16");
+        // Slower than the baseline, but the only trial under the floor.
+        let decision = search.record(&f16, &measured(15.0, 0.2));
+        assert_eq!(decision.verdict, Verdict::Better, "{}", decision.reason);
+        assert_eq!(search.best_values(), f16);
+    }
+
     #[test]
     fn specs_are_checked_with_the_fix_named() {
         let parsed: TuneSpec = serde_json::from_value(serde_json::json!({
@@ -629,5 +890,22 @@ mod tests {
             serde_json::json!({"knobs": [{"name": "t", "values": [[1]]}]})
         )
         .is_err());
+        let floored = |floor: serde_json::Value| {
+            serde_json::from_value::<TuneSpec>(serde_json::json!({
+                "knobs": [{"name": "cache_type", "values": ["f16", "q4_0"]}],
+                "quality_floor": floor}))
+            .expect("parses")
+            .validate()
+        };
+        assert!(floored(serde_json::json!({"reference": "r1"})).is_ok());
+        assert!(floored(serde_json::json!({"reference": "r1", "max_mean_kld": 0.01})).is_ok());
+        assert!(
+            floored(serde_json::json!({"reference": "r1", "max_mean_kld": 0}))
+                .expect_err("zero")
+                .contains("max_mean_kld")
+        );
+        assert!(floored(serde_json::json!({"reference": " "}))
+            .expect_err("no reference")
+            .contains("rigdeck quality references"));
     }
 }

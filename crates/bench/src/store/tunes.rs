@@ -1,6 +1,6 @@
 //! Tuning runs in the database: the profile and spec, every trial as it ends (its values, the
-//! benchmark run that measured it, how it came out and the decision on it), the best values,
-//! and the profile they were saved as.
+//! benchmark run that measured it, how it came out and the decision on it, its KL divergence
+//! under a quality floor), the best values, and the profile they were saved as.
 
 use serde::{Deserialize, Serialize};
 use sqlx::sqlite::SqliteRow;
@@ -45,8 +45,28 @@ pub struct Trial {
     pub decision: Option<Decision>,
     /// Why it did not measure (the engine's own explanation when it crashed).
     pub error: Option<String>,
+    /// Its KL divergence from the quality floor's reference (tunings with a floor only).
+    #[serde(default)]
+    pub kld: Option<TrialKld>,
     pub started_at_ms: i64,
     pub finished_at_ms: Option<i64>,
+}
+
+/// A trial's KL divergence from the floor's reference and the bound it was held to.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TrialKld {
+    pub mean: f64,
+    pub mean_unc: f64,
+    /// Share of tokens whose top candidate is the reference's (0–1).
+    pub same_top: f64,
+    /// The KLD benchmark run that measured it.
+    pub run_id: i64,
+    /// The earlier trial whose figure this is: only knobs that leave the numbers alone
+    /// (threads, batch sizes, placement) differ from it, so it was not measured again.
+    pub same_numerics_as: Option<u32>,
+    /// The highest mean allowed; none when no bound could be set (the base was not measured).
+    pub bound: Option<f64>,
+    pub within: Option<bool>,
 }
 
 /// The best trial and how far it is from the profile as it was.
@@ -59,6 +79,9 @@ pub struct Best {
     pub baseline: Stats,
     /// Median against the baseline's, in percent (positive is better whatever the direction).
     pub gain_percent: f64,
+    /// Its KL divergence, under the quality floor's bound (tunings with a floor only).
+    #[serde(default)]
+    pub kld: Option<TrialKld>,
 }
 
 /// A tuning run as the API shows it.

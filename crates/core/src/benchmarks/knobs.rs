@@ -1,8 +1,12 @@
 //! What a tuning knob changes in a launch profile: a placement setting (threads, batch sizes,
 //! `-ncmoe`, layers on GPUs, tensor split, KV types, slots, flash attention), the speculative
 //! draft count, or any engine flag written after Rigdeck's own. Each value is applied to a
-//! copy of the profile; the copy is validated like any profile before an engine sees it.
+//! copy of the profile; the copy is validated like any profile before an engine sees it. Which
+//! knobs change the numbers the model computes (KV cache types, flash attention, the model file,
+//! ik_llama.cpp's options) and which only place or schedule the work is said here too: a quality
+//! floor measures the KL divergence again only when the first kind changed.
 
+use crate::bench::tune::Assignment;
 use crate::placement::options::EXPERTS_REGEX;
 use crate::placement::{DeviceId, KvType, PlacementOptions, TensorOverride};
 use crate::profiles::profile::LaunchProfile;
@@ -23,6 +27,79 @@ pub const SETTINGS: [&str; 13] = [
     "flash_attention",
     "draft_max",
 ];
+
+/// Settings that place or schedule the work without changing what is computed.
+const SAME_NUMERICS_SETTINGS: [&str; 9] = [
+    "threads",
+    "batch",
+    "ubatch",
+    "parallel",
+    "n_gpu_layers",
+    "n_cpu_moe",
+    "gpu_expert_layers",
+    "tensor_split",
+    "draft_max",
+];
+
+/// Engine flags of the same kind: threads, batch sizes, slots, layers and tensors placed on
+/// devices, memory mapping, speculative drafts (the target model's numbers are unchanged).
+const SAME_NUMERICS_FLAGS: [&str; 37] = [
+    "-t",
+    "--threads",
+    "-tb",
+    "--threads-batch",
+    "-b",
+    "--batch-size",
+    "-ub",
+    "--ubatch-size",
+    "-np",
+    "--parallel",
+    "-cb",
+    "--cont-batching",
+    "-ngl",
+    "--gpu-layers",
+    "--n-gpu-layers",
+    "-ts",
+    "--tensor-split",
+    "-sm",
+    "--split-mode",
+    "-mg",
+    "--main-gpu",
+    "-dev",
+    "--device",
+    "-ot",
+    "--override-tensor",
+    "-ncmoe",
+    "--n-cpu-moe",
+    "-cmoe",
+    "--cpu-moe",
+    "-nkvo",
+    "--no-kv-offload",
+    "--numa",
+    "--no-mmap",
+    "--mlock",
+    "--draft-max",
+    "--draft-min",
+    "--prio",
+];
+
+/// Whether a knob can change the numbers the model computes, so a quality floor must measure a
+/// trial that changes it. KV cache types, flash attention and any flag not known to only place
+/// or schedule the work (`-mla`, `-fmoe`, `--model`, `--rope-scaling`…) count as changing them.
+pub fn changes_numerics(knob: &str) -> bool {
+    let knob = knob.trim();
+    !SAME_NUMERICS_SETTINGS.contains(&knob) && !SAME_NUMERICS_FLAGS.contains(&knob)
+}
+
+/// The profile with only the knobs that change numerics applied: two trials whose numerics
+/// profiles are equal compute the same numbers, so one KL divergence serves both.
+pub fn numerics_of(base: &LaunchProfile, values: &Assignment) -> Result<LaunchProfile, String> {
+    let mut profile = base.clone();
+    for (knob, value) in values.iter().filter(|(knob, _)| changes_numerics(knob)) {
+        apply(&mut profile, knob, value)?;
+    }
+    Ok(profile)
+}
 
 /// Sets `knob` to `value` in `profile`; the message names the knob, the value and the fix.
 pub fn apply(profile: &mut LaunchProfile, knob: &str, value: &str) -> Result<(), String> {
@@ -232,6 +309,66 @@ mod tests {
         apply(&mut profile, "--no-mmap", "off").expect("remove");
         apply(&mut profile, "--mlock", "").expect("switch");
         assert_eq!(profile.extra_args, ["--draft-max", "16", "--mlock"]);
+    }
+
+    #[test]
+    fn kv_types_flash_attention_and_unknown_flags_change_numerics_placement_does_not() {
+        for knob in [
+            "cache_type",
+            "cache_type_k",
+            "cache_type_v",
+            "flash_attention",
+            "-mla",
+            "-fmoe",
+            "--model",
+            "--rope-scaling",
+        ] {
+            assert!(changes_numerics(knob), "{knob}");
+        }
+        for knob in SETTINGS
+            .iter()
+            .filter(|k| !k.starts_with("cache_type") && **k != "flash_attention")
+        {
+            assert!(!changes_numerics(knob), "{knob}");
+        }
+        for knob in [
+            "-t",
+            "--threads",
+            "-ub",
+            "-ngl",
+            "-ot",
+            "--no-mmap",
+            "--draft-max",
+        ] {
+            assert!(!changes_numerics(knob), "{knob}");
+        }
+    }
+
+    #[test]
+    fn trials_differing_only_in_placement_share_their_numerics() {
+        let base = LaunchProfile {
+            extra_args: vec!["-mla".into(), "2".into()],
+            ..LaunchProfile::default()
+        };
+        let values = |pairs: &[(&str, &str)]| -> Assignment {
+            pairs
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect()
+        };
+        let as_saved = numerics_of(&base, &Assignment::new()).expect("base");
+        let threads =
+            numerics_of(&base, &values(&[("threads", "8"), ("ubatch", "256")])).expect("threads");
+        assert_eq!(threads, as_saved);
+        // The value the profile already has is the same numerics, spelled out.
+        let same_kv = numerics_of(&base, &values(&[("cache_type", "f16")])).expect("f16");
+        assert_eq!(same_kv, as_saved);
+        let q4 =
+            numerics_of(&base, &values(&[("cache_type", "q4_0"), ("threads", "8")])).expect("q4_0");
+        assert_ne!(q4, as_saved);
+        let mla = numerics_of(&base, &values(&[("-mla", "3")])).expect("mla");
+        assert_ne!(mla, as_saved);
+        assert!(numerics_of(&base, &values(&[("cache_type", "q9")])).is_err());
     }
 
     #[test]

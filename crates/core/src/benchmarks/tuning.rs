@@ -4,6 +4,13 @@
 //! so far by the noise of the warm runs. Every trial is stored as it ends, OOM and crashes
 //! included; the best values can be saved as a new profile. The profile's own engine is
 //! brought back afterwards when it was running before.
+//!
+//! With a quality floor, each trial whose numerics differ from every trial measured before is
+//! also measured for KL divergence against the floor's reference, after its speed and with its
+//! engine stopped (llama-perplexity loads the model itself): its values go into a temporary
+//! saved profile (`rigdeck-tune{id}-trial{n}`, deleted when the run ends, and at the daemon's
+//! start when one was left behind), measured as a KLD benchmark run. A trial over the bound is
+//! never the best.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -13,10 +20,14 @@ use serde::Deserialize;
 use tokio::sync::{watch, Notify};
 
 use super::{is_up, knobs, wait_ready, Benchmarks, NewBenchmark, RunKind, Target};
-use crate::bench::store::tunes::{Best, Trial, TrialOutcome, TuneStore, TuneView};
+use crate::bench::kld::KldSpec;
+use crate::bench::store::tunes::{Best, Trial, TrialKld, TrialOutcome, TuneStore, TuneView};
 use crate::bench::store::{Status, StoreError};
-use crate::bench::tune::{Assignment, Objective, Search, TrialScore, TuneSpec, Verdict};
+use crate::bench::tune::{
+    Assignment, Decision, KldFigure, Objective, QualityFloor, Search, TrialScore, TuneSpec, Verdict,
+};
 use crate::bench::Stats;
+use crate::engines::EngineKind;
 use crate::events::{Event, EventBus};
 use crate::launch::{Instances, LaunchError};
 use crate::profiles::profile::{self, LaunchProfile, RestartSetting};
@@ -81,8 +92,43 @@ impl TrialEnd {
     }
 }
 
+/// The temporary profiles of one tuning's KLD runs start so (then the tuning's id).
+const TRIAL_PROFILE_PREFIX: &str = "rigdeck-tune";
+
+/// `rigdeck-tune7-trial3`: the saved profile a trial's KLD run measures.
+fn trial_profile_name(tune: i64, index: u32) -> String {
+    format!("{TRIAL_PROFILE_PREFIX}{tune}-trial{index}")
+}
+
+/// Whether a profile is a trial's temporary one (left behind by a daemon that stopped mid-run).
+fn is_trial_profile(name: &str) -> bool {
+    let Some(rest) = name.strip_prefix(TRIAL_PROFILE_PREFIX) else {
+        return false;
+    };
+    let numeric = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+    rest.split_once("-trial")
+        .is_some_and(|(tune, trial)| numeric(tune) && numeric(trial))
+}
+
+/// A tuning's quality floor as it goes: the KL divergences measured so far, each with the
+/// numerics it was measured on, and the profile as saved's (the relative bound's base).
+struct FloorRun<'a> {
+    floor: &'a QualityFloor,
+    tune: i64,
+    measured: Vec<(LaunchProfile, u32, TrialKld)>,
+    base: Option<KldFigure>,
+}
+
+/// How a trial's KL divergence came out.
+enum KldEnd {
+    Measured(TrialKld),
+    Failed(String),
+    Cancelled,
+}
+
 impl Tunings {
-    /// Marks tunings a stopped daemon left unfinished as aborted.
+    /// Marks tunings a stopped daemon left unfinished as aborted, and deletes the temporary
+    /// profiles of KLD runs it left behind.
     pub async fn start(
         benchmarks: Arc<Benchmarks>,
         profiles: Store,
@@ -91,6 +137,7 @@ impl Tunings {
     ) -> Result<Arc<Self>, StoreError> {
         let store = TuneStore::new(profiles.pool().clone());
         store.mark_aborted(crate::now_ms()).await?;
+        delete_trial_profiles(&profiles).await;
         Ok(Arc::new(Tunings {
             store,
             benchmarks,
@@ -113,6 +160,9 @@ impl Tunings {
         new.spec.validate().map_err(TuneError::Invalid)?;
         let base = self.profile(&new.profile).await?;
         self.check_values(&base, &new.spec).await?;
+        if let Some(floor) = &new.spec.quality_floor {
+            self.check_floor(&base, floor).await?;
+        }
         let (cancel_tx, cancel_rx) = watch::channel(false);
         // Reserved before the row exists, so two requests at once cannot both start.
         self.reserve(cancel_tx)?;
@@ -232,6 +282,32 @@ impl Tunings {
         Ok(())
     }
 
+    /// A floor needs a ready reference and a profile llama-perplexity can run.
+    async fn check_floor(
+        &self,
+        base: &LaunchProfile,
+        floor: &QualityFloor,
+    ) -> Result<(), TuneError> {
+        let build = self
+            .profiles
+            .engine_build(base.engine_build_id)
+            .await
+            .map_err(|e| TuneError::Invalid(e.to_string()))?;
+        if let Some(build) =
+            build.filter(|b| !matches!(b.kind, EngineKind::LlamaCpp | EngineKind::IkLlamaCpp))
+        {
+            return Err(TuneError::Invalid(format!(
+                "a quality floor is measured by llama.cpp's llama-perplexity, and profile '{}' runs {}: tune it without a floor, or tune a llama.cpp profile",
+                base.name, build.kind
+            )));
+        }
+        self.benchmarks
+            .references()
+            .logits(&floor.reference)
+            .map_err(|e| TuneError::Invalid(format!("quality floor: {e}")))?;
+        Ok(())
+    }
+
     async fn execute(
         self: Arc<Self>,
         id: i64,
@@ -272,6 +348,12 @@ impl Tunings {
     ) -> (Status, Option<String>) {
         let mut search = Search::new(spec.clone());
         let mut trials: Vec<Trial> = Vec::new();
+        let mut floor = spec.quality_floor.as_ref().map(|floor| FloorRun {
+            floor,
+            tune: id,
+            measured: Vec::new(),
+            base: None,
+        });
         while let Some(values) = search.next_trial() {
             if *cancel.borrow() {
                 break;
@@ -285,18 +367,41 @@ impl Tunings {
                 objective: None,
                 decision: None,
                 error: None,
+                kld: None,
                 started_at_ms: crate::now_ms(),
                 finished_at_ms: None,
             });
             self.save(id, &trials, spec.objective).await;
             let index = trials.len() as u32;
-            let end = self.trial(base, &values, spec, index, cancel.clone()).await;
+            let mut end = self.trial(base, &values, spec, index, cancel.clone()).await;
             let score = match end.objective {
                 Some(stats) if end.outcome == TrialOutcome::Measured => TrialScore::Measured(stats),
                 _ => TrialScore::Failed,
             };
-            let decision =
-                (end.outcome != TrialOutcome::Cancelled).then(|| search.record(&values, &score));
+            let (score, kld, quality_words) = match (&mut floor, score) {
+                (Some(floor), TrialScore::Measured(stats)) => {
+                    if let Some(trial) = trials.last_mut() {
+                        trial.objective = Some(stats);
+                        trial.run_id = end.run_id;
+                    }
+                    self.save(id, &trials, spec.objective).await;
+                    let kld = self
+                        .trial_kld(floor, base, &values, index - 1, cancel.clone())
+                        .await;
+                    if matches!(kld, KldEnd::Cancelled) {
+                        end.outcome = TrialOutcome::Cancelled;
+                    }
+                    judge_quality(floor, stats, kld)
+                }
+                (_, score) => (score, None, None),
+            };
+            let decision = (end.outcome != TrialOutcome::Cancelled).then(|| {
+                let decision = search.record(&values, &score);
+                with_quality_words(decision, quality_words.as_deref(), &score)
+            });
+            if let (TrialScore::Failed, Some(why)) = (&score, &quality_words) {
+                end.error = Some(why.clone());
+            }
             if let Some(trial) = trials.last_mut() {
                 trial.outcome = end.outcome;
                 trial.run_id = end.run_id;
@@ -304,6 +409,7 @@ impl Tunings {
                 trial.objective = end.objective;
                 trial.error = end.error;
                 trial.decision = decision;
+                trial.kld = kld;
                 trial.finished_at_ms = Some(crate::now_ms());
             }
             self.save(id, &trials, spec.objective).await;
@@ -317,11 +423,16 @@ impl Tunings {
                 Some("cancelled; the trials measured before are kept".into()),
             );
         }
+        let baseline_failed = |t: &Trial| {
+            t.decision
+                .as_ref()
+                .is_some_and(|d| d.verdict == Verdict::Failed)
+        };
         match trials.first() {
-            Some(first) if first.outcome != TrialOutcome::Measured => (
+            Some(first) if baseline_failed(first) => (
                 Status::Failed,
                 Some(format!(
-                    "the profile as it is did not run, so there is nothing to compare with: {}",
+                    "the profile as it is could not be measured, so there is nothing to compare with: {}",
                     first.error.as_deref().unwrap_or("no figure")
                 )),
             ),
@@ -392,6 +503,114 @@ impl Tunings {
         TrialEnd {
             command_line,
             ..end
+        }
+    }
+
+    /// The trial's KL divergence: an earlier trial's when only knobs that leave the numbers
+    /// alone differ from it, else measured now.
+    async fn trial_kld(
+        &self,
+        floor: &mut FloorRun<'_>,
+        base: &LaunchProfile,
+        values: &Assignment,
+        index: u32,
+        cancel: watch::Receiver<bool>,
+    ) -> KldEnd {
+        let numerics = match knobs::numerics_of(base, values) {
+            Ok(profile) => profile,
+            Err(why) => return KldEnd::Failed(why),
+        };
+        let earlier = floor
+            .measured
+            .iter()
+            .find(|(profile, _, _)| *profile == numerics);
+        if let Some((_, earlier, kld)) = earlier {
+            return KldEnd::Measured(TrialKld {
+                same_numerics_as: Some(*earlier),
+                ..kld.clone()
+            });
+        }
+        let end = self
+            .measure_kld(floor.floor, floor.tune, base, values, index, cancel)
+            .await;
+        if let KldEnd::Measured(kld) = &end {
+            floor.measured.push((numerics, index, kld.clone()));
+        }
+        end
+    }
+
+    /// Saves the trial's values as a temporary profile, measures it against the floor's
+    /// reference, and deletes the profile whatever happened.
+    async fn measure_kld(
+        &self,
+        floor: &QualityFloor,
+        tune: i64,
+        base: &LaunchProfile,
+        values: &Assignment,
+        index: u32,
+        cancel: watch::Receiver<bool>,
+    ) -> KldEnd {
+        let name = trial_profile_name(tune, index);
+        let mut variant = base.clone();
+        if let Err(why) = apply_all(&mut variant, values) {
+            return KldEnd::Failed(why);
+        }
+        variant.name = name.clone();
+        variant.autostart = false;
+        variant.restart = RestartSetting::Never;
+        variant.gateway.aliases.clear();
+        if !values.is_empty() {
+            variant.planned_memory.clear();
+        }
+        if let Err(err) = self
+            .profiles
+            .create_launch_profile(&variant, crate::now_ms())
+            .await
+        {
+            return KldEnd::Failed(format!("the trial's profile could not be saved: {err}"));
+        }
+        let bench = NewBenchmark {
+            name: Some(format!(
+                "{} trial {}: {} — KL divergence",
+                base.name,
+                index + 1,
+                describe(values)
+            )),
+            target: Target::Profile { name: name.clone() },
+            kind: RunKind::Kld,
+            spec: Default::default(),
+            probe: Default::default(),
+            llama_bench: Default::default(),
+            kld: KldSpec {
+                reference: floor.reference.clone(),
+            },
+        };
+        let ran = self.benchmarks.run_to_end(bench, cancel).await;
+        if let Err(err) = self.profiles.delete_launch_profile(&name).await {
+            tracing::warn!("tuning {tune}: temporary profile '{name}' not deleted: {err}");
+        }
+        let run_id = match ran {
+            Ok(id) => id,
+            Err(err) => return KldEnd::Failed(err.to_string()),
+        };
+        match self.benchmarks.summary(run_id).await {
+            Ok(run) => match (run.status, run.kld) {
+                (Status::Done, Some(kld)) => KldEnd::Measured(TrialKld {
+                    mean: kld.stats.mean,
+                    mean_unc: kld.stats.mean_unc,
+                    same_top: kld.stats.same_top,
+                    run_id,
+                    same_numerics_as: None,
+                    bound: None,
+                    within: None,
+                }),
+                (Status::Cancelled, _) => KldEnd::Cancelled,
+                _ => KldEnd::Failed(format!(
+                    "KLD run {run_id}: {}",
+                    run.error.as_deref().unwrap_or("no figure")
+                )),
+            },
+            Err(err) => KldEnd::Failed(err.to_string()),
         }
     }
 
@@ -487,6 +706,92 @@ impl Tunings {
     }
 }
 
+/// Deletes the temporary profiles of KLD runs a stopped daemon left behind.
+async fn delete_trial_profiles(profiles: &Store) {
+    let names = match profiles.launch_profiles().await {
+        Ok(all) => all
+            .into_iter()
+            .map(|p| p.name)
+            .filter(|n| is_trial_profile(n)),
+        Err(err) => {
+            tracing::warn!("tuning: cannot read the profiles to clean up: {err}");
+            return;
+        }
+    };
+    for name in names.collect::<Vec<_>>() {
+        if let Err(err) = profiles.delete_launch_profile(&name).await {
+            tracing::warn!("tuning: temporary profile '{name}' not deleted: {err}");
+        }
+    }
+}
+
+/// The trial's score under the floor, its KLD with the bound it was held to, and the words
+/// for its decision (why it failed, when the KLD could not be measured).
+fn judge_quality(
+    floor: &mut FloorRun<'_>,
+    stats: Stats,
+    kld: KldEnd,
+) -> (TrialScore, Option<TrialKld>, Option<String>) {
+    let mut kld = match kld {
+        KldEnd::Measured(kld) => kld,
+        KldEnd::Failed(why) => {
+            return (
+                TrialScore::Failed,
+                None,
+                Some(format!("its KL divergence was not measured: {why}")),
+            )
+        }
+        KldEnd::Cancelled => return (TrialScore::Failed, None, None),
+    };
+    let figure = KldFigure {
+        mean: kld.mean,
+        mean_unc: kld.mean_unc,
+    };
+    if floor.base.is_none() {
+        // The first trial is the profile as saved: the base of a relative bound.
+        floor.base = Some(figure);
+    }
+    let Some(check) = floor.floor.check(floor.base.as_ref(), &figure) else {
+        return (
+            TrialScore::Failed,
+            Some(kld),
+            Some("no bound: the profile as saved has no KL divergence".into()),
+        );
+    };
+    kld.bound = Some(check.bound);
+    kld.within = Some(check.within);
+    let reused = kld
+        .same_numerics_as
+        .map(|t| format!(" (KLD of trial {}: same numerics)", t + 1))
+        .unwrap_or_default();
+    let words = format!("{}{reused}", check.words);
+    let score = if check.within {
+        TrialScore::Measured(stats)
+    } else {
+        TrialScore::BrokeFloor {
+            stats,
+            reason: words.clone(),
+        }
+    };
+    (score, Some(kld), Some(words))
+}
+
+/// The decision with the quality figures behind it added (a trial over the floor has them in
+/// its reason already; one whose KLD failed says why instead of the speed's words).
+fn with_quality_words(decision: Decision, words: Option<&str>, score: &TrialScore) -> Decision {
+    match (score, words) {
+        (TrialScore::Measured(_), Some(words)) => Decision {
+            reason: format!("{}; quality: {words}", decision.reason),
+            ..decision
+        },
+        (TrialScore::Failed, Some(words)) => Decision {
+            reason: words.to_owned(),
+            ..decision
+        },
+        _ => decision,
+    }
+}
+
 /// The last trial judged better than the best before it (the search's own best), against the
 /// baseline; none while nothing beat the baseline beyond the noise.
 fn best_of(trials: &[Trial], objective: Objective) -> Option<Best> {
@@ -513,6 +818,7 @@ fn best_of(trials: &[Trial], objective: Objective) -> Option<Best> {
         } else {
             0.0
         },
+        kld: best.kld.clone(),
     })
 }
 
@@ -562,6 +868,7 @@ mod tests {
                 reason: String::new(),
             }),
             error: None,
+            kld: None,
             started_at_ms: 0,
             finished_at_ms: None,
         }
@@ -581,6 +888,69 @@ mod tests {
         assert!(best_of(&trials[..1], Objective::AggregateTps).is_none());
         let faster = best_of(&trials[..2], Objective::TtftMs).expect("ttft");
         assert!((faster.gain_percent + 20.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn only_a_trials_own_profile_name_reads_as_temporary() {
+        let name = trial_profile_name(12, 3);
+        assert_eq!(name, "rigdeck-tune12-trial3");
+        assert!(crate::profiles::profile::check_name(&name).is_ok());
+        assert!(is_trial_profile(&name));
+        for other in [
+            "rigdeck-tune",
+            "rigdeck-tune12",
+            "rigdeck-tune-trial3",
+            "rigdeck-tune12-trial",
+            "rigdeck-tuned",
+            "rigdeck-tune12-trial3-mine",
+            "gemma",
+        ] {
+            assert!(!is_trial_profile(other), "{other}");
+        }
+    }
+
+    #[test]
+    fn a_trial_over_a_relative_bound_breaks_the_floor_and_a_reused_figure_says_whose() {
+        let floor = QualityFloor {
+            reference: "r1".into(),
+            max_mean_kld: None,
+        };
+        let mut run = FloorRun {
+            floor: &floor,
+            tune: 1,
+            measured: Vec::new(),
+            base: None,
+        };
+        let stats = Stats::of([10.0, 10.1, 9.9]).expect("stats");
+        let kld = |mean: f64, same_numerics_as: Option<u32>| {
+            KldEnd::Measured(TrialKld {
+                mean,
+                mean_unc: 0.0001,
+                same_top: 0.99,
+                run_id: 5,
+                same_numerics_as,
+                bound: None,
+                within: None,
+            })
+        };
+        let (score, base, _) = judge_quality(&mut run, stats, kld(0.0002, None));
+        assert_eq!(score, TrialScore::Measured(stats));
+        assert_eq!(base.and_then(|k| k.within), Some(true));
+        let (score, reused, words) = judge_quality(&mut run, stats, kld(0.0002, Some(0)));
+        assert_eq!(score, TrialScore::Measured(stats));
+        assert!(reused.is_some());
+        let words = words.expect("words");
+        assert!(
+            words.ends_with("(KLD of trial 1: same numerics)"),
+            "{words}"
+        );
+        let (score, over, _) = judge_quality(&mut run, stats, kld(0.05, None));
+        assert!(matches!(score, TrialScore::BrokeFloor { .. }), "{score:?}");
+        assert_eq!(over.and_then(|k| k.within), Some(false));
+        let (score, none, words) =
+            judge_quality(&mut run, stats, KldEnd::Failed("no reference".into()));
+        assert_eq!((score, none), (TrialScore::Failed, None));
+        assert!(words.expect("why").contains("no reference"));
     }
 
     #[test]
