@@ -174,3 +174,21 @@ describe('the form’s first choices', () => {
     expect(tunedName('qwen')).toBe('qwen-tuned');
   });
 });
+
+describe('the quality floor', () => {
+  it('is left out unless a reference is picked', () => {
+    const r = buildTune(draft({ floorMax: 0.01, floorMode: 'bound' }));
+    expect(r.ok && 'quality_floor' in r.body.spec).toBe(false);
+  });
+  it('sends a bound, or none for "no worse than as saved"', () => {
+    const bound = buildTune(draft({ floorReference: 'ref-1', floorMode: 'bound', floorMax: 0.01 }));
+    expect(bound.ok && bound.body.spec.quality_floor).toEqual({ reference: 'ref-1', max_mean_kld: 0.01 });
+    const base = buildTune(draft({ floorReference: 'ref-1', floorMode: 'base', floorMax: 0.01 }));
+    expect(base.ok && base.body.spec.quality_floor).toEqual({ reference: 'ref-1', max_mean_kld: null });
+  });
+  it('asks for a bound above 0 when one is chosen', () => {
+    for (const floorMax of [null, 0, -1, Number.NaN]) {
+      expect(problem(draft({ floorReference: 'ref-1', floorMode: 'bound', floorMax }))).toMatchObject({ field: 'floorMax', message: expect.stringMatching(/0\.01/) });
+    }
+  });
+});

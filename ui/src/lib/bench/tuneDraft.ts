@@ -3,10 +3,11 @@
 // the request built from it, and how many trials it may need. Only what is plainly missing is
 // caught here (no profile, no knob name, no value): the daemon checks the rest (unknown knobs,
 // values the profile cannot take, too many trials, fewer than 3 warm runs) and its 400 says so.
+// An optional quality floor: a ready reference, and a mean-KLD bound or "no worse than as saved".
 
 import { parseShapes } from './draft';
 import { DEFAULT_OBJECTIVE } from './tuneFormat';
-import type { BenchApi, BenchSpec, NewTune, TuneKnob, TuneObjective, TuneSpec, TuneStrategy } from './types';
+import type { BenchApi, BenchSpec, NewTune, QualityFloor, TuneKnob, TuneObjective, TuneSpec, TuneStrategy } from './types';
 
 /** The knob names the daemon knows (crates/core benchmarks/knobs.rs); any engine flag works too. */
 export const KNOB_NAMES = [
@@ -47,6 +48,9 @@ const EXAMPLES: Record<string, string> = {
 
 export type KnobMode = 'values' | 'range';
 
+/** A fixed mean-KLD bound, or no worse than the profile as saved beyond the uncertainty. */
+export type FloorMode = 'bound' | 'base';
+
 export interface KnobDraft {
   /** One of KNOB_NAMES, or OTHER_FLAG with the flag in `flag`. */
   name: string;
@@ -72,6 +76,11 @@ export interface TuneDraft {
   warmRuns: number | null;
   api: BenchApi;
   maxTrials: number | null;
+  /** A ready reference's id; empty: no quality floor. */
+  floorReference: string;
+  floorMode: FloorMode;
+  /** The highest mean KLD allowed, when the mode is 'bound'. */
+  floorMax: number | null;
 }
 
 export function newKnob(name = 'threads'): KnobDraft {
@@ -98,6 +107,9 @@ export function defaultTuneDraft(): TuneDraft {
     warmRuns: 5,
     api: 'chat',
     maxTrials: 24,
+    floorReference: '',
+    floorMode: 'bound',
+    floorMax: 0.01,
   };
 }
 
@@ -204,6 +216,17 @@ function buildBench(d: TuneDraft): Built<BenchSpec> {
   return { ok: true, value: { shapes: shapes.value, depths: [d.depth], concurrency: [d.concurrency], warm_runs: d.warmRuns, api: d.api } };
 }
 
+/** The quality floor the draft asks for: none without a reference. */
+function buildFloor(d: TuneDraft): Built<QualityFloor | null> {
+  const reference = d.floorReference.trim();
+  if (!reference) return { ok: true, value: null };
+  if (d.floorMode === 'base') return { ok: true, value: { reference, max_mean_kld: null } };
+  if (blank(d.floorMax) || d.floorMax <= 0) {
+    return { ok: false, field: 'floorMax', message: 'give the highest mean KLD a trial may have, e.g. 0.01, or choose "no worse than as saved"' };
+  }
+  return { ok: true, value: { reference, max_mean_kld: d.floorMax } };
+}
+
 /** The request the draft makes and its trial count, or the first thing plainly missing. */
 export function buildTune(d: TuneDraft): BuiltTune {
   if (!d.profile.trim()) return { ok: false, field: 'profile', message: 'pick the launch profile to tune: its engine is restarted for each trial' };
@@ -217,7 +240,10 @@ export function buildTune(d: TuneDraft): BuiltTune {
   const bench = buildBench(d);
   if (!bench.ok) return bench;
   if (blank(d.maxTrials)) return { ok: false, field: 'maxTrials', message: 'give the most trials to run (1–64)' };
+  const floor = buildFloor(d);
+  if (!floor.ok) return floor;
   const spec: TuneSpec = { knobs: knobs.map((k) => k.knob), strategy: d.strategy, objective: d.objective, bench: bench.value, max_trials: d.maxTrials };
+  if (floor.value) spec.quality_floor = floor.value;
   const name = d.name.trim();
   const counted = knobs.map((k) => ({ name: k.knob.name, count: k.count }));
   return {

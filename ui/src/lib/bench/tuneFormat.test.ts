@@ -16,7 +16,12 @@ import {
   tuneProgress,
   tuneSpecText,
   verdictChip,
+  floorText,
+  kldNote,
+  trialKldText,
+  bestFloorText,
 } from './tuneFormat';
+import type { TrialKld } from './types';
 
 describe('a trial’s values', () => {
   it('are "as saved" for the baseline, else name=value in name order', () => {
@@ -101,5 +106,28 @@ describe('the per-trial chart', () => {
     expect(d.series[0]!.values).toEqual([20, null]);
     expect(d.series[1]!.values).toEqual([12, null]);
     expect(d.series[2]!.values).toEqual([28, null]);
+  });
+});
+
+describe('the quality floor', () => {
+  const kld = (extra: Partial<TrialKld> = {}): TrialKld => ({ mean: 0.000421, mean_unc: 0.000012, same_top: 0.9912, run_id: 7, same_numerics_as: null, bound: 0.01, within: true, ...extra });
+  it('marks a trial over it', () => {
+    expect(verdictChip('broke_floor')).toEqual({ label: 'over the floor', tone: 'bad' });
+  });
+  it('reads a trial’s KLD with its uncertainty and top-token share', () => {
+    expect(trialKldText(kld())).toBe('0.000421 ± 0.000012');
+    expect(trialKldText(null)).toBe('—');
+    expect(kldNote(kld())).toBe('top token 99.1 %');
+    expect(kldNote(kld({ same_numerics_as: 0 }))).toBe('top token 99.1 % · KLD of trial 1: same numerics');
+    expect(kldNote(kld({ within: false, mean: 0.132, mean_unc: 0.008 }))).toBe('top token 99.1 % · over the bound 0.0100');
+  });
+  it('says what it is in the spec and for the best', () => {
+    expect(floorText(undefined)).toBeNull();
+    expect(floorText({ reference: 'ref-1', max_mean_kld: 0.01 })).toBe('mean KLD ≤ 0.0100 against reference ref-1');
+    expect(floorText({ reference: 'ref-1', max_mean_kld: null })).toBe('no worse than the profile as saved against reference ref-1');
+    const spec = { ...tuneView(1).spec, quality_floor: { reference: 'ref-1', max_mean_kld: 0.01 } };
+    expect(tuneSpecText(spec)).toMatch(/per trial; quality floor: mean KLD ≤ 0\.0100 against reference ref-1$/);
+    expect(bestFloorText(kld())).toBe('Respects the quality floor: mean KLD 0.000421 ± 0.000012 ≤ bound 0.0100.');
+    expect(bestFloorText(null)).toBeNull();
   });
 });

@@ -1,13 +1,15 @@
 // How the Tuning half of the Benchmarks page writes a tuning's parts: the knob values a trial
 // changed ("threads=8, ubatch=256", "as saved"), the objective with its unit and direction, a
 // trial's figure ("192.9 ± 8.5 tok/s"), outcomes and verdicts as chips, where a tuning stands
-// ("trial 3 of ≤ 7"), the best's gain ("+12.3 %"), the spec in words, and the per-trial chart's
-// lines. Numbers go through format.ts, like the rest of the page.
+// ("trial 3 of ≤ 7"), the best's gain ("+12.3 %"), the spec in words, the quality floor and each
+// trial's KL divergence against it, and the per-trial chart's lines. Numbers go through format.ts
+// (KLDs through the Quality part's), like the rest of the page.
 
 import { MISSING } from '../format/units';
+import { formatKld, formatKldWithUnc, formatShare } from '../quality/format';
 import { formatTps, shapeLabel, type StatusTone } from './format';
 import type { XYData } from './series';
-import type { Stats, Trial, TrialOutcome, TuneKnob, TuneObjective, TuneSpec, TuneStrategy, TuneView, Verdict } from './types';
+import type { QualityFloor, Stats, Trial, TrialKld, TrialOutcome, TuneKnob, TuneObjective, TuneSpec, TuneStrategy, TuneView, Verdict } from './types';
 
 /** The objectives in the order the form offers them; TTFT is the one where lower is better. */
 export const OBJECTIVES: { value: TuneObjective; label: string; unit: string }[] = [
@@ -88,6 +90,8 @@ export function verdictChip(verdict: Verdict | (string & {})): { label: string; 
       return { label: 'within noise', tone: 'info' };
     case 'worse':
       return { label: 'worse', tone: 'warn' };
+    case 'broke_floor':
+      return { label: 'over the floor', tone: 'bad' };
     case 'failed':
       return { label: 'failed', tone: 'bad' };
     default:
@@ -123,7 +127,36 @@ export function tuneSpecText(s: TuneSpec): string {
   const depth = b.depths?.[0] ? ` @ depth ${b.depths[0]}` : '';
   const warm = b.warm_runs ?? 5;
   const knobs = s.knobs.map(knobText).join('; ');
-  return `${s.strategy ?? 'walk'} over ${knobs} by ${objectiveLabel(s.objective).toLowerCase()}, at ${shape}${depth}, ${streams} stream${streams === 1 ? '' : 's'}, ${warm} warm runs per trial`;
+  const floor = floorText(s.quality_floor);
+  return `${s.strategy ?? 'walk'} over ${knobs} by ${objectiveLabel(s.objective).toLowerCase()}, at ${shape}${depth}, ${streams} stream${streams === 1 ? '' : 's'}, ${warm} warm runs per trial${floor ? `; quality floor: ${floor}` : ''}`;
+}
+
+/** "mean KLD ≤ 0.0100 against reference r1", or "no worse than the profile as saved against …". */
+export function floorText(floor: QualityFloor | null | undefined): string | null {
+  if (!floor) return null;
+  const bound = floor.max_mean_kld != null ? `mean KLD ≤ ${formatKld(floor.max_mean_kld)}` : 'no worse than the profile as saved';
+  return `${bound} against reference ${floor.reference}`;
+}
+
+/** A trial's mean KLD with its uncertainty: "0.0123 ± 0.0004". */
+export function trialKldText(k: TrialKld | null | undefined): string {
+  return k ? formatKldWithUnc(k.mean, k.mean_unc) : MISSING;
+}
+
+/** Under the figure: the top-token share, whose figure it is when an earlier trial's was reused,
+ *  and the bound it went over. */
+export function kldNote(k: TrialKld): string {
+  const parts = [`top token ${formatShare(k.same_top)}`];
+  if (k.same_numerics_as != null) parts.push(`KLD of trial ${k.same_numerics_as + 1}: same numerics`);
+  if (k.within === false && k.bound != null) parts.push(`over the bound ${formatKld(k.bound)}`);
+  return parts.join(' · ');
+}
+
+/** The best's line about the floor: "Respects the quality floor: mean KLD … ≤ bound …". */
+export function bestFloorText(k: TrialKld | null | undefined): string | null {
+  if (!k) return null;
+  const bound = k.bound != null ? ` ≤ bound ${formatKld(k.bound)}` : '';
+  return `Respects the quality floor: mean KLD ${trialKldText(k)}${bound}.`;
 }
 
 /** The objective per trial (x is the trial's number, from 1): the median, and p10 and p90 dashed

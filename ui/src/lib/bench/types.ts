@@ -438,6 +438,15 @@ export interface TuneSpec {
   bench?: BenchSpec;
   /** 1–64. */
   max_trials?: number;
+  /** Trials are measured for KL divergence too; the best must stay under the bound. */
+  quality_floor?: QualityFloor | null;
+}
+
+/** A recorded reference's id and the highest mean KLD allowed; no bound: no worse than the
+ *  profile as saved by more than twice the larger uncertainty of the two. */
+export interface QualityFloor {
+  reference: string;
+  max_mean_kld?: number | null;
 }
 
 /** POST /bench/tunes. */
@@ -450,7 +459,21 @@ export interface NewTune {
 
 export type TrialOutcome = 'running' | 'measured' | 'out_of_memory' | 'crashed' | 'failed' | 'cancelled';
 
-export type Verdict = 'baseline' | 'better' | 'within_noise' | 'worse' | 'failed';
+export type Verdict = 'baseline' | 'better' | 'within_noise' | 'worse' | 'broke_floor' | 'failed';
+
+/** A trial's KL divergence from the floor's reference and the bound it was held to. */
+export interface TrialKld {
+  mean: number;
+  mean_unc: number;
+  /** Share of tokens whose top candidate is the reference's, 0–1. */
+  same_top: number;
+  /** The KLD benchmark run that measured it. */
+  run_id: number;
+  /** The earlier trial (index) whose figure this is: only threads, batch sizes or placement differ. */
+  same_numerics_as: number | null;
+  bound: number | null;
+  within: boolean | null;
+}
 
 /** A trial against the best so far; the reason gives the figures behind it. */
 export interface Decision {
@@ -470,6 +493,8 @@ export interface Trial {
   objective: Stats | null;
   decision: Decision | null;
   error: string | null;
+  /** Its KL divergence (tunings with a quality floor only). */
+  kld?: TrialKld | null;
   started_at_ms: UnixMillis;
   finished_at_ms: UnixMillis | null;
 }
@@ -482,6 +507,8 @@ export interface TuneBest {
   baseline: Stats;
   /** Positive is better, whatever the objective's direction. */
   gain_percent: number;
+  /** Its KL divergence under the floor (tunings with a quality floor only). */
+  kld?: TrialKld | null;
 }
 
 /** A tuning as GET /bench/tunes lists it and the `bench.tune` event carries it. */
