@@ -1,8 +1,9 @@
 //! The tuning loop's quality floor through the daemon on the real Gemma 3 270M: a reference
 //! recorded by llama-perplexity, a grid over the KV cache type (f16, q4_0) and threads held to a
 //! tight mean-KLD bound. q4_0 breaks the floor and is never the best; trials that differ only in
-//! threads reuse one KL divergence; the temporary profiles the KLD runs measured are gone after;
-//! and a floor naming no recorded reference is refused before any engine restarts.
+//! threads reuse one KL divergence; the temporary profiles the KLD runs measured are gone after,
+//! a cancel during a KLD run included; and a floor naming no recorded reference is refused before
+//! any engine restarts.
 
 mod support;
 
@@ -171,12 +172,39 @@ async fn a_kv_type_over_the_floor_is_never_the_best_and_threads_trials_share_one
     }
 
     // The temporary profiles the KLD runs measured are gone.
+    assert_eq!(profile_names(&rig).await, ["gemma"]);
+
+    // Cancelled while the baseline's KLD runs: the trial is marked so and its profile deleted.
+    let (status, tune) = rig
+        .api(
+            "POST",
+            "/api/v1/bench/tunes",
+            Some(tuning(json!({"reference": reference}))),
+        )
+        .await;
+    assert_eq!(status, 201, "{tune}");
+    let id = tune["id"].as_i64().expect("an id");
+    let deadline = Instant::now() + Duration::from_secs(300);
+    while profile_names(&rig).await.len() < 2 {
+        assert!(Instant::now() < deadline, "no KLD run started");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let (status, _) = rig
+        .api("POST", &format!("/api/v1/bench/tunes/{id}/cancel"), None)
+        .await;
+    assert_eq!(status, 200);
+    let tune = tune_when_ended(&rig, id).await;
+    assert_eq!(tune["status"], "cancelled", "{tune}");
+    assert_eq!(tune["trials"][0]["outcome"], "cancelled", "{tune}");
+    assert_eq!(profile_names(&rig).await, ["gemma"]);
+}
+
+async fn profile_names(rig: &Rig) -> Vec<String> {
     let (_, profiles) = rig.api("GET", "/api/v1/profiles", None).await;
-    let names: Vec<&str> = profiles
+    profiles
         .as_array()
         .expect("profiles")
         .iter()
-        .filter_map(|p| p["name"].as_str())
-        .collect();
-    assert_eq!(names, ["gemma"]);
+        .filter_map(|p| p["name"].as_str().map(str::to_owned))
+        .collect()
 }
