@@ -7,7 +7,7 @@ DEBUG := $(CARGO_TARGET_DIR)/debug
 RELEASE := $(CARGO_TARGET_DIR)/release
 ARTIFACTS ?= $(CURDIR)/tests/artifacts
 
-.PHONY: run setup ui build package test test-rust test-package tiny-model test-ui test-e2e test-desktop test-hub test-sdk bench bench-package bench-first-reply bench-download bench-gateway bench-harness bench-abuse soak lint
+.PHONY: run setup ui build package test test-rust test-package tiny-model test-ui test-e2e test-desktop test-hub test-sdk bench bench-package bench-first-reply bench-kld bench-download bench-gateway bench-harness bench-abuse soak lint
 
 ## run: install what is missing, build, prepare the bundled llama.cpp engine (CUDA when NVIDIA GPUs
 ## and nvcc are there, else CPU; reused afterwards), open the desktop app (or `rigdeck serve`
@@ -106,6 +106,11 @@ test-sdk: test-rust
 bench-package:
 	cargo build -p rigdeck-nvml-double
 	bash tests/bench/package_install.sh
+
+## bench-kld: KL divergence of Gemma 3 270M's quantizations and KV cache types against its F16 on
+## the built-in corpus, by `rigdeck quality`; the time Rigdeck adds over llama-perplexity by hand
+bench-kld:
+	bash tests/bench/kld_ladder.sh
 
 ## bench-first-reply: `rigdeck run REPO:QUANT -m TEXT` on a fresh data folder (the real Gemma 3
 ## 270M from the local stand-in hub): seconds to the reply, and the daemon's split

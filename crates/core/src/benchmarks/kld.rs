@@ -8,12 +8,11 @@ use std::path::PathBuf;
 
 use serde_json::{json, Value};
 
-use super::Target;
+use super::{llama_tool, Target};
 use crate::bench::kld::{flags, KldSpec};
-use crate::engines::EngineKind;
 use crate::launch::Instances;
 use crate::profiles::profile;
-use crate::quality::recording::{self, model_facts};
+use crate::quality::recording::model_facts;
 use crate::quality::references::{Reference, References};
 use crate::store::Store;
 
@@ -59,72 +58,36 @@ pub async fn prepare(
     target: &Target,
     spec: &KldSpec,
 ) -> Result<Prepared, String> {
-    let name = match target {
-        Target::Profile { name } | Target::Instance { name } => name,
-        _ => return Err(
-            "a KL divergence runs a profile's model file with its flags: pick a profile as the target"
-                .into(),
-        ),
-    };
     let (reference, logits, header) = references
         .logits(&spec.reference)
         .map_err(|e| e.to_string())?;
-    let profile = profiles
-        .launch_profile(name)
-        .await
-        .map_err(|e| e.to_string())?;
-    let build = profiles
-        .engine_build(profile.engine_build_id)
-        .await
-        .map_err(|e| e.to_string())?
-        .ok_or_else(|| {
-            format!(
-                "profile '{name}' uses engine build {}, which is not installed",
-                profile.engine_build_id
-            )
-        })?;
-    if !matches!(build.kind, EngineKind::LlamaCpp | EngineKind::IkLlamaCpp) {
-        return Err(format!(
-            "a KL divergence is measured by llama.cpp's llama-perplexity; profile '{name}' runs {}",
-            build.kind
-        ));
-    }
-    let engine = crate::quality::engine_label(&build);
+    let t = llama_tool::resolve(profiles, instances, target, "llama-perplexity").await?;
+    let (name, build) = (&t.name, &t.build);
+    let engine = crate::quality::engine_label(build);
     if engine != reference.engine {
         return Err(format!(
             "reference '{}' was recorded with {}, and profile '{name}' runs {engine}: figures from two llama.cpp versions do not compare; record the reference again with this build",
             reference.id, reference.engine
         ));
     }
-    let tools = recording::tools_beside(&build.location, build.id)?;
-    let model = profile.model.clone();
+    let model = t.profile.model.clone();
     let facts = tokio::task::spawn_blocking(move || model_facts(&model))
         .await
         .map_err(|e| e.to_string())??;
     if facts.n_vocab != header.n_vocab {
         return Err(format!(
             "profile '{name}' runs {} with a {}-token vocabulary and reference '{}' ({}) has {}: a KL divergence compares files of the same model",
-            profile.model.display(),
+            t.profile.model.display(),
             facts.n_vocab,
             reference.id,
             reference.model_name,
             header.n_vocab
         ));
     }
-    if let Some((phase, _, _)) = instances.and_then(|i| i.phase_and_address(name)) {
-        if super::is_up(&phase) {
-            return Err(format!(
-                "'{name}' is running: llama-perplexity loads the model itself, so the two would share the memory and the cores; stop the instance first"
-            ));
-        }
-    }
-    let server_argv = profile::argv(&profile, &build, 0, None).map_err(|e| e.to_string())?;
-    let server_argv = profile::key_masked(&server_argv);
-    let (kept, dropped) =
-        flags::perplexity_flags(server_argv.get(1..).unwrap_or_default(), header.context);
+    let (kept, dropped) = flags::perplexity_flags(&t.server_args, header.context);
     Ok(Prepared {
-        argv: flags::candidate_argv(&tools.perplexity, &kept, header.context, &logits),
-        env: profile.env.into_iter().collect(),
+        argv: flags::candidate_argv(&t.program, &kept, header.context, &logits),
+        env: t.profile.env.into_iter().collect(),
         dropped,
         context: header.context,
         chunks: header.chunks,

@@ -3,13 +3,10 @@
 //! uses are listed as dropped), the profile's environment (`CUDA_VISIBLE_DEVICES` …), and pp/tg
 //! tests at depth, stored with the run like a serving benchmark's steps.
 
-use std::path::PathBuf;
-
 use serde_json::{json, Value};
 
-use super::Target;
+use super::{llama_tool, Target};
 use crate::bench::llama_bench::{self, LlamaBenchSpec};
-use crate::engines::EngineKind;
 use crate::launch::Instances;
 use crate::profiles::profile;
 use crate::store::Store;
@@ -38,60 +35,12 @@ pub async fn prepare(
     target: &Target,
     spec: &LlamaBenchSpec,
 ) -> Result<Prepared, String> {
-    let name = match target {
-        Target::Profile { name } | Target::Instance { name } => name,
-        _ => return Err(
-            "llama-bench runs a profile's model file with its flags: pick a profile as the target"
-                .into(),
-        ),
-    };
-    let profile = profiles
-        .launch_profile(name)
-        .await
-        .map_err(|e| e.to_string())?;
-    let build = profiles
-        .engine_build(profile.engine_build_id)
-        .await
-        .map_err(|e| e.to_string())?
-        .ok_or_else(|| {
-            format!(
-                "profile '{name}' uses engine build {}, which is not installed",
-                profile.engine_build_id
-            )
-        })?;
-    if !matches!(build.kind, EngineKind::LlamaCpp | EngineKind::IkLlamaCpp) {
-        return Err(format!(
-            "llama-bench is llama.cpp's; profile '{name}' runs {}: run a serving benchmark instead",
-            build.kind
-        ));
-    }
-    let program = bench_binary(&build.location).ok_or_else(|| {
-        format!(
-            "engine build {} has no llama-bench beside '{}': build llama.cpp again with `rigdeck engines build` (its tools include llama-bench)",
-            build.id,
-            build.location.display()
-        )
-    })?;
-    if let Some((phase, _, _)) = instances.and_then(|i| i.phase_and_address(name)) {
-        if super::is_up(&phase) {
-            return Err(format!(
-                "'{name}' is running: llama-bench loads the model itself, so the two would share the memory and the cores; stop the instance first, or run a serving benchmark against it"
-            ));
-        }
-    }
+    let t = llama_tool::resolve(profiles, instances, target, "llama-bench").await?;
     // llama-bench takes no key; the flags it cannot take are listed in the report, masked.
-    let server_argv = profile::argv(&profile, &build, 0, None).map_err(|e| e.to_string())?;
-    let server_argv = profile::key_masked(&server_argv);
-    let (flags, dropped) = llama_bench::bench_flags(server_argv.get(1..).unwrap_or_default());
+    let (flags, dropped) = llama_bench::bench_flags(&t.server_args);
     Ok(Prepared {
-        argv: llama_bench::argv(&program, &flags, spec),
-        env: profile.env.into_iter().collect(),
+        argv: llama_bench::argv(&t.program, &flags, spec),
+        env: t.profile.env.into_iter().collect(),
         dropped,
     })
-}
-
-/// `llama-bench` in the folder of the build's llama-server.
-fn bench_binary(server: &std::path::Path) -> Option<PathBuf> {
-    let candidate = server.with_file_name("llama-bench");
-    candidate.is_file().then_some(candidate)
 }

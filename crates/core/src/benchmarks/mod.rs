@@ -11,6 +11,7 @@ pub mod context;
 pub mod kld;
 pub mod knobs;
 pub mod llama_bench;
+pub mod llama_tool;
 pub mod target;
 pub mod tuning;
 

@@ -400,9 +400,12 @@ fn draft(
     facts: &ModelFacts,
     windows: Windows,
 ) -> Reference {
+    // Two recordings asked for in the same millisecond still get two ids.
+    static MADE: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    let made = MADE.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let created_at_ms = rigdeck_core::now_ms();
     Reference {
-        id: format!("r{created_at_ms:x}"),
+        id: format!("r{created_at_ms:x}{made:x}"),
         state: ReferenceState::Recording,
         error: None,
         model_path: model.to_owned(),
