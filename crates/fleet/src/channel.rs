@@ -1,0 +1,153 @@
+//! The listening side of the channel: a TLS listener of its own (off unless asked for), mutual
+//! TLS, and HTTP/1 routes under `/fleet/v1` that admit only pinned certificates — except the
+//! join, which pins a new one in exchange for a one-time secret.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::extract::{Extension, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use hyper_util::rt::{TokioIo, TokioTimer};
+use hyper_util::service::TowerToHyperService;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{watch, Semaphore};
+use tokio::task::JoinSet;
+
+use crate::error::{FleetError, FleetErrorKind};
+use crate::fingerprint::Fingerprint;
+use crate::service::{Fleet, Hello, JoinAnswer, JoinRequest};
+
+/// Connections the channel serves at once.
+const MAX_CONNECTIONS: usize = 256;
+/// How long a connection may take to finish its TLS handshake, or to send a request's headers.
+const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Who is calling: the certificate it proved it holds, and where it called from.
+#[derive(Debug, Clone, Copy)]
+pub struct Caller {
+    pub fingerprint: Fingerprint,
+    pub remote: SocketAddr,
+}
+
+impl IntoResponse for FleetError {
+    fn into_response(self) -> Response {
+        let status =
+            StatusCode::from_u16(self.kind.status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+        let body = serde_json::json!({ "code": self.kind.code(), "message": self.message });
+        (status, Json(body)).into_response()
+    }
+}
+
+fn routes(fleet: Arc<Fleet>) -> Router {
+    Router::new()
+        .route("/fleet/v1/name", get(name))
+        .route("/fleet/v1/join", post(join))
+        .route("/fleet/v1/hello", get(hello))
+        .with_state(fleet)
+}
+
+/// `GET /fleet/v1/name`: who this daemon is (asked before a join, over the pinned certificate).
+async fn name(State(fleet): State<Arc<Fleet>>) -> Json<serde_json::Value> {
+    Json(serde_json::json!({
+        "name": fleet.identity().name,
+        "version": fleet.version(),
+    }))
+}
+
+/// `POST /fleet/v1/join`: a desk with a join code's secret pins itself.
+async fn join(
+    State(fleet): State<Arc<Fleet>>,
+    Extension(caller): Extension<Caller>,
+    Json(request): Json<JoinRequest>,
+) -> Result<Json<JoinAnswer>, FleetError> {
+    fleet.accept_join(caller, request).await.map(Json)
+}
+
+/// `GET /fleet/v1/hello`: a pinned peer's first authenticated request.
+async fn hello(
+    State(fleet): State<Arc<Fleet>>,
+    Extension(caller): Extension<Caller>,
+) -> Result<Json<Hello>, FleetError> {
+    fleet.answer_hello(caller).await.map(Json)
+}
+
+/// Serves the channel until `stop` turns true.
+pub async fn serve(listener: TcpListener, fleet: Arc<Fleet>, mut stop: watch::Receiver<bool>) {
+    let config = match crate::verifier::server_config(fleet.identity()) {
+        Ok(config) => Arc::new(config),
+        Err(err) => {
+            tracing::error!("the fleet listener is off: cannot set up TLS: {err}");
+            return;
+        }
+    };
+    let acceptor = tokio_rustls::TlsAcceptor::from(config);
+    let router = routes(fleet);
+    let slots = Arc::new(Semaphore::new(MAX_CONNECTIONS));
+    let mut open = JoinSet::new();
+    loop {
+        let Ok(slot) = slots.clone().acquire_owned().await else {
+            break;
+        };
+        let accepted = tokio::select! {
+            accepted = listener.accept() => accepted,
+            _ = stop.wait_for(|stopped| *stopped) => break,
+        };
+        while open.try_join_next().is_some() {}
+        match accepted {
+            Ok((stream, remote)) => {
+                let (acceptor, router) = (acceptor.clone(), router.clone());
+                open.spawn(async move {
+                    serve_connection(stream, remote, acceptor, router).await;
+                    drop(slot);
+                });
+            }
+            Err(err) => {
+                tracing::debug!("fleet listener: cannot accept a connection: {err}");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        }
+    }
+    open.shutdown().await;
+}
+
+async fn serve_connection(
+    stream: TcpStream,
+    remote: SocketAddr,
+    acceptor: tokio_rustls::TlsAcceptor,
+    router: Router,
+) {
+    let tls = match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(stream)).await {
+        Ok(Ok(tls)) => tls,
+        Ok(Err(err)) => {
+            tracing::debug!("fleet listener: handshake with {remote} failed: {err}");
+            return;
+        }
+        Err(_) => return,
+    };
+    let Some(certificate) = tls.get_ref().1.peer_certificates().and_then(|c| c.first()) else {
+        return;
+    };
+    let caller = Caller {
+        fingerprint: Fingerprint::of_der(certificate),
+        remote,
+    };
+    let service = TowerToHyperService::new(router.layer(Extension(caller)));
+    let mut http = hyper::server::conn::http1::Builder::new();
+    http.timer(TokioTimer::new())
+        .header_read_timeout(HANDSHAKE_TIMEOUT);
+    if let Err(err) = http.serve_connection(TokioIo::new(tls), service).await {
+        tracing::debug!("fleet listener: connection from {remote} ended: {err}");
+    }
+}
+
+/// The refusal of a certificate this daemon has not pinned.
+pub fn unknown_caller(fingerprint: Fingerprint) -> FleetError {
+    FleetError::new(
+        FleetErrorKind::UnknownPeer,
+        format!("this daemon has not paired with the certificate {fingerprint} (or removed it): pair again"),
+    )
+}
