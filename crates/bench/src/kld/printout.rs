@@ -55,7 +55,8 @@ pub fn parse_stats(stdout: &str) -> Result<KldStats, String> {
     })
 }
 
-/// The numbers after `label` on its line: a value and, after `±`, its uncertainty (0 if none).
+/// The numbers after `label` on its line: a value and, after `±`, its uncertainty (0 if none,
+/// or if llama.cpp printed `nan` for it: the spread of identical figures, which JSON cannot hold).
 fn value_pair(text: &str, label: &str) -> Result<(f64, f64), String> {
     let rest = text
         .lines()
@@ -68,7 +69,11 @@ fn value_pair(text: &str, label: &str) -> Result<(f64, f64), String> {
         .next()
         .and_then(Result::ok)
         .ok_or_else(|| format!("'{}' is not followed by a number", label.trim_end()))?;
-    let uncertainty = numbers.next().and_then(Result::ok).unwrap_or(0.0);
+    let uncertainty = numbers
+        .next()
+        .and_then(Result::ok)
+        .filter(|u| u.is_finite())
+        .unwrap_or(0.0);
     Ok((value, uncertainty))
 }
 
@@ -218,6 +223,22 @@ Same top p: 60.294 ± 1.533 %
         assert!((s.rms_dp - 0.16287).abs() < 1e-12 && (s.mean_dp + 0.05952).abs() < 1e-12);
         assert_eq!((s.ppl, s.ppl_base), (89.188959, 48.23345));
         assert_eq!((s.ppl_ratio, s.ppl_ratio_unc), (1.84911, 0.076275));
+    }
+
+    #[test]
+    fn an_undefined_uncertainty_reads_as_none_so_the_figures_can_be_stored() {
+        // A candidate computing the reference's exact numbers: llama.cpp prints `-nan` for the
+        // spread of identical log ratios.
+        let identical = PRINTOUT.replace(
+            "Mean PPL(Q)/PPL(base)         :   1.849110 ±   0.076275",
+            "Mean PPL(Q)/PPL(base)         :   1.000000 ±       -nan",
+        );
+        assert_ne!(identical, PRINTOUT);
+        let s = parse_stats(&identical).expect("parsed");
+        assert_eq!((s.ppl_ratio, s.ppl_ratio_unc), (1.0, 0.0));
+        let stored: KldStats =
+            serde_json::from_str(&serde_json::to_string(&s).expect("json")).expect("read back");
+        assert_eq!((stored.mean, stored.ppl_ratio_unc), (s.mean, 0.0));
     }
 
     #[test]
