@@ -225,8 +225,10 @@ impl QualityFloor {
     }
 }
 
-/// Four decimals, or six for the small figures of near-identical numerics.
+/// Four decimals, or six for the small figures of near-identical numerics (no `-0.000000`
+/// for llama.cpp's rounding below zero).
 pub fn kld_text(value: f64) -> String {
+    let value = if value.abs() < 5e-7 { 0.0 } else { value };
     if value.abs() < 0.001 {
         format!("{value:.6}")
     } else {
@@ -743,6 +745,13 @@ mod tests {
             .expect("a fixed bound");
         assert!(under.within);
         assert_eq!(under.words, "mean KLD 0.000420 ± 0.000050 ≤ bound 0.0100");
+        let identical = floor
+            .check(None, &figure(-0.000_000_2, 0.0))
+            .expect("fixed");
+        assert_eq!(
+            identical.words,
+            "mean KLD 0.000000 ± 0.000000 ≤ bound 0.0100"
+        );
     }
 
     #[test]
