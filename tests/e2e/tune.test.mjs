@@ -6,8 +6,11 @@
 // the daemon; once it ended, three trials in order, each with its verdict badge and the reason
 // beside it and a link to the benchmark run that measured it; the same after another reload; the
 // best values saved as a new profile when a trial beat the baseline beyond the noise (else the
-// page says there is nothing to save); and a trial's link opening its run under Runs.
-// Needs RIGDECK_LLAMA_SERVER (a built llama-server) and RIGDECK_TINY_MODEL (a tiny .gguf).
+// page says there is nothing to save); a trial's link opening its run under Runs; and a tuning
+// held to a quality floor from the form (a reference recorded on the tiny model, "no worse than
+// as saved"): the trials table's KLD column, the threads trials reusing the first trial's KLD.
+// Needs RIGDECK_LLAMA_SERVER (a built llama-server, llama-perplexity beside it) and
+// RIGDECK_TINY_MODEL (a tiny .gguf).
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
 import { execFileSync } from "node:child_process";
@@ -113,6 +116,8 @@ before(async () => {
 
 after(async () => {
   if (daemon) {
+    const refs = await api("GET", "/api/v1/quality/references").catch(() => null);
+    for (const r of refs?.body?.references ?? []) await api("DELETE", `/api/v1/quality/references/${r.id}`).catch(() => {});
     const tunes = await api("GET", "/api/v1/bench/tunes").catch(() => null);
     for (const t of tunes?.body ?? []) if (t.status === "running") await api("POST", `/api/v1/bench/tunes/${t.id}/cancel`, {}).catch(() => {});
     const list = await api("GET", "/api/v1/instances").catch(() => null);
@@ -322,4 +327,53 @@ test("a tuning that finds a win: its best values are saved from the page as a ne
   const again = await api("POST", `/api/v1/bench/tunes/${tuneId}/save`, { name: "slow-tuned" });
   assert.notEqual(again.status, 201, JSON.stringify(again.body));
   await page.screenshot({ path: join(artifacts, "tune-saved.png"), fullPage: true });
+});
+
+test("a tuning held to a quality floor: the KLD column, threads trials reusing the first trial's figure, the floor in the spec", async () => {
+  const recording = await api("POST", "/api/v1/quality/references", { model: { kind: "file", path: tinyModel }, corpus: { kind: "builtin" }, context: 512, chunks: 2 });
+  assert.equal(recording.status, 202, JSON.stringify(recording.body));
+  const reference = recording.body.id;
+  const deadline = Date.now() + 240_000;
+  let recorded;
+  do {
+    await new Promise((r) => setTimeout(r, 300));
+    recorded = (await api("GET", "/api/v1/quality/references")).body.references.find((r) => r.id === reference);
+  } while (recorded?.state === "recording" && Date.now() < deadline);
+  assert.equal(recorded?.state, "ready", JSON.stringify(recorded));
+
+  await fillForm({ name: "tiny floor", knob: "threads", values: "1, 2", strategy: "walk" });
+  // The ready reference reached the form through the daemon's events.
+  await page.waitForFunction((id) => [...document.querySelectorAll('[data-testid="tune-floor-reference"] option')].some((o) => o.value === id), reference, { timeout: 15_000 });
+  await form().locator('[data-testid="tune-floor-reference"]').selectOption(reference);
+  await form().locator('[data-testid="tune-floor-mode-base"]').check();
+  assert.equal(await form().locator('[data-testid="tune-floor-max"]').count(), 0, "no bound to type for 'no worse than as saved'");
+  const started = await submit();
+  assert.equal(started.status, 201, JSON.stringify(started.body));
+  tuneId = started.body.id;
+  assert.deepEqual(started.body.spec.quality_floor, { reference, max_mean_kld: null });
+
+  await detail().waitFor({ timeout: 10_000 });
+  await page.waitForFunction((id) => document.querySelector(`[data-testid="tune-detail"][data-id="${id}"]`)?.getAttribute("data-status") !== "running", tuneId, { timeout: 300_000 });
+  const view = (await api("GET", `/api/v1/bench/tunes/${tuneId}`)).body;
+  const kldRuns = (await api("GET", "/api/v1/bench/runs")).body.filter?.((r) => r.kind === "kld") ?? [];
+  assert.equal(view.status, "done", `${view.error}\n${JSON.stringify(kldRuns, null, 1).slice(0, 3000)}`);
+  assert.match(await detail().locator('[data-testid="tune-spec"]').textContent(), /quality floor: no worse than the profile as saved against reference /);
+
+  const cells = detail().locator('[data-testid="tune-trial-kld"]');
+  await page.waitForFunction((id) => document.querySelectorAll(`[data-testid="tune-detail"][data-id="${id}"] [data-testid="tune-trial-kld"]`).length === 3, tuneId, { timeout: 10_000 });
+  const texts = await cells.evaluateAll((tds) => tds.map((td) => ({ text: td.textContent.replace(/\s+/g, " ").trim(), within: td.getAttribute("data-within") })));
+  for (const [i, cell] of texts.entries()) {
+    assert.equal(cell.within, "true", `trial ${i + 1} is under the floor: ${cell.text}`);
+    assert.match(cell.text, /^-?\d+(\.\d+)? ± \d+(\.\d+)? top token \d+\.\d %/, `trial ${i + 1}'s KLD: ${cell.text}`);
+    if (i > 0) assert.match(cell.text, /KLD of trial 1: same numerics/, `trial ${i + 1} reuses the first's KLD`);
+    assert.match(cell.text, new RegExp(`KLD run #${view.trials[0].kld.run_id}`));
+  }
+  const reasons = await detail().locator('[data-testid="tune-reason"]').allTextContents();
+  assert.ok(reasons.every((r) => /quality: mean KLD .* ≤ bound/.test(r)), JSON.stringify(reasons));
+  if (view.best) {
+    assert.match(await detail().locator('[data-testid="tune-best-floor"]').textContent(), /^Respects the quality floor: mean KLD .* ≤ bound /);
+  } else {
+    assert.match(await detail().locator('[data-testid="tune-no-best"]').textContent(), /while staying under the quality floor/);
+  }
+  await page.screenshot({ path: join(artifacts, "tune-floor.png"), fullPage: true });
 });
