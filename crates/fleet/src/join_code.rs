@@ -39,6 +39,10 @@ pub enum CodeError {
     BadCharacter(char),
     #[error("the join code is cut short: copy the whole line from the rig")]
     TooShort,
+    #[error(
+        "the join code has a character too many or too few: copy the whole line from the rig again"
+    )]
+    Length,
     #[error("the join code's checksum does not match: a character was mistyped, swapped or lost; copy the code again from the rig")]
     Checksum,
     #[error("the join code's address is not readable text: make a new code on the rig")]
@@ -76,7 +80,7 @@ impl JoinCode {
         }
         let bytes = data_encoding::BASE32_NOPAD
             .decode(upper.as_bytes())
-            .map_err(|_| CodeError::TooShort)?;
+            .map_err(|_| CodeError::Length)?;
         if bytes.len() < FIXED_BYTES + CHECKSUM_BYTES {
             return Err(CodeError::TooShort);
         }

@@ -32,6 +32,7 @@ fn main() -> ExitCode {
         Command::Bench(args) => cli::bench::run(*args),
         Command::Quality(args) => cli::quality::run(args),
         Command::Service(args) => cli::service::run(args),
+        Command::Fleet(args) => cli::fleet::run(args),
     };
     match outcome {
         Ok(code) => code,

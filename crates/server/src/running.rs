@@ -47,6 +47,8 @@ pub struct ServeOptions {
     pub limits: ListenerLimits,
     /// Measure the host's memory bandwidth in the background when it was never measured.
     pub measure_memory_bandwidth: bool,
+    /// The fleet's TLS listener for paired daemons (off when `None`).
+    pub fleet_bind: Option<SocketAddr>,
 }
 
 impl ServeOptions {
@@ -62,6 +64,7 @@ impl ServeOptions {
             gateway_bind: None,
             limits: ListenerLimits::default(),
             measure_memory_bandwidth: true,
+            fleet_bind: None,
         })
     }
 }
@@ -118,6 +121,11 @@ impl RunningServer {
     /// The user's choice for the desktop window: keep serving after it closes.
     pub fn keep_running_in_background(&self) -> bool {
         self.state.current_settings().keep_running_in_background
+    }
+
+    /// This daemon's fleet (identity, peers, listener), when the database is there.
+    pub fn fleet(&self) -> Option<&Arc<rigdeck_fleet::Fleet>> {
+        self.state.fleet.as_ref()
     }
 
     /// What starting the autostart profiles did (started, skipped, or refused and why).
@@ -281,6 +289,7 @@ pub async fn start(options: ServeOptions) -> anyhow::Result<RunningServer> {
         memory_bandwidth.measure_if_never_measured(size);
     }
     let (stop, stop_rx) = watch::channel(false);
+    let fleet = start_fleet(&options, store.as_ref(), stop_rx.clone()).await?;
     let state = Arc::new(AppState {
         stopping: stop_rx.clone(),
         token: token.clone(),
@@ -310,6 +319,7 @@ pub async fn start(options: ServeOptions) -> anyhow::Result<RunningServer> {
         memory_bandwidth,
         references,
         quality_dir: paths.quality_dir(),
+        fleet,
     });
     let gateway_listener = match options.gateway_bind {
         Some(address) => {
@@ -400,6 +410,35 @@ async fn start_gateway(
         Err(err) => {
             tracing::warn!("the gateway is off: cannot read its API keys: {err}");
             None
+        }
+    }
+}
+
+/// The fleet: this daemon's identity (made at first start) and, when `fleet_bind` asks for it,
+/// the channel's listener. Without a database it is off; a listener asked for that cannot
+/// start stops the start.
+async fn start_fleet(
+    options: &ServeOptions,
+    store: Option<&Store>,
+    stop: watch::Receiver<bool>,
+) -> anyhow::Result<Option<Arc<rigdeck_fleet::Fleet>>> {
+    let asked = options.fleet_bind.is_some();
+    let Some(store) = store else {
+        anyhow::ensure!(
+            !asked,
+            "the fleet needs the database, which cannot be opened (see above): fix that, or start without --fleet-bind"
+        );
+        return Ok(None);
+    };
+    let dir = options.paths.config_dir.join("fleet");
+    let pool = store.pool().clone();
+    let version = env!("CARGO_PKG_VERSION");
+    match rigdeck_fleet::start(&dir, pool, options.fleet_bind, version, stop).await {
+        Ok(fleet) => Ok(Some(fleet)),
+        Err(err) if asked => Err(err.into()),
+        Err(err) => {
+            tracing::warn!("the fleet is off: {err}");
+            Ok(None)
         }
     }
 }

@@ -54,6 +54,7 @@ fn default_serve_args() -> super::serve::ServeArgs {
             .unwrap_or_else(|_| ([127, 0, 0, 1], 7878).into()),
         allow_hosts: Vec::new(),
         gateway_bind: None,
+        fleet_bind: None,
     }
 }
 

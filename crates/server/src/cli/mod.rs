@@ -4,6 +4,7 @@ pub mod bench;
 pub mod chat;
 pub mod desktop;
 pub mod engines;
+pub mod fleet;
 pub mod gpus;
 pub mod hub;
 pub mod keys;
@@ -82,6 +83,9 @@ pub enum Command {
     Quality(quality::QualityArgs),
     /// Run the daemon under systemd (user or system service): install, uninstall, status, unit.
     Service(service::ServiceArgs),
+    /// Pair daemons into a fleet over pinned TLS: invite (a one-time join code, on the rig),
+    /// join CODE (on the desk), list, hello, remove.
+    Fleet(fleet::FleetArgs),
 }
 
 /// Logs to stderr; `RUST_LOG` overrides the level (e.g. `RUST_LOG=debug`).

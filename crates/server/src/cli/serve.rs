@@ -22,6 +22,10 @@ pub struct ServeArgs {
     /// e.g. 0.0.0.0:8080 for other machines' tools while the UI stays on loopback.
     #[arg(long, value_name = "IP:PORT")]
     pub gateway_bind: Option<SocketAddr>,
+    /// Listen for paired Rigdeck daemons (the fleet's mutual-TLS channel) on this address:
+    /// 127.0.0.1:7879 for SSH tunnels, a LAN or VPN address for the network. Off by default.
+    #[arg(long, value_name = "IP:PORT")]
+    pub fleet_bind: Option<SocketAddr>,
 }
 
 pub fn run(args: ServeArgs) -> anyhow::Result<ExitCode> {
@@ -41,6 +45,7 @@ async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
     let mut options = ServeOptions::from_env(args.bind)?;
     options.allow_hosts = args.allow_hosts;
     options.gateway_bind = args.gateway_bind;
+    options.fleet_bind = args.fleet_bind;
     let token_file = options.paths.token_file();
     let mut server = start(options).await?;
     println!("Rigdeck is serving on {}", server.base_url());
@@ -48,6 +53,15 @@ async fn serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
         println!(
             "The gateway alone is on http://{gateway}/v1 (clients need an API key: `rigdeck keys create NAME`)"
         );
+    }
+    if let Some(fleet) = server.fleet() {
+        if let Some(address) = fleet.listen_address() {
+            println!(
+                "The fleet listener is on {address} as '{}' (fingerprint {}): `rigdeck fleet invite` makes a join code",
+                fleet.identity().name,
+                fleet.identity().fingerprint
+            );
+        }
     }
     let to_terminal = std::io::stdout().is_terminal();
     println!("{}", sign_in_hint(&server, &token_file, to_terminal));

@@ -5,6 +5,7 @@ mod bench;
 mod chat;
 mod daemon_metrics;
 mod error;
+mod fleet;
 mod gateway;
 mod guard;
 mod host;
@@ -143,6 +144,8 @@ pub struct AppState {
     pub references: Arc<rigdeck_core::quality::references::References>,
     /// `<data dir>/quality`: references and the corpora they were recorded on.
     pub quality_dir: PathBuf,
+    /// Paired daemons (`None` without a database).
+    pub fleet: Option<Arc<rigdeck_fleet::Fleet>>,
 }
 
 impl AppState {
@@ -395,6 +398,12 @@ fn api_endpoints() -> Vec<Endpoint> {
             "/bench/tunes/{id}/save",
             post(tune::save_best),
         ),
+        at(Method::GET, "/fleet", get(fleet::identity)),
+        at(Method::POST, "/fleet/invites", post(fleet::invite)),
+        at(Method::POST, "/fleet/join", post(fleet::join)),
+        at(Method::GET, "/fleet/peers", get(fleet::peers)),
+        at(Method::GET, "/fleet/peers/{name}/hello", get(fleet::hello)),
+        at(Method::DELETE, "/fleet/peers/{name}", delete(fleet::remove)),
         at(Method::GET, "/events", get(ws::events)),
     ]
 }

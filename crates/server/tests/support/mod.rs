@@ -218,6 +218,7 @@ pub fn options(dir: &Path, bind: &str) -> ServeOptions {
         gateway_bind: None,
         limits: Default::default(),
         measure_memory_bandwidth: false,
+        fleet_bind: None,
     }
 }
 
