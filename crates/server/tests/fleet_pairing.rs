@@ -6,16 +6,20 @@
 mod support;
 
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use rigdeck_fleet::JoinCode;
 use serde_json::Value;
 use support::daemon_process::{free_port, Daemon};
 
-/// One daemon of the fleet: its folder and ports.
+/// One daemon of the fleet: its folder, its network namespace (if any) and ports.
 struct Member {
     dir: PathBuf,
+    /// The namespace it runs in (`None`: this machine's).
+    netns: Option<String>,
+    /// The address its fleet listener binds.
+    ip: String,
     api_port: u16,
     fleet_port: Option<u16>,
     daemon: Option<Daemon>,
@@ -24,11 +28,24 @@ struct Member {
 impl Member {
     /// Starts `rigdeck serve` named `name` in `root/name`, with a fleet listener when asked.
     async fn start(root: &Path, name: &str, listens: bool) -> Self {
+        Self::start_in(root, name, listens, None, "127.0.0.1").await
+    }
+
+    /// The same inside the network namespace `netns`, its fleet listener on `ip`.
+    async fn start_in(
+        root: &Path,
+        name: &str,
+        listens: bool,
+        netns: Option<&str>,
+        ip: &str,
+    ) -> Self {
         let dir = root.join(name);
         std::fs::create_dir_all(dir.join("config/fleet")).unwrap();
         std::fs::write(dir.join("config/fleet/name"), format!("{name}\n")).unwrap();
         let mut member = Self {
             dir,
+            netns: netns.map(str::to_owned),
+            ip: ip.to_owned(),
             api_port: free_port(),
             fleet_port: listens.then(free_port),
             daemon: None,
@@ -37,26 +54,41 @@ impl Member {
         member
     }
 
+    /// `rigdeck` with this member's folders, inside its namespace when it has one.
+    fn command(&self) -> Command {
+        let base = support::rigdeck_in(&self.dir);
+        let Some(netns) = &self.netns else {
+            return base;
+        };
+        let mut command = Command::new("ip");
+        command
+            .args(["netns", "exec", netns])
+            .arg(base.get_program());
+        for (key, value) in base.get_envs() {
+            if let Some(value) = value {
+                command.env(key, value);
+            }
+        }
+        command
+    }
+
     async fn serve(&mut self) {
-        let mut command = support::rigdeck_in(&self.dir);
+        let mut command = self.command();
         command.args(["serve", "--bind", &format!("127.0.0.1:{}", self.api_port)]);
         if let Some(port) = self.fleet_port {
-            command.args(["--fleet-bind", &format!("127.0.0.1:{port}")]);
+            command.args(["--fleet-bind", &format!("{}:{port}", self.ip)]);
         }
         let child = command
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
             .expect("spawn rigdeck serve");
-        let deadline = Instant::now() + Duration::from_secs(60);
-        while reqwest::get(format!("http://127.0.0.1:{}/login", self.api_port))
-            .await
-            .is_err()
-        {
-            assert!(Instant::now() < deadline, "the daemon did not start");
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
         self.daemon = Some(Daemon(child, self.dir.join("data")));
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while !self.fleet(&["identity"]).0 {
+            assert!(Instant::now() < deadline, "the daemon did not start");
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
     }
 
     fn stop(&mut self) {
@@ -66,12 +98,13 @@ impl Member {
     }
 
     fn fleet_address(&self) -> String {
-        format!("127.0.0.1:{}", self.fleet_port.expect("a fleet listener"))
+        format!("{}:{}", self.ip, self.fleet_port.expect("a fleet listener"))
     }
 
     /// `rigdeck fleet ARGS` against this daemon: success, stdout, stderr.
     fn fleet(&self, args: &[&str]) -> (bool, String, String) {
-        let output = support::rigdeck_in(&self.dir)
+        let output = self
+            .command()
             .env("RIGDECK_URL", format!("http://127.0.0.1:{}", self.api_port))
             .arg("fleet")
             .args(args)
@@ -297,4 +330,128 @@ async fn a_certificate_that_changed_is_refused_with_both_fingerprints() {
         "{err}"
     );
     assert!(err.contains(&format!("presented {new_print}")), "{err}");
+}
+
+/// Two network namespaces joined by a veth pair: separate hosts on one machine. Removed (with
+/// the link) when dropped.
+struct TwoHosts {
+    names: [String; 2],
+    ips: [String; 2],
+}
+
+impl TwoHosts {
+    /// `None`, with the reason printed, where namespaces cannot be made (not root, no iproute2,
+    /// a sandbox without CAP_SYS_ADMIN).
+    fn make() -> Option<Self> {
+        let id = std::process::id() % 100_000;
+        let hosts = Self {
+            names: [format!("rdfleet{id}a"), format!("rdfleet{id}b")],
+            ips: ["10.250.0.1".to_owned(), "10.250.0.2".to_owned()],
+        };
+        let ([a, b], [ip_a, ip_b]) = (&hosts.names, &hosts.ips);
+        let (link_a, link_b) = (format!("rdf{id}a"), format!("rdf{id}b"));
+        let steps = [
+            format!("netns add {a}"),
+            format!("netns add {b}"),
+            format!("link add {link_a} netns {a} type veth peer name {link_b} netns {b}"),
+            format!("-n {a} link set lo up"),
+            format!("-n {b} link set lo up"),
+            format!("-n {a} addr add {ip_a}/30 dev {link_a}"),
+            format!("-n {b} addr add {ip_b}/30 dev {link_b}"),
+            format!("-n {a} link set {link_a} up"),
+            format!("-n {b} link set {link_b} up"),
+        ];
+        for step in &steps {
+            match Command::new("ip").args(step.split(' ')).output() {
+                Ok(out) if out.status.success() => {}
+                Ok(out) => {
+                    let why = String::from_utf8_lossy(&out.stderr);
+                    println!(
+                        "skipped: cannot make network namespaces (`ip {step}`: {})",
+                        why.trim()
+                    );
+                    return None;
+                }
+                Err(err) => {
+                    println!("skipped: cannot run `ip` to make network namespaces: {err}");
+                    return None;
+                }
+            }
+        }
+        Some(hosts)
+    }
+
+    /// Takes the rig's end of the link down: a partition.
+    fn cut(&self) {
+        let link = format!("rdf{}a", std::process::id() % 100_000);
+        let status = Command::new("ip")
+            .args(["-n", &self.names[0], "link", "set", &link, "down"])
+            .status()
+            .expect("run ip");
+        assert!(status.success());
+    }
+}
+
+impl Drop for TwoHosts {
+    fn drop(&mut self) {
+        for ns in &self.names {
+            let _ = Command::new("ip").args(["netns", "del", ns]).status();
+        }
+    }
+}
+
+#[tokio::test]
+async fn two_hosts_in_network_namespaces_pair_over_a_veth_link() {
+    let Some(hosts) = TwoHosts::make() else {
+        return;
+    };
+    let root = tempdir();
+    let mut rig = Member::start_in(
+        root.path(),
+        "rig",
+        true,
+        Some(&hosts.names[0]),
+        &hosts.ips[0],
+    )
+    .await;
+    let mut desk = Member::start_in(
+        root.path(),
+        "desk",
+        true,
+        Some(&hosts.names[1]),
+        &hosts.ips[1],
+    )
+    .await;
+    let code = rig.invite(&[]);
+    assert_eq!(
+        JoinCode::decode(&code).unwrap().address,
+        rig.fleet_address()
+    );
+    let joined = desk.ok(&["join", &code]);
+    assert!(
+        joined.contains(&format!(
+            "paired with the rig 'rig' at {}",
+            rig.fleet_address()
+        )),
+        "{joined}"
+    );
+    let on_rig = rig.json(&["list"]);
+    assert_eq!(
+        on_rig[0]["address"],
+        desk.fleet_address().as_str(),
+        "the rig dials the desk back where it came from"
+    );
+    assert_eq!(on_rig[0]["answering"], true, "{on_rig}");
+    assert!(desk.ok(&["hello", "rig"]).contains("'rig' answers"));
+
+    // A partition: the link goes down, and the desk says which way it fails.
+    hosts.cut();
+    let err = desk.refused(&["hello", "rig"]);
+    assert!(err.contains(&rig.fleet_address()), "{err}");
+    assert!(
+        err.contains("no route") || err.contains("no answer"),
+        "{err}"
+    );
+    desk.stop();
+    rig.stop();
 }
