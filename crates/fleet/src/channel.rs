@@ -14,7 +14,7 @@ use axum::{Json, Router};
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::service::TowerToHyperService;
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{watch, Semaphore};
+use tokio::sync::{watch, OwnedSemaphorePermit, Semaphore};
 use tokio::task::JoinSet;
 
 use crate::error::{FleetError, FleetErrorKind};
@@ -89,29 +89,37 @@ pub async fn serve(listener: TcpListener, fleet: Arc<Fleet>, mut stop: watch::Re
     let slots = Arc::new(Semaphore::new(MAX_CONNECTIONS));
     let mut open = JoinSet::new();
     loop {
-        let Ok(slot) = slots.clone().acquire_owned().await else {
-            break;
-        };
         let accepted = tokio::select! {
-            accepted = listener.accept() => accepted,
+            accepted = accept_within_cap(&listener, &slots) => accepted,
             _ = stop.wait_for(|stopped| *stopped) => break,
         };
         while open.try_join_next().is_some() {}
-        match accepted {
-            Ok((stream, remote)) => {
-                let (acceptor, router) = (acceptor.clone(), router.clone());
-                open.spawn(async move {
-                    serve_connection(stream, remote, acceptor, router).await;
-                    drop(slot);
-                });
-            }
-            Err(err) => {
-                tracing::debug!("fleet listener: cannot accept a connection: {err}");
-                tokio::time::sleep(Duration::from_millis(100)).await;
-            }
+        if let Some((stream, remote, slot)) = accepted {
+            let (acceptor, router) = (acceptor.clone(), router.clone());
+            open.spawn(async move {
+                serve_connection(stream, remote, acceptor, router).await;
+                drop(slot);
+            });
         }
     }
     open.shutdown().await;
+}
+
+/// The next connection once a slot is free for it (`None` when accepting failed).
+async fn accept_within_cap(
+    listener: &TcpListener,
+    slots: &Arc<Semaphore>,
+) -> Option<(TcpStream, SocketAddr, OwnedSemaphorePermit)> {
+    // The semaphore is never closed, so this only waits.
+    let slot = slots.clone().acquire_owned().await.ok()?;
+    match listener.accept().await {
+        Ok((stream, remote)) => Some((stream, remote, slot)),
+        Err(err) => {
+            tracing::debug!("fleet listener: cannot accept a connection: {err}");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            None
+        }
+    }
 }
 
 async fn serve_connection(
