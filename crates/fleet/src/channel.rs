@@ -9,7 +9,7 @@ use std::time::Duration;
 use axum::extract::{Extension, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
+use axum::routing::{any, get, post};
 use axum::{Json, Router};
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::service::TowerToHyperService;
@@ -47,6 +47,7 @@ fn routes(fleet: Arc<Fleet>) -> Router {
         .route("/fleet/v1/name", get(name))
         .route("/fleet/v1/join", post(join))
         .route("/fleet/v1/hello", get(hello))
+        .route("/api/v1/{*rest}", any(local_api))
         .with_state(fleet)
 }
 
@@ -75,6 +76,24 @@ async fn hello(
     fleet.answer_hello(caller).await.map(Json)
 }
 
+/// `ANY /api/v1/…`: a pinned peer's call of this daemon's own API, served as if local, except
+/// what [`relay::refusal`](crate::relay::refusal) keeps on this daemon.
+async fn local_api(
+    State(fleet): State<Arc<Fleet>>,
+    Extension(caller): Extension<Caller>,
+    mut request: axum::extract::Request,
+) -> Response {
+    // The API routes the request afresh: this route's own path parameters must not travel.
+    request.extensions_mut().clear();
+    match fleet.local_api_for(caller, request.uri().path()).await {
+        Ok(api) => match tower::ServiceExt::oneshot(api, request).await {
+            Ok(response) => response,
+            Err(never) => match never {},
+        },
+        Err(err) => crate::relay::refusal_response(&err),
+    }
+}
+
 /// Serves the channel until `stop` turns true.
 pub async fn serve(listener: TcpListener, fleet: Arc<Fleet>, mut stop: watch::Receiver<bool>) {
     let config = match crate::verifier::server_config(fleet.identity()) {
@@ -85,7 +104,7 @@ pub async fn serve(listener: TcpListener, fleet: Arc<Fleet>, mut stop: watch::Re
         }
     };
     let acceptor = tokio_rustls::TlsAcceptor::from(config);
-    let router = routes(fleet);
+    let router = routes(fleet.clone());
     let slots = Arc::new(Semaphore::new(MAX_CONNECTIONS));
     let mut open = JoinSet::new();
     loop {
@@ -103,6 +122,8 @@ pub async fn serve(listener: TcpListener, fleet: Arc<Fleet>, mut stop: watch::Re
         }
     }
     open.shutdown().await;
+    // The API router holds the daemon's state, which holds the fleet: let it go.
+    fleet.stop_serving_api();
 }
 
 /// The next connection once a slot is free for it (`None` when accepting failed).

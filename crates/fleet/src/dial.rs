@@ -47,28 +47,7 @@ pub async fn call(identity: &Identity, call: Call<'_>) -> Result<Value, FleetErr
 
 async fn exchange(identity: &Identity, call: Call<'_>) -> Result<Value, FleetError> {
     let address = call.address;
-    check_address(address)?;
-    let tcp = TcpStream::connect(address)
-        .await
-        .map_err(|err| connect_error(address, &err))?;
-    let _ = tcp.set_nodelay(true);
-    let config = verifier::client_config(identity, call.pin).map_err(|err| {
-        FleetError::new(
-            FleetErrorKind::Internal,
-            format!("cannot set up TLS with this daemon's certificate: {err}"),
-        )
-    })?;
-    let connector = tokio_rustls::TlsConnector::from(Arc::new(config));
-    let server_name = rustls::pki_types::ServerName::try_from("rigdeck-fleet")
-        .map_err(|err| FleetError::new(FleetErrorKind::Internal, err.to_string()))?;
-    let tls = connector
-        .connect(server_name, tcp)
-        .await
-        .map_err(|err| handshake_error(address, &err))?;
-    let (mut sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(tls))
-        .await
-        .map_err(|err| broken(address, &err))?;
-    tokio::spawn(connection);
+    let mut sender = open::<Full<Bytes>>(identity, address, call.pin).await?;
     let body = call.body.map(|b| b.to_string()).unwrap_or_default();
     let request = hyper::Request::builder()
         .method(call.method)
@@ -93,6 +72,43 @@ async fn exchange(identity: &Identity, call: Call<'_>) -> Result<Value, FleetErr
         return Ok(value);
     }
     Err(peer_error(address, status.as_u16(), &value))
+}
+
+/// An HTTP/1 connection to the peer at `address` over TLS, the peer's certificate pinned to
+/// `pin` and this daemon's presented.
+pub async fn open<B>(
+    identity: &Identity,
+    address: &str,
+    pin: Fingerprint,
+) -> Result<hyper::client::conn::http1::SendRequest<B>, FleetError>
+where
+    B: hyper::body::Body + Send + 'static,
+    B::Data: Send,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    check_address(address)?;
+    let tcp = TcpStream::connect(address)
+        .await
+        .map_err(|err| connect_error(address, &err))?;
+    let _ = tcp.set_nodelay(true);
+    let config = verifier::client_config(identity, pin).map_err(|err| {
+        FleetError::new(
+            FleetErrorKind::Internal,
+            format!("cannot set up TLS with this daemon's certificate: {err}"),
+        )
+    })?;
+    let connector = tokio_rustls::TlsConnector::from(Arc::new(config));
+    let server_name = rustls::pki_types::ServerName::try_from("rigdeck-fleet")
+        .map_err(|err| FleetError::new(FleetErrorKind::Internal, err.to_string()))?;
+    let tls = connector
+        .connect(server_name, tcp)
+        .await
+        .map_err(|err| handshake_error(address, &err))?;
+    let (sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(tls))
+        .await
+        .map_err(|err| broken(address, &err))?;
+    tokio::spawn(connection);
+    Ok(sender)
 }
 
 /// `HOST:PORT` with a port, or a clear refusal.
@@ -153,14 +169,14 @@ fn handshake_error(address: &str, err: &std::io::Error) -> FleetError {
     )
 }
 
-fn broken(address: &str, err: &dyn std::fmt::Display) -> FleetError {
+pub(crate) fn broken(address: &str, err: &dyn std::fmt::Display) -> FleetError {
     FleetError::new(
         FleetErrorKind::Unreachable,
         format!("the connection to {address} broke during the request: {err}"),
     )
 }
 
-fn peer_error(address: &str, status: u16, body: &Value) -> FleetError {
+pub(crate) fn peer_error(address: &str, status: u16, body: &Value) -> FleetError {
     let kind = body["code"]
         .as_str()
         .and_then(FleetErrorKind::from_code)

@@ -23,6 +23,10 @@ pub enum FleetErrorKind {
     Unreachable,
     /// The peer does not know this daemon (any more).
     UnknownPeer,
+    /// What a peer may not do over the channel (fleet management, the hub token).
+    Forbidden,
+    /// The peer did not answer in time (connecting, or answering a relayed request).
+    TimedOut,
     /// The fleet listener is off, or the database is.
     Unavailable,
     /// The database or a file failed.
@@ -42,6 +46,8 @@ impl FleetErrorKind {
             Self::CertificateChanged => "certificate_changed",
             Self::Unreachable => "unreachable",
             Self::UnknownPeer => "unknown_peer",
+            Self::TimedOut => "timed_out",
+            Self::Forbidden => "forbidden",
             Self::Unavailable => "unavailable",
             Self::Internal => "internal",
         }
@@ -53,9 +59,10 @@ impl FleetErrorKind {
             Self::BadInput => 400,
             Self::Expired => 410,
             Self::Used | Self::Conflict => 409,
-            Self::WrongSecret | Self::UnknownPeer => 403,
+            Self::WrongSecret | Self::UnknownPeer | Self::Forbidden => 403,
             Self::NotFound => 404,
             Self::CertificateChanged | Self::Unreachable => 502,
+            Self::TimedOut => 504,
             Self::Unavailable => 503,
             Self::Internal => 500,
         }
@@ -73,6 +80,8 @@ impl FleetErrorKind {
             Self::CertificateChanged,
             Self::Unreachable,
             Self::UnknownPeer,
+            Self::TimedOut,
+            Self::Forbidden,
             Self::Unavailable,
             Self::Internal,
         ]

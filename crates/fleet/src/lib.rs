@@ -10,9 +10,12 @@ pub mod fingerprint;
 pub mod identity;
 pub mod invites;
 pub mod join_code;
+pub mod overview;
 pub mod peers;
+pub mod relay;
 pub mod service;
 pub mod verifier;
+pub mod watch;
 
 pub use error::{FleetError, FleetErrorKind};
 pub use fingerprint::Fingerprint;
@@ -20,3 +23,4 @@ pub use identity::Identity;
 pub use join_code::{CodeError, JoinCode};
 pub use peers::{Peer, Role};
 pub use service::{start, Fleet, Hello, Invite, Joined, PeerStatus, StartError};
+pub use watch::{RigState, RigView};

@@ -96,6 +96,10 @@ pub struct Fleet {
     pool: SqlitePool,
     listen: Option<SocketAddr>,
     version: String,
+    /// This daemon's own API as pinned peers call it (see [`Fleet::serve_api`]).
+    local_api: std::sync::Mutex<Option<axum::Router>>,
+    /// The rigs' latest state as this daemon (a desk) watches them.
+    pub(crate) rigs: crate::watch::RigViews,
 }
 
 /// Makes (or reads) the identity in `dir`, and when `bind` asks for it, starts the channel's
@@ -118,7 +122,10 @@ pub async fn start(
         pool,
         listen,
         version: version.to_owned(),
+        local_api: std::sync::Mutex::new(None),
+        rigs: Default::default(),
     });
+    tokio::spawn(crate::watch::watch_rigs(fleet.clone(), stop.clone()));
     if let (Some(listener), Some(address)) = (listener, listen) {
         if !address.ip().is_loopback() {
             tracing::info!(
@@ -164,6 +171,70 @@ impl Fleet {
 
     pub fn version(&self) -> &str {
         &self.version
+    }
+
+    /// Serves `api` (this daemon's `/api/v1` routes, without the token: the channel has already
+    /// admitted the caller's pinned certificate) to pinned peers over the channel.
+    pub fn serve_api(&self, api: axum::Router) {
+        *self
+            .local_api
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(api);
+    }
+
+    pub(crate) fn stop_serving_api(&self) {
+        self.local_api
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .take();
+    }
+
+    /// The API to serve `path` with, for a pinned `caller`; the refusal otherwise.
+    pub(crate) async fn local_api_for(
+        &self,
+        caller: Caller,
+        path: &str,
+    ) -> Result<axum::Router, FleetError> {
+        if peers::by_fingerprint(&self.pool, caller.fingerprint)
+            .await?
+            .is_none()
+        {
+            return Err(channel::unknown_caller(caller.fingerprint));
+        }
+        if let Some(why) = crate::relay::refusal(path) {
+            return Err(FleetError::new(FleetErrorKind::Forbidden, why));
+        }
+        self.local_api
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
+            .ok_or_else(|| {
+                FleetError::new(
+                    FleetErrorKind::Unavailable,
+                    "this daemon does not serve its API to peers yet: it is starting or stopping",
+                )
+            })
+    }
+
+    /// Forwards `request` (a path under `/api/v1`) to the peer named `name` over the channel;
+    /// the answer's head within `within`, its body streaming.
+    pub async fn relay(
+        &self,
+        name: &str,
+        request: axum::http::Request<axum::body::Body>,
+        within: Duration,
+    ) -> Result<axum::http::Response<hyper::body::Incoming>, FleetError> {
+        let peer = self.peer(name).await?;
+        crate::relay::forward(&self.identity, &peer, request, within).await
+    }
+
+    /// The paired peers as stored (nobody asked).
+    pub async fn paired(&self) -> Result<Vec<Peer>, FleetError> {
+        peers::list(&self.pool).await
+    }
+
+    pub(crate) fn pool(&self) -> &SqlitePool {
+        &self.pool
     }
 
     /// Where the channel listens, when it does.
@@ -499,7 +570,7 @@ fn default_address(listen: SocketAddr) -> Result<String, FleetError> {
 }
 
 /// A refusal by a peer that no longer knows this daemon, said from this side.
-fn forgotten_by(peer: &Peer, err: FleetError) -> FleetError {
+pub(crate) fn forgotten_by(peer: &Peer, err: FleetError) -> FleetError {
     if err.kind != FleetErrorKind::UnknownPeer {
         return err;
     }

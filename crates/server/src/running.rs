@@ -321,6 +321,13 @@ pub async fn start(options: ServeOptions) -> anyhow::Result<RunningServer> {
         quality_dir: paths.quality_dir(),
         fleet,
     });
+    if let Some(fleet) = state
+        .fleet
+        .as_ref()
+        .filter(|f| f.listen_address().is_some())
+    {
+        fleet.serve_api(http::fleet_api_router(state.clone()));
+    }
     let gateway_listener = match options.gateway_bind {
         Some(address) => {
             let listener = bind(address).await?;

@@ -19,7 +19,7 @@ type ApiResult<T> = Result<T, ApiError>;
 /// A join code's life unless the request says otherwise.
 const DEFAULT_TTL: Duration = Duration::from_secs(600);
 
-fn api_fleet(state: &AppState) -> ApiResult<&Arc<Fleet>> {
+pub(super) fn api_fleet(state: &AppState) -> ApiResult<&Arc<Fleet>> {
     state.fleet.as_ref().ok_or_else(|| {
         ApiError::new(
             StatusCode::SERVICE_UNAVAILABLE,
@@ -29,7 +29,7 @@ fn api_fleet(state: &AppState) -> ApiResult<&Arc<Fleet>> {
     })
 }
 
-fn fleet_error(err: FleetError) -> ApiError {
+pub(super) fn fleet_error(err: FleetError) -> ApiError {
     let status =
         StatusCode::from_u16(err.kind.status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
     ApiError::new(status, err.kind.code(), err.message)

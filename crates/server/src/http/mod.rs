@@ -6,6 +6,7 @@ mod chat;
 mod daemon_metrics;
 mod error;
 mod fleet;
+mod fleet_proxy;
 mod gateway;
 mod guard;
 mod host;
@@ -165,6 +166,9 @@ struct Endpoint {
     path: &'static str,
     handler: MethodRouter<Arc<AppState>>,
 }
+
+/// A rig's API relayed over the fleet channel (see `fleet_proxy`).
+const RELAYED: &str = "/fleet/peers/{name}/api/v1/{*rest}";
 
 fn api_endpoints() -> Vec<Endpoint> {
     let at = |method: Method, path: &'static str, handler: MethodRouter<Arc<AppState>>| Endpoint {
@@ -404,6 +408,12 @@ fn api_endpoints() -> Vec<Endpoint> {
         at(Method::GET, "/fleet/peers", get(fleet::peers)),
         at(Method::GET, "/fleet/peers/{name}/hello", get(fleet::hello)),
         at(Method::DELETE, "/fleet/peers/{name}", delete(fleet::remove)),
+        at(Method::GET, "/fleet/overview", get(fleet_proxy::overview)),
+        at(Method::GET, RELAYED, get(fleet_proxy::relay)),
+        at(Method::POST, RELAYED, post(fleet_proxy::relay)),
+        at(Method::PUT, RELAYED, put(fleet_proxy::relay)),
+        at(Method::PATCH, RELAYED, patch(fleet_proxy::relay)),
+        at(Method::DELETE, RELAYED, delete(fleet_proxy::relay)),
         at(Method::GET, "/events", get(ws::events)),
     ]
 }
@@ -420,23 +430,10 @@ pub fn protected_endpoints() -> Vec<(Method, String)> {
 /// The full router: UI assets and login open, `/api` behind the token, the gateway's `/v1` and
 /// `/metrics` behind an API key (or the token); Host and Origin checked on all.
 pub fn router(state: Arc<AppState>) -> Router {
-    let mut by_path: BTreeMap<&'static str, MethodRouter<Arc<AppState>>> = BTreeMap::new();
-    for endpoint in api_endpoints() {
-        let merged = match by_path.remove(endpoint.path) {
-            Some(earlier) => earlier.merge(endpoint.handler),
-            None => endpoint.handler,
-        };
-        by_path.insert(endpoint.path, merged);
-    }
-    let api = by_path
-        .into_iter()
-        .fold(Router::new(), |api, (path, handler)| {
-            api.route(path, handler)
-        })
-        .route_layer(axum::middleware::from_fn_with_state(
-            state.clone(),
-            guard::require_token,
-        ));
+    let api = api_routes(api_endpoints()).route_layer(axum::middleware::from_fn_with_state(
+        state.clone(),
+        guard::require_token,
+    ));
     let session = Router::new().route("/session", post(api::sign_in).delete(api::sign_out));
     Router::new()
         .nest("/api/v1", api.merge(session))
@@ -448,6 +445,36 @@ pub fn router(state: Arc<AppState>) -> Router {
             guard::check_host_and_origin,
         ))
         .layer(axum::middleware::from_fn(guard::security_headers))
+        .with_state(state)
+}
+
+/// The endpoints' routes, those sharing a path merged.
+fn api_routes(endpoints: Vec<Endpoint>) -> Router<Arc<AppState>> {
+    let mut by_path: BTreeMap<&'static str, MethodRouter<Arc<AppState>>> = BTreeMap::new();
+    for endpoint in endpoints {
+        let merged = match by_path.remove(endpoint.path) {
+            Some(earlier) => earlier.merge(endpoint.handler),
+            None => endpoint.handler,
+        };
+        by_path.insert(endpoint.path, merged);
+    }
+    by_path
+        .into_iter()
+        .fold(Router::new(), |api, (path, handler)| {
+            api.route(path, handler)
+        })
+}
+
+/// `/api/v1` as paired daemons call it over the fleet channel: every endpoint the channel
+/// relays, without the token (the channel admitted the caller's pinned certificate); no UI, no
+/// sign-in, no gateway.
+pub fn fleet_api_router(state: Arc<AppState>) -> Router {
+    let relayed = api_endpoints()
+        .into_iter()
+        .filter(|e| rigdeck_fleet::relay::refusal(&format!("/api/v1{}", e.path)).is_none())
+        .collect();
+    Router::new()
+        .nest("/api/v1", api_routes(relayed))
         .with_state(state)
 }
 
