@@ -18,7 +18,8 @@ function required(name) {
 
 /** Starts the daemon and resolves once it prints its sign-in URL. `prepare({ configDir, dataDir })`
  *  runs first (to put models into `dataDir/models`, say); `env` adds to the daemon's environment;
- *  `dir` reuses the folders of an earlier daemon (one that was killed, say). */
+ *  `dir` reuses the folders of an earlier daemon (one that was killed, say); `args` adds to
+ *  `rigdeck serve`'s. */
 /** A file the tests need, named by an environment variable that `make test-e2e` sets. */
 export function requiredFile(name, what) {
   const value = process.env[name];
@@ -27,7 +28,7 @@ export function requiredFile(name, what) {
   return value;
 }
 
-export async function startDaemon(rigFile, { prepare, env = {}, dir: reuse, firstRun = false } = {}) {
+export async function startDaemon(rigFile, { prepare, env = {}, dir: reuse, firstRun = false, args = [] } = {}) {
   const dir = reuse ?? mkdtempSync(join(tmpdir(), "rigdeck-e2e-"));
   const configDir = join(dir, "config");
   const dataDir = join(dir, "data");
@@ -45,7 +46,7 @@ export async function startDaemon(rigFile, { prepare, env = {}, dir: reuse, firs
       throw e;
     }
   }
-  const child = spawn(required("RIGDECK_BIN"), ["serve", "--bind", "127.0.0.1:0"], {
+  const child = spawn(required("RIGDECK_BIN"), ["serve", "--bind", "127.0.0.1:0", ...args], {
     env: {
       ...process.env,
       ...env,

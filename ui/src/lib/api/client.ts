@@ -62,6 +62,8 @@ import type {
   MemoryBandwidthStatus,
 } from './types';
 
+import { relayedPath, viewedRig } from '../fleet/viewing';
+
 export class ApiError extends Error {
   /** HTTP status, or 0 when the daemon could not be reached at all. */
   readonly status: number;
@@ -114,7 +116,7 @@ export async function request<T>(method: string, path: string, body?: unknown, s
   }
   let res: Response;
   try {
-    res = await fetch(path, init);
+    res = await fetch(relayedPath(path, viewedRig), init);
   } catch (e) {
     if (isAbort(e)) throw e;
     throw new ApiError(0, 'unreachable', `Cannot reach the Rigdeck daemon (${(e as Error).message}).`);

@@ -1,6 +1,6 @@
 // Hash routes (#/welcome, #/, #/history, #/models, #/hub, #/hub/org/name, #/plan?model=…, #/instances,
 // #/gateway, #/gateway/usage, #/chat, #/chat/<conversation id>, #/bench, #/bench/<run id>,
-// #/bench/tune, #/bench/tune/<tuning id>, #/settings):
+// #/bench/tune, #/bench/tune/<tuning id>, #/fleet, #/settings):
 // the daemon serves one index.html, so routing stays on the client and a reload keeps the page.
 
 export type Route =
@@ -16,6 +16,7 @@ export type Route =
   | 'usage'
   | 'chat'
   | 'bench'
+  | 'fleet'
   | 'settings';
 
 /** The navigation items; `plan` and the hub are reached from Models and show under it, the
@@ -29,6 +30,7 @@ export const ROUTES: { route: Route; hash: string; label: string }[] = [
   { route: 'gateway', hash: '#/gateway', label: 'Gateway' },
   { route: 'chat', hash: '#/chat', label: 'Chat' },
   { route: 'bench', hash: '#/bench', label: 'Benchmarks' },
+  { route: 'fleet', hash: '#/fleet', label: 'Fleet' },
   { route: 'settings', hash: '#/settings', label: 'Settings' },
 ];
 
@@ -82,6 +84,8 @@ export function parseHash(hash: string): Route {
       return 'usage';
     case '/settings':
       return 'settings';
+    case '/fleet':
+      return 'fleet';
     default:
       return 'dashboard';
   }

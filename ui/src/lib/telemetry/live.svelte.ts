@@ -14,6 +14,7 @@ import { bench } from '../bench/bench.svelte';
 import { tune } from '../bench/tune.svelte';
 import { quality } from '../quality/quality.svelte';
 import { modelRuns } from '../runs/modelRuns.svelte';
+import { viewedRig } from '../fleet/viewing';
 
 /** A pause longer than three periods is a gap in the charts, not a straight line. */
 export function gapThresholdMs(periodMs: number): number {
@@ -47,6 +48,8 @@ class LiveTelemetry {
         }
       },
       onEvent: (ev) => {
+        // Viewing a paired rig: the desk's own events are not about it (lib/fleet/rigFeed feeds it).
+        if (viewedRig && ev.type !== 'hello') return;
         if (ev.type === 'hello') this.helloed(ev.data);
         else if (ev.type === 'chat.delta') chat.ingestDelta(ev.data);
         else if (ev.type === 'chat.message') chat.ingestMessage(ev.data);
