@@ -380,13 +380,9 @@ impl Tunings {
             };
             let (score, kld, quality_words) = match (&mut floor, score) {
                 (Some(floor), TrialScore::Measured(stats)) => {
-                    if let Some(trial) = trials.last_mut() {
-                        trial.objective = Some(stats);
-                        trial.run_id = end.run_id;
-                    }
-                    self.save(id, &trials, spec.objective).await;
+                    let shown = (stats, end.run_id, spec.objective);
                     let kld = self
-                        .trial_kld(floor, base, &values, index - 1, cancel.clone())
+                        .floor_trial(floor, &mut trials, shown, base, &values, cancel.clone())
                         .await;
                     if matches!(kld, KldEnd::Cancelled) {
                         end.outcome = TrialOutcome::Cancelled;
@@ -504,6 +500,26 @@ impl Tunings {
             command_line,
             ..end
         }
+    }
+
+    /// Under a floor: the trial's speed shown while its KL divergence is measured (or reused).
+    async fn floor_trial(
+        &self,
+        floor: &mut FloorRun<'_>,
+        trials: &mut [Trial],
+        (stats, run_id, objective): (Stats, Option<i64>, Objective),
+        base: &LaunchProfile,
+        values: &Assignment,
+        cancel: watch::Receiver<bool>,
+    ) -> KldEnd {
+        let Some(trial) = trials.last_mut() else {
+            return KldEnd::Failed("no trial in progress".into());
+        };
+        trial.objective = Some(stats);
+        trial.run_id = run_id;
+        let index = trial.index;
+        self.save(floor.tune, trials, objective).await;
+        self.trial_kld(floor, base, values, index, cancel).await
     }
 
     /// The trial's KL divergence: an earlier trial's when only knobs that leave the numbers
