@@ -112,6 +112,12 @@ bench-package:
 bench-kld:
 	bash tests/bench/kld_ladder.sh
 
+## bench-fleet: a desk over 8 paired loopback rigs (NVML doubles): the telemetry age on its fleet
+## overview over 60 s (median, p95) and the desk's CPU and RSS
+bench-fleet:
+	cargo build --release -p rigdeck-server -p rigdeck-nvml-double
+	bash tests/bench/fleet_desk.sh
+
 ## bench-first-reply: `rigdeck run REPO:QUANT -m TEXT` on a fresh data folder (the real Gemma 3
 ## 270M from the local stand-in hub): seconds to the reply, and the daemon's split
 bench-first-reply:
