@@ -8,6 +8,7 @@
 # command by hand (alternated, 3 rounds, medians).
 #
 #   bash tests/bench/kld_ladder.sh            # KLD_CONTEXT=2048 KLD_CHUNKS=4 by default
+#   KLD_LADDER=0 bash tests/bench/kld_ladder.sh   # only the reference and the time Rigdeck adds
 set -euo pipefail
 
 CACHE=${RIGDECK_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/rigdeck}
@@ -50,8 +51,13 @@ measure() { # name file kv
     --ctk "$3" --ctv "$3" >/dev/null
   "$RELEASE/rigdeck" quality kld "$1" --against "$REF" --json >"$WORK/$1.json" 2>/dev/null
 }
-for kind in F16 Q8_0 Q5_1 Q4_0 Q2_K; do measure "$kind" "$WORK/gemma-$kind.gguf" f16; done
-for kv in q8_0 q4_0; do measure "F16-kv-$kv" "$WORK/gemma-F16.gguf" "$kv"; done
+LADDER=${KLD_LADDER:-1}
+if [ "$LADDER" = 1 ]; then
+  for kind in F16 Q8_0 Q5_1 Q4_0 Q2_K; do measure "$kind" "$WORK/gemma-$kind.gguf" f16; done
+  for kv in q8_0 q4_0; do measure "F16-kv-$kv" "$WORK/gemma-F16.gguf" "$kv"; done
+else
+  "$RELEASE/rigdeck" profiles create Q4_0 --engine "$BUILD" --model "$WORK/gemma-Q4_0.gguf" --ctx "$CONTEXT" >/dev/null
+fi
 
 # The same command by hand, alternated with Rigdeck's run of it.
 for round in 1 2 3; do
@@ -66,12 +72,12 @@ open(sys.argv[2], "w").write(str(time.monotonic() - t))
 PY
 done
 
-python3 - "$WORK" "$CONTEXT" "$CHUNKS" <<'PY'
+python3 - "$WORK" "$CONTEXT" "$CHUNKS" "$LADDER" <<'PY'
 import json, statistics, sys
-work, context, chunks = sys.argv[1], sys.argv[2], sys.argv[3]
+work, context, chunks, ladder = sys.argv[1:5]
 print(f"\n| Candidate (reference: F16, built-in corpus, {chunks} windows of {context}) | Mean KLD | Same top token | PPL ratio | Wall |")
 print("|---|---|---|---|---|")
-for name in ["F16", "Q8_0", "Q5_1", "Q4_0", "Q2_K", "F16-kv-q8_0", "F16-kv-q4_0"]:
+for name in ["F16", "Q8_0", "Q5_1", "Q4_0", "Q2_K", "F16-kv-q8_0", "F16-kv-q4_0"] if ladder == "1" else []:
     k = json.load(open(f"{work}/{name}.json"))["kld"]
     label = name.replace("F16-kv-", "F16, KV ")
     print(f"| {label} | {k['mean']:.5f} ± {k['mean_unc']:.5f} | {100*k['same_top']:.2f} ± {100*k['same_top_unc']:.2f} % "
@@ -82,6 +88,6 @@ for r in (1, 2, 3):
     daemon.append((run["finished_at_ms"] - run["started_at_ms"]) / 1000)
     hand.append(float(open(f"{work}/hand-{r}.txt").read()))
 d, h = statistics.median(daemon), statistics.median(hand)
-print(f"\nQ4_0 by Rigdeck (request to stored result, median of 3): {d:.2f} s; "
-      f"the same llama-perplexity command by hand: {h:.2f} s; Rigdeck adds {100*(d/h-1):+.1f} %")
+print(f"\nQ4_0 by Rigdeck (request to stored result, median of 3; {[round(x, 2) for x in daemon]}): {d:.2f} s; "
+      f"the same llama-perplexity command by hand ({[round(x, 2) for x in hand]}): {h:.2f} s; Rigdeck adds {100*(d/h-1):+.1f} %")
 PY

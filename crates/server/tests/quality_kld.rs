@@ -90,6 +90,11 @@ async fn measure(rig: &Rig, name: &str, model: &Path, kv: &str, reference: &str)
             .await;
         if detail["status"] != "running" {
             assert_eq!(detail["status"], "done", "{name}: {detail}");
+            // Progress counted in windows, as llama-perplexity reported them.
+            assert_eq!(
+                (detail["runs_done"].as_u64(), detail["runs_total"].as_u64()),
+                (Some(4), Some(4))
+            );
             return detail;
         }
         assert!(Instant::now() < deadline, "{name} never ended");

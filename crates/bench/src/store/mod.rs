@@ -122,6 +122,13 @@ impl RunSpec {
     }
 }
 
+/// Parts of a run done, of all.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize)]
+struct PartsDone {
+    done: u32,
+    total: u32,
+}
+
 /// A run as lists show it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RunSummary {
@@ -185,7 +192,7 @@ pub struct NewRun<'a> {
     pub started_at_ms: i64,
 }
 
-const COLUMNS: &str = "id, name, kind, target, spec, answers, tests, kld, status, error, exact_prompts, prompts_known, started_at_ms, finished_at_ms";
+const COLUMNS: &str = "id, name, kind, target, spec, answers, tests, kld, progress, status, error, exact_prompts, prompts_known, started_at_ms, finished_at_ms";
 
 /// A step's own row: the step without its runs, which have rows of their own.
 #[derive(Serialize)]
@@ -291,6 +298,12 @@ impl BenchStore {
     /// A quality probe's answers so far.
     pub async fn save_answers(&self, id: i64, answers: &[Answer]) -> Result<(), StoreError> {
         self.set(id, "answers", json(answers)).await
+    }
+
+    /// Parts done of all, for a run that reports its own progress (a KL divergence's windows).
+    pub async fn set_progress(&self, id: i64, done: u32, total: u32) -> Result<(), StoreError> {
+        self.set(id, "progress", json(&PartsDone { done, total }))
+            .await
     }
 
     /// A KL-divergence run's figures.
@@ -461,6 +474,7 @@ fn summary(row: &SqliteRow, steps: Vec<StepDigest>) -> Result<RunSummary, StoreE
     })?;
     let answers = answers(row);
     let kld: Option<KldResult> = serde_json::from_str(&row.get::<String, _>("kld")).ok();
+    let parts: Option<PartsDone> = serde_json::from_str(&row.get::<String, _>("progress")).ok();
     let quality = match &spec {
         RunSpec::Quality(probe) => Some(ProbeSummary::of(probe, &answers)),
         _ => None,
@@ -469,7 +483,15 @@ fn summary(row: &SqliteRow, steps: Vec<StepDigest>) -> Result<RunSummary, StoreE
         RunSpec::Serving(_) => steps.iter().map(|s| s.runs).sum(),
         RunSpec::Quality(_) => answers.len() as u32,
         RunSpec::LlamaBench(_) => tests(row).len() as u32,
-        RunSpec::Kld(_) => u32::from(kld.is_some()),
+        RunSpec::Kld(_) => match (&kld, parts) {
+            (Some(_), _) => parts.map_or(1, |p| p.total),
+            (None, Some(p)) => p.done,
+            (None, None) => 0,
+        },
+    };
+    let runs_total = match (&spec, parts) {
+        (RunSpec::Kld(_), Some(p)) => p.total,
+        _ => spec.total(),
     };
     Ok(RunSummary {
         id,
@@ -477,7 +499,7 @@ fn summary(row: &SqliteRow, steps: Vec<StepDigest>) -> Result<RunSummary, StoreE
         kind: row.get("kind"),
         target: parse_or_null(&row.get::<String, _>("target")),
         runs_done,
-        runs_total: spec.total(),
+        runs_total,
         quality,
         kld,
         steps,

@@ -448,7 +448,26 @@ impl Benchmarks {
         cancel: watch::Receiver<bool>,
     ) -> Outcome {
         let stopped = cancel.clone();
-        let ran = crate::bench::kld::run::run(&prepared.argv, &prepared.env, cancel, |_| {}).await;
+        let total = prepared.chunks;
+        if let Err(err) = self.store.set_progress(id, 0, total).await {
+            tracing::warn!("benchmark {id}: {err}");
+        }
+        // Windows done, as llama-perplexity prints them: stored and announced as they move.
+        let (done_tx, mut done_rx) = watch::channel(0u32);
+        let report = async {
+            while done_rx.changed().await.is_ok() {
+                let done = *done_rx.borrow_and_update();
+                if self.store.set_progress(id, done, total).await.is_ok() {
+                    self.announce(id).await;
+                }
+            }
+        };
+        // The sender moves into the callback: the report ends when the run does.
+        let run = crate::bench::kld::run::run(&prepared.argv, &prepared.env, cancel, move |p| {
+            let done = (p.fraction.unwrap_or(0.0) * f64::from(total)).floor() as u32;
+            done_tx.send_if_modified(|d| std::mem::replace(d, done) != done);
+        });
+        let (ran, ()) = tokio::join!(run, report);
         let done = match ran {
             Ok(done) if done.success => done,
             Ok(done) => return Outcome::Failed(crate::quality::recording::failure_words(&done)),
