@@ -195,11 +195,17 @@ impl Fleet {
         caller: Caller,
         path: &str,
     ) -> Result<axum::Router, FleetError> {
-        if peers::by_fingerprint(&self.pool, caller.fingerprint)
-            .await?
-            .is_none()
-        {
+        let Some(peer) = peers::by_fingerprint(&self.pool, caller.fingerprint).await? else {
             return Err(channel::unknown_caller(caller.fingerprint));
+        };
+        if peer.role != Role::Desk {
+            return Err(FleetError::new(
+                FleetErrorKind::Forbidden,
+                format!(
+                    "'{}' is a rig this desk joined, not a desk of this daemon: only a desk that joined a rig (with the rig's join code) calls that rig's API",
+                    peer.name
+                ),
+            ));
         }
         if let Some(why) = crate::relay::refusal(path) {
             return Err(FleetError::new(FleetErrorKind::Forbidden, why));

@@ -1,7 +1,8 @@
 //! One desk over many rigs, with three real `rigdeck serve` daemons on loopback, each playing
 //! its own NVML test-double rig: a desk paired with two rigs sees both rigs' GPUs on its fleet
 //! overview and calls their API through the pinned channel (GET with a query, POST, DELETE);
-//! fleet management and the hub token are refused through it; a killed rig turns unreachable
+//! fleet management and the hub token are refused through it, and a rig cannot call its desk's
+//! API the other way; a killed rig turns unreachable
 //! with why and since, its last state kept stale, and live again once restarted; a stopped
 //! (frozen) rig answers 504 saying which way failed; a rig that revoked the desk says "not
 //! paired".
@@ -290,6 +291,18 @@ async fn a_desk_over_two_rigs_sees_them_calls_them_and_says_how_each_one_fails()
         assert_eq!(status, 403, "{method} {path}: {refused}");
         assert_eq!(refused["code"], "forbidden", "{refused}");
     }
+    // Only a desk calls a rig's API: the rig cannot call its desk's the other way.
+    let (status, refused) = tower
+        .via("desk", "GET", "/api/v1/telemetry/latest", None)
+        .await;
+    assert_eq!(status, 403, "{refused}");
+    assert!(
+        refused["message"]
+            .as_str()
+            .unwrap()
+            .contains("is a rig this desk joined"),
+        "{refused}"
+    );
     let (_, peers) = tower.call("GET", "/api/v1/fleet/peers", None).await;
     assert_eq!(
         peers.as_array().unwrap().len(),

@@ -78,11 +78,9 @@ pub async fn overview(
 ) -> Result<Json<serde_json::Value>, ApiError> {
     let fleet = api_fleet(&state)?;
     let now = rigdeck_core::now_ms();
-    let mut entries: Vec<Entry> = vec![overview::desk_entry(
-        &fleet.identity().name,
-        &own_state(&state, now),
-        now,
-    )];
+    let mut desk = overview::desk_entry(&fleet.identity().name, &own_state(&state, now), now);
+    desk.since_ms = state.started_at_ms;
+    let mut entries: Vec<Entry> = vec![desk];
     entries.extend(
         fleet
             .rig_views()
