@@ -63,13 +63,7 @@ pub async fn prepare(
         .map_err(|e| e.to_string())?;
     let t = llama_tool::resolve(profiles, instances, target, "llama-perplexity").await?;
     let (name, build) = (&t.name, &t.build);
-    let engine = crate::quality::engine_label(build);
-    if engine != reference.engine {
-        return Err(format!(
-            "reference '{}' was recorded with {}, and profile '{name}' runs {engine}: figures from two llama.cpp versions do not compare; record the reference again with this build",
-            reference.id, reference.engine
-        ));
-    }
+    same_engine(&reference, name, &crate::quality::engine_label(build))?;
     let model = t.profile.model.clone();
     let facts = tokio::task::spawn_blocking(move || model_facts(&model))
         .await
@@ -95,4 +89,34 @@ pub async fn prepare(
         logits,
         reference,
     })
+}
+
+/// A candidate is measured only by the engine and version that recorded its reference.
+fn same_engine(reference: &Reference, profile: &str, engine: &str) -> Result<(), String> {
+    if engine == reference.engine {
+        return Ok(());
+    }
+    Err(format!(
+        "reference '{}' was recorded with {}, and profile '{profile}' runs {engine}: figures from two llama.cpp versions do not compare; record the reference again with this build",
+        reference.id, reference.engine
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_reference_from_another_llama_cpp_version_is_refused_naming_both() {
+        let mut reference = crate::quality::references::sample("r1");
+        reference.engine = "llama.cpp b6000 (cpu)".into();
+        assert!(same_engine(&reference, "q4", "llama.cpp b6000 (cpu)").is_ok());
+        let err = same_engine(&reference, "q4", "llama.cpp b7000 (cuda)").unwrap_err();
+        assert!(
+            err.contains("b6000")
+                && err.contains("b7000")
+                && err.contains("record the reference again"),
+            "{err}"
+        );
+    }
 }

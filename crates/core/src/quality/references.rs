@@ -312,41 +312,43 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
+/// A recording reference for tests: 2 windows of 64 tokens over a 10-token vocabulary.
+#[cfg(test)]
+pub(crate) fn sample(id: &str) -> Reference {
+    Reference {
+        id: id.into(),
+        state: ReferenceState::Recording,
+        error: None,
+        model_path: "/m/f16.gguf".into(),
+        model_name: "f16.gguf".into(),
+        model_bytes: 1,
+        profile: None,
+        corpus: CorpusSpec::Builtin,
+        corpus_label: "Built-in".into(),
+        corpus_sha256: "ab".into(),
+        context: 64,
+        chunks: Some(2),
+        scored_tokens: None,
+        corpus_tokens: Some(200),
+        n_vocab: Some(10),
+        bytes: 100,
+        engine: "llama.cpp x (cpu)".into(),
+        engine_build_id: 1,
+        created_at_ms: 1,
+        wall_s: None,
+        progress: None,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn draft(id: &str) -> Reference {
-        Reference {
-            id: id.into(),
-            state: ReferenceState::Recording,
-            error: None,
-            model_path: "/m/f16.gguf".into(),
-            model_name: "f16.gguf".into(),
-            model_bytes: 1,
-            profile: None,
-            corpus: CorpusSpec::Builtin,
-            corpus_label: "Built-in".into(),
-            corpus_sha256: "ab".into(),
-            context: 64,
-            chunks: Some(2),
-            scored_tokens: None,
-            corpus_tokens: Some(200),
-            n_vocab: Some(10),
-            bytes: 100,
-            engine: "llama.cpp x (cpu)".into(),
-            engine_build_id: 1,
-            created_at_ms: 1,
-            wall_s: None,
-            progress: None,
-        }
-    }
 
     #[test]
     fn a_recording_the_daemon_did_not_see_end_is_discarded_at_the_next_start() {
         let dir = tempfile::tempdir().unwrap();
         let references = References::open(dir.path());
-        let (partial, _cancel) = references.begin(&draft("r1")).unwrap();
+        let (partial, _cancel) = references.begin(&sample("r1")).unwrap();
         std::fs::write(&partial, b"_logits_ half").unwrap();
         drop(references);
 
@@ -366,7 +368,7 @@ mod tests {
     fn a_partial_file_cut_short_ends_failed_and_is_not_kept() {
         let dir = tempfile::tempdir().unwrap();
         let references = References::open(dir.path());
-        let (partial, _cancel) = references.begin(&draft("r2")).unwrap();
+        let (partial, _cancel) = references.begin(&sample("r2")).unwrap();
         std::fs::write(&partial, b"_logits_\x40\0\0\0\x0a\0\0\0\x02\0\0\0").unwrap();
         let r = references.finish("r2", Ok(1.0)).unwrap();
         assert_eq!(r.state, ReferenceState::Failed);
