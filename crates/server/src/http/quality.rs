@@ -359,8 +359,12 @@ async fn plan(state: &AppState, body: &RecordBody) -> Result<Planned, ApiError> 
     )
     .map_err(bad)?;
     let (kept, dropped) = flags::perplexity_flags(&server_argv, body.context);
-    if !dropped.is_empty() {
-        notes.push(format!("not used for the recording: {}", dropped.join(" ")));
+    // A profile's own serving settings are worth naming; the automatic ones of a file are not.
+    if profile_name.is_some() && !dropped.is_empty() {
+        notes.push(format!(
+            "the profile's serving flags are not used for the recording: {}",
+            dropped.join(" ")
+        ));
     }
     let reference = draft(
         &model,
