@@ -48,23 +48,6 @@ fn ladder(build_server: &Path, dir: &Path) -> (PathBuf, Vec<(&'static str, PathB
     (f16, rungs)
 }
 
-async fn reference_when_ended(rig: &Rig, id: &str) -> Value {
-    let deadline = Instant::now() + Duration::from_secs(600);
-    loop {
-        let (_, all) = rig.api("GET", "/api/v1/quality/references", None).await;
-        let found = all["references"]
-            .as_array()
-            .and_then(|rs| rs.iter().find(|r| r["id"] == id))
-            .cloned()
-            .unwrap_or(Value::Null);
-        if found["state"] != "recording" {
-            return found;
-        }
-        assert!(Instant::now() < deadline, "never recorded: {found}");
-        tokio::time::sleep(Duration::from_millis(300)).await;
-    }
-}
-
 /// Saves a profile for `model` with the KV cache type `kv` and measures it; returns the run.
 async fn measure(rig: &Rig, name: &str, model: &Path, kv: &str, reference: &str) -> Value {
     let body = json!({"name": name, "engine_build_id": rig.build.id, "model": model,
@@ -130,7 +113,7 @@ async fn quantizations_and_kv_caches_rank_as_known_and_the_figures_are_llama_per
         .await;
     assert_eq!(status, 202, "{begun}");
     let id = begun["id"].as_str().unwrap().to_owned();
-    let reference = reference_when_ended(&rig, &id).await;
+    let reference = rig.reference_when_ended(&id).await;
     assert_eq!(reference["state"], "ready", "{reference}");
     assert_eq!(reference["scored_tokens"], 1020);
     // Asked again: the same recording is reused, not made twice.
@@ -300,7 +283,7 @@ async fn bad_input_is_refused_before_anything_runs() {
         )
         .await;
     let id = begun["id"].as_str().expect("an id").to_owned();
-    assert_eq!(reference_when_ended(&rig, &id).await["state"], "ready");
+    assert_eq!(rig.reference_when_ended(&id).await["state"], "ready");
     rig.profile("tiny", json!({})).await;
     let (status, err) = rig
         .api(

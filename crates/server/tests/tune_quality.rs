@@ -20,23 +20,6 @@ const CHUNKS: u32 = 2;
 /// Gemma against itself reads about 0.000001 and with a q4_0 KV cache about 0.16.
 const MAX_MEAN_KLD: f64 = 0.01;
 
-async fn reference_when_ended(rig: &Rig, id: &str) -> Value {
-    let deadline = Instant::now() + Duration::from_secs(600);
-    loop {
-        let (_, all) = rig.api("GET", "/api/v1/quality/references", None).await;
-        let found = all["references"]
-            .as_array()
-            .and_then(|rs| rs.iter().find(|r| r["id"] == id))
-            .cloned()
-            .unwrap_or(Value::Null);
-        if found["state"] != "recording" {
-            return found;
-        }
-        assert!(Instant::now() < deadline, "never recorded: {found}");
-        tokio::time::sleep(Duration::from_millis(300)).await;
-    }
-}
-
 async fn tune_when_ended(rig: &Rig, id: i64) -> Value {
     let deadline = Instant::now() + Duration::from_secs(900);
     loop {
@@ -94,7 +77,7 @@ async fn a_kv_type_over_the_floor_is_never_the_best_and_threads_trials_share_one
         .await;
     assert_eq!(status, 202, "{begun}");
     let reference = begun["id"].as_str().expect("an id").to_owned();
-    let recorded = reference_when_ended(&rig, &reference).await;
+    let recorded = rig.reference_when_ended(&reference).await;
     assert_eq!(recorded["state"], "ready", "{recorded}");
 
     let (status, tune) = rig

@@ -44,6 +44,25 @@ impl Rig {
         )
     }
 
+    /// A quality reference once it is no longer recording (ready or failed).
+    #[allow(dead_code)] // not every test binary records references
+    pub async fn reference_when_ended(&self, id: &str) -> Value {
+        let deadline = Instant::now() + Duration::from_secs(600);
+        loop {
+            let (_, all) = self.api("GET", "/api/v1/quality/references", None).await;
+            let found = all["references"]
+                .as_array()
+                .and_then(|rs| rs.iter().find(|r| r["id"] == id))
+                .cloned()
+                .unwrap_or(Value::Null);
+            if found["state"] != "recording" {
+                return found;
+            }
+            assert!(Instant::now() < deadline, "never recorded: {found}");
+            tokio::time::sleep(Duration::from_millis(300)).await;
+        }
+    }
+
     /// A profile for the tiny model; `patch` overrides fields.
     pub async fn profile(&self, name: &str, patch: Value) {
         let mut body = json!({"name": name, "engine_build_id": self.build.id, "model": self.model,
