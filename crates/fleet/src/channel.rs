@@ -48,6 +48,7 @@ fn routes(fleet: Arc<Fleet>) -> Router {
         .route("/fleet/v1/join", post(join))
         .route("/fleet/v1/hello", get(hello))
         .route("/api/v1/{*rest}", any(local_api))
+        .route("/v1/{*rest}", any(local_api))
         .with_state(fleet)
 }
 
@@ -76,8 +77,9 @@ async fn hello(
     fleet.answer_hello(caller).await.map(Json)
 }
 
-/// `ANY /api/v1/…`: a pinned peer's call of this daemon's own API, served as if local, except
-/// what [`relay::refusal`](crate::relay::refusal) keeps on this daemon.
+/// `ANY /api/v1/…` and `/v1/…`: a pinned peer's call of this daemon's own API or gateway,
+/// served as if local, except what [`relay::refusal`](crate::relay::refusal) keeps on this
+/// daemon.
 async fn local_api(
     State(fleet): State<Arc<Fleet>>,
     Extension(caller): Extension<Caller>,

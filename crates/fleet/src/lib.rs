@@ -7,6 +7,7 @@ pub mod channel;
 pub mod dial;
 pub mod error;
 pub mod fingerprint;
+pub mod gateway_peers;
 pub mod identity;
 pub mod invites;
 pub mod join_code;

@@ -221,6 +221,8 @@ pub(crate) mod tests {
             .unwrap();
         let schema = include_str!("../../core/migrations/20261125000001_gateway.sql");
         sqlx::raw_sql(schema).execute(&pool).await.unwrap();
+        let rig = include_str!("../../core/migrations/20261205002801_gateway_rig.sql");
+        sqlx::raw_sql(rig).execute(&pool).await.unwrap();
         pool
     }
 

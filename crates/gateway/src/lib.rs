@@ -8,6 +8,7 @@
 
 pub mod activity;
 pub mod clock;
+pub mod elsewhere;
 pub mod error;
 pub mod eviction;
 pub mod fleet;
@@ -27,6 +28,7 @@ use std::sync::{Mutex, MutexGuard, PoisonError};
 pub(crate) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
+pub use elsewhere::{Elsewhere, RemoteAnswer, RigModel};
 pub use fleet::{Fleet, Hold, ModelEntry, ModelState, ServePolicy, StartError, Upstream};
 pub use keys::{Caller, KeyRing};
 pub use route::Route;

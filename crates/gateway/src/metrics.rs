@@ -234,6 +234,7 @@ mod tests {
             decode_tps: None,
             duration_ms: 1.0,
             error: None,
+            rig: None,
         };
         metrics.request(&record.model, &record);
         let mut out = PromText::default();

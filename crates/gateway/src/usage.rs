@@ -62,6 +62,8 @@ pub struct UsageRecord {
     pub decode_tps: Option<f64>,
     pub duration_ms: f64,
     pub error: Option<String>,
+    /// The paired rig that answered (`None`: this daemon's own engine, or nobody).
+    pub rig: Option<String>,
 }
 
 enum Message {
@@ -157,7 +159,7 @@ async fn insert(pool: &SqlitePool, records: &[Box<UsageRecord>]) -> Result<(), s
         sqlx::query(
             "INSERT INTO gateway_requests (at_ms, model, key_id, key_name, route, stream, status, \
              http_status, prompt_tokens, completion_tokens, cached_tokens, ttft_ms, decode_tps, \
-             duration_ms, error) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+             duration_ms, error, rig) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         )
         .bind(r.at_ms)
         .bind(&r.model)
@@ -174,6 +176,7 @@ async fn insert(pool: &SqlitePool, records: &[Box<UsageRecord>]) -> Result<(), s
         .bind(r.decode_tps)
         .bind(r.duration_ms)
         .bind(&r.error)
+        .bind(&r.rig)
         .execute(&mut *tx)
         .await?;
     }
@@ -520,6 +523,7 @@ async fn recent(
             decode_tps: r.get("decode_tps"),
             duration_ms: r.get("duration_ms"),
             error: r.get("error"),
+            rig: r.get("rig"),
         })
         .collect())
 }
@@ -560,6 +564,7 @@ mod tests {
             decode_tps: Some(50.0),
             duration_ms: 100.0,
             error: None,
+            rig: None,
         }
     }
 

@@ -290,6 +290,9 @@ pub async fn start(options: ServeOptions) -> anyhow::Result<RunningServer> {
     }
     let (stop, stop_rx) = watch::channel(false);
     let fleet = start_fleet(&options, store.as_ref(), stop_rx.clone()).await?;
+    if let (Some(gateway), Some(fleet)) = (&gateway, &fleet) {
+        gateway.serve_elsewhere(rigdeck_fleet::gateway_peers::RigGateways::new(fleet));
+    }
     let state = Arc::new(AppState {
         stopping: stop_rx.clone(),
         token: token.clone(),

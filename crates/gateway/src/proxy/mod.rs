@@ -13,6 +13,7 @@ use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::Response;
 use futures_util::StreamExt;
 
+use crate::elsewhere::RemoteAnswer;
 use crate::error::{ErrorKind, GatewayError};
 use crate::fleet::Upstream;
 use crate::route::GatewayRequest;
@@ -63,8 +64,9 @@ pub fn relay(
 ) -> Relay {
     end.http_status = answer.status().as_u16();
     let events = is_event_stream(&answer);
+    let body = answer.bytes_stream().map(|chunk| chunk.map_err(Into::into));
     Relay::new(
-        answer.bytes_stream().boxed(),
+        body.boxed(),
         events,
         request.usage_injected,
         request.route.dialect(),
@@ -93,6 +95,42 @@ pub fn relay_response(
         response
             .headers_mut()
             .insert(header::CONTENT_TYPE, content_type);
+    }
+    if events {
+        stream_headers(&mut response);
+    }
+    response
+}
+
+/// A rig's open answer as the client's response, relayed like an engine's.
+pub fn relay_remote(
+    answer: RemoteAnswer,
+    request: &GatewayRequest,
+    model: &str,
+    mut end: EndGuard,
+    stall: Duration,
+) -> Response {
+    end.http_status = answer.status;
+    let events = answer
+        .content_type
+        .as_deref()
+        .is_some_and(|v| v.starts_with("text/event-stream"));
+    let relay = Relay::new(
+        answer.body,
+        events,
+        request.usage_injected,
+        request.route.dialect(),
+        model.to_owned(),
+        end,
+        stall,
+    );
+    let mut response = Response::new(Body::from_stream(relay));
+    *response.status_mut() = StatusCode::from_u16(answer.status).unwrap_or(StatusCode::BAD_GATEWAY);
+    if let Some(value) = answer
+        .content_type
+        .and_then(|v| HeaderValue::from_str(&v).ok())
+    {
+        response.headers_mut().insert(header::CONTENT_TYPE, value);
     }
     if events {
         stream_headers(&mut response);

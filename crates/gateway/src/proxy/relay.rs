@@ -12,7 +12,6 @@ use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
-use futures_util::stream::BoxStream;
 use futures_util::Stream;
 
 use super::sse::{self, EventSplitter};
@@ -77,7 +76,7 @@ enum Framing {
     Whole(BytesMut),
 }
 
-type Upstream = BoxStream<'static, reqwest::Result<Bytes>>;
+type Upstream = crate::elsewhere::BodyStream;
 
 /// What the relay shares with its watchdog.
 struct Shared {
@@ -194,7 +193,7 @@ impl Relay {
     }
 
     /// The engine's connection broke mid-answer (it crashed or was killed).
-    fn engine_failed(&mut self, err: &reqwest::Error) -> Option<Bytes> {
+    fn engine_failed(&mut self, err: &crate::elsewhere::BodyError) -> Option<Bytes> {
         let message = format!(
             "the engine serving '{}' stopped mid-reply ({err}); the Instances page shows why",
             self.model

@@ -234,7 +234,7 @@ impl Gateway {
         in_use: InUse,
     ) -> Response {
         let dialect = call.route.dialect();
-        let end = call.end_guard(in_use);
+        let end = call.end_guard(Some(in_use));
         let ready = self.upstream_after(&entry, &mut waiter.load).await;
         drop(waiter);
         match ready {
@@ -282,7 +282,7 @@ impl Gateway {
             request,
             entry,
             waiter,
-            end: call.end_guard(in_use),
+            end: call.end_guard(Some(in_use)),
             started: Instant::now(),
             announced: false,
             dialect,

@@ -21,6 +21,7 @@ use sqlx::SqlitePool;
 
 use crate::activity::{Activity, InFlight, LastReply};
 use crate::clock::now_ms;
+use crate::elsewhere::{self, Elsewhere, RemoteModel};
 use crate::error::{Dialect, ErrorKind, GatewayError};
 use crate::eviction::Eviction;
 use crate::fleet::{Fleet, Hold, ModelEntry, ModelState};
@@ -105,6 +106,8 @@ pub struct Gateway {
     evictions: Mutex<VecDeque<Eviction>>,
     client: reqwest::Client,
     options: GatewayOptions,
+    /// The models of paired rigs (set once the fleet is up).
+    elsewhere: std::sync::OnceLock<Arc<dyn Elsewhere>>,
 }
 
 impl Gateway {
@@ -132,6 +135,7 @@ impl Gateway {
             evictions: Mutex::new(VecDeque::new()),
             client,
             options,
+            elsewhere: std::sync::OnceLock::new(),
         }))
     }
 
@@ -151,8 +155,35 @@ impl Gateway {
             .write(out, &|model| self.activity.get(model).in_flight);
     }
 
-    /// Serves one request on `route` from an authenticated caller.
+    /// Serves the models `elsewhere` lists beside this daemon's own (once; later calls are
+    /// ignored).
+    pub fn serve_elsewhere(&self, elsewhere: Arc<dyn Elsewhere>) {
+        let _ = self.elsewhere.set(elsewhere);
+    }
+
+    /// Serves one request on `route` from an authenticated caller: a model of this daemon's,
+    /// else one of a paired rig's.
     pub async fn handle(self: &Arc<Self>, route: Route, caller: Caller, body: Bytes) -> Response {
+        self.handle_from(route, caller, body, true).await
+    }
+
+    /// Serves one request with this daemon's own models only (a desk's request to this rig).
+    pub async fn handle_here(
+        self: &Arc<Self>,
+        route: Route,
+        caller: Caller,
+        body: Bytes,
+    ) -> Response {
+        self.handle_from(route, caller, body, false).await
+    }
+
+    async fn handle_from(
+        self: &Arc<Self>,
+        route: Route,
+        caller: Caller,
+        body: Bytes,
+        reach_elsewhere: bool,
+    ) -> Response {
         let mut call = Call {
             gateway: self.clone(),
             route,
@@ -162,6 +193,7 @@ impl Gateway {
             model: String::new(),
             resolved: false,
             stream: false,
+            rig: None,
         };
         let request = match GatewayRequest::parse(route, body) {
             Ok(request) => request,
@@ -171,6 +203,9 @@ impl Gateway {
         call.model = request.model.clone();
         let entry = match self.resolve(&request.model).await {
             Ok(entry) => entry,
+            Err(err) if err.kind == ErrorKind::ModelNotFound && reach_elsewhere => {
+                return self.forward_elsewhere(call, request, err).await
+            }
             Err(err) => return call.refuse(err, Outcome::Refused),
         };
         call.model = entry.name.clone();
@@ -200,7 +235,7 @@ impl Gateway {
         };
         match self.fleet.state(&entry.name) {
             ModelState::Ready(upstream) => {
-                let end = call.end_guard(in_use);
+                let end = call.end_guard(Some(in_use));
                 self.forward(&request, &upstream, &entry, end).await
             }
             // Loading already (a click on Start, a restart after a crash): wait for it like
@@ -324,14 +359,78 @@ impl Gateway {
         self.upstream_after(entry, &mut load).await.ok()
     }
 
-    /// `/v1/models`: every profile, and each alias as its own entry.
-    pub async fn list_models(&self) -> Response {
-        let models = match self.fleet.models().await {
-            Ok(models) => models,
-            Err(err) => {
-                return GatewayError::new(ErrorKind::Unavailable, err).response(Dialect::OpenAi)
-            }
+    /// A request for a model this daemon does not have, sent to the paired rig that serves it;
+    /// `not_here` when none does.
+    async fn forward_elsewhere(
+        self: &Arc<Self>,
+        mut call: Call,
+        request: GatewayRequest,
+        not_here: GatewayError,
+    ) -> Response {
+        let Some(elsewhere) = self.elsewhere.get().cloned() else {
+            return call.refuse(not_here, Outcome::Refused);
         };
+        let remote = self.remote_models(elsewhere.as_ref()).await;
+        let Some(remote) = remote.into_iter().find(|m| m.id == request.model) else {
+            let err = elsewhere.lost(&request.model).unwrap_or(not_here);
+            return call.refuse(err, Outcome::Refused);
+        };
+        call.model.clone_from(&remote.id);
+        call.resolved = true;
+        call.rig = Some(remote.model.rig.clone());
+        let end = call.end_guard(None);
+        let body = request.upstream_body(&remote.model.name);
+        match elsewhere.open(&remote.model, request.route, body).await {
+            Ok(answer) => {
+                let stall = self.options.client_stall;
+                proxy::relay_remote(answer, &request, &remote.id, end, stall)
+            }
+            Err(err) => fail(end, err, Outcome::EngineError).response(request.route.dialect()),
+        }
+    }
+
+    /// The live rigs' models, named beside this daemon's own names and aliases.
+    async fn remote_models(&self, elsewhere: &dyn Elsewhere) -> Vec<RemoteModel> {
+        let local = self.fleet.models().await.unwrap_or_default();
+        let taken: Vec<&str> = local
+            .iter()
+            .flat_map(|e| std::iter::once(&e.name).chain(&e.policy.aliases))
+            .map(String::as_str)
+            .collect();
+        elsewhere::name_remote(&taken, elsewhere.models().await)
+    }
+
+    /// `/v1/models` of this daemon alone: every profile, and each alias as its own entry.
+    pub async fn list_models(&self) -> Response {
+        match self.local_listing().await {
+            Ok(data) => model_list(data),
+            Err(err) => err.response(Dialect::OpenAi),
+        }
+    }
+
+    /// `/v1/models` with the paired rigs' models after this daemon's own, each saying its rig
+    /// (`owned_by` and `rig`).
+    pub async fn list_all_models(&self) -> Response {
+        let mut data = match self.local_listing().await {
+            Ok(data) => data,
+            Err(err) => return err.response(Dialect::OpenAi),
+        };
+        if let Some(elsewhere) = self.elsewhere.get() {
+            for remote in self.remote_models(elsewhere.as_ref()).await {
+                let rig = &remote.model.rig;
+                let status = remote.model.listing.get("status").cloned();
+                data.push(json!({"id": remote.id, "object": "model", "created": 0, "owned_by": rig, "rig": rig, "rig_model": remote.model.name, "status": status}));
+            }
+        }
+        model_list(data)
+    }
+
+    async fn local_listing(&self) -> Result<Vec<serde_json::Value>, GatewayError> {
+        let models = self
+            .fleet
+            .models()
+            .await
+            .map_err(|err| GatewayError::new(ErrorKind::Unavailable, err))?;
         let mut data = Vec::new();
         for entry in &models {
             let state = self.fleet.state(&entry.name);
@@ -341,11 +440,7 @@ impl Gateway {
                 data.push(json!({"id": alias, "object": "model", "created": 0, "owned_by": "rigdeck", "alias_of": entry.name, "status": status}));
             }
         }
-        (
-            StatusCode::OK,
-            axum::Json(json!({"object": "list", "data": data})),
-        )
-            .into_response()
+        Ok(data)
     }
 
     /// Where a ready model answers (for reading an engine's own properties).
@@ -402,6 +497,8 @@ struct Call {
     /// Whether `model` names a profile (metrics label only those).
     resolved: bool,
     stream: bool,
+    /// The paired rig it went to.
+    rig: Option<String>,
 }
 
 /// A request's claim on its model: counted against its concurrency limit, and holding the
@@ -412,7 +509,8 @@ pub(super) struct InUse {
 }
 
 impl Call {
-    fn end_guard(&self, in_use: InUse) -> EndGuard {
+    /// `in_use`: the local model's claim (`None` for a rig's model: the rig keeps its own).
+    fn end_guard(&self, in_use: Option<InUse>) -> EndGuard {
         EndGuard::new(Box::new(RequestEnd {
             gateway: self.gateway.clone(),
             record: self.record(Outcome::Cancelled, 0, None),
@@ -438,6 +536,7 @@ impl Call {
             decode_tps: None,
             duration_ms: self.started.elapsed().as_secs_f64() * 1000.0,
             error,
+            rig: self.rig.clone(),
         }
     }
 
@@ -462,7 +561,7 @@ struct RequestEnd {
     gateway: Arc<Gateway>,
     record: UsageRecord,
     started: Instant,
-    _in_use: InUse,
+    _in_use: Option<InUse>,
 }
 
 impl Ending for RequestEnd {
@@ -491,6 +590,12 @@ impl Ending for RequestEnd {
         }
         self.gateway.usage.record(record);
     }
+}
+
+/// `/v1/models`' answer for `data`.
+fn model_list(data: Vec<serde_json::Value>) -> Response {
+    let list = json!({"object": "list", "data": data});
+    (StatusCode::OK, axum::Json(list)).into_response()
 }
 
 /// A reply that produced tokens at a measured speed, finished or stopped by its client.

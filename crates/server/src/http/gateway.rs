@@ -26,22 +26,48 @@ pub const MAX_BODY_BYTES: usize = 64 << 20;
 
 type ApiResult<T> = Result<T, ApiError>;
 
-/// `/v1/...` and `/metrics`, behind [`require_key`].
+/// `/v1/...` and `/metrics`, behind [`require_key`]: this daemon's models and its paired rigs'.
 pub fn routes(state: Arc<AppState>) -> Router<Arc<AppState>> {
-    let mut router = Router::new().route("/v1/models", get(list_models));
+    model_routes(Reach::Fleet)
+        .route("/v1/models", get(list_models))
+        .route("/metrics", get(metrics))
+        .route_layer(axum::middleware::from_fn_with_state(state, require_key))
+}
+
+/// `/v1/...` as a desk that joined this rig calls it over the fleet's channel (which admitted
+/// the desk's pinned certificate): this daemon's own models only, the desk named as the caller.
+pub fn peer_routes() -> Router<Arc<AppState>> {
+    let desk = Caller {
+        key_id: None,
+        name: "fleet desk".to_owned(),
+    };
+    model_routes(Reach::Here)
+        .route("/v1/models", get(list_own_models))
+        .layer(Extension(desk))
+}
+
+/// Which models a request may reach.
+#[derive(Debug, Clone, Copy)]
+enum Reach {
+    /// This daemon's and its paired rigs'.
+    Fleet,
+    /// This daemon's own.
+    Here,
+}
+
+fn model_routes(reach: Reach) -> Router<Arc<AppState>> {
+    let mut router = Router::new();
     for route in Route::ALL {
         router = router.route(
             route.path(),
             post(
                 move |state: State<Arc<AppState>>, caller: Extension<Caller>, request: Request| {
-                    forward(state, caller, route, request)
+                    forward(state, caller, route, reach, request)
                 },
             ),
         );
     }
     router
-        .route("/metrics", get(metrics))
-        .route_layer(axum::middleware::from_fn_with_state(state, require_key))
 }
 
 pub(super) fn dialect_of(path: &str) -> Dialect {
@@ -98,6 +124,7 @@ async fn forward(
     State(state): State<Arc<AppState>>,
     Extension(caller): Extension<Caller>,
     route: Route,
+    reach: Reach,
     request: Request,
 ) -> Response {
     let dialect = route.dialect();
@@ -115,10 +142,20 @@ async fn forward(
             return GatewayError::new(ErrorKind::TooLarge, message).response(dialect);
         }
     };
-    gateway.handle(route, caller, body).await
+    match reach {
+        Reach::Fleet => gateway.handle(route, caller, body).await,
+        Reach::Here => gateway.handle_here(route, caller, body).await,
+    }
 }
 
 async fn list_models(State(state): State<Arc<AppState>>) -> Response {
+    match gateway(&state) {
+        Ok(gateway) => gateway.list_all_models().await,
+        Err(err) => err.response(Dialect::OpenAi),
+    }
+}
+
+async fn list_own_models(State(state): State<Arc<AppState>>) -> Response {
     match gateway(&state) {
         Ok(gateway) => gateway.list_models().await,
         Err(err) => err.response(Dialect::OpenAi),

@@ -466,8 +466,8 @@ fn api_routes(endpoints: Vec<Endpoint>) -> Router<Arc<AppState>> {
 }
 
 /// `/api/v1` as paired daemons call it over the fleet channel: every endpoint the channel
-/// relays, without the token (the channel admitted the caller's pinned certificate); no UI, no
-/// sign-in, no gateway.
+/// relays, without the token (the channel admitted the caller's pinned certificate), and the
+/// gateway's `/v1` with this daemon's own models; no UI, no sign-in, no `/metrics`.
 pub fn fleet_api_router(state: Arc<AppState>) -> Router {
     let relayed = api_endpoints()
         .into_iter()
@@ -475,6 +475,7 @@ pub fn fleet_api_router(state: Arc<AppState>) -> Router {
         .collect();
     Router::new()
         .nest("/api/v1", api_routes(relayed))
+        .merge(gateway::peer_routes())
         .with_state(state)
 }
 
