@@ -51,6 +51,8 @@ async function settingsPage(daemon) {
   return page;
 }
 
+const artifacts = process.env.RIGDECK_ARTIFACTS ?? "/tmp/rigdeck-artifacts";
+
 const peerRow = (page, name) => page.locator(`[data-testid="fleet-peer"][data-name="${name}"]`);
 
 before(async () => {
@@ -126,6 +128,7 @@ test("both daemons list each other, with roles, addresses and shortened fingerpr
   const shown = tower.locator("td").nth(3);
   assert.equal(await shown.getAttribute("title"), rigIdentity.fingerprint);
   assert.ok(rigIdentity.fingerprint.startsWith((await shown.textContent()).split("…")[0]));
+  assert.equal((await tower.locator('[data-testid="fleet-peer-answering"]').textContent()).trim(), "answers");
 
   await rigPage.reload();
   const deskRow = peerRow(rigPage, "desk");
@@ -133,11 +136,16 @@ test("both daemons list each other, with roles, addresses and shortened fingerpr
   assert.equal(await deskRow.getAttribute("data-role"), "desk");
   const deskIdentity = (await adminRequest(desk, "GET", "/api/v1/fleet")).body;
   assert.equal(await deskRow.locator("td").nth(3).getAttribute("title"), deskIdentity.fingerprint);
+  // The desk joined without a listener: the rig cannot call it, and says so rather than "silent".
+  assert.equal((await deskRow.locator('[data-testid="fleet-peer-answering"]').textContent()).trim(), "not callable");
 
   await tower.locator('[data-testid="fleet-peer-check"]').click();
   const result = deskPage.locator('[data-testid="fleet-peer-check-result"][data-name="tower"]');
   await result.waitFor({ timeout: 15_000 });
   assert.match(await result.textContent(), /answers: tower, Rigdeck /);
+  mkdirSync(artifacts, { recursive: true });
+  await deskPage.locator('[data-testid="settings-fleet"]').screenshot({ path: join(artifacts, "settings-fleet-desk.png") });
+  await rigPage.locator('[data-testid="settings-fleet"]').screenshot({ path: join(artifacts, "settings-fleet-rig.png") });
 });
 
 test("a reused code is refused with the daemon's message, as it is", async () => {
