@@ -14,7 +14,7 @@ use futures_util::future::BoxFuture;
 use futures_util::StreamExt;
 use http_body_util::BodyExt;
 use hyper::body::Incoming;
-use rigdeck_gateway::elsewhere::{BodyError, Elsewhere, RemoteAnswer, RigModel};
+use rigdeck_gateway::elsewhere::{BodyError, BodyStream, Elsewhere, RemoteAnswer, RigModel};
 use rigdeck_gateway::{ErrorKind, GatewayError, Route};
 use serde_json::Value;
 
@@ -33,6 +33,9 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 /// How long a rig may take to begin its answer: a whole (not streamed) answer begins once the
 /// rig has loaded the model on request, as long as the rig's own gateway lets a load take.
 const ANSWER_TIMEOUT: Duration = Duration::from_secs(15 * 60);
+/// How often a streaming answer's rig is looked up in the desk's watch while no chunk comes (a
+/// rig that froze or dropped off the network sends nothing, and no error either).
+const RIG_CHECK: Duration = Duration::from_millis(500);
 
 /// What the desk last learnt of one rig's models.
 #[derive(Default)]
@@ -163,30 +166,77 @@ impl Elsewhere for RigGateways {
                     self.note(&model.rig, Err(err.message.clone()));
                     unreachable(err)
                 })?;
-            Ok(remote_answer(&model.rig, answer))
+            Ok(remote_answer(&self.fleet, &model.rig, answer))
         })
     }
 }
 
-/// A rig's answer with its body's breaks said as the rig's.
-fn remote_answer(rig: &str, answer: Response<Incoming>) -> RemoteAnswer {
+/// A rig's answer with its body's breaks said as the rig's, and cut with an error once the
+/// desk's watch finds the rig unreachable.
+fn remote_answer(fleet: &Weak<Fleet>, rig: &str, answer: Response<Incoming>) -> RemoteAnswer {
     let status = answer.status().as_u16();
     let content_type = answer
         .headers()
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
         .map(str::to_owned);
-    let rig = rig.to_owned();
+    let named = rig.to_owned();
     let body = answer.into_body().into_data_stream().map(move |chunk| {
         chunk.map_err(|err| -> BodyError {
-            format!("the connection to the rig '{rig}' broke: {err}").into()
+            format!("the connection to the rig '{named}' broke: {err}").into()
         })
     });
     RemoteAnswer {
         status,
         content_type,
-        body: body.boxed(),
+        body: watched(body.boxed(), fleet.clone(), rig.to_owned()),
     }
+}
+
+/// `body` until it ends, or until the rig turns unreachable after the answer began. A stream
+/// ends with its final event: a client that closes once it has that event then finds the
+/// request recorded as done, not as cancelled while the rig's end of the body was on its way.
+fn watched(body: BodyStream, fleet: Weak<Fleet>, rig: String) -> BodyStream {
+    let began_ms = rigdeck_supervisor::now_ms();
+    let state = Some((body, fleet, rig));
+    futures_util::stream::unfold(state, move |state| async move {
+        let (mut body, fleet, rig) = state?;
+        loop {
+            tokio::select! {
+                chunk = body.next() => {
+                    let chunk = chunk?;
+                    let last = chunk.as_ref().is_ok_and(|c| ends_stream(c));
+                    let next = (!last).then_some((body, fleet, rig));
+                    return Some((chunk, next));
+                }
+                () = tokio::time::sleep(RIG_CHECK) => {
+                    if let Some(why) = gone_since(&fleet, &rig, began_ms) {
+                        let err: BodyError =
+                            format!("the rig '{rig}' stopped answering: {why}").into();
+                        return Some((Err(err), None));
+                    }
+                }
+            }
+        }
+    })
+    .boxed()
+}
+
+/// Whether `chunk` ends with a stream's final event (OpenAI's `[DONE]`, Anthropic's
+/// `message_stop`).
+fn ends_stream(chunk: &[u8]) -> bool {
+    let text = String::from_utf8_lossy(chunk);
+    let Some(last) = text.trim_end().rsplit("\n\n").next() else {
+        return false;
+    };
+    last.trim_end().ends_with("data: [DONE]") || last.starts_with("event: message_stop")
+}
+
+/// Why the watch finds `rig` unreachable, when it turned so at or after `began_ms`.
+fn gone_since(fleet: &Weak<Fleet>, rig: &str, began_ms: i64) -> Option<String> {
+    let views = fleet.upgrade()?.rig_views();
+    let view = views.iter().find(|view| view.name == rig)?;
+    (!view.live && view.since_ms >= began_ms).then(|| view.why.clone().unwrap_or_default())
 }
 
 /// The paired rig named `name` (a desk of this daemon is not one to send requests to).
@@ -321,6 +371,17 @@ fn internal(err: &dyn std::fmt::Display) -> FleetError {
 #[cfg(test)]
 mod tests {
     use super::rig_models;
+
+    #[test]
+    fn a_streams_final_event_is_found_at_a_chunks_end_only() {
+        use super::ends_stream;
+        assert!(ends_stream(b"data: {\"a\":1}\n\ndata: [DONE]\n\n"));
+        assert!(ends_stream(
+            b"event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n"
+        ));
+        assert!(!ends_stream(b"data: {\"text\":\"[DONE]\"}\n\n"));
+        assert!(!ends_stream(b"data: [DONE]\n\ndata: {}\n\n"));
+    }
 
     #[test]
     fn a_rig_list_gives_each_entry_by_its_id() {

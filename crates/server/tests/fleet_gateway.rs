@@ -1,10 +1,12 @@
 //! One endpoint for the fleet, with three real `rigdeck serve` daemons on loopback: a desk
-//! paired with two rigs, one of which runs the real llama-server on the tiny model on request.
-//! The desk's `/v1/models` lists the rig's model with the rig it belongs to; a streamed chat
-//! completion with the desk's key reaches it over the pinned channel (the rig starts it on
-//! request), arrives as a stream and is recorded on the desk with the rig that answered; a rig
-//! killed mid-stream ends the stream with an error event naming it, its model drops out of the
-//! list within seconds, and a request for it is a 503 that names the rig and the way it fails.
+//! paired with two rigs that run the real llama-server on the tiny model on request. The desk's
+//! `/v1/models` lists each rig's models with the rig they belong to (`rig/model` for a name both
+//! have); a streamed chat completion with the desk's key reaches the rig over the pinned channel
+//! (the rig starts the model on request), arrives as a stream and is recorded on the desk with
+//! the rig that answered; the official `openai` SDK streams through the desk too (where the SDK
+//! tests' virtual environment exists). A rig frozen or killed mid-stream ends the stream with an
+//! error event naming it; a killed rig's models drop out of the list within seconds, and a
+//! request for one is a 503 that names the rig and the way it fails.
 
 mod support;
 
@@ -150,6 +152,15 @@ impl Member {
             .map_or(Value::Null, |v| v["phase"].clone())
     }
 
+    fn signal(&self, which: &str) {
+        let pid = self.daemon.as_ref().expect("running").0.id().to_string();
+        let status = std::process::Command::new("kill")
+            .args([which, &pid])
+            .status()
+            .unwrap();
+        assert!(status.success());
+    }
+
     fn kill(&mut self) {
         if let Some(daemon) = self.daemon.take() {
             daemon.kill_hard();
@@ -179,6 +190,61 @@ async fn chat_stream(desk: &Member, key: &str, model: &str, max_tokens: u32) -> 
         .expect("the desk answers")
 }
 
+/// The rest of a stream whose rig is made to fail by `fail` after its first chunk: the last
+/// data line, which must come within 20 s.
+async fn last_event_after(answer: reqwest::Response, fail: impl FnOnce()) -> String {
+    assert_eq!(answer.status(), 200);
+    let mut body = answer.bytes_stream();
+    let first = body.next().await.expect("a first chunk").unwrap();
+    assert!(!first.is_empty());
+    fail();
+    let mut rest = String::new();
+    let reading = async {
+        while let Some(Ok(chunk)) = body.next().await {
+            rest.push_str(&String::from_utf8_lossy(&chunk));
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(20), reading)
+        .await
+        .expect("the stream ended, not hung");
+    data_lines(&rest)
+        .last()
+        .copied()
+        .unwrap_or_default()
+        .to_owned()
+}
+
+/// The official `openai` SDK's streamed chat completion through the desk, when the SDK tests'
+/// virtual environment is there (`None`, said, otherwise): the text it received.
+async fn openai_sdk_stream(desk: &Member, key: &str, model: &str) -> Option<String> {
+    let cache = std::env::var_os("RIGDECK_CACHE_DIR")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache/rigdeck")))?;
+    let python = cache.join("venvs/sdk/bin/python");
+    if !python.exists() {
+        eprintln!(
+            "skipped the openai SDK call: no {} (run `make test-sdk` once)",
+            python.display()
+        );
+        return None;
+    }
+    let script = r#"
+import sys, openai
+client = openai.OpenAI(base_url=sys.argv[1], api_key=sys.argv[2], max_retries=0)
+stream = client.chat.completions.create(model=sys.argv[3], stream=True, max_tokens=8,
+    messages=[{"role": "user", "content": "Say hello."}])
+print("".join(c.choices[0].delta.content or "" for c in stream if c.choices))
+"#;
+    let mut command = std::process::Command::new(python);
+    command.args(["-c", script, &desk.url("/v1"), key, model]);
+    let output = tokio::task::spawn_blocking(move || command.output().unwrap())
+        .await
+        .unwrap();
+    let (stdout, stderr) = support::output_text(&output);
+    assert!(output.status.success(), "the openai SDK failed: {stderr}");
+    Some(stdout)
+}
+
 /// The data lines of a whole event stream.
 fn data_lines(text: &str) -> Vec<&str> {
     text.lines()
@@ -197,14 +263,22 @@ async fn the_desks_gateway_serves_a_rigs_model_and_says_when_the_rig_is_gone() {
     let mut mini = Member::new(root.path(), "mini");
     let build = support::register_llama_server(&tower.dir.join("data")).await;
     let model = support::tiny_runnable(&tower.dir);
+    let mini_build = support::register_llama_server(&mini.dir.join("data")).await;
+    let mini_model = support::tiny_runnable(&mini.dir);
     desk.serve("4x3090.json").await;
     tower.serve("2x5060ti.json").await;
     mini.serve("2xgh200.json").await;
-    let profile = json!({"name": "tiny-tower", "engine_build_id": build.id, "model": model,
-        "restart": {"policy": "never"}, "placement": {"context": 8192, "threads": 1},
-        "gateway": {"on_demand": true}});
-    let (status, saved) = tower.call("POST", "/api/v1/profiles", Some(profile)).await;
-    assert_eq!(status, 201, "{saved}");
+    for (rig, name, build, model) in [
+        (&tower, "tiny-tower", build.id, &model),
+        (&tower, "tiny-shared", build.id, &model),
+        (&mini, "tiny-shared", mini_build.id, &mini_model),
+    ] {
+        let profile = json!({"name": name, "engine_build_id": build, "model": model,
+            "restart": {"policy": "never"}, "placement": {"context": 8192, "threads": 1},
+            "gateway": {"on_demand": true}});
+        let (status, saved) = rig.call("POST", "/api/v1/profiles", Some(profile)).await;
+        assert_eq!(status, 201, "{saved}");
+    }
     desk.pair_with(&tower).await;
     desk.pair_with(&mini).await;
     let key = desk.key("laptop").await;
@@ -217,6 +291,14 @@ async fn the_desks_gateway_serves_a_rigs_model_and_says_when_the_rig_is_gone() {
     assert_eq!(entry["owned_by"], "tower", "{entry}");
     assert_eq!(entry["rig"], "tower", "{entry}");
     assert_eq!(entry["status"]["value"], "stopped", "{entry}");
+    // A name both rigs have is listed once per rig, as rig/model.
+    let data = desk
+        .models_when(&key, Duration::from_secs(10), |d| {
+            lists(d, "mini/tiny-shared")
+        })
+        .await;
+    assert!(lists(&data, "tower/tiny-shared"), "{data:?}");
+    assert!(!lists(&data, "tiny-shared"), "{data:?}");
 
     // The desk's keys guard it: none, or a rig's own key, is refused.
     let (status, _) = desk.call_with("rdk-nope", "GET", "/v1/models", None).await;
@@ -269,6 +351,18 @@ async fn the_desks_gateway_serves_a_rigs_model_and_says_when_the_rig_is_gone() {
     );
     assert!(on_tower["recent"][0]["rig"].is_null(), "{on_tower:#}");
 
+    // The official SDK through the desk, to the rig/model name: the other rig answers.
+    if let Some(text) = openai_sdk_stream(&desk, &key, "mini/tiny-shared").await {
+        assert!(!text.trim().is_empty(), "the SDK received no text");
+        let (_, usage) = desk.call("GET", "/api/v1/gateway/usage", None).await;
+        let record = &usage["recent"][0];
+        assert_eq!(record["model"], "mini/tiny-shared", "{usage:#}");
+        assert_eq!(record["rig"], "mini", "{usage:#}");
+        assert_eq!(record["status"], "ok", "{usage:#}");
+        assert_eq!(mini.instance_phase("tiny-shared").await, "ready");
+        assert_eq!(tower.instance_phase("tiny-shared").await, Value::Null);
+    }
+
     // A model no daemon has: not found, naming what there is.
     let (status, missing) = desk
         .call_with(
@@ -280,30 +374,24 @@ async fn the_desks_gateway_serves_a_rigs_model_and_says_when_the_rig_is_gone() {
         .await;
     assert_eq!(status, 404, "{missing}");
 
-    // The rig killed mid-stream: the client's stream ends with an error event naming it.
+    // The rig frozen mid-stream (it sends nothing, and no error either): once the desk's
+    // watch finds it unreachable the stream ends with an error event naming it.
     let answer = chat_stream(&desk, &key, "tiny-tower", 6000).await;
-    assert_eq!(answer.status(), 200);
-    let mut body = answer.bytes_stream();
-    let first = body.next().await.expect("a first chunk").unwrap();
-    assert!(!first.is_empty());
-    tower.kill();
-    let mut rest = String::new();
-    let reading = async {
-        while let Some(Ok(chunk)) = body.next().await {
-            rest.push_str(&String::from_utf8_lossy(&chunk));
-        }
-    };
-    tokio::time::timeout(Duration::from_secs(20), reading)
-        .await
-        .expect("the stream ended, not hung");
-    let last = data_lines(&rest)
-        .last()
-        .copied()
-        .unwrap_or_default()
-        .to_owned();
+    let last = last_event_after(answer, || tower.signal("-STOP")).await;
     assert!(
         last.contains("error") && last.contains("rig 'tower'"),
-        "{rest}"
+        "{last}"
+    );
+    tower.signal("-CONT");
+    desk.models_when(&key, Duration::from_secs(10), |d| lists(d, "tiny-tower"))
+        .await;
+
+    // The rig killed mid-stream: the client's stream ends with an error event naming it.
+    let answer = chat_stream(&desk, &key, "tiny-tower", 6000).await;
+    let last = last_event_after(answer, || tower.kill()).await;
+    assert!(
+        last.contains("error") && last.contains("rig 'tower'"),
+        "{last}"
     );
 
     // The list drops the rig's model within seconds; a request for it is a 503 naming it.

@@ -1315,6 +1315,8 @@ export interface RecentRequest {
   decode_tps: number | null;
   duration_ms: number;
   error: string | null;
+  /** The paired rig that answered (null: this daemon's own engine, or nobody). */
+  rig?: string | null;
 }
 
 /** GET /gateway/usage?from_ms=&to_ms=. */
