@@ -3,8 +3,8 @@
 //! `/v1/models` lists each rig's models with the rig they belong to (`rig/model` for a name both
 //! have); a streamed chat completion with the desk's key reaches the rig over the pinned channel
 //! (the rig starts the model on request), arrives as a stream and is recorded on the desk with
-//! the rig that answered; the official `openai` SDK streams through the desk too (where the SDK
-//! tests' virtual environment exists). A rig frozen or killed mid-stream ends the stream with an
+//! the rig that answered; Anthropic's route goes the same way, and the official `openai` SDK
+//! streams through the desk too (where the SDK tests' virtual environment exists). A rig frozen or killed mid-stream ends the stream with an
 //! error event naming it; a killed rig's models drop out of the list within seconds, and a
 //! request for one is a 503 that names the rig and the way it fails.
 
@@ -362,6 +362,18 @@ async fn the_desks_gateway_serves_a_rigs_model_and_says_when_the_rig_is_gone() {
         assert_eq!(mini.instance_phase("tiny-shared").await, "ready");
         assert_eq!(tower.instance_phase("tiny-shared").await, Value::Null);
     }
+
+    // Anthropic's route, whole, to the rig's model that is running now.
+    let body = json!({"model": "tiny-tower", "max_tokens": 4,
+        "messages": [{"role": "user", "content": "Say hello."}]});
+    let (status, message) = desk
+        .call_with(&key, "POST", "/v1/messages", Some(body))
+        .await;
+    assert_eq!(status, 200, "{message}");
+    assert_eq!(message["type"], "message", "{message}");
+    let (_, usage) = desk.call("GET", "/api/v1/gateway/usage", None).await;
+    assert_eq!(usage["recent"][0]["route"], "messages", "{usage:#}");
+    assert_eq!(usage["recent"][0]["rig"], "tower", "{usage:#}");
 
     // A model no daemon has: not found, naming what there is.
     let (status, missing) = desk
