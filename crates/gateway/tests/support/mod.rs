@@ -87,7 +87,12 @@ pub async fn gateway_over(stage: Arc<Stage>, options: GatewayOptions) -> Arc<Gat
         .connect("sqlite::memory:")
         .await
         .unwrap();
-    let schema = include_str!("../../../core/migrations/20261125000001_gateway.sql");
-    sqlx::raw_sql(schema).execute(&pool).await.unwrap();
+    // The gateway's tables as the daemon's migrations leave them.
+    for schema in [
+        include_str!("../../../core/migrations/20261125000001_gateway.sql"),
+        include_str!("../../../core/migrations/20261205002801_gateway_rig.sql"),
+    ] {
+        sqlx::raw_sql(schema).execute(&pool).await.unwrap();
+    }
     Gateway::new(stage, pool, options).await.unwrap()
 }
