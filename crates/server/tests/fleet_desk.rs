@@ -9,119 +9,16 @@
 
 mod support;
 
-use std::path::{Path, PathBuf};
-use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
-use support::daemon_process::{free_port, Daemon};
-
-/// One daemon: its folder, its NVML double's rig, its ports and its token.
-struct Member {
-    name: String,
-    dir: PathBuf,
-    rig: &'static str,
-    api_port: u16,
-    fleet_port: u16,
-    daemon: Option<Daemon>,
-    token: String,
-    http: reqwest::Client,
-}
+use support::fleet_member::Member;
 
 impl Member {
-    async fn start(root: &Path, name: &str, rig: &'static str) -> Self {
-        let dir = root.join(name);
-        std::fs::create_dir_all(dir.join("config/fleet")).unwrap();
-        std::fs::write(dir.join("config/fleet/name"), format!("{name}\n")).unwrap();
-        let mut member = Self {
-            name: name.to_owned(),
-            dir,
-            rig,
-            api_port: free_port(),
-            fleet_port: free_port(),
-            daemon: None,
-            token: String::new(),
-            http: reqwest::Client::new(),
-        };
-        member.serve().await;
-        member
-    }
-
-    async fn serve(&mut self) {
-        let child = support::rigdeck_in(&self.dir)
-            .env("RIGDECK_NVML_DOUBLE_RIG", support::fixture(self.rig))
-            .args(["serve", "--bind", &format!("127.0.0.1:{}", self.api_port)])
-            .args(["--fleet-bind", &format!("127.0.0.1:{}", self.fleet_port)])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("spawn rigdeck serve");
-        self.daemon = Some(Daemon(child, self.dir.join("data")));
-        let deadline = Instant::now() + Duration::from_secs(60);
-        loop {
-            self.token = std::fs::read_to_string(self.dir.join("config/token"))
-                .unwrap_or_default()
-                .trim()
-                .to_owned();
-            if !self.token.is_empty() && self.call("GET", "/api/v1/fleet", None).await.0 == 200 {
-                break;
-            }
-            assert!(Instant::now() < deadline, "{} did not start", self.name);
-            tokio::time::sleep(Duration::from_millis(200)).await;
-        }
-    }
-
-    fn kill(&mut self) {
-        if let Some(daemon) = self.daemon.take() {
-            daemon.kill_hard();
-        }
-    }
-
-    fn signal(&self, which: &str) {
-        let pid = self.daemon.as_ref().expect("running").0.id().to_string();
-        let status = std::process::Command::new("kill")
-            .args([which, &pid])
-            .status()
-            .unwrap();
-        assert!(status.success());
-    }
-
-    fn request(&self, method: &str, path: &str) -> reqwest::RequestBuilder {
-        let method = reqwest::Method::from_bytes(method.as_bytes()).unwrap();
-        self.http
-            .request(method, format!("http://127.0.0.1:{}{path}", self.api_port))
-            .timeout(Duration::from_secs(40))
-    }
-
-    /// `METHOD path` with this daemon's token: status and JSON (or text).
-    async fn call(&self, method: &str, path: &str, body: Option<Value>) -> (u16, Value) {
-        let mut request = self.request(method, path).bearer_auth(&self.token);
-        if let Some(body) = body {
-            request = request.json(&body);
-        }
-        let Ok(response) = request.send().await else {
-            return (0, Value::Null);
-        };
-        let status = response.status().as_u16();
-        let text = response.text().await.unwrap_or_default();
-        let value = serde_json::from_str(&text).unwrap_or(Value::String(text));
-        (status, value)
-    }
-
     /// The same through the desk's relay to the rig `rig`.
     async fn via(&self, rig: &str, method: &str, path: &str, body: Option<Value>) -> (u16, Value) {
         self.call(method, &format!("/api/v1/fleet/peers/{rig}{path}"), body)
             .await
-    }
-
-    async fn pair_with(&self, rig: &Member) {
-        let (status, invite) = rig
-            .call("POST", "/api/v1/fleet/invites", Some(json!({})))
-            .await;
-        assert_eq!(status, 201, "{invite}");
-        let body = json!({ "code": invite["code"] });
-        let (status, joined) = self.call("POST", "/api/v1/fleet/join", Some(body)).await;
-        assert_eq!(status, 200, "{joined}");
     }
 
     /// Waits until the overview's entry for `name` passes `check`; the entry.

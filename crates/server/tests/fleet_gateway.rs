@@ -10,110 +10,14 @@
 
 mod support;
 
-use std::path::{Path, PathBuf};
-use std::process::Stdio;
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use futures_util::StreamExt;
 use serde_json::{json, Value};
-use support::daemon_process::{free_port, Daemon};
-
-/// One daemon: its folder, its ports and its token.
-struct Member {
-    name: String,
-    dir: PathBuf,
-    api_port: u16,
-    fleet_port: u16,
-    daemon: Option<Daemon>,
-    token: String,
-    http: reqwest::Client,
-}
+use support::fleet_member::Member;
 
 impl Member {
-    fn new(root: &Path, name: &str) -> Self {
-        let dir = root.join(name);
-        std::fs::create_dir_all(dir.join("config/fleet")).unwrap();
-        std::fs::write(dir.join("config/fleet/name"), format!("{name}\n")).unwrap();
-        Self {
-            name: name.to_owned(),
-            dir,
-            api_port: free_port(),
-            fleet_port: free_port(),
-            daemon: None,
-            token: String::new(),
-            http: reqwest::Client::new(),
-        }
-    }
-
-    async fn serve(&mut self, rig: &str) {
-        let child = support::rigdeck_in(&self.dir)
-            .env("RIGDECK_NVML_DOUBLE_RIG", support::fixture(rig))
-            .args(["serve", "--bind", &format!("127.0.0.1:{}", self.api_port)])
-            .args(["--fleet-bind", &format!("127.0.0.1:{}", self.fleet_port)])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("spawn rigdeck serve");
-        self.daemon = Some(Daemon(child, self.dir.join("data")));
-        let deadline = Instant::now() + Duration::from_secs(60);
-        loop {
-            self.token = std::fs::read_to_string(self.dir.join("config/token"))
-                .unwrap_or_default()
-                .trim()
-                .to_owned();
-            if !self.token.is_empty() && self.call("GET", "/api/v1/fleet", None).await.0 == 200 {
-                break;
-            }
-            assert!(Instant::now() < deadline, "{} did not start", self.name);
-            tokio::time::sleep(Duration::from_millis(200)).await;
-        }
-    }
-
-    fn url(&self, path: &str) -> String {
-        format!("http://127.0.0.1:{}{path}", self.api_port)
-    }
-
-    /// `METHOD path` with `key`: status and JSON (or text).
-    async fn call_with(
-        &self,
-        key: &str,
-        method: &str,
-        path: &str,
-        body: Option<Value>,
-    ) -> (u16, Value) {
-        let method = reqwest::Method::from_bytes(method.as_bytes()).unwrap();
-        let mut request = self
-            .http
-            .request(method, self.url(path))
-            .timeout(Duration::from_secs(120))
-            .bearer_auth(key);
-        if let Some(body) = body {
-            request = request.json(&body);
-        }
-        let Ok(response) = request.send().await else {
-            return (0, Value::Null);
-        };
-        let status = response.status().as_u16();
-        let text = response.text().await.unwrap_or_default();
-        let value = serde_json::from_str(&text).unwrap_or(Value::String(text));
-        (status, value)
-    }
-
-    async fn call(&self, method: &str, path: &str, body: Option<Value>) -> (u16, Value) {
-        self.call_with(&self.token.clone(), method, path, body)
-            .await
-    }
-
-    async fn pair_with(&self, rig: &Member) {
-        let (status, invite) = rig
-            .call("POST", "/api/v1/fleet/invites", Some(json!({})))
-            .await;
-        assert_eq!(status, 201, "{invite}");
-        let body = json!({ "code": invite["code"] });
-        let (status, joined) = self.call("POST", "/api/v1/fleet/join", Some(body)).await;
-        assert_eq!(status, 200, "{joined}");
-    }
-
     async fn key(&self, name: &str) -> String {
         let (status, created) = self
             .call("POST", "/api/v1/keys", Some(json!({"name": name})))
@@ -150,21 +54,6 @@ impl Member {
         all.as_array()
             .and_then(|all| all.iter().find(|v| v["name"] == name))
             .map_or(Value::Null, |v| v["phase"].clone())
-    }
-
-    fn signal(&self, which: &str) {
-        let pid = self.daemon.as_ref().expect("running").0.id().to_string();
-        let status = std::process::Command::new("kill")
-            .args([which, &pid])
-            .status()
-            .unwrap();
-        assert!(status.success());
-    }
-
-    fn kill(&mut self) {
-        if let Some(daemon) = self.daemon.take() {
-            daemon.kill_hard();
-        }
     }
 }
 
@@ -258,16 +147,16 @@ async fn the_desks_gateway_serves_a_rigs_model_and_says_when_the_rig_is_gone() {
         .prefix("rigdeck-fleet-gateway")
         .tempdir()
         .unwrap();
-    let mut desk = Member::new(root.path(), "desk");
-    let mut tower = Member::new(root.path(), "tower");
-    let mut mini = Member::new(root.path(), "mini");
+    let mut desk = Member::new(root.path(), "desk", "4x3090.json");
+    let mut tower = Member::new(root.path(), "tower", "2x5060ti.json");
+    let mut mini = Member::new(root.path(), "mini", "2xgh200.json");
     let build = support::register_llama_server(&tower.dir.join("data")).await;
     let model = support::tiny_runnable(&tower.dir);
     let mini_build = support::register_llama_server(&mini.dir.join("data")).await;
     let mini_model = support::tiny_runnable(&mini.dir);
-    desk.serve("4x3090.json").await;
-    tower.serve("2x5060ti.json").await;
-    mini.serve("2xgh200.json").await;
+    desk.serve().await;
+    tower.serve().await;
+    mini.serve().await;
     for (rig, name, build, model) in [
         (&tower, "tiny-tower", build.id, &model),
         (&tower, "tiny-shared", build.id, &model),

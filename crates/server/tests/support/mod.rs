@@ -5,6 +5,7 @@
 
 pub mod daemon_process;
 pub mod engine_rig;
+pub mod fleet_member;
 
 use std::path::{Path, PathBuf};
 
