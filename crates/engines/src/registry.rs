@@ -63,6 +63,22 @@ pub struct EngineBuild {
     pub status: Availability,
 }
 
+impl EngineBuild {
+    /// One of llama.cpp's tools (`llama-bench`, `llama-perplexity`…) in the folder of this build's
+    /// `llama-server`; the message says how to get it.
+    pub fn tool(&self, name: &str) -> Result<PathBuf, String> {
+        let program = self.location.with_file_name(name);
+        if program.is_file() {
+            return Ok(program);
+        }
+        Err(format!(
+            "engine build {} has no {name} beside '{}': build llama.cpp again with `rigdeck engines build` (its tools include {name})",
+            self.id,
+            self.location.display()
+        ))
+    }
+}
+
 /// A build to store.
 #[derive(Debug, Clone, PartialEq)]
 pub struct NewEngineBuild {

@@ -322,6 +322,7 @@ pub async fn start(options: ServeOptions) -> anyhow::Result<RunningServer> {
         memory_bandwidth,
         references,
         quality_dir: paths.quality_dir(),
+        token_counts: Default::default(),
         fleet,
     });
     if let Some(fleet) = state

@@ -58,14 +58,7 @@ pub async fn resolve(
             build.kind
         ));
     }
-    let program = build.location.with_file_name(tool);
-    if !program.is_file() {
-        return Err(format!(
-            "engine build {} has no {tool} beside '{}': build llama.cpp again with `rigdeck engines build` (its tools include {tool})",
-            build.id,
-            build.location.display()
-        ));
-    }
+    let program = build.tool(tool)?;
     if let Some((phase, _, _)) = instances.and_then(|i| i.phase_and_address(&name)) {
         if super::is_up(&phase) {
             return Err(format!(

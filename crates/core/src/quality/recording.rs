@@ -3,6 +3,7 @@
 //! the build's own `llama-tokenize`), the windows and the file's size, room within the budget
 //! and on the disk — and the recording itself, run in the background with its progress announced.
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -44,31 +45,45 @@ pub fn model_facts(path: &Path) -> Result<ModelFacts, String> {
     })
 }
 
-/// llama.cpp's quality tools from one build.
-pub struct Tools {
-    pub perplexity: PathBuf,
-    pub tokenize: PathBuf,
-}
+/// Token counts already made, by corpus text, model file (and its size) and tokenizer program:
+/// an estimate asked again for another window length, or the recording after its estimate, does
+/// not run llama-tokenize again.
+#[derive(Default)]
+pub struct TokenCounts(std::sync::Mutex<HashMap<(String, PathBuf, u64, PathBuf), u64>>);
 
-/// The tools in the folder of the build's `llama-server`.
-pub fn tools_beside(server: &Path, build_id: i64) -> Result<Tools, String> {
-    let find = |name: &str| {
-        let candidate = server.with_file_name(name);
-        candidate.is_file().then_some(candidate).ok_or_else(|| {
-            format!(
-                "engine build {build_id} has no {name} beside '{}': build llama.cpp again with `rigdeck engines build` (its tools include {name})",
-                server.display()
-            )
-        })
-    };
-    Ok(Tools {
-        perplexity: find("llama-perplexity")?,
-        tokenize: find("llama-tokenize")?,
-    })
+impl TokenCounts {
+    /// The corpus's tokens with the model's vocabulary, counted once.
+    pub async fn count(
+        &self,
+        tokenize: &Path,
+        model: &Path,
+        corpus_file: &Path,
+        corpus_sha256: &str,
+    ) -> Result<u64, String> {
+        let model_bytes = std::fs::metadata(model).map(|m| m.len()).unwrap_or(0);
+        let key = (
+            corpus_sha256.to_owned(),
+            model.to_owned(),
+            model_bytes,
+            tokenize.to_owned(),
+        );
+        if let Some(tokens) = self.lock().get(&key) {
+            return Ok(*tokens);
+        }
+        let tokens = count_tokens(tokenize, model, corpus_file).await?;
+        self.lock().insert(key, tokens);
+        Ok(tokens)
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<(String, PathBuf, u64, PathBuf), u64>> {
+        self.0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
 }
 
 /// The corpus's tokens with the model's vocabulary (BOS included, as llama-perplexity counts).
-pub async fn count_tokens(tokenize: &Path, model: &Path, corpus: &Path) -> Result<u64, String> {
+async fn count_tokens(tokenize: &Path, model: &Path, corpus: &Path) -> Result<u64, String> {
     let output = Command::new(tokenize)
         .arg("-m")
         .arg(model)

@@ -145,6 +145,8 @@ pub struct AppState {
     pub references: Arc<rigdeck_core::quality::references::References>,
     /// `<data dir>/quality`: references and the corpora they were recorded on.
     pub quality_dir: PathBuf,
+    /// Corpora's token counts per model, so estimates do not tokenize again.
+    pub token_counts: rigdeck_core::quality::recording::TokenCounts,
     /// Paired daemons (`None` without a database).
     pub fleet: Option<Arc<rigdeck_fleet::Fleet>>,
 }

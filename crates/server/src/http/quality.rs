@@ -67,9 +67,23 @@ fn default_context() -> u32 {
 /// Everything a recording needs, found and checked.
 struct Planned {
     reference: Reference,
-    argv: Vec<String>,
+    /// The build's `llama-perplexity`, the profile's flags it keeps, and the corpus's file.
+    perplexity: PathBuf,
+    flags: Vec<String>,
+    corpus_file: PathBuf,
     env: Vec<(String, String)>,
     windows: Windows,
+    notes: Vec<String>,
+}
+
+/// The model a reference records, as it runs: its profile (a saved one, or the automatic
+/// placement of a file on this rig), its build, llama-server's arguments for it (the key masked).
+struct ResolvedModel {
+    profile: LaunchProfile,
+    /// The request named a saved profile (not a file placed for the occasion).
+    saved: bool,
+    build: EngineBuild,
+    server_args: Vec<String>,
     notes: Vec<String>,
 }
 
@@ -170,10 +184,14 @@ pub async fn record(State(state): State<Arc<AppState>>, body: axum::body::Bytes)
         Ok(begun) => begun,
         Err(e) => return bad(e.to_string()).into_response(),
     };
-    let mut argv = planned.argv;
-    if let Some(last) = argv.last_mut() {
-        *last = logits_out.display().to_string();
-    }
+    let argv = flags::reference_argv(
+        &planned.perplexity,
+        &planned.flags,
+        &planned.corpus_file,
+        body.context,
+        Some(planned.windows.chunks),
+        &logits_out,
+    );
     let id = planned.reference.id.clone();
     tokio::spawn(recording::record(
         state.references.clone(),
@@ -334,9 +352,12 @@ fn budget_bytes(state: &AppState) -> u64 {
 
 /// Finds the model, the build, the flags and the corpus, counts its tokens and sizes the file.
 async fn plan(state: &AppState, body: &RecordBody) -> Result<Planned, ApiError> {
-    let (model, profile_name, build, server_argv, env, mut notes) =
-        resolve_model(state, &body.model, body.context).await?;
-    let tools = recording::tools_beside(&build.location, build.id).map_err(bad)?;
+    let mut resolved = resolve_model(state, &body.model, body.context).await?;
+    let (perplexity, tokenize) = (
+        resolved.build.tool("llama-perplexity").map_err(bad)?,
+        resolved.build.tool("llama-tokenize").map_err(bad)?,
+    );
+    let model = resolved.profile.model.clone();
     let facts = {
         let model = model.clone();
         tokio::task::spawn_blocking(move || recording::model_facts(&model))
@@ -345,9 +366,11 @@ async fn plan(state: &AppState, body: &RecordBody) -> Result<Planned, ApiError> 
             .map_err(bad)?
     };
     let corpus = corpus_of(state, &body.corpus, &facts.chat).await?;
-    notes.extend(corpus.notes.iter().cloned());
+    resolved.notes.extend(corpus.notes.iter().cloned());
     let corpus_file = recording::write_corpus(&state.quality_dir, &corpus).map_err(bad)?;
-    let tokens = recording::count_tokens(&tools.tokenize, &model, &corpus_file)
+    let tokens = state
+        .token_counts
+        .count(&tokenize, &model, &corpus_file, &corpus.sha256)
         .await
         .map_err(bad)?;
     let windows = recording::windows(
@@ -358,49 +381,29 @@ async fn plan(state: &AppState, body: &RecordBody) -> Result<Planned, ApiError> 
         body.chunks,
     )
     .map_err(bad)?;
-    let (kept, dropped) = flags::perplexity_flags(&server_argv, body.context);
+    let (kept, dropped) = flags::perplexity_flags(&resolved.server_args, body.context);
     // A profile's own serving settings are worth naming; the automatic ones of a file are not.
-    if profile_name.is_some() && !dropped.is_empty() {
-        notes.push(format!(
+    if resolved.saved && !dropped.is_empty() {
+        resolved.notes.push(format!(
             "the profile's serving flags are not used for the recording: {}",
             dropped.join(" ")
         ));
     }
-    let reference = draft(
-        &model,
-        profile_name,
-        &body.corpus,
-        &corpus,
-        body,
-        &build,
-        &facts,
-        windows,
-    );
-    let argv = flags::reference_argv(
-        &tools.perplexity,
-        &kept,
-        &corpus_file,
-        body.context,
-        Some(windows.chunks),
-        std::path::Path::new("<logits>"),
-    );
     Ok(Planned {
-        reference,
-        argv,
-        env,
+        reference: draft(&resolved, body, &corpus, &facts, windows),
+        perplexity,
+        flags: kept,
+        corpus_file,
+        env: resolved.profile.env.clone().into_iter().collect(),
         windows,
-        notes,
+        notes: resolved.notes,
     })
 }
 
-#[allow(clippy::too_many_arguments)]
 fn draft(
-    model: &std::path::Path,
-    profile: Option<String>,
-    spec: &CorpusSpec,
-    corpus: &CorpusText,
+    resolved: &ResolvedModel,
     body: &RecordBody,
-    build: &EngineBuild,
+    corpus: &CorpusText,
     facts: &ModelFacts,
     windows: Windows,
 ) -> Reference {
@@ -408,18 +411,19 @@ fn draft(
     static MADE: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
     let made = MADE.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let created_at_ms = rigdeck_core::now_ms();
+    let model = &resolved.profile.model;
     Reference {
         id: format!("r{created_at_ms:x}{made:x}"),
         state: ReferenceState::Recording,
         error: None,
-        model_path: model.to_owned(),
+        model_path: model.clone(),
         model_name: model
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_default(),
         model_bytes: std::fs::metadata(model).map(|m| m.len()).unwrap_or(0),
-        profile,
-        corpus: spec.clone(),
+        profile: resolved.saved.then(|| resolved.profile.name.clone()),
+        corpus: body.corpus.clone(),
         corpus_label: corpus.label.clone(),
         corpus_sha256: corpus.sha256.clone(),
         context: body.context,
@@ -428,8 +432,8 @@ fn draft(
         corpus_tokens: Some(windows.corpus_tokens),
         n_vocab: Some(facts.n_vocab),
         bytes: windows.bytes,
-        engine: engine_label(build),
-        engine_build_id: build.id,
+        engine: engine_label(&resolved.build),
+        engine_build_id: resolved.build.id,
         created_at_ms,
         wall_s: None,
         progress: Some(rigdeck_core::quality::references::RecordingProgress {
@@ -454,22 +458,12 @@ async fn corpus_of(
         .map_err(|e| bad(e.to_string()))
 }
 
-type Resolved = (
-    PathBuf,
-    Option<String>,
-    EngineBuild,
-    Vec<String>,
-    Vec<(String, String)>,
-    Vec<String>,
-);
-
-/// The model file, its profile (if any), the build, the server flags and environment it runs
-/// with: a profile's own, or a file placed automatically on this rig.
+/// The model as it runs: a profile's own settings, or a file placed automatically on this rig.
 async fn resolve_model(
     state: &AppState,
     model: &ModelRef,
     context: u32,
-) -> Result<Resolved, ApiError> {
+) -> Result<ResolvedModel, ApiError> {
     let store = state
         .store
         .as_ref()
@@ -522,14 +516,11 @@ async fn resolve_model(
         })?;
     let argv = profile::argv(&profile, &build, 0, None).map_err(|e| bad(e.to_string()))?;
     let argv = profile::key_masked(&argv);
-    let server_args = argv.get(1..).unwrap_or_default().to_vec();
-    let name = matches!(model, ModelRef::Profile { .. }).then(|| profile.name.clone());
-    Ok((
-        profile.model.clone(),
-        name,
+    Ok(ResolvedModel {
+        server_args: argv.get(1..).unwrap_or_default().to_vec(),
+        saved: matches!(model, ModelRef::Profile { .. }),
+        profile,
         build,
-        server_args,
-        profile.env.into_iter().collect(),
         notes,
-    ))
+    })
 }
