@@ -25,6 +25,8 @@ pub struct ServiceSpec<'a> {
     pub program: &'a Path,
     pub bind: SocketAddr,
     pub gateway_bind: Option<SocketAddr>,
+    /// The fleet's mutual-TLS listener, for a rig that desks pair with.
+    pub fleet_bind: Option<SocketAddr>,
     pub paths: &'a AppPaths,
     pub scope: Scope,
 }
@@ -42,6 +44,9 @@ pub fn unit(spec: &ServiceSpec<'_>) -> String {
     ];
     if let Some(gateway) = spec.gateway_bind {
         args.extend(["--gateway-bind".to_owned(), gateway.to_string()]);
+    }
+    if let Some(fleet) = spec.fleet_bind {
+        args.extend(["--fleet-bind".to_owned(), fleet.to_string()]);
     }
     let exec: Vec<String> = args
         .iter()
@@ -99,12 +104,13 @@ mod tests {
             program: Path::new("/bin/true"),
             bind: "127.0.0.1:7878".parse().unwrap(),
             gateway_bind: Some("0.0.0.0:8080".parse().unwrap()),
+            fleet_bind: Some("192.168.1.20:7879".parse().unwrap()),
             paths: &paths,
             scope: Scope::User,
         };
         let text = unit(&spec);
         assert!(text.contains(
-            "ExecStart=/bin/true serve --bind 127.0.0.1:7878 --gateway-bind 0.0.0.0:8080\n"
+            "ExecStart=/bin/true serve --bind 127.0.0.1:7878 --gateway-bind 0.0.0.0:8080 --fleet-bind 192.168.1.20:7879\n"
         ));
         assert!(
             text.contains("Environment=\"RIGDECK_DATA_DIR=/home/ana/my models %%data/rigdeck\"\n")
@@ -123,12 +129,13 @@ mod tests {
             program: Path::new("/bin/true"),
             bind: "0.0.0.0:7878".parse().unwrap(),
             gateway_bind: None,
+            fleet_bind: None,
             paths: &paths,
             scope: Scope::System { user: "ana".into() },
         };
         let text = unit(&spec);
         assert!(text.contains("User=ana\n") && text.contains("WantedBy=multi-user.target\n"));
-        assert!(text.contains("--bind 0.0.0.0:7878\n"));
+        assert!(text.contains("--bind 0.0.0.0:7878\n") && !text.contains("--fleet-bind"));
         assert_systemd_accepts(UNIT_NAME, &text);
     }
 }

@@ -50,6 +50,10 @@ pub struct InstallArgs {
     /// Also serve the gateway alone here (API keys), e.g. 0.0.0.0:8080 for the LAN's tools.
     #[arg(long, value_name = "IP:PORT")]
     pub gateway_bind: Option<SocketAddr>,
+    /// Also listen for paired Rigdeck daemons (the fleet's mutual-TLS channel) here, as
+    /// `rigdeck serve --fleet-bind` does: 127.0.0.1:7879 for SSH tunnels, a LAN or VPN address.
+    #[arg(long, value_name = "IP:PORT")]
+    pub fleet_bind: Option<SocketAddr>,
     /// With --system: the user it runs as (default: the one who ran sudo).
     #[arg(long, value_name = "NAME")]
     pub user: Option<String>,
@@ -95,6 +99,7 @@ fn unit_for(args: &InstallArgs) -> anyhow::Result<(String, AppPaths)> {
         program: &program,
         bind: args.bind,
         gateway_bind: args.gateway_bind,
+        fleet_bind: args.fleet_bind,
         paths: &paths,
         scope,
     };
