@@ -85,8 +85,13 @@ async fn local_api(
     Extension(caller): Extension<Caller>,
     mut request: axum::extract::Request,
 ) -> Response {
-    // The API routes the request afresh: this route's own path parameters must not travel.
+    // The API routes the request afresh: this route's own path parameters must not travel, but
+    // the connection's upgrade (the event socket's WebSocket handshake) must.
+    let upgrade = request.extensions_mut().remove::<hyper::upgrade::OnUpgrade>();
     request.extensions_mut().clear();
+    if let Some(upgrade) = upgrade {
+        request.extensions_mut().insert(upgrade);
+    }
     match fleet.local_api_for(caller, request.uri().path()).await {
         Ok(api) => match tower::ServiceExt::oneshot(api, request).await {
             Ok(response) => response,
@@ -170,7 +175,11 @@ async fn serve_connection(
     let mut http = hyper::server::conn::http1::Builder::new();
     http.timer(TokioTimer::new())
         .header_read_timeout(HANDSHAKE_TIMEOUT);
-    if let Err(err) = http.serve_connection(TokioIo::new(tls), service).await {
+    // With upgrades: the relayed event socket (and tunnels) continue as raw bytes after a 101.
+    let connection = http
+        .serve_connection(TokioIo::new(tls), service)
+        .with_upgrades();
+    if let Err(err) = connection.await {
         tracing::debug!("fleet listener: connection from {remote} ended: {err}");
     }
 }

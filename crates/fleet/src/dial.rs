@@ -107,7 +107,8 @@ where
     let (sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(tls))
         .await
         .map_err(|err| broken(address, &err))?;
-    tokio::spawn(connection);
+    // With upgrades: a relayed WebSocket or tunnel turns the connection into raw bytes after a 101.
+    tokio::spawn(connection.with_upgrades());
     Ok(sender)
 }
 
