@@ -87,7 +87,9 @@ async fn local_api(
 ) -> Response {
     // The API routes the request afresh: this route's own path parameters must not travel, but
     // the connection's upgrade (the event socket's WebSocket handshake) must.
-    let upgrade = request.extensions_mut().remove::<hyper::upgrade::OnUpgrade>();
+    let upgrade = request
+        .extensions_mut()
+        .remove::<hyper::upgrade::OnUpgrade>();
     request.extensions_mut().clear();
     if let Some(upgrade) = upgrade {
         request.extensions_mut().insert(upgrade);
