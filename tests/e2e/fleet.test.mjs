@@ -1,11 +1,13 @@
 // The Fleet page in a real browser: a desk paired with two real rigs (each its own `rigdeck
 // serve` with its own NVML double rig and a fleet listener), a card per daemon with its GPUs;
 // one rig killed mid-test turns grey with the way it fails and since when, never live; a rig's
-// card opens its dashboard through the desk's relay, with a banner and the way back.
+// card opens its dashboard through the desk's relay, with a banner and the way back, and the
+// rig's own events (a model folder added there) reach that page live through the desk.
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
-import { mkdirSync, writeFileSync } from "node:fs";
+import { copyFileSync, mkdirSync, mkdtempSync, writeFileSync } from "node:fs";
 import { createServer } from "node:net";
+import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { adminRequest, startDaemon, launchChromium } from "./daemon.mjs";
 
@@ -82,7 +84,9 @@ test("a rig killed mid-test turns grey with the way it fails and since when, nev
   await mini.kill();
   const dead = page.locator('[data-testid="fleet-card"][data-name="mini"][data-state="unreachable"]');
   await dead.waitFor({ timeout: 10_000 });
-  assert.match(await dead.locator('[data-testid="fleet-why"]').textContent(), /the desk cannot reach the rig: .*connection refused/);
+  // A request in flight as the rig died says the connection broke; the next one, refused.
+  const refused = /the desk cannot reach the rig: .*connection refused/;
+  await dead.locator('[data-testid="fleet-why"]', { hasText: refused }).waitFor({ timeout: 10_000 });
   assert.match(await dead.locator('[data-testid="fleet-since"]').textContent(), /since /);
   assert.match(await dead.locator('[data-testid="fleet-stale"]').textContent(), /Last known state.*not live/);
   assert.equal(await dead.locator('[data-testid="fleet-state"]').textContent(), "unreachable");
@@ -100,6 +104,15 @@ test("a rig's card opens its dashboard through the desk, with a banner and the w
   assert.match(await banner.textContent(), /Viewing rig tower/);
   await page.locator('[data-testid="gpu-name"]', { hasText: "RTX 5060 Ti" }).first().waitFor({ timeout: 15_000 });
   assert.equal(await page.locator('[data-testid="gpu-card"]').count(), 2);
+  // The rig's events reach the page live, through the desk: a model folder added on the rig
+  // shows on its Models page without a reload.
+  await page.locator('[data-testid="nav-models"]').click();
+  const rigModels = mkdtempSync(join(tmpdir(), "rigdeck-tower-models-"));
+  copyFileSync(process.env.RIGDECK_TINY_MODEL, join(rigModels, "tower-tiny.gguf"));
+  const added = await adminRequest(tower, "POST", "/api/v1/models/folders", { path: rigModels });
+  assert.ok(added.status < 300, JSON.stringify(added.body));
+  await page.locator('[data-testid="model-row"]', { hasText: "tower-tiny" }).waitFor({ timeout: 15_000 });
+  assert.equal(await page.locator('[data-testid="fleet-viewing"]').count(), 1);
   await page.locator('[data-testid="fleet-back"]').click();
   await page.locator('[data-testid="fleet-page"]').waitFor({ timeout: 15_000 });
   assert.equal(await page.locator('[data-testid="fleet-viewing"]').count(), 0);

@@ -1,12 +1,13 @@
 //! A peer's `/api/v1` over the channel: the desk forwards a request to a rig as it came (method,
-//! path, query, body) and streams the answer back; the rig serves it from its own API for a
-//! pinned certificate only, and refuses what stays with each daemon (fleet management, the hub
-//! token, the live-events socket).
+//! path, query, body; a WebSocket handshake with its upgrade) and streams the answer back; the
+//! rig serves it from its own API for a pinned certificate only, and refuses what stays with each
+//! daemon (fleet management, signing in, the hub token).
 
 use std::time::Duration;
 
 use axum::body::Body;
-use axum::http::{HeaderName, HeaderValue, Request, Response, StatusCode};
+use axum::http::header::{CONNECTION, UPGRADE};
+use axum::http::{HeaderMap, HeaderName, HeaderValue, Request, Response, StatusCode};
 use http_body_util::BodyExt;
 use hyper::body::Incoming;
 
@@ -48,9 +49,6 @@ pub fn refusal(path: &str) -> Option<&'static str> {
             "fleet management stays with each daemon: a peer cannot pair, list or remove peers on another rig (run `rigdeck fleet` on that rig)",
         ),
         "session" => Some("signing in is for the rig's own user, not for its peers"),
-        "events" => Some(
-            "the live-events socket does not travel over the channel: poll /api/v1/telemetry/latest (the desk's fleet overview does)",
-        ),
         "hub" if rest.trim_start_matches('/').starts_with("hub/token") => Some(
             "the rig's Hugging Face token stays on the rig: set it there (Settings, or `rigdeck hub login`)",
         ),
@@ -91,8 +89,14 @@ pub async fn forward(
         .await
         .map_err(|_| connect_timed_out(peer, address, within))??;
     let headers = request.headers_mut();
+    let websocket = is_websocket_upgrade(headers);
     for name in DROPPED_REQUEST_HEADERS {
         headers.remove(name);
+    }
+    if websocket {
+        // The event socket's handshake goes on to the rig; its key and version headers travel.
+        headers.insert(CONNECTION, HeaderValue::from_static("upgrade"));
+        headers.insert(UPGRADE, HeaderValue::from_static("websocket"));
     }
     headers.insert(
         axum::http::header::HOST,
@@ -106,6 +110,19 @@ pub async fn forward(
         return Err(read_refusal(peer, address, response).await);
     }
     Ok(response)
+}
+
+/// A WebSocket handshake: `Connection: upgrade` with `Upgrade: websocket`.
+pub fn is_websocket_upgrade(headers: &HeaderMap) -> bool {
+    let has = |name, token: &str| {
+        headers.get_all(name).iter().any(|value| {
+            value.to_str().is_ok_and(|v| {
+                v.split(',')
+                    .any(|part| part.trim().eq_ignore_ascii_case(token))
+            })
+        })
+    };
+    has(CONNECTION, "upgrade") && has(UPGRADE, "websocket")
 }
 
 /// The rig's own refusal, read back as a fleet error said from the desk's side.
@@ -166,7 +183,6 @@ mod tests {
             "/api/v1/fleet/join",
             "/api/v1/fleet/peers/x",
             "/api/v1/hub/token",
-            "/api/v1/events",
             "/api/v1//fleet/join",
             "/api/v1/%66leet/join",
             "/api/v1/./fleet",
@@ -179,6 +195,7 @@ mod tests {
             "/api/v1/instances/a/logs",
             "/api/v1/hub/search",
             "/api/v1/fleetwide",
+            "/api/v1/events",
         ] {
             assert!(refusal(path).is_none(), "{path} is refused");
         }

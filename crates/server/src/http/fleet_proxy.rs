@@ -1,6 +1,7 @@
 //! One desk over many rigs: `ANY /api/v1/fleet/peers/{name}/api/v1/…` relays a call of a rig's
 //! API over the pinned channel (the desk's token stays on the desk, the rig admits the desk's
-//! certificate), and `GET /api/v1/fleet/overview` gives every watched rig and the desk itself.
+//! certificate) — the rig's event WebSocket included, spliced once both sides switched — and
+//! `GET /api/v1/fleet/overview` gives every watched rig and the desk itself.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -10,6 +11,8 @@ use axum::extract::{Request, State};
 use axum::http::{header, HeaderMap, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
+use hyper::upgrade::OnUpgrade;
+use hyper_util::rt::TokioIo;
 use rigdeck_fleet::overview::{self, Entry};
 use rigdeck_fleet::RigState;
 
@@ -43,7 +46,18 @@ pub async fn relay(State(state): State<Arc<AppState>>, mut request: Request) -> 
         Err(err) => return err.into_response(),
     };
     *request.uri_mut() = uri;
+    let browser_upgrade = rigdeck_fleet::relay::is_websocket_upgrade(request.headers())
+        .then(|| hyper::upgrade::on(&mut request));
     match fleet.relay(&name, request, RELAY_TIMEOUT).await {
+        Ok(answer) if answer.status() == StatusCode::SWITCHING_PROTOCOLS => match browser_upgrade {
+            Some(browser) => spliced(browser, answer),
+            None => ApiError::new(
+                StatusCode::BAD_GATEWAY,
+                "unexpected_upgrade",
+                format!("the rig '{name}' switched protocols on a call that asked for none"),
+            )
+            .into_response(),
+        },
         Ok(answer) => {
             let (mut parts, body) = answer.into_parts();
             drop_hop_by_hop(&mut parts.headers);
@@ -51,6 +65,22 @@ pub async fn relay(State(state): State<Arc<AppState>>, mut request: Request) -> 
         }
         Err(err) => fleet_error(err).into_response(),
     }
+}
+
+/// The rig's 101 handed to the browser, and once both sides have switched, the browser's socket
+/// and the rig's joined byte for byte (the rig's event socket, carried over the channel) until
+/// either side closes.
+fn spliced(browser: OnUpgrade, mut answer: hyper::Response<hyper::body::Incoming>) -> Response {
+    let rig = hyper::upgrade::on(&mut answer);
+    tokio::spawn(async move {
+        let (Ok(browser), Ok(rig)) = (browser.await, rig.await) else {
+            return;
+        };
+        let (mut browser, mut rig) = (TokioIo::new(browser), TokioIo::new(rig));
+        let _ = tokio::io::copy_bidirectional(&mut browser, &mut rig).await;
+    });
+    let (parts, _) = answer.into_parts();
+    Response::from_parts(parts, Body::empty())
 }
 
 /// The peer's name and the rig's own URI (`/api/v1/…?query`) in a relayed call's URI.

@@ -118,6 +118,12 @@ describe('eventsUrl', () => {
     expect(eventsUrl({ protocol: 'http:', host: '127.0.0.1:7878' })).toBe('ws://127.0.0.1:7878/api/v1/events');
     expect(eventsUrl({ protocol: 'https:', host: 'rig.lan' })).toBe('wss://rig.lan/api/v1/events');
   });
+
+  it('reaches a viewed rig’s events through the desk’s relay', () => {
+    expect(eventsUrl({ protocol: 'http:', host: '127.0.0.1:7878' }, 'tower')).toBe(
+      'ws://127.0.0.1:7878/api/v1/fleet/peers/tower/api/v1/events',
+    );
+  });
 });
 
 // ---- EventClient against a scripted socket and a manual clock ----

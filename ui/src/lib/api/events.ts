@@ -5,6 +5,7 @@
 import type { BuildProgress, ChatDelta, ChatMessage, DownloadView, Hello, InstanceView, LogLine, ModelEntry, ModelRun, ServerEvent, TelemetryFrame } from './types';
 import type { RunSummary, TuneView } from '../bench/types';
 import type { Reference } from '../quality/types';
+import { relayedPath } from '../fleet/viewing';
 
 // ---- Message parsing ----
 
@@ -194,10 +195,11 @@ export function staleAfterMs(periodMs: number): number {
   return Math.max(3 * periodMs, 10_000);
 }
 
-/** ws:// or wss:// URL of the event stream for the page's own origin. */
-export function eventsUrl(loc: Pick<Location, 'protocol' | 'host'>): string {
+/** ws:// or wss:// URL of the event stream for the page's own origin: the desk's own, or while
+ *  `rig` is viewed that rig's, carried through the desk's relay. */
+export function eventsUrl(loc: Pick<Location, 'protocol' | 'host'>, rig: string | null = null): string {
   const scheme = loc.protocol === 'https:' ? 'wss:' : 'ws:';
-  return `${scheme}//${loc.host}/api/v1/events`;
+  return `${scheme}//${loc.host}${relayedPath('/api/v1/events', rig)}`;
 }
 
 // ---- Client ----

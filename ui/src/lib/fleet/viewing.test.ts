@@ -13,10 +13,11 @@ describe('relayedPath', () => {
     );
   });
 
-  it('keeps the desk’s session, status, fleet and events on the desk', () => {
-    for (const path of ['/api/v1/session', '/api/v1/status', '/api/v1/fleet/overview', '/api/v1/fleet', '/api/v1/events']) {
+  it('keeps the desk’s session, status and fleet on the desk', () => {
+    for (const path of ['/api/v1/session', '/api/v1/status', '/api/v1/fleet/overview', '/api/v1/fleet']) {
       expect(relayedPath(path, 'tower')).toBe(path);
     }
+    expect(relayedPath('/api/v1/events', 'tower')).toBe('/api/v1/fleet/peers/tower/api/v1/events');
     expect(relayedPath('/api/v1/fleetwide', 'tower')).toBe('/api/v1/fleet/peers/tower/api/v1/fleetwide');
     expect(relayedPath('/login', 'tower')).toBe('/login');
   });

@@ -5,8 +5,8 @@
 /** The sessionStorage key of the rig being viewed. */
 export const VIEWED_RIG_KEY = 'rigdeck.fleet.viewing';
 
-/** Paths that always stay on the desk: its session, its status, its fleet, its event socket. */
-const DESK_ONLY = ['/api/v1/session', '/api/v1/status', '/api/v1/fleet', '/api/v1/events'];
+/** Paths that always stay on the desk: its session, its status, its fleet. */
+const DESK_ONLY = ['/api/v1/session', '/api/v1/status', '/api/v1/fleet'];
 
 /** The path to fetch for `path` while `rig` is viewed (`null`: the desk's own). */
 export function relayedPath(path: string, rig: string | null): string {

@@ -1,5 +1,6 @@
 // The app's live telemetry state: the latest frame, the 15-minute point buffer and the connection
-// state, fed by the /api/v1/events WebSocket (never by polling). One instance for the whole app.
+// state, fed by the /api/v1/events WebSocket (never by polling; a viewed rig's, through the desk's relay).
+// One instance for the whole app.
 
 import { EventClient, eventsUrl, type ConnectionState } from '../api/events';
 import { probeSession } from '../api/client';
@@ -37,7 +38,7 @@ class LiveTelemetry {
   start(onSignedOut: () => void): void {
     if (this.client) return;
     this.client = new EventClient({
-      url: eventsUrl(window.location),
+      url: eventsUrl(window.location, viewedRig),
       checkSession: probeSession,
       onState: (state, detail) => {
         this.connection = state;
@@ -48,8 +49,6 @@ class LiveTelemetry {
         }
       },
       onEvent: (ev) => {
-        // Viewing a paired rig: the desk's own events are not about it (lib/fleet/rigFeed feeds it).
-        if (viewedRig && ev.type !== 'hello') return;
         if (ev.type === 'hello') this.helloed(ev.data);
         else if (ev.type === 'chat.delta') chat.ingestDelta(ev.data);
         else if (ev.type === 'chat.message') chat.ingestMessage(ev.data);
