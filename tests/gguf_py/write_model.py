@@ -5,8 +5,8 @@ sparse file: `llama-fit-params` reads only the header.
 
 Usage: write_model.py GGUF_PY_DIR OUT.gguf SPEC_JSON
 
-SPEC_JSON keys: arch (gemma3, qwen2, qwen3, qwen3moe, llama, phi3, command-r, deepseek2, gpt-oss,
-mamba, mamba2), n_vocab, n_embd, n_layer, n_head, n_head_kv, head_dim, n_ff, and optionally context_length,
+SPEC_JSON keys: arch (gemma3, qwen2, qwen3, qwen3moe, llama, phi3, command-r, deepseek2, glm-dsa,
+gpt-oss, mamba, mamba2), n_vocab, n_embd, n_layer, n_head, n_head_kv, head_dim, n_ff, and optionally context_length,
 sliding_window (gemma3, gpt-oss), sliding_window_pattern (gemma3: a list of booleans, one per
 layer), experts, experts_used, expert_ff, expert_groups ([groups, groups kept]), tied (no output
 tensor: the embedding is reused).
@@ -15,6 +15,9 @@ deepseek2 (MLA, the cache holding the latent and the roped key) also takes mla =
 dense feed-forward), shared_experts, sigmoid (gating with a selection bias), weights_scale,
 weights_norm (default true); head_dim and n_head_kv are then the cache's (kv_lora_rank + rope,
 1).
+glm-dsa takes deepseek2's keys (q_lora_rank non-zero) and indexer = {heads, head_size, top_k,
+types (optional: one flag per layer, true for a layer with its own indexer, false for one reusing
+the previous selection)}: the DSA lightning indexer's projections on each full layer.
 gpt-oss: biases on Q, K, V, the output, the router and every expert, attention sinks, a norm
 after the attention.
 phi3: one fused QKV projection and one up projection twice n_ff wide (gate and up together).
@@ -93,6 +96,13 @@ def describe(writer, gguf, spec) -> None:
         writer.add_expert_weights_norm(spec.get("weights_norm", True))
         gating = gguf.ExpertGatingFuncType
         writer.add_expert_gating_func(gating.SIGMOID if spec.get("sigmoid") else gating.SOFTMAX)
+    if "indexer" in spec:
+        indexer = spec["indexer"]
+        writer.add_indexer_head_count(indexer["heads"])
+        writer.add_indexer_key_length(indexer["head_size"])
+        writer.add_indexer_top_k(indexer["top_k"])
+        if "types" in indexer:
+            writer.add_indexer_types(indexer["types"])
     if "experts" in spec:
         writer.add_expert_count(spec["experts"])
         writer.add_expert_used_count(spec["experts_used"])
@@ -128,7 +138,7 @@ def tensors(gguf, spec):
     out = [(name(T.TOKEN_EMBD), (v, e), np.float16), (name(T.OUTPUT_NORM), (e,), np.float32)]
     if not spec.get("tied", False):
         out.append((name(T.OUTPUT), (v, e), np.float16))
-    if arch == "deepseek2":
+    if arch in ("deepseek2", "glm-dsa"):
         return out + [t for il in range(spec["n_layer"]) for t in mla_layer(gguf, spec, il)]
     if arch == "gpt-oss":
         return out + [t for il in range(spec["n_layer"]) for t in gpt_oss_layer(gguf, spec, il)]
@@ -207,9 +217,9 @@ def tensors(gguf, spec):
 
 
 def mla_layer(gguf, spec, il):
-    """A deepseek2 layer: the low-rank Q (or one Q projection), the latent KV with its roped key,
-    the absorbed K and V decompressions per head, then a dense feed-forward (the leading layers)
-    or routed experts with shared ones."""
+    """A deepseek2 or glm-dsa layer: the low-rank Q (or one Q projection), the latent KV with its
+    roped key, the absorbed K and V decompressions per head, a glm-dsa full layer's indexer, then
+    a dense feed-forward (the leading layers) or routed experts with shared ones."""
     T = gguf.MODEL_TENSOR
     name = lambda t, kind="weight": f"{gguf.TENSOR_NAMES[t].format(bid=il)}.{kind}"
     e, h, mla = spec["n_embd"], spec["n_head"], spec["mla"]
@@ -231,6 +241,16 @@ def mla_layer(gguf, spec, il):
         (name(T.ATTN_OUT), (e, h * mla["v_head"]), np.float16),
         (name(T.FFN_NORM), (e,), np.float32),
     ]
+    indexer = spec.get("indexer")
+    if indexer and indexer.get("types", [True] * spec["n_layer"])[il]:
+        heads, size = indexer["heads"], indexer["head_size"]
+        out += [
+            (name(T.INDEXER_K_NORM), (size,), np.float32),
+            (name(T.INDEXER_K_NORM, "bias"), (size,), np.float32),
+            (name(T.INDEXER_PROJ), (heads, e), np.float16),
+            (name(T.INDEXER_ATTN_K), (size, e), np.float16),
+            (name(T.INDEXER_ATTN_Q_B), (heads * size, q_lora), np.float16),
+        ]
     ff = spec["n_ff"]
     if il < spec.get("dense_lead", 0):
         return out + [

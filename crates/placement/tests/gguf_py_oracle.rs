@@ -628,3 +628,33 @@ fn mamba2_under_large_logits_matches_llama_cpp() {
         "ssm": {"d_conv": 4, "d_inner": 1536, "d_state": 64, "dt_rank": 24, "n_group": 2},
     }));
 }
+
+#[test]
+fn glm_dsa_with_an_indexer_on_every_layer_matches_llama_cpp() {
+    // GLM-5's layout, narrower: MLA over a rank-768 query projection (192 + 64 per query head,
+    // 256 per value head), the DSA lightning indexer (32 heads of 128, the best 2 048 keys) on
+    // every layer (a trained context under 1 M), one dense layer, then 16 experts of 512 with 4
+    // active beside a shared one. The formulas said 80.5 MiB at 16 384 ctx q8_0, llama.cpp 75.
+    assert_exact(json!({
+        "arch": "glm-dsa", "n_vocab": 32_000, "n_embd": 2048, "n_layer": 4, "n_head": 16,
+        "n_head_kv": 1, "head_dim": 576, "n_ff": 5632,
+        "mla": {"q_lora_rank": 768, "kv_lora_rank": 512, "rope": 64, "nope": 192, "v_head": 256},
+        "indexer": {"heads": 32, "head_size": 128, "top_k": 2048},
+        "dense_lead": 1, "experts": 16, "experts_used": 4, "expert_ff": 512,
+        "shared_experts": 1, "sigmoid": true, "weights_scale": 2.5,
+    }));
+}
+
+#[test]
+fn glm_dsa_with_shared_indexer_layers_matches_llama_cpp() {
+    // GLM-5.2's pattern (a 1 M trained context): full indexers on layers 0, 1, 2 and 6, the
+    // layers between reusing the last selection; 64 heads, a 151 936-token vocabulary.
+    assert_exact(json!({
+        "arch": "glm-dsa", "n_vocab": 151_936, "n_embd": 2048, "n_layer": 7, "n_head": 64,
+        "n_head_kv": 1, "head_dim": 576, "n_ff": 5632, "context_length": 1_048_576,
+        "mla": {"q_lora_rank": 1024, "kv_lora_rank": 512, "rope": 64, "nope": 192, "v_head": 256},
+        "indexer": {"heads": 32, "head_size": 128, "top_k": 2048},
+        "dense_lead": 3, "experts": 32, "experts_used": 8, "expert_ff": 256,
+        "shared_experts": 1, "sigmoid": true, "weights_scale": 2.5,
+    }));
+}

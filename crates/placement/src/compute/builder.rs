@@ -92,6 +92,15 @@ struct AttentionInputs {
     value_rotation: Option<TensorId>,
 }
 
+/// The DSA indexer's inputs (`llm_graph_input_attn_k_dsa`'s `_lid` tensors): the rows its keys
+/// are written to, its mask and the Hadamard rotation of its queries and keys.
+#[derive(Clone, Copy)]
+pub(super) struct IndexerInputs {
+    pub(super) key_rows: TensorId,
+    pub(super) mask: TensorId,
+    pub(super) rotation: TensorId,
+}
+
 impl Builder {
     pub(super) fn new(
         model: &ModelShape,
@@ -136,6 +145,100 @@ impl Builder {
         self.inputs(model, held, 1, selects_rows, options, g)
     }
 
+    /// The inputs of GLM-5.x's graph (`build_attn_inp_k_dsa`): beside the token ids, MLA's
+    /// cache rows and mask, and the indexer cache's rows, mask (f16: the fused lightning
+    /// indexer's, whatever the flash attention setting) and Hadamard rotation (`width` square);
+    /// the positions and output rows as for any decoder. All but the first are left where the
+    /// graph first meets them, as ggml places a leaf: with an indexer on the first layer, its
+    /// rotation comes before the positions.
+    pub(super) fn sparse_inputs(
+        &mut self,
+        model: &ModelShape,
+        held: &[usize],
+        width: u64,
+        options: &PlacementOptions,
+        g: &ContextGeometry,
+    ) -> (TensorId, IndexerInputs) {
+        let first = self.layer_input(held);
+        let embedded = self.embedded(first);
+        let Batch {
+            tokens,
+            outputs,
+            streams,
+            ..
+        } = self.batch;
+        let cells = held
+            .first()
+            .map_or(0, |&il| kv::cells(&model.attention, il, options, g));
+        let mask_shape = [cells, tokens / streams, 1, streams];
+        let positions = self.graph.input(Element::I32, [tokens, 1, 1, 1]);
+        let key_rows = self.graph.input(Element::I64, [tokens, 1, 1, 1]);
+        let mask = self.graph.input(self.mask_element(), mask_shape);
+        self.attention = Some(AttentionInputs {
+            positions,
+            key_rows,
+            value_rows: None,
+            mask,
+            key_rotation: None,
+            value_rotation: None,
+        });
+        let last = model.n_layer as usize;
+        if held.last().is_some_and(|&il| il + 1 == last) {
+            self.output_rows = Some(self.graph.input(Element::I32, [outputs, 1, 1, 1]));
+        }
+        let indexer = IndexerInputs {
+            key_rows: self.graph.input(Element::I64, [tokens, 1, 1, 1]),
+            mask: self.graph.input(Element::F16, mask_shape),
+            rotation: self.graph.input(Element::F32, [width, width, 1, 1]),
+        };
+        (embedded, indexer)
+    }
+
+    /// The attention mask's element: f16 for flash attention, f32 for the softmax.
+    fn mask_element(&self) -> Element {
+        if self.flash_attention {
+            Element::F16
+        } else {
+            Element::F32
+        }
+    }
+
+    /// DSA's mask (`build_attn` with `top_k`): MLA's mask filled with -inf, zeros written over
+    /// the `selected` keys (`[top-k, tokens per stream, 1, streams]` I32) from a zero-filled leaf,
+    /// and the original mask added; `None` without MLA's inputs.
+    pub(super) fn sparse_mask(&mut self, selected: TensorId) -> Option<TensorId> {
+        let mask = self.attention?.mask;
+        let element = self.mask_element();
+        let [cells, per_stream, _, streams] = self.graph.extents(mask);
+        let [top_k, ..] = self.graph.extents(selected);
+        let shape = [cells, per_stream, 1, streams];
+        let filled = self.graph.op(Reuse::InPlace, element, shape, &[mask]);
+        let size = self.graph.strides(filled)[0];
+        let row = size * cells;
+        let as_rows = self.graph.view(
+            filled,
+            [1, cells, per_stream, streams],
+            [size, size, row, row * per_stream],
+        );
+        let selected_strides = self.graph.strides(selected);
+        let by_token = self
+            .graph
+            .view(selected, [top_k, per_stream, streams, 1], selected_strides);
+        let zeros_shape = [1, top_k, per_stream, streams];
+        let zeros = self.graph.input(Element::F32, zeros_shape);
+        let zeros = self.op(Reuse::InPlace, zeros_shape, &[zeros]);
+        let unmasked = self.graph.write_rows(as_rows, zeros, by_token);
+        let unmasked = self.graph.view(
+            unmasked,
+            shape,
+            contiguous_strides(shape).map(|nb| nb / 4 * size),
+        );
+        Some(
+            self.graph
+                .op(Reuse::Fresh, element, shape, &[unmasked, mask]),
+        )
+    }
+
     /// The graph's inputs, placed before anything computed in the order the graph meets them,
     /// and the first held layer's input: the token embeddings looked up on the device holding
     /// layer 0, else the activations received from the previous device. `positions_per_token`
@@ -149,15 +252,7 @@ impl Builder {
         options: &PlacementOptions,
         g: &ContextGeometry,
     ) -> TensorId {
-        let (tokens, n_embd) = (self.batch.tokens, self.n_embd);
-        let first = if held.first().is_some_and(|&il| il == 0) {
-            let ids = self.input(Element::I32, [tokens, 1, 1, 1]);
-            // The embeddings input is allocated though token ids feed this graph.
-            self.input(Element::F32, [n_embd, tokens, 1, 1]);
-            LayerInput::Tokens(ids)
-        } else {
-            LayerInput::Received(self.input(Element::F32, [n_embd, tokens, 1, 1]))
-        };
+        let first = self.layer_input(held);
         if held.iter().any(|&il| model.attention.is_recurrent(il)) {
             self.state_copy = Some(self.input(Element::I32, [self.batch.sequences, 1, 1, 1]));
         }
@@ -166,6 +261,26 @@ impl Builder {
             let outputs = self.batch.outputs;
             self.output_rows = Some(self.input(Element::I32, [outputs, 1, 1, 1]));
         }
+        self.embedded(first)
+    }
+
+    /// The token ids and the embeddings input on the device holding layer 0, else the
+    /// activations received from the previous device, placed now.
+    fn layer_input(&mut self, held: &[usize]) -> LayerInput {
+        let (tokens, n_embd) = (self.batch.tokens, self.n_embd);
+        if held.first().is_some_and(|&il| il == 0) {
+            let ids = self.input(Element::I32, [tokens, 1, 1, 1]);
+            // The embeddings input is allocated though token ids feed this graph.
+            self.input(Element::F32, [n_embd, tokens, 1, 1]);
+            LayerInput::Tokens(ids)
+        } else {
+            LayerInput::Received(self.input(Element::F32, [n_embd, tokens, 1, 1]))
+        }
+    }
+
+    /// The first held layer's input: the token embeddings looked up, or the activations received.
+    fn embedded(&mut self, first: LayerInput) -> TensorId {
+        let (tokens, n_embd) = (self.batch.tokens, self.n_embd);
         match first {
             LayerInput::Tokens(ids) => {
                 let table = self
@@ -443,25 +558,24 @@ impl Builder {
     /// compressed KV `latent` wide, V, is K's first columns, read from the same cache), K written
     /// into the cache; flash attention over it or the scores, their masked softmax, V made
     /// contiguous and weighted; each head decompressed to `value_width` (`wv_b`), `[value_width
-    /// × heads, tokens]` out.
+    /// × heads, tokens]` out. `sparse_mask` replaces MLA's mask (DSA's selected keys).
     pub(super) fn attend_latent(
         &mut self,
-        model: &ModelShape,
-        il: usize,
         [q, k, v]: [TensorId; 3],
         value_width: u64,
-        options: &PlacementOptions,
-        g: &ContextGeometry,
+        sparse_mask: Option<TensorId>,
     ) -> TensorId {
         let Some(inputs) = self.attention else {
             return q;
         };
+        let mask = sparse_mask.unwrap_or(inputs.mask);
+        // The mask spans the cache's cells (MLA has no sliding window).
+        let cells = self.graph.extents(mask)[0];
         let Batch {
             tokens, streams, ..
         } = self.batch;
         let [width, heads, ..] = self.graph.extents(q);
         let latent = self.graph.extents(v)[0];
-        let cells = kv::cells(&model.attention, il, options, g);
         let per_stream = tokens / streams;
         self.graph.expand(q);
         self.graph.expand(v);
@@ -482,7 +596,7 @@ impl Builder {
             let out = self.op(
                 Reuse::Fresh,
                 [latent, heads, per_stream, streams],
-                &[q, keys, values, inputs.mask],
+                &[q, keys, values, mask],
             );
             self.graph.permute(out, [0, 2, 1, 3])
         } else {
@@ -491,7 +605,7 @@ impl Builder {
                 [cells, per_stream, heads, streams],
                 &[keys, q],
             );
-            let weights = self.elementwise(scores, &[inputs.mask]);
+            let weights = self.elementwise(scores, &[mask]);
             let transposed = self.graph.permute(values, [1, 0, 2, 3]);
             let values = self.graph.op(
                 Reuse::Fresh,

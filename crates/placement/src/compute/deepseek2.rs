@@ -3,10 +3,13 @@
 //! `value_length_mla`): queries through a low-rank projection (or one projection in the lite
 //! models), the compressed KV and its roped key cached together, the queries absorbed into the
 //! latent space, attention over the K-only cache ([`Builder::attend_latent`]), the leading
-//! dense layers and then routed experts beside shared ones, tensor by tensor.
+//! dense layers and then routed experts beside shared ones, tensor by tensor. `glm-dsa`
+//! (GLM-5.x, `src/models/glm-dsa.cpp`) builds the same layers with a DSA indexer ([`Indexer`])
+//! choosing the keys each token attends to.
 
 use super::allocator::{Reuse, TensorId};
-use super::builder::{replay, Builder, Router};
+use super::builder::{replay, Builder, IndexerInputs, Router};
+use super::dsa::Indexer;
 use crate::kv::ContextGeometry;
 use crate::layers::LayerDevices;
 use crate::model::ModelShape;
@@ -29,14 +32,22 @@ struct Latent {
     /// Per layer: routed experts (else a dense feed-forward, the leading layers).
     routed: Vec<bool>,
     selection_bias: bool,
+    /// `glm-dsa`'s indexer.
+    indexer: Option<Indexer>,
 }
 
 impl Latent {
-    /// `None` for a header this graph does not read: not `deepseek2`, MLA off (the older
-    /// conversions cache full K and V), widths that do not add up, or no experts.
+    /// `None` for a header this graph does not read: not `deepseek2` or `glm-dsa`, MLA off (the
+    /// older conversions cache full K and V), widths that do not add up, no experts, or for
+    /// `glm-dsa` no Q projection's rank or an indexer [`Indexer::of`] does not build.
     fn of(model: &ModelShape) -> Option<Latent> {
         let attention = &model.attention;
-        if model.architecture != "deepseek2" || !attention.mla || model.experts.is_none() {
+        let sparse = match model.architecture.as_str() {
+            "deepseek2" => false,
+            "glm-dsa" => true,
+            _ => return None,
+        };
+        if !attention.mla || model.experts.is_none() {
             return None;
         }
         let rank = u64::from(attention.value_length);
@@ -63,9 +74,14 @@ impl Latent {
                 query_rank = tensor.bytes / 4;
             }
         }
-        if query_rank > u64::from(u32::MAX) {
+        if query_rank > u64::from(u32::MAX) || (sparse && query_rank == 0) {
             return None;
         }
+        let indexer = if sparse {
+            Some(Indexer::of(model, rope)?)
+        } else {
+            None
+        };
         Some(Latent {
             rank,
             rope,
@@ -74,6 +90,7 @@ impl Latent {
             query_rank,
             routed,
             selection_bias,
+            indexer,
         })
     }
 }
@@ -103,9 +120,21 @@ pub(super) fn compute_bytes(
         g,
         options,
         |mut builder, held, holds_output| {
-            let mut cur = builder.decoder_inputs(model, held, options, g);
+            let (mut cur, mut sparse) = match &latent.indexer {
+                Some(indexer) => {
+                    let (cur, inputs) =
+                        builder.sparse_inputs(model, held, indexer.width(), options, g);
+                    let sparse = Sparse {
+                        indexer,
+                        inputs,
+                        selected: None,
+                    };
+                    (cur, Some(sparse))
+                }
+                None => (builder.decoder_inputs(model, held, options, g), None),
+            };
             for &il in held {
-                cur = layer(&mut builder, model, &latent, il, cur, options, g);
+                cur = layer(&mut builder, model, &latent, il, cur, sparse.as_mut());
             }
             if holds_output {
                 let n_vocab = builder.n_vocab;
@@ -120,7 +149,14 @@ pub(super) fn compute_bytes(
     )
 }
 
-/// One layer: norm, the absorbed MLA attention, on the last layer only the output rows, the
+/// `glm-dsa`'s indexer, its inputs and the last full layer's selection.
+struct Sparse<'a> {
+    indexer: &'a Indexer,
+    inputs: IndexerInputs,
+    selected: Option<TensorId>,
+}
+
+/// One layer: norm, the absorbed MLA attention (over the keys `sparse`'s indexer selects), on the last layer only the output rows, the
 /// residual, norm, the dense feed-forward or the routed and shared experts, the residual.
 fn layer(
     b: &mut Builder,
@@ -128,10 +164,9 @@ fn layer(
     latent: &Latent,
     il: usize,
     input: TensorId,
-    options: &PlacementOptions,
-    g: &ContextGeometry,
+    sparse: Option<&mut Sparse>,
 ) -> TensorId {
-    let mixed = attention(b, model, latent, il, input, options, g);
+    let mixed = attention(b, model, latent, il, input, sparse);
     let n_embd = b.n_embd;
     let (mut mixed, mut residual) = (mixed, input);
     if let (true, Some(rows)) = (il + 1 == model.n_layer as usize, b.output_rows) {
@@ -169,8 +204,7 @@ fn attention(
     latent: &Latent,
     il: usize,
     input: TensorId,
-    options: &PlacementOptions,
-    g: &ContextGeometry,
+    sparse: Option<&mut Sparse>,
 ) -> TensorId {
     let tokens = b.batch.tokens;
     let heads = u64::from(model.attention.head_count.get(il).copied().unwrap_or(0));
@@ -179,13 +213,21 @@ fn attention(
     } = *latent;
     let head = nope + rope;
     let normed = b.rms_norm(input);
-    let q = if latent.query_rank > 0 {
+    let queries = if latent.query_rank > 0 {
         let compressed = b.matmul(latent.query_rank, normed);
-        let compressed = b.rms_norm(compressed);
-        b.matmul(heads * head, compressed)
+        b.rms_norm(compressed)
     } else {
-        b.matmul(heads * head, normed)
+        normed
     };
+    let sparse_mask = sparse.and_then(|sparse| {
+        let selected =
+            sparse
+                .indexer
+                .select(b, sparse.inputs, il, [normed, queries], sparse.selected);
+        sparse.selected = Some(selected);
+        b.sparse_mask(selected)
+    });
+    let q = b.matmul(heads * head, queries);
     let q = b.graph.reshape(q, [head, heads, tokens, 1]);
     let kv = b.matmul(rank + rope, normed);
     let row = 4 * (rank + rope);
@@ -211,7 +253,7 @@ fn attention(
     );
     let v = b.graph.reshape(compressed, [rank, 1, tokens, 1]);
     let k = b.op(Reuse::Fresh, [rank + rope, 1, tokens, 1], &[v, key_rope]);
-    let attended = b.attend_latent(model, il, [q, k, v], latent.value, options, g);
+    let attended = b.attend_latent([q, k, v], latent.value, sparse_mask);
     let n_embd = b.n_embd;
     b.matmul(n_embd, attended)
 }

@@ -3,7 +3,8 @@
 //! phase with what is alive beside it, not the sum of the phases. Each phase below was measured
 //! against `llama-fit-params -fitp on` on the CPU backend. Where the planner knows the graph
 //! llama.cpp builds (`llama`, `qwen2`, `qwen3`, `qwen3moe`, `gemma3` with its sliding window,
-//! `phi3`, `command-r`: [`llama`]; `deepseek2` with MLA: [`deepseek2`]; `gpt-oss`: [`gpt_oss`];
+//! `phi3`, `command-r`: [`llama`]; `deepseek2` with MLA and `glm-dsa` with its indexer:
+//! [`deepseek2`], [`dsa`]; `gpt-oss`: [`gpt_oss`];
 //! `mamba` and `mamba2`: [`mamba`]; Qwen3-Next and Qwen3.5, whose
 //! linear-attention layers defeated such formulas: [`qwen_hybrid`]), it replays ggml's allocator
 //! over it instead
@@ -12,6 +13,7 @@
 mod allocator;
 mod builder;
 mod deepseek2;
+mod dsa;
 mod gpt_oss;
 mod llama;
 mod mamba;
