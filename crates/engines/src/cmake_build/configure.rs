@@ -8,9 +8,10 @@ use std::path::{Path, PathBuf};
 use super::{io_err, BuildError};
 use crate::Backend;
 
-/// The `option(...)` names a tree's top-level `CMakeLists.txt` declares. Flags depend on them:
-/// current llama.cpp builds `llama-server` under `tools/` (`LLAMA_BUILD_TOOLS`), older trees and
-/// ik_llama.cpp under `examples/` (`LLAMA_BUILD_EXAMPLES`).
+/// The `option(...)` names a tree's top-level `CMakeLists.txt` (and its `ggml/CMakeLists.txt`)
+/// declares. Flags depend on them: current llama.cpp builds `llama-server` under `tools/`
+/// (`LLAMA_BUILD_TOOLS`), older trees and ik_llama.cpp under `examples/` (`LLAMA_BUILD_EXAMPLES`);
+/// the RPC backend (`GGML_RPC`) is a ggml option.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct TreeOptions {
     declared: BTreeSet<String>,
@@ -44,7 +45,12 @@ impl TreeOptions {
 
     pub fn read(tree: &Path) -> Result<Self, BuildError> {
         let path = tree.join("CMakeLists.txt");
-        let text = fs::read_to_string(&path).map_err(io_err("read", &path))?;
+        let mut text = fs::read_to_string(&path).map_err(io_err("read", &path))?;
+        let ggml = tree.join("ggml").join("CMakeLists.txt");
+        if ggml.is_file() {
+            text.push('\n');
+            text.push_str(&fs::read_to_string(&ggml).map_err(io_err("read", &ggml))?);
+        }
         Ok(Self::parse(&text))
     }
 
@@ -128,6 +134,11 @@ pub fn configure_args(tree: &Path, cmake_dir: &Path, plan: &ConfigurePlan) -> Ve
         // Otherwise the build downloads the server's web UI from Hugging Face: no network
         // during a build, and Rigdeck has its own UI.
         args.push("-DLLAMA_USE_PREBUILT_UI=OFF".into());
+    }
+    if plan.options.declares("GGML_RPC") {
+        // The RPC backend: `rpc-server` lends this rig's devices, and `--rpc` in llama-server
+        // uses another rig's (through the fleet's tunnel, never the bare network).
+        args.push("-DGGML_RPC=ON".into());
     }
     if let Some(commit) = &plan.commit {
         args.push(format!("-DLLAMA_BUILD_COMMIT={commit}"));
@@ -233,6 +244,66 @@ mod tests {
                 "-DLLAMA_BUILD_COMMIT=0c1e570",
             ]
         );
+    }
+
+    #[test]
+    fn the_rpc_backend_is_on_where_the_tree_declares_it() {
+        let with_rpc = format!("{CURRENT_TREE}option(GGML_RPC \"ggml: use RPC\" OFF)\n");
+        let args = configure_args(
+            Path::new("/s"),
+            Path::new("/b"),
+            &plan(Backend::Cpu, &with_rpc),
+        );
+        assert_eq!(
+            args.iter()
+                .filter(|a| a.contains("GGML_RPC"))
+                .collect::<Vec<_>>(),
+            ["-DGGML_RPC=ON"]
+        );
+        let without = configure_args(
+            Path::new("/s"),
+            Path::new("/b"),
+            &plan(Backend::Cpu, CURRENT_TREE),
+        );
+        assert!(!without.iter().any(|a| a.contains("RPC")), "{without:?}");
+    }
+
+    #[test]
+    fn ggml_options_are_read_beside_the_top_level_ones() {
+        let dir = tempfile::tempdir().unwrap();
+        fs::write(dir.path().join("CMakeLists.txt"), CURRENT_TREE).unwrap();
+        assert!(!TreeOptions::read(dir.path()).unwrap().declares("GGML_RPC"));
+        fs::create_dir(dir.path().join("ggml")).unwrap();
+        fs::write(
+            dir.path().join("ggml/CMakeLists.txt"),
+            "option(GGML_RPC \"ggml: use RPC\" OFF)\n",
+        )
+        .unwrap();
+        let options = TreeOptions::read(dir.path()).unwrap();
+        assert!(options.declares("GGML_RPC"));
+        assert!(options.declares("LLAMA_BUILD_TOOLS"));
+    }
+
+    #[test]
+    fn the_pinned_sources_declare_the_rpc_backend() {
+        // Both bundled trees, where the cache has them: the flag reaches real builds.
+        let Some(home) = std::env::var_os("HOME") else {
+            return;
+        };
+        let sources = Path::new(&home).join(".cache/rigdeck/sources");
+        for tree in [
+            "llama-cpp-python-0.3.36/llama.cpp",
+            "ik-llama-cpp-python-0.1.5/llama.cpp",
+        ] {
+            let tree = sources.join(tree);
+            if tree.join("CMakeLists.txt").is_file() {
+                assert!(
+                    TreeOptions::read(&tree).unwrap().declares("GGML_RPC"),
+                    "{}",
+                    tree.display()
+                );
+            }
+        }
     }
 
     #[test]

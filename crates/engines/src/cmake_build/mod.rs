@@ -35,15 +35,20 @@ pub use ninja::{parse_ninja_progress, parse_target_list};
 /// The binaries Rigdeck wants from a llama.cpp tree; only `llama-server` is required (older trees
 /// and ik_llama.cpp have no `llama-fit-params`). `llama-perplexity` records reference logits and
 /// measures KL divergence, `llama-quantize` makes the files compared, `llama-tokenize` counts a
-/// corpus's tokens with a model's vocabulary before a run.
-pub const WANTED_TARGETS: [&str; 6] = [
+/// corpus's tokens with a model's vocabulary before a run. `rpc-server` lends this rig's devices to
+/// another rig's llama-server (the RPC backend, `GGML_RPC`); current llama.cpp names its target
+/// `ggml-rpc-server` (see [`TARGET_ALIASES`]), it is installed as `rpc-server` all the same.
+pub const WANTED_TARGETS: [&str; 7] = [
     "llama-server",
     "llama-bench",
     "llama-fit-params",
     "llama-perplexity",
     "llama-quantize",
     "llama-tokenize",
+    "rpc-server",
 ];
+/// A wanted binary's other target name in some trees: (installed name, tree's target).
+pub const TARGET_ALIASES: [(&str, &str); 1] = [("rpc-server", "ggml-rpc-server")];
 const REQUIRED_TARGET: &str = "llama-server";
 
 const LOG_FILE: &str = "rigdeck-build.log";
@@ -438,10 +443,11 @@ async fn run_build(
             target: REQUIRED_TARGET,
         });
     }
-    let targets: Vec<&str> = WANTED_TARGETS
+    let wanted: Vec<(&str, &str)> = WANTED_TARGETS
         .into_iter()
-        .filter(|t| available.contains(*t))
+        .filter_map(|name| tree_target(name, &available).map(|target| (name, target)))
         .collect();
+    let targets: Vec<&str> = wanted.iter().map(|(_, target)| *target).collect();
 
     // Compile.
     let jobs = request
@@ -478,7 +484,7 @@ async fn run_build(
     // the old copy keeps its file and the new one appears whole.
     fs::create_dir_all(&bin_dir).map_err(io_err("create the folder", &bin_dir))?;
     let mut binaries = Vec::new();
-    for target in &targets {
+    for (name, target) in &wanted {
         // llama.cpp puts its programs in bin/ (CMAKE_RUNTIME_OUTPUT_DIRECTORY); a tree that
         // does not leaves them where their target is defined.
         let built_file = [cmake_dir.join("bin").join(target), cmake_dir.join(target)]
@@ -488,8 +494,8 @@ async fn run_build(
                 path: cmake_dir.join("bin").join(target),
                 log: log_file.clone(),
             })?;
-        let installed = bin_dir.join(target);
-        let partial = bin_dir.join(format!(".{target}.partial"));
+        let installed = bin_dir.join(name);
+        let partial = bin_dir.join(format!(".{name}.partial"));
         fs::copy(&built_file, &partial).map_err(io_err("copy the binary to", &partial))?;
         fs::rename(&partial, &installed).map_err(io_err("install", &installed))?;
         binaries.push(installed);
@@ -497,12 +503,26 @@ async fn run_build(
     let stamp = BuildStamp {
         source_sha256: prepared.sha256.clone(),
         configure_args: args.clone(),
-        binaries: targets.iter().map(|t| (*t).to_owned()).collect(),
+        binaries: wanted.iter().map(|(name, _)| (*name).to_owned()).collect(),
         wanted: WANTED_TARGETS.iter().map(|t| (*t).to_owned()).collect(),
     };
     let bytes = serde_json::to_vec_pretty(&stamp).unwrap_or_default();
     fs::write(&stamp_file, bytes).map_err(io_err("write", &stamp_file))?;
     Ok(built(binaries, false))
+}
+
+/// The tree's target that builds the wanted binary `name`: itself, or its alias in this tree.
+fn tree_target<'a>(
+    name: &'a str,
+    available: &std::collections::HashSet<String>,
+) -> Option<&'a str> {
+    if available.contains(name) {
+        return Some(name);
+    }
+    TARGET_ALIASES
+        .into_iter()
+        .find(|(wanted, target)| *wanted == name && available.contains(*target))
+        .map(|(_, target)| target)
 }
 
 /// The installed binaries when the folder was built from this very source with these flags.
@@ -554,6 +574,16 @@ fn cmake_failed(step: BuildStep, run: &StreamedRun, log: &Path) -> BuildError {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_rpc_server_is_built_under_either_target_name() {
+        let current = parse_target_list("ggml-rpc-server: phony\nllama-server: phony\n");
+        assert_eq!(tree_target("rpc-server", &current), Some("ggml-rpc-server"));
+        assert_eq!(tree_target("llama-server", &current), Some("llama-server"));
+        let older = parse_target_list("rpc-server: phony\n");
+        assert_eq!(tree_target("rpc-server", &older), Some("rpc-server"));
+        assert_eq!(tree_target("llama-bench", &older), None);
+    }
 
     #[tokio::test]
     async fn a_second_build_of_a_folder_waits_for_the_first() {
