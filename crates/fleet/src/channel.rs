@@ -47,6 +47,18 @@ fn routes(fleet: Arc<Fleet>) -> Router {
         .route("/fleet/v1/name", get(name))
         .route("/fleet/v1/join", post(join))
         .route("/fleet/v1/hello", get(hello))
+        .route(
+            crate::rpc_leases::LEASES_PATH,
+            post(crate::rpc_routes::grant),
+        )
+        .route(
+            "/fleet/v1/rpc/leases/{id}",
+            axum::routing::delete(crate::rpc_routes::end),
+        )
+        .route(
+            "/fleet/v1/rpc/leases/{id}/tunnel",
+            get(crate::rpc_routes::tunnel),
+        )
         .route("/api/v1/{*rest}", any(local_api))
         .route("/v1/{*rest}", any(local_api))
         .with_state(fleet)

@@ -100,6 +100,9 @@ pub struct Fleet {
     local_api: std::sync::Mutex<Option<axum::Router>>,
     /// The rigs' latest state as this daemon (a desk) watches them.
     pub(crate) rigs: crate::watch::RigViews,
+    /// llama.cpp RPC: the leases this daemon lends, the ones it took, and where its lending
+    /// build comes from (see `rpc_leases`).
+    pub(crate) rpc: crate::rpc_leases::RpcLeases,
 }
 
 /// Makes (or reads) the identity in `dir`, and when `bind` asks for it, starts the channel's
@@ -124,7 +127,9 @@ pub async fn start(
         version: version.to_owned(),
         local_api: std::sync::Mutex::new(None),
         rigs: Default::default(),
+        rpc: Default::default(),
     });
+    tokio::spawn(crate::rpc_leases::end_at_stop(fleet.clone(), stop.clone()));
     tokio::spawn(crate::watch::watch_rigs(fleet.clone(), stop.clone()));
     if let (Some(listener), Some(address)) = (listener, listen) {
         if !address.ip().is_loopback() {
@@ -549,6 +554,7 @@ impl Fleet {
     pub async fn remove(&self, name: &str) -> Result<Peer, FleetError> {
         let peer = self.peer(name).await?;
         peers::remove(&self.pool, &peer.name).await?;
+        self.end_rpc_leases_of(&peer);
         tracing::info!(
             "fleet: removed the {} '{}' ({})",
             peer.role.as_str(),

@@ -331,6 +331,12 @@ pub async fn start(options: ServeOptions) -> anyhow::Result<RunningServer> {
         .filter(|f| f.listen_address().is_some())
     {
         fleet.serve_api(http::fleet_api_router(state.clone()));
+        if let Some(store) = state.store.clone() {
+            fleet.lend_with(Arc::new(move || {
+                let store = store.clone();
+                Box::pin(async move { http::lending_build(&store).await })
+            }));
+        }
     }
     let gateway_listener = match options.gateway_bind {
         Some(address) => {

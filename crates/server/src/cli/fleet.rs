@@ -1,6 +1,7 @@
 //! `rigdeck fleet`: pairing daemons (through the running daemon). On a rig, `invite` prints a
 //! one-time join code; on the desk, `join CODE` pairs the two over pinned mutual TLS; `list`,
-//! `hello` and `remove` follow the paired peers.
+//! `hello` and `remove` follow the paired peers; `lend` takes a lease of a peer's devices for
+//! llama.cpp RPC through the fleet channel.
 
 use std::process::ExitCode;
 use std::time::Duration;
@@ -50,6 +51,27 @@ pub enum FleetCommand {
     Hello { name: String },
     /// Unpin a peer: its requests are refused from now on (pair again to undo).
     Remove { name: String },
+    /// Use a peer's devices with llama.cpp RPC through the fleet channel: prints the endpoint
+    /// to give llama-server as `--rpc` (the lender's rpc-server never meets the network).
+    Lend {
+        /// The peer that lends (see `rigdeck fleet list`).
+        #[arg(required_unless_present_any = ["list", "release"])]
+        peer: Option<String>,
+        /// Its devices, comma-separated, as llama.cpp names them there (CPU, CUDA0, …).
+        #[arg(long, default_value = "CPU", value_delimiter = ',')]
+        devices: Vec<String>,
+        /// This daemon's llama.cpp build to match (default: its newest with RPC).
+        #[arg(long)]
+        engine_build: Option<i64>,
+        /// List the leases this daemon took (with bytes moved) and lends.
+        #[arg(long, conflicts_with_all = ["peer", "release"])]
+        list: bool,
+        /// Release a lease: its endpoint closes and the lender stops its rpc-server.
+        #[arg(long, value_name = "LEASE", conflicts_with = "peer")]
+        release: Option<String>,
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 pub fn run(args: FleetArgs) -> anyhow::Result<ExitCode> {
@@ -104,9 +126,108 @@ pub fn run(args: FleetArgs) -> anyhow::Result<ExitCode> {
                     peer["fingerprint"].as_str().unwrap_or_default()
                 );
             }
+            FleetCommand::Lend {
+                peer,
+                devices,
+                engine_build,
+                list,
+                release,
+                json,
+            } => {
+                if list {
+                    let leases = client.get("/api/v1/fleet/rpc").await?;
+                    print_or_json(json, &leases, render_leases)?;
+                } else if let Some(lease) = release {
+                    let released = client.delete(&format!("/api/v1/fleet/rpc/{lease}")).await?;
+                    print_or_json(json, &released, |r| {
+                        r["message"].as_str().unwrap_or_default().to_owned() + "\n"
+                    })?;
+                } else {
+                    let peer = peer.unwrap_or_default();
+                    let body = json!({ "devices": devices, "engine_build_id": engine_build });
+                    let taken = client
+                        .post(&format!("/api/v1/fleet/peers/{peer}/rpc"), &body)
+                        .await?;
+                    if json {
+                        println!("{}", serde_json::to_string_pretty(&taken)?);
+                    } else {
+                        println!("{}", taken["endpoint"].as_str().unwrap_or_default());
+                        eprintln!("{}", lease_hint(&taken));
+                    }
+                }
+            }
         }
         Ok(ExitCode::SUCCESS)
     })
+}
+
+/// What a lease gives, and how to use and release it (on stderr: stdout is the endpoint alone).
+fn lease_hint(taken: &Value) -> String {
+    let devices: Vec<String> = taken["devices"]
+        .as_array()
+        .map(|ds| {
+            ds.iter()
+                .map(|d| {
+                    format!(
+                        "{} ({}, {} of {} MiB free)",
+                        d["name"].as_str().unwrap_or_default(),
+                        d["description"].as_str().unwrap_or_default(),
+                        d["free_mib"],
+                        d["total_mib"]
+                    )
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    format!(
+        "lease {lease} from '{peer}' (llama.cpp {version}): {devices}\n\
+         use it with: llama-server --rpc {endpoint} -ngl 99 …   (llama.cpp names its devices RPC0…)\n\
+         release it with: rigdeck fleet lend --release {lease}",
+        lease = taken["lease"].as_str().unwrap_or_default(),
+        peer = taken["peer"].as_str().unwrap_or_default(),
+        version = taken["build"]["version"].as_str().unwrap_or_default(),
+        devices = devices.join(", "),
+        endpoint = taken["endpoint"].as_str().unwrap_or_default(),
+    )
+}
+
+fn render_leases(leases: &Value) -> String {
+    let mut out = String::new();
+    let taken = leases["taken"].as_array().cloned().unwrap_or_default();
+    let lent = leases["lent"].as_array().cloned().unwrap_or_default();
+    if taken.is_empty() && lent.is_empty() {
+        return "no RPC leases: `rigdeck fleet lend PEER --devices CPU` takes one\n".to_owned();
+    }
+    for l in &taken {
+        out.push_str(&format!(
+            "took  {}  from {}  endpoint {}  {} MB sent, {} MB received, {} tunnel(s) open\n",
+            l["lease"].as_str().unwrap_or_default(),
+            l["peer"].as_str().unwrap_or_default(),
+            l["endpoint"].as_str().unwrap_or_default(),
+            megabytes(&l["bytes_sent"]),
+            megabytes(&l["bytes_received"]),
+            l["tunnels_open"],
+        ));
+    }
+    for l in &lent {
+        let devices: Vec<&str> = l["devices"]
+            .as_array()
+            .map(|ds| ds.iter().filter_map(|d| d["name"].as_str()).collect())
+            .unwrap_or_default();
+        out.push_str(&format!(
+            "lends {}  to {}  rpc-server pid {} on {}  devices {}\n",
+            l["lease"].as_str().unwrap_or_default(),
+            l["peer"].as_str().unwrap_or_default(),
+            l["pid"],
+            l["listen"].as_str().unwrap_or_default(),
+            devices.join(",")
+        ));
+    }
+    out
+}
+
+fn megabytes(bytes: &Value) -> String {
+    format!("{:.1}", bytes.as_f64().unwrap_or(0.0) / 1e6)
 }
 
 fn print_or_json(

@@ -7,6 +7,8 @@ mod daemon_metrics;
 mod error;
 mod fleet;
 mod fleet_proxy;
+mod fleet_rpc;
+pub use fleet_rpc::lending_build;
 mod gateway;
 mod guard;
 mod host;
@@ -411,6 +413,17 @@ fn api_endpoints() -> Vec<Endpoint> {
         at(Method::GET, "/fleet/peers/{name}/hello", get(fleet::hello)),
         at(Method::DELETE, "/fleet/peers/{name}", delete(fleet::remove)),
         at(Method::GET, "/fleet/overview", get(fleet_proxy::overview)),
+        at(
+            Method::POST,
+            "/fleet/peers/{name}/rpc",
+            post(fleet_rpc::take),
+        ),
+        at(Method::GET, "/fleet/rpc", get(fleet_rpc::list)),
+        at(
+            Method::DELETE,
+            "/fleet/rpc/{lease}",
+            delete(fleet_rpc::release),
+        ),
         at(Method::GET, RELAYED, get(fleet_proxy::relay)),
         at(Method::POST, RELAYED, post(fleet_proxy::relay)),
         at(Method::PUT, RELAYED, put(fleet_proxy::relay)),

@@ -33,12 +33,20 @@ pub fn nvml_double() -> PathBuf {
 pub async fn register_llama_server(
     data_dir: &Path,
 ) -> rigdeck_core::engines::registry::EngineBuild {
-    let program = llama_server().await;
+    register_engine(data_dir, &llama_server().await).await
+}
+
+/// Registers `program` (a `llama-server`) in the daemon's database under `data_dir`.
+#[allow(dead_code)] // not every test binary registers a build of its own
+pub async fn register_engine(
+    data_dir: &Path,
+    program: &Path,
+) -> rigdeck_core::engines::registry::EngineBuild {
     std::fs::create_dir_all(data_dir).expect("data folder");
     let store = rigdeck_core::store::Store::open(&data_dir.join("rigdeck.db"))
         .await
         .expect("the daemon's database");
-    let build = rigdeck_core::engines::registry::register_path(&store, &program, None, None, 0)
+    let build = rigdeck_core::engines::registry::register_path(&store, program, None, None, 0)
         .await
         .expect("llama-server registers");
     store.close().await;
