@@ -3,7 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::options::{DeviceId, KvType, PlacementOptions, SplitMode, TensorOverride};
+use super::options::{DeviceId, KvType, PlacementOptions, RpcServer, SplitMode, TensorOverride};
 
 /// Where the arguments are for: a llama-server that can offload to GPUs, or one that runs on
 /// the CPU alone (a rig without GPUs, or a CPU build), which has no use for `-ngl`, `-ts`, `-sm`,
@@ -15,9 +15,9 @@ pub enum Offload {
 }
 
 impl Offload {
-    /// `CpuOnly` when no device is a GPU.
+    /// `CpuOnly` when no device is a GPU, here or lent by another box.
     pub fn for_devices<'a>(devices: impl IntoIterator<Item = &'a DeviceId>) -> Offload {
-        if devices.into_iter().any(|d| matches!(d, DeviceId::Gpu(_))) {
+        if devices.into_iter().any(|d| d.is_offload()) {
             Offload::Gpus
         } else {
             Offload::CpuOnly
@@ -46,12 +46,34 @@ pub fn to_args_for(
     Ok(args)
 }
 
-/// `-ngl`, `-ts`, `-sm`, `-mg` and `-ot`: which GPU holds what.
+/// `--rpc` and `-dev` first (llama.cpp resolves the names in `-dev` and `-ot` as it reads them,
+/// so the lent devices must be registered before), then `-ngl`, `-ts`, `-sm`, `-mg` and `-ot`:
+/// which device holds what.
 fn push_gpu_placement(args: &mut Vec<String>, options: &PlacementOptions) -> Result<(), FlagError> {
     let mut push = |flag: &str, value: String| {
         args.push(flag.into());
         args.push(value);
     };
+    if !options.rpc_servers.is_empty() {
+        for server in &options.rpc_servers {
+            if server.endpoint.is_empty() || server.endpoint.contains(',') {
+                return Err(FlagError::BadEndpoint(server.endpoint.clone()));
+            }
+        }
+        let endpoints: Vec<&str> = options
+            .rpc_servers
+            .iter()
+            .map(|s| s.endpoint.as_str())
+            .collect();
+        push("--rpc", endpoints.join(","));
+    }
+    for &device in &options.devices {
+        lent_check(options, device)?;
+    }
+    if !options.devices.is_empty() {
+        let names: Vec<String> = options.devices.iter().map(|d| d.device_name()).collect();
+        push("-dev", names.join(","));
+    }
     push(
         "-ngl",
         options
@@ -77,9 +99,24 @@ fn push_gpu_placement(args: &mut Vec<String>, options: &PlacementOptions) -> Res
         if o.pattern.contains(',') || o.pattern.contains('=') {
             return Err(FlagError::PatternNotExpressible(o.pattern.clone()));
         }
-        push("-ot", format!("{}={}", o.pattern, o.device.buffer_name()));
+        lent_check(options, o.device)?;
+        let buffer = options
+            .buffer_name(o.device)
+            .unwrap_or_else(|| o.device.buffer_name());
+        push("-ot", format!("{}={buffer}", o.pattern));
     }
     Ok(())
+}
+
+/// A lent device must be lent by one of the `--rpc` servers.
+fn lent_check(options: &PlacementOptions, device: DeviceId) -> Result<(), FlagError> {
+    match device {
+        DeviceId::Rpc(i) if options.rpc_server_of(i).is_none() => Err(FlagError::NotLent {
+            device: device.device_name(),
+            lent: options.lent_devices(),
+        }),
+        _ => Ok(()),
+    }
 }
 
 /// Context, KV cache, slots, batches and threads: the same with or without GPUs.
@@ -164,6 +201,10 @@ pub enum FlagError {
     },
     #[error("-ot pattern '{0}' contains ',' or '=', which llama.cpp's -ot parser splits on: rewrite it (e.g. (1|2) instead of {{1,2}})")]
     PatternNotExpressible(String),
+    #[error("--rpc server '{0}' is not a host:port llama.cpp can read: give one host:port without commas, e.g. 192.168.1.20:50052")]
+    BadEndpoint(String),
+    #[error("{device} is a lent device, but the --rpc servers lend {lent}: add the server that lends it")]
+    NotLent { device: String, lent: u32 },
 }
 
 /// A pasted llama-server command, read into the planner's terms.
@@ -243,6 +284,8 @@ pub fn parse_args(words: &[String]) -> Result<ParsedCommand, FlagError> {
         other_args: Vec::new(),
         notes: Vec::new(),
     };
+    // -ot entries naming a lent buffer type: resolved once every server's count is known.
+    let mut lent_buffers: Vec<(usize, String)> = Vec::new();
     let mut parallel_given = false;
     let mut unified_given = false;
     let mut i = 0;
@@ -278,6 +321,8 @@ pub fn parse_args(words: &[String]) -> Result<ParsedCommand, FlagError> {
         let o = &mut parsed.options;
         match (flag.as_str(), value) {
             ("-m" | "--model", Some(v)) => parsed.model = Some(v),
+            ("--rpc", Some(v)) => o.rpc_servers.extend(parse_rpc(&flag, &v)?),
+            ("-dev" | "--device", Some(v)) => o.devices = parse_devices(&flag, &v, o)?,
             ("-ngl" | "--gpu-layers" | "--n-gpu-layers", Some(v)) => {
                 o.n_gpu_layers = parse_ngl(&flag, &v, &mut parsed.notes)?
             }
@@ -285,7 +330,8 @@ pub fn parse_args(words: &[String]) -> Result<ParsedCommand, FlagError> {
             ("-sm" | "--split-mode", Some(v)) => o.split_mode = parse_split_mode(&flag, &v)?,
             ("-mg" | "--main-gpu", Some(v)) => o.main_gpu = number(&flag, &v)?,
             ("-ot" | "--override-tensor", Some(v)) => {
-                o.overrides.extend(parse_overrides(&flag, &v)?)
+                let parsed_overrides = parse_overrides(&flag, &v, o, &mut lent_buffers)?;
+                o.overrides.extend(parsed_overrides)
             }
             ("-ncmoe" | "--n-cpu-moe", Some(v)) => o
                 .overrides
@@ -334,6 +380,13 @@ pub fn parse_args(words: &[String]) -> Result<ParsedCommand, FlagError> {
                 .into(),
         );
     }
+    count_lent_devices_named(&mut parsed.options, &lent_buffers);
+    if !parsed.options.rpc_servers.is_empty() {
+        parsed.notes.push(format!(
+            "--rpc: each server is counted with the devices the command names on it (at least one), numbered RPC0… in order; llama.cpp puts them before this box's GPUs unless -dev says otherwise ({} lent)",
+            parsed.options.lent_devices()
+        ));
+    }
     if parsed.options.cache_type_v.is_quantized() && !parsed.options.flash_attention {
         parsed
             .notes
@@ -347,6 +400,9 @@ fn takes_value(flag: &str) -> bool {
     const VALUED: &[&str] = &[
         "-m",
         "--model",
+        "--rpc",
+        "-dev",
+        "--device",
         "-ngl",
         "--gpu-layers",
         "--n-gpu-layers",
@@ -441,11 +497,131 @@ fn kv_type(flag: &str, value: &str) -> Result<KvType, FlagError> {
     })
 }
 
-/// `pattern=CUDA0,pattern2=CPU`: llama.cpp splits on ',' then on the first '='.
-fn parse_overrides(flag: &str, value: &str) -> Result<Vec<TensorOverride>, FlagError> {
+/// `--rpc host:port,host:port`: each server lending one device until a name says more.
+fn parse_rpc(flag: &str, value: &str) -> Result<Vec<RpcServer>, FlagError> {
     value
         .split(',')
-        .map(|entry| {
+        .map(|endpoint| {
+            let endpoint = endpoint.trim();
+            match endpoint.rsplit_once(':') {
+                Some((host, port)) if !host.is_empty() && port.parse::<u16>().is_ok() => {
+                    Ok(RpcServer {
+                        endpoint: endpoint.to_owned(),
+                        devices: 1,
+                    })
+                }
+                _ => Err(bad(
+                    flag,
+                    value,
+                    format!("'{endpoint}' is not host:port, e.g. 192.168.1.20:50052"),
+                )),
+            }
+        })
+        .collect()
+}
+
+/// A server lends as many devices as llama.cpp finds there, which a command line does not say:
+/// `-dev` naming more `RPC…` than the servers are known to lend counts the rest on the last one.
+/// The `-ot` entries naming lent buffer types count first (a device index on a named server);
+/// then the `-ot` entries get their `RPC…` numbers.
+fn count_lent_devices_named(options: &mut PlacementOptions, lent_buffers: &[(usize, String)]) {
+    for (_, name) in lent_buffers {
+        if let Some((local, endpoint)) = split_lent_buffer(name) {
+            if let Some(server) = options
+                .rpc_servers
+                .iter_mut()
+                .find(|s| s.endpoint == endpoint)
+            {
+                server.devices = server.devices.max(local.saturating_add(1));
+            }
+        }
+    }
+    let named = options
+        .devices
+        .iter()
+        .filter_map(|d| match d {
+            DeviceId::Rpc(i) => Some(i.saturating_add(1)),
+            _ => None,
+        })
+        .max()
+        .unwrap_or(0);
+    let missing = named.saturating_sub(options.lent_devices());
+    if let Some(last) = options.rpc_servers.last_mut() {
+        last.devices = last.devices.saturating_add(missing);
+    }
+    for (index, name) in lent_buffers {
+        let device = options.lent_device_of_buffer(name);
+        if let (Some(o), Some(device)) = (options.overrides.get_mut(*index), device) {
+            o.device = device;
+        }
+    }
+}
+
+/// `RPC1[host:port]` → (1, `host:port`).
+fn split_lent_buffer(name: &str) -> Option<(u32, &str)> {
+    let (local, endpoint) = name
+        .strip_prefix("RPC")?
+        .strip_suffix(']')?
+        .split_once('[')?;
+    Some((local.parse().ok()?, endpoint))
+}
+
+/// `-dev CUDA0,RPC0`: the offload devices in order (`none`: no offload at all).
+fn parse_devices(
+    flag: &str,
+    value: &str,
+    options: &mut PlacementOptions,
+) -> Result<Vec<DeviceId>, FlagError> {
+    if value.trim() == "none" {
+        options.n_gpu_layers = Some(0);
+        return Ok(Vec::new());
+    }
+    value
+        .split(',')
+        .map(|name| {
+            let device = buffer_device(name.trim())
+                .filter(|d| d.is_offload())
+                .ok_or_else(|| {
+                    bad(
+                        flag,
+                        value,
+                        format!("unknown device '{name}': use CUDA0, CUDA1, … or RPC0, RPC1, … (llama-server --list-devices shows them)"),
+                    )
+                })?;
+            if device.is_lent() && options.rpc_servers.is_empty() {
+                return Err(bad(
+                    flag,
+                    value,
+                    format!("{name} is a lent device, but no --rpc server comes before -dev: add --rpc host:port first"),
+                ));
+            }
+            Ok(device)
+        })
+        .collect()
+}
+
+/// A buffer type `RPC{k}[host:port]` of a server already named by `--rpc`, as llama.cpp
+/// requires; its `RPC…` number waits until every server's count is known (a placeholder now).
+fn lent_buffer_device(name: &str, options: &PlacementOptions) -> Option<DeviceId> {
+    let (_, endpoint) = split_lent_buffer(name)?;
+    options
+        .rpc_servers
+        .iter()
+        .any(|s| s.endpoint == endpoint)
+        .then_some(DeviceId::Rpc(0))
+}
+
+/// `pattern=CUDA0,pattern2=CPU`: llama.cpp splits on ',' then on the first '='.
+fn parse_overrides(
+    flag: &str,
+    value: &str,
+    options: &PlacementOptions,
+    lent_buffers: &mut Vec<(usize, String)>,
+) -> Result<Vec<TensorOverride>, FlagError> {
+    value
+        .split(',')
+        .enumerate()
+        .map(|(i, entry)| {
             let (pattern, buffer) = entry.split_once('=').ok_or_else(|| {
                 bad(
                     flag,
@@ -453,13 +629,20 @@ fn parse_overrides(flag: &str, value: &str) -> Result<Vec<TensorOverride>, FlagE
                     "expected <tensor pattern>=<buffer type>, e.g. exps=CPU",
                 )
             })?;
-            let device = buffer_device(buffer).ok_or_else(|| {
-                bad(
-                    flag,
-                    entry,
-                    format!("unknown buffer type '{buffer}': use CUDA0, CUDA1, … or CPU"),
-                )
-            })?;
+            let device = buffer_device(buffer)
+                .filter(|d| !d.is_lent())
+                .or_else(|| {
+                    let lent = lent_buffer_device(buffer, options)?;
+                    lent_buffers.push((options.overrides.len() + i, buffer.to_owned()));
+                    Some(lent)
+                })
+                .ok_or_else(|| {
+                    bad(
+                        flag,
+                        entry,
+                        format!("unknown buffer type '{buffer}': use CUDA0, CUDA1, …, CPU, or RPC0[host:port] of a server named by --rpc before it"),
+                    )
+                })?;
             regex::Regex::new(pattern).map_err(|e| {
                 bad(
                     flag,
@@ -478,6 +661,9 @@ fn parse_overrides(flag: &str, value: &str) -> Result<Vec<TensorOverride>, FlagE
 fn buffer_device(name: &str) -> Option<DeviceId> {
     if name.eq_ignore_ascii_case("CPU") {
         return Some(DeviceId::Cpu);
+    }
+    if let Some(index) = name.strip_prefix("RPC").and_then(|n| n.parse().ok()) {
+        return Some(DeviceId::Rpc(index));
     }
     ["CUDA", "Vulkan", "ROCm", "SYCL"]
         .iter()
@@ -647,6 +833,104 @@ mod tests {
             Offload::for_devices(&[DeviceId::Gpu(0), DeviceId::Cpu]),
             Offload::Gpus
         );
+    }
+
+    fn lent_options() -> PlacementOptions {
+        PlacementOptions {
+            rpc_servers: vec![
+                RpcServer {
+                    endpoint: "10.0.0.2:50052".into(),
+                    devices: 2,
+                },
+                RpcServer {
+                    endpoint: "10.0.0.3:50052".into(),
+                    devices: 1,
+                },
+            ],
+            devices: vec![
+                DeviceId::Rpc(0),
+                DeviceId::Rpc(1),
+                DeviceId::Rpc(2),
+                DeviceId::Gpu(0),
+            ],
+            tensor_split: vec![10.0, 10.0, 5.0, 36.0],
+            overrides: vec![
+                TensorOverride {
+                    pattern: r"blk\.(30|31)\.ffn_.*_exps".into(),
+                    device: DeviceId::Rpc(2),
+                },
+                TensorOverride {
+                    pattern: r"blk\.(28|29)\.ffn_.*_exps".into(),
+                    device: DeviceId::Rpc(1),
+                },
+                PlacementOptions::cpu_moe_override(),
+            ],
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn lent_devices_are_written_as_llama_cpp_names_them_and_read_back() {
+        let options = lent_options();
+        let args = to_args("m.gguf", &options).unwrap();
+        let line = command_line("llama-server", &args);
+        // --rpc registers the devices, so it comes before -dev and -ot, which resolve names
+        // as they are read (common/arg.cpp); RPC0… count across servers, while a buffer type
+        // is named by the device's index on its own server (ggml-rpc.cpp).
+        assert!(
+            line.starts_with("llama-server -m m.gguf --rpc 10.0.0.2:50052,10.0.0.3:50052 -dev RPC0,RPC1,RPC2,CUDA0 -ngl all -ts 10,10,5,36 "),
+            "{line}"
+        );
+        assert!(
+            line.contains(r"-ot 'blk\.(30|31)\.ffn_.*_exps=RPC0[10.0.0.3:50052]'"),
+            "{line}"
+        );
+        assert!(
+            line.contains(r"-ot 'blk\.(28|29)\.ffn_.*_exps=RPC1[10.0.0.2:50052]'"),
+            "{line}"
+        );
+        let reread = parse_command(&line).unwrap();
+        assert_eq!(reread.options, options);
+        assert!(reread.notes.iter().any(|n| n.contains("--rpc")));
+    }
+
+    #[test]
+    fn lent_names_need_their_server_first() {
+        let err =
+            parse_command("llama-server -ot 'exps=RPC0[10.0.0.2:50052]' --rpc 10.0.0.2:50052")
+                .unwrap_err()
+                .to_string();
+        assert!(
+            err.contains("unknown buffer type 'RPC0[10.0.0.2:50052]'")
+                && err.contains("--rpc before it"),
+            "{err}"
+        );
+        let err = parse_command("llama-server -dev CUDA0,RPC1")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("RPC1 is a lent device") && err.contains("add --rpc host:port first"),
+            "{err}"
+        );
+        // A server lends what llama.cpp finds there: named devices beyond the count are its.
+        let two = parse_command("llama-server --rpc 10.0.0.2:50052 -dev CUDA0,RPC1").unwrap();
+        assert_eq!(two.options.rpc_servers[0].devices, 2);
+        let err = parse_command("llama-server --rpc 10.0.0.2")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("'10.0.0.2' is not host:port"), "{err}");
+        let mut options = lent_options();
+        options.rpc_servers.pop();
+        let err = to_args("m.gguf", &options).unwrap_err().to_string();
+        assert!(
+            err.contains("RPC2 is a lent device") && err.contains("lend 2"),
+            "{err}"
+        );
+        options.rpc_servers[0].endpoint = "a:1,b:2".into();
+        assert!(matches!(
+            to_args("m.gguf", &options),
+            Err(FlagError::BadEndpoint(_))
+        ));
     }
 
     #[test]

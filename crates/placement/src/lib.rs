@@ -8,6 +8,7 @@ pub mod flags;
 pub mod from_gguf;
 pub mod kv;
 pub mod layers;
+pub mod link;
 pub mod model;
 pub mod options;
 pub mod plan;
@@ -20,5 +21,5 @@ pub mod verdict;
 
 pub use correction::Correction;
 pub use model::{AttentionLayout, ExpertShape, ModelShape, ModelTensor, TensorRole};
-pub use options::{DeviceId, KvType, PlacementOptions, SplitMode, TensorOverride};
+pub use options::{DeviceId, KvType, PlacementOptions, RpcServer, SplitMode, TensorOverride};
 pub use plan::{plan, DevicePlan, DeviceSpec, DeviceUsage, Plan, PlanError};

@@ -5,22 +5,58 @@ use serde::{Deserialize, Serialize};
 /// The regex llama.cpp uses for routed-expert tensors (`common/common.h`, LLM_FFN_EXPS_REGEX).
 pub const EXPERTS_REGEX: &str = r"\.ffn_(up|down|gate|gate_up)_(ch|)exps";
 
-/// A device that can hold tensors: a GPU by its backend index (`CUDA0`…), or host memory.
+/// A device that can hold tensors: a GPU by its backend index (`CUDA0`…), host memory, or a
+/// device another box lends over llama.cpp's RPC backend, numbered as llama.cpp numbers them
+/// (`RPC0`, `RPC1`, … across the `--rpc` servers in order, each server's devices in turn).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case", tag = "kind", content = "index")]
 pub enum DeviceId {
     Gpu(u32),
     Cpu,
+    Rpc(u32),
 }
 
 impl DeviceId {
-    /// The buffer-type name llama.cpp prints and `-ot` takes.
+    /// The buffer-type name llama.cpp prints and `-ot` takes, for a device of this box. A lent
+    /// device's buffer type also names its server (`RPC0[host:port]`): see
+    /// [`PlacementOptions::buffer_name`].
     pub fn buffer_name(self) -> String {
         match self {
             DeviceId::Gpu(i) => format!("CUDA{i}"),
             DeviceId::Cpu => "CPU".to_owned(),
+            DeviceId::Rpc(i) => format!("RPC{i}"),
         }
     }
+
+    /// The device name `-dev` takes (`ggml_backend_dev_name`): `CUDA0`, `RPC0`.
+    pub fn device_name(self) -> String {
+        self.buffer_name()
+    }
+
+    /// Where layers can be offloaded: a local GPU or a lent device (llama.cpp counts both as
+    /// GPU-type devices in `-dev`, `-ts` and `-mg`).
+    pub fn is_offload(self) -> bool {
+        matches!(self, DeviceId::Gpu(_) | DeviceId::Rpc(_))
+    }
+
+    pub fn is_lent(self) -> bool {
+        matches!(self, DeviceId::Rpc(_))
+    }
+}
+
+/// One `--rpc` server: its `host:port` and how many devices it lends. llama.cpp numbers the
+/// lent devices `RPC0…` across the servers in order (`ggml_backend_rpc_add_server`), while a
+/// buffer type is named by the device's index on its own server (`RPC0[host:port]`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RpcServer {
+    pub endpoint: String,
+    #[serde(default = "one")]
+    pub devices: u32,
+}
+
+fn one() -> u32 {
+    1
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -134,6 +170,11 @@ pub struct PlacementOptions {
     pub kv_offload: bool,
     /// `-t`; `None` = llama.cpp's default.
     pub threads: Option<u32>,
+    /// `--rpc`: servers lending devices from other boxes, in order.
+    pub rpc_servers: Vec<RpcServer>,
+    /// `-dev`: the offload devices in the order `-ts` and the layer split follow; empty =
+    /// llama.cpp's own order, lent devices first, then this box's GPUs (`llama_model_load`).
+    pub devices: Vec<DeviceId>,
 }
 
 impl Default for PlacementOptions {
@@ -154,11 +195,58 @@ impl Default for PlacementOptions {
             ubatch: 512,
             kv_offload: true,
             threads: None,
+            rpc_servers: Vec::new(),
+            devices: Vec::new(),
         }
     }
 }
 
 impl PlacementOptions {
+    /// The server of lent device `RPC{index}` and the device's index on that server.
+    pub fn rpc_server_of(&self, index: u32) -> Option<(&RpcServer, u32)> {
+        let mut first = 0u32;
+        for server in &self.rpc_servers {
+            if index < first.saturating_add(server.devices) {
+                return Some((server, index - first));
+            }
+            first = first.saturating_add(server.devices);
+        }
+        None
+    }
+
+    /// How many devices the `--rpc` servers lend.
+    pub fn lent_devices(&self) -> u32 {
+        self.rpc_servers
+            .iter()
+            .fold(0, |n, s| n.saturating_add(s.devices))
+    }
+
+    /// The buffer-type name `-ot` takes for `device`: a lent one as ggml-rpc names it,
+    /// `RPC{index on its server}[host:port]`; `None` for a lent device no `--rpc` server lends.
+    pub fn buffer_name(&self, device: DeviceId) -> Option<String> {
+        match device {
+            DeviceId::Rpc(i) => self
+                .rpc_server_of(i)
+                .map(|(server, local)| format!("RPC{local}[{}]", server.endpoint)),
+            other => Some(other.buffer_name()),
+        }
+    }
+
+    /// The lent device an `-ot` buffer name `RPC{k}[host:port]` means, by the `--rpc` servers.
+    pub fn lent_device_of_buffer(&self, name: &str) -> Option<DeviceId> {
+        let rest = name.strip_prefix("RPC")?;
+        let (local, endpoint) = rest.strip_suffix(']')?.split_once('[')?;
+        let local: u32 = local.parse().ok()?;
+        let mut first = 0u32;
+        for server in &self.rpc_servers {
+            if server.endpoint == endpoint && local < server.devices {
+                return Some(DeviceId::Rpc(first.saturating_add(local)));
+            }
+            first = first.saturating_add(server.devices);
+        }
+        None
+    }
+
     /// `-cmoe`: every routed expert to the CPU.
     pub fn cpu_moe_override() -> TensorOverride {
         TensorOverride {

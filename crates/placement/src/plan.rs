@@ -94,10 +94,12 @@ impl Plan {
 pub enum PlanError {
     #[error("-ot pattern '{pattern}' is not a valid regular expression: {reason}")]
     BadPattern { pattern: String, reason: String },
-    #[error(
-        "-ot sends tensors to {device}, which this rig does not have: use CUDA0…CUDA{last} or CPU"
-    )]
-    UnknownDevice { device: String, last: u32 },
+    #[error("{flag} names {device}, which this rig does not have: use {available}")]
+    UnknownDevice {
+        flag: &'static str,
+        device: String,
+        available: String,
+    },
     #[error("{0}")]
     Kv(#[from] KvError),
 }
@@ -107,21 +109,30 @@ struct CompiledOverride {
     device: DeviceId,
 }
 
+/// What a message names as the devices there are: `CUDA0, CUDA1, RPC0 or CPU`.
+fn available_names(devices: &[DeviceSpec]) -> String {
+    let names: Vec<String> = devices.iter().map(|d| d.id.device_name()).collect();
+    match names.split_last() {
+        Some((last, [])) => last.clone(),
+        Some((last, rest)) => format!("{} or {last}", rest.join(", ")),
+        None => "no device (the rig is empty)".to_owned(),
+    }
+}
+
 fn compile_overrides(
     options: &PlacementOptions,
-    n_gpus: u32,
+    devices: &[DeviceSpec],
 ) -> Result<Vec<CompiledOverride>, PlanError> {
     options
         .overrides
         .iter()
         .map(|o| {
-            if let DeviceId::Gpu(i) = o.device {
-                if i >= n_gpus {
-                    return Err(PlanError::UnknownDevice {
-                        device: o.device.buffer_name(),
-                        last: n_gpus.saturating_sub(1),
-                    });
-                }
+            if !devices.iter().any(|d| d.id == o.device) {
+                return Err(PlanError::UnknownDevice {
+                    flag: "-ot",
+                    device: o.device.buffer_name(),
+                    available: available_names(devices),
+                });
             }
             let regex = Regex::new(&o.pattern).map_err(|e| PlanError::BadPattern {
                 pattern: o.pattern.clone(),
@@ -135,20 +146,66 @@ fn compile_overrides(
         .collect()
 }
 
-/// Plans `model` on `devices` (GPUs first, in backend order, then the CPU) with `options`.
+/// The devices layers can be offloaded to, in the order llama.cpp uses them, which `-ts`, `-mg`
+/// and the layer split follow: the `-dev` list when given; else llama.cpp's own order
+/// (`llama_model_load`): the lent (RPC) devices the `--rpc` servers lend first, then this
+/// box's GPUs.
+pub fn offload_order<'a>(
+    devices: &'a [DeviceSpec],
+    options: &PlacementOptions,
+) -> Result<Vec<&'a DeviceSpec>, PlanError> {
+    if options.devices.is_empty() {
+        let lent_by_servers = options.lent_devices();
+        let lent = devices
+            .iter()
+            .filter(move |d| matches!(d.id, DeviceId::Rpc(i) if i < lent_by_servers));
+        let local = devices.iter().filter(|d| matches!(d.id, DeviceId::Gpu(_)));
+        return Ok(lent.chain(local).collect());
+    }
+    let lent_by_servers = options.lent_devices();
+    let usable = |d: &&DeviceSpec| match d.id {
+        DeviceId::Rpc(i) => i < lent_by_servers,
+        other => other.is_offload(),
+    };
+    options
+        .devices
+        .iter()
+        .map(|&id| {
+            devices
+                .iter()
+                .filter(usable)
+                .find(|d| d.id == id)
+                .ok_or_else(|| PlanError::UnknownDevice {
+                    flag: "-dev",
+                    device: id.device_name(),
+                    available: available_names(
+                        &devices.iter().filter(usable).cloned().collect::<Vec<_>>(),
+                    ),
+                })
+        })
+        .collect()
+}
+
+/// Plans `model` on `devices` (this box's GPUs in backend order, lent devices, the CPU) with
+/// `options`.
 pub fn plan(
     model: &ModelShape,
     devices: &[DeviceSpec],
     options: &PlacementOptions,
 ) -> Result<Plan, PlanError> {
-    let gpus: Vec<&DeviceSpec> = devices
-        .iter()
-        .filter(|d| matches!(d.id, DeviceId::Gpu(_)))
-        .collect();
-    let n_gpus = gpus.len() as u32;
-    let overrides = compile_overrides(options, n_gpus)?;
+    let gpus = offload_order(devices, options)?;
+    let overrides = compile_overrides(options, devices)?;
     let free: Vec<u64> = gpus.iter().map(|d| d.capacity_bytes).collect();
-    let layer_devices = assign_layers(model.n_layer, &free, options);
+    // Layers come back by position in the offload order; each position is a real device.
+    let mut layer_devices = assign_layers(model.n_layer, &free, options);
+    let by_position = |d: DeviceId| match d {
+        DeviceId::Gpu(position) => gpus.get(position as usize).map_or(d, |spec| spec.id),
+        other => other,
+    };
+    for d in layer_devices.layers.iter_mut() {
+        *d = by_position(*d);
+    }
+    layer_devices.output = by_position(layer_devices.output);
     let mut override_hits = vec![0u32; overrides.len()];
     let tensor_devices: Vec<DeviceId> = model
         .tensors
@@ -168,7 +225,10 @@ pub fn plan(
         .collect();
     let geometry = kv::geometry(options, model.context_length);
     let kv_per_layer = kv::layer_kv_bytes(&model.attention, options, &geometry)?;
-    let kv_devices = kv_devices(&layer_devices, options);
+    let main_device = gpus
+        .get(options.main_gpu as usize)
+        .map_or(DeviceId::Gpu(options.main_gpu), |d| d.id);
+    let kv_devices = kv_devices(&layer_devices, options, main_device);
 
     let mut ledger = Ledger {
         ids: devices.iter().map(|d| d.id).collect(),
@@ -212,8 +272,9 @@ pub fn plan(
             u.expert_layers.sort_unstable();
             u.compute_estimate_bytes = compute;
             u.compute_bytes = Correction::compute(spec.correction.as_ref(), compute);
-            // A GPU pays its context even when it holds nothing; host memory has no such cost.
-            u.overhead_bytes = if matches!(spec.id, DeviceId::Gpu(_)) {
+            // A GPU pays its context even when it holds nothing (a lent one on its own box);
+            // host memory has no such cost.
+            u.overhead_bytes = if spec.id.is_offload() {
                 Correction::overhead(spec.correction.as_ref(), spec.overhead_bytes)
             } else {
                 0
@@ -266,13 +327,13 @@ fn tensor_device(
 
 /// KV of a layer lives with the layer (moving experts with `-ot` does not move it); in row mode
 /// on the main GPU; with `-nkvo` in host memory.
-fn kv_devices(layers: &LayerDevices, options: &PlacementOptions) -> Vec<DeviceId> {
+fn kv_devices(layers: &LayerDevices, options: &PlacementOptions, main: DeviceId) -> Vec<DeviceId> {
     layers
         .layers
         .iter()
         .map(|&d| match (options.kv_offload, options.split_mode, d) {
             (false, _, _) | (_, _, DeviceId::Cpu) => DeviceId::Cpu,
-            (true, SplitMode::Row, DeviceId::Gpu(_)) => DeviceId::Gpu(options.main_gpu),
+            (true, SplitMode::Row, _) => main,
             (true, _, gpu) => gpu,
         })
         .collect()
@@ -299,10 +360,8 @@ impl Ledger {
         layer: Option<u32>,
         rows: &RowSplit,
     ) {
-        let split = rows.active
-            && matches!(device, DeviceId::Gpu(_))
-            && layer.is_some()
-            && role != TensorRole::Output;
+        let split =
+            rows.active && device.is_offload() && layer.is_some() && role != TensorRole::Output;
         if !split {
             if let Some(u) = self.at(device) {
                 u.weights_bytes = u.weights_bytes.saturating_add(bytes);
@@ -450,7 +509,7 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(
-            err.contains("CUDA5") && err.contains("CUDA0…CUDA1"),
+            err.contains("-ot names CUDA5") && err.contains("use CUDA0, CUDA1 or CPU"),
             "{err}"
         );
     }

@@ -3,13 +3,14 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::ceiling::{ceiling, SpeedCeiling};
+use super::ceiling::{ceiling_across, SpeedCeiling};
 use super::compute::compute_estimate_note;
 use super::flags::{command_line, to_args_for, FlagError, Offload};
+use super::link::RemoteBox;
 use super::model::ModelShape;
-use super::options::{DeviceId, PlacementOptions};
+use super::options::{DeviceId, PlacementOptions, RpcServer};
 use super::plan::{plan, DeviceSpec, Plan, PlanError};
-use super::solver::solve;
+use super::solver::solve_across;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct PlanReport {
@@ -41,13 +42,43 @@ pub fn report(
     options: &PlacementOptions,
     auto: bool,
 ) -> Result<PlanReport, ReportError> {
+    report_across(model, model_path, devices, &[], options, auto)
+}
+
+/// As [`report`] on a rig of several boxes: `devices` holds the lent ones (`RPC…`) of `boxes`.
+/// Options as given that name no `--rpc` server use every box's (the rig is what is lent); the
+/// ceiling counts the links, and a link that takes much of each token's time is a problem.
+pub fn report_across(
+    model: &ModelShape,
+    model_path: &str,
+    devices: &[DeviceSpec],
+    boxes: &[RemoteBox],
+    options: &PlacementOptions,
+    auto: bool,
+) -> Result<PlanReport, ReportError> {
     let (options, plan, mut notes) = if auto {
-        let s = solve(model, devices, options)?;
+        let s = solve_across(model, devices, boxes, options)?;
         (s.options, s.plan, s.notes)
     } else {
-        (options.clone(), plan(model, devices, options)?, Vec::new())
+        let mut options = options.clone();
+        if options.rpc_servers.is_empty() {
+            options.rpc_servers = boxes
+                .iter()
+                .map(|b| RpcServer {
+                    endpoint: b.endpoint.clone(),
+                    devices: b.devices.len() as u32,
+                })
+                .collect();
+        }
+        let plan = plan(model, devices, &options)?;
+        (options, plan, Vec::new())
     };
     notes.extend(compute_estimate_note(model));
+    let ceiling = ceiling_across(model, &plan, boxes);
+    notes.extend(load_notes(&ceiling));
+    if boxes.iter().any(|b| b.endpoint.starts_with("box")) && !options.rpc_servers.is_empty() {
+        notes.push("boxN:50052 in --rpc stands for the address of that box's rpc-server (llama.cpp's default port): Rigdeck's fleet tunnel gives the real one".into());
+    }
     let offload = Offload::for_devices(devices.iter().map(|d| &d.id));
     let args_result: Result<Vec<String>, FlagError> = to_args_for(model_path, &options, offload);
     let (args, command) = match args_result {
@@ -57,9 +88,11 @@ pub fn report(
         }
         Err(err) => (Vec::new(), Err(err.to_string())),
     };
+    let mut problems = problems(model, &options, &plan);
+    problems.extend(slow_links(&ceiling));
     Ok(PlanReport {
-        problems: problems(model, &options, &plan),
-        ceiling: ceiling(model, &plan),
+        problems,
+        ceiling,
         fits: plan.fits(),
         options,
         plan,
@@ -67,6 +100,56 @@ pub fn report(
         command_line: command,
         notes,
     })
+}
+
+/// Share of a token's time the links may take before the plan says they are too slow.
+pub const SLOW_LINK_SHARE: f64 = 0.25;
+
+/// Each link that takes more than [`SLOW_LINK_SHARE`] of a generated token's time, with figures.
+fn slow_links(ceiling: &SpeedCeiling) -> Vec<String> {
+    let Some(tps) = ceiling.tokens_per_s else {
+        return Vec::new();
+    };
+    let token = 1.0 / tps;
+    ceiling
+        .links
+        .iter()
+        .filter(|l| l.seconds_per_token > token * SLOW_LINK_SHARE)
+        .map(|l| {
+            format!(
+                "the link to {} ({}) is too slow for this split: it takes {:.2} ms of every token's {:.2} ms ({:.0} %), {} crossings of {} bytes each way at {:.0} MB/s with {:.2} ms latency; without it the ceiling would be {:.1} tok/s, not {:.1}: use a faster link, or fewer boundaries (whole layers on the other box, not experts)",
+                l.box_name,
+                l.link.name,
+                l.seconds_per_token * 1e3,
+                token * 1e3,
+                100.0 * l.seconds_per_token / token,
+                l.crossings_per_token,
+                l.bytes_per_token / u64::from(l.crossings_per_token.max(1)),
+                l.link.throughput_bytes_per_s as f64 / 1e6,
+                l.link.latency_s * 1e3,
+                1.0 / (token - ceiling.link_seconds_per_token()).max(f64::MIN_POSITIVE),
+                tps
+            )
+        })
+        .collect()
+}
+
+/// What the load sends over each link, and how long that takes at its throughput.
+fn load_notes(ceiling: &SpeedCeiling) -> Vec<String> {
+    ceiling
+        .links
+        .iter()
+        .filter(|l| l.load_bytes > 0)
+        .map(|l| {
+            format!(
+                "loading sends {} of weights to {} over {}: about {:.0} s",
+                gib(l.load_bytes),
+                l.box_name,
+                l.link.describe(),
+                l.load_seconds
+            )
+        })
+        .collect()
 }
 
 fn gib(bytes: u64) -> String {
@@ -96,7 +179,9 @@ fn problems(model: &ModelShape, options: &PlacementOptions, plan: &Plan) -> Vec<
                 "-ot #{} '{}={}' takes no tensor: an earlier -ot already took everything it matches (a CPU catch-all must come last), or the pattern matches no tensor of this model",
                 i + 1,
                 o.pattern,
-                o.device.buffer_name()
+                options
+                    .buffer_name(o.device)
+                    .unwrap_or_else(|| o.device.buffer_name())
             ));
         }
     }
@@ -149,7 +234,8 @@ fn piled_experts(plan: &Plan, out: &mut Vec<String>) {
 mod tests {
     use super::*;
     use crate::flags::parse_command;
-    use crate::testing::{gpus, moe_model, GIB, MIB};
+    use crate::link::Link;
+    use crate::testing::{gpus, lend, moe_model, GIB, MIB};
 
     #[test]
     fn the_seed_002_mistake_is_explained() {
@@ -213,6 +299,76 @@ mod tests {
                 assert!(!line.contains(flag), "{flag} in {line}");
             }
         }
+    }
+
+    #[test]
+    fn a_split_across_boxes_counts_its_link_and_a_slow_one_is_said() {
+        let model = moe_model(80, 80, 600 * MIB, 0);
+        let mut rig = gpus(2, 24 * GIB);
+        let remote = lend(&mut rig, 2, 24 * GIB, Link::named("10gbe").unwrap());
+        let base = PlacementOptions::default();
+        let r = report_across(
+            &model,
+            "/m/big.gguf",
+            &rig,
+            std::slice::from_ref(&remote),
+            &base,
+            true,
+        )
+        .unwrap();
+        assert!(r.fits, "{:?}", r.problems);
+        assert!(r.problems.is_empty(), "{:?}", r.problems);
+        let line = r.command_line.clone().unwrap();
+        assert!(
+            line.starts_with("llama-server -m /m/big.gguf --rpc 10.0.0.2:50052 -dev RPC0,RPC1,CUDA0,CUDA1 -ngl all -ts "),
+            "{line}"
+        );
+        assert!(
+            r.notes
+                .iter()
+                .any(|n| n.starts_with("loading sends") && n.contains("10 GbE")),
+            "{:?}",
+            r.notes
+        );
+        // The same split over a link with 20 ms of latency: said, with the figures.
+        let mut slow = remote;
+        slow.link = Link::measured(10_000_000, 0.02).unwrap();
+        let r = report_across(&model, "/m/big.gguf", &rig, &[slow], &r.options, false).unwrap();
+        let said = r
+            .problems
+            .iter()
+            .find(|p| p.contains("too slow for this split"))
+            .unwrap_or_else(|| panic!("{:?}", r.problems));
+        assert!(
+            said.contains("box 2") && said.contains("10 MB/s") && said.contains("20.00 ms latency"),
+            "{said}"
+        );
+        assert!(said.contains("2 crossings"), "{said}");
+    }
+
+    #[test]
+    fn options_without_servers_on_a_rig_of_boxes_use_every_box() {
+        let model = moe_model(8, 8, 100 * MIB, 0);
+        let mut rig = gpus(1, 24 * GIB);
+        let remote = lend(&mut rig, 1, 24 * GIB, Link::named("1gbe").unwrap());
+        let r = report_across(
+            &model,
+            "m.gguf",
+            &rig,
+            &[remote],
+            &PlacementOptions::default(),
+            false,
+        )
+        .unwrap();
+        assert_eq!(r.options.rpc_servers.len(), 1);
+        assert!(!r
+            .plan
+            .device(DeviceId::Rpc(0))
+            .unwrap()
+            .usage
+            .layers
+            .is_empty());
+        assert!(r.command_line.unwrap().contains("--rpc 10.0.0.2:50052"));
     }
 
     #[test]

@@ -2,12 +2,25 @@
 //! to the CPU before any dense layer, keeps every GPU's experts with that GPU's own layers (so
 //! the kept experts never pile onto the last card), and leaves cards on degraded links out of
 //! a split. The result is ordinary options the user can start from and edit.
+//!
+//! With devices lent by other boxes, this box comes first: a model that fits on its own GPUs
+//! stays here. Otherwise whole layers go to the lent devices, the first layers of the model,
+//! because weights never move after the load while every token's activations cross the link at
+//! each boundary between boxes: a run of whole layers costs two crossings per token however
+//! long it is (in from the input embedding, out to this box's next layer), where the experts of
+//! a layer sent alone would cost two per layer; and the first layers rather than the last keep
+//! the output layer here, so the logits (`n_vocab × 4` bytes a token) never cross. That is also
+//! llama.cpp's own order (lent devices before local GPUs). How many layers go is the count with
+//! the best speed ceiling, links counted; a tie keeps more here.
 
 use serde::{Deserialize, Serialize};
 
+use super::ceiling::ceiling_across;
+use super::link::RemoteBox;
 use super::model::{ModelShape, TensorRole};
-use super::options::{DeviceId, PlacementOptions, SplitMode, TensorOverride};
+use super::options::{DeviceId, PlacementOptions, RpcServer, SplitMode, TensorOverride};
 use super::plan::{plan, DeviceSpec, Plan, PlanError};
+use super::verdict::FitVerdict;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Solution {
@@ -20,6 +33,176 @@ pub struct Solution {
 /// Finds a placement for `model` on `devices`, keeping the context, cache types, slots and
 /// batch sizes of `base`; its placement fields (-ngl, -ts, -ot, -sm) are replaced.
 pub fn solve(
+    model: &ModelShape,
+    devices: &[DeviceSpec],
+    base: &PlacementOptions,
+) -> Result<Solution, PlanError> {
+    solve_across(model, devices, &[], base)
+}
+
+/// As [`solve`], with the devices `boxes` lend (`RPC…` in `devices`): used only when this box
+/// alone does not hold the model on its GPUs, and then as the module's documentation says.
+pub fn solve_across(
+    model: &ModelShape,
+    devices: &[DeviceSpec],
+    boxes: &[RemoteBox],
+    base: &PlacementOptions,
+) -> Result<Solution, PlanError> {
+    let lent: Vec<&DeviceSpec> = devices.iter().filter(|d| d.id.is_lent()).collect();
+    let here_only = PlacementOptions {
+        rpc_servers: Vec::new(),
+        devices: Vec::new(),
+        ..base.clone()
+    };
+    if lent.is_empty() {
+        return solve_here(model, devices, &here_only);
+    }
+    let here: Vec<DeviceSpec> = devices
+        .iter()
+        .filter(|d| !d.id.is_lent())
+        .cloned()
+        .collect();
+    let alone = solve_here(model, &here, &here_only)?;
+    // The same options on every device: the lent ones hold nothing without --rpc.
+    let mut alone = Solution {
+        plan: plan(model, devices, &alone.options)?,
+        ..alone
+    };
+    if matches!(FitVerdict::of(&alone.plan), FitVerdict::OnGpus { .. }) {
+        alone.notes.push("the model fits on this box's GPUs alone, so the lent devices are left out: every token would cross the link to them".into());
+        return Ok(alone);
+    }
+    let alone_speed = alone
+        .plan
+        .fits()
+        .then(|| ceiling_across(model, &alone.plan, boxes).tokens_per_s);
+    let Some((across, speed)) = best_split_across(model, devices, boxes, base)? else {
+        alone
+            .notes
+            .push("the lent devices do not make the model fit either: it stays on this box".into());
+        return Ok(alone);
+    };
+    let better = match (alone_speed, speed) {
+        (None, _) => true,
+        (Some(Some(here)), Some(there)) => there > here * 1.05,
+        (Some(_), _) => false,
+    };
+    if !better {
+        alone.notes.push("the lent devices would not make it faster than this box alone (links counted), so they are left out".into());
+        return Ok(alone);
+    }
+    Ok(across)
+}
+
+/// Every count of first layers on the lent devices, the rest here; the fitting one with the
+/// best ceiling (links counted), fewer lent layers on a tie within 1 %.
+fn best_split_across(
+    model: &ModelShape,
+    devices: &[DeviceSpec],
+    boxes: &[RemoteBox],
+    base: &PlacementOptions,
+) -> Result<Option<(Solution, Option<f64>)>, PlanError> {
+    let lent: Vec<&DeviceSpec> = devices.iter().filter(|d| d.id.is_lent()).collect();
+    let here: Vec<&DeviceSpec> = devices
+        .iter()
+        .filter(|d| matches!(d.id, DeviceId::Gpu(_)))
+        .collect();
+    let healthy: Vec<&DeviceSpec> = here.iter().copied().filter(|g| !g.link_degraded).collect();
+    let mut options = base.clone();
+    options.split_mode = SplitMode::Layer;
+    options.n_gpu_layers = None;
+    options.main_gpu = 0;
+    options.rpc_servers = boxes
+        .iter()
+        .map(|b| RpcServer {
+            endpoint: b.endpoint.clone(),
+            devices: b.devices.len() as u32,
+        })
+        .collect();
+    options.devices = lent.iter().chain(&here).map(|d| d.id).collect();
+    let moe = model.tensors.iter().any(|t| t.role == TensorRole::Experts);
+    let total = model.n_layer + 1;
+    let mut best: Option<(u32, Solution, Option<f64>)> = None;
+    for lent_layers in 1..=total {
+        let mut counts = shares(lent_layers, &room(&lent, &lent));
+        counts.extend(shares(total - lent_layers, &room(&here, &healthy)));
+        options.tensor_split = counts.iter().map(|&c| f64::from(c)).collect();
+        options.overrides = if moe {
+            vec![PlacementOptions::cpu_moe_override()]
+        } else {
+            Vec::new()
+        };
+        let mut current = plan(model, devices, &options)?;
+        if !gpus_fit(&current) {
+            continue;
+        }
+        if moe {
+            options.overrides = bring_experts_back(model, devices, &options, &current)?;
+            current = plan(model, devices, &options)?;
+        }
+        if !current.fits() {
+            continue;
+        }
+        let speed = ceiling_across(model, &current, boxes).tokens_per_s;
+        let better = match (&best, speed) {
+            (None, _) => true,
+            (Some((_, _, Some(b))), Some(s)) => s > b * 1.01,
+            (Some(_), _) => false,
+        };
+        if better {
+            let notes = vec![format!(
+                "this box's GPUs do not hold the model, so its first {lent_layers} of {total} layers go to the lent devices ({}): that way a token crosses each link twice (in from the input embedding, back to this box's layers) and the output and its logits stay here",
+                boxes.iter().map(|b| b.name.as_str()).collect::<Vec<_>>().join(", ")
+            )];
+            let solution = Solution {
+                options: options.clone(),
+                plan: current,
+                notes,
+            };
+            best = Some((lent_layers, solution, speed));
+        }
+    }
+    Ok(best.map(|(_, s, speed)| (s, speed)))
+}
+
+/// Room after reserve and overhead of each of `devices`, 0 for those not in `usable`.
+fn room(devices: &[&DeviceSpec], usable: &[&DeviceSpec]) -> Vec<u64> {
+    devices
+        .iter()
+        .map(|d| match usable.iter().any(|u| u.id == d.id) {
+            true => d
+                .capacity_bytes
+                .saturating_sub(d.reserve_bytes.saturating_add(d.overhead_bytes)),
+            false => 0,
+        })
+        .collect()
+}
+
+/// `n` whole layers shared by `weights` (largest remainders), as `-ts` counts.
+fn shares(n: u32, weights: &[u64]) -> Vec<u32> {
+    let sum: f64 = weights.iter().map(|&w| w as f64).sum();
+    if weights.is_empty() {
+        return Vec::new();
+    }
+    if sum <= 0.0 {
+        return weights.iter().map(|_| 0).collect();
+    }
+    let exact: Vec<f64> = weights
+        .iter()
+        .map(|&w| f64::from(n) * w as f64 / sum)
+        .collect();
+    let mut counts: Vec<u32> = exact.iter().map(|e| e.floor() as u32).collect();
+    let mut order: Vec<usize> = (0..weights.len()).collect();
+    order.sort_by(|&a, &b| (exact[b] - exact[b].floor()).total_cmp(&(exact[a] - exact[a].floor())));
+    let given: u32 = counts.iter().sum();
+    for &i in order.iter().take(n.saturating_sub(given) as usize) {
+        counts[i] += 1;
+    }
+    counts
+}
+
+/// This box alone (no lent device): the placement the module's documentation describes.
+fn solve_here(
     model: &ModelShape,
     devices: &[DeviceSpec],
     base: &PlacementOptions,
@@ -125,7 +308,7 @@ fn on_the_cpu_alone(
 fn gpus_fit(p: &Plan) -> bool {
     p.devices
         .iter()
-        .filter(|d| matches!(d.spec.id, DeviceId::Gpu(_)))
+        .filter(|d| d.spec.id.is_offload())
         .all(|d| d.overflow_bytes == 0)
 }
 
@@ -153,11 +336,7 @@ fn bring_experts_back(
     start: &Plan,
 ) -> Result<Vec<TensorOverride>, PlanError> {
     let mut overrides = Vec::new();
-    for device in start
-        .devices
-        .iter()
-        .filter(|d| matches!(d.spec.id, DeviceId::Gpu(_)))
-    {
+    for device in start.devices.iter().filter(|d| d.spec.id.is_offload()) {
         let room = device
             .spec
             .capacity_bytes
@@ -235,7 +414,8 @@ fn whole_model_on_a_degraded_card(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::testing::{gpus, moe_model, GIB, MIB};
+    use crate::link::Link;
+    use crate::testing::{gpus, lend, moe_model, GIB, MIB};
 
     #[test]
     fn a_big_moe_keeps_experts_spread_over_every_card_not_piled_on_the_last() {
@@ -344,6 +524,142 @@ mod tests {
                 "{gpu_flag} in {args:?}"
             );
         }
+    }
+
+    fn layers_on(plan: &Plan, id: DeviceId) -> Vec<u32> {
+        plan.device(id).unwrap().usage.layers.clone()
+    }
+
+    #[test]
+    fn a_model_that_fits_here_leaves_the_lent_devices_out() {
+        let model = moe_model(40, 40, 500 * MIB, 0);
+        let mut rig = gpus(2, 24 * GIB);
+        let remote = lend(&mut rig, 2, 24 * GIB, Link::named("10gbe").unwrap());
+        let s = solve_across(&model, &rig, &[remote], &PlacementOptions::default()).unwrap();
+        assert!(s.plan.fits());
+        assert!(s.options.rpc_servers.is_empty() && s.options.devices.is_empty());
+        assert!(layers_on(&s.plan, DeviceId::Rpc(0)).is_empty());
+        assert!(
+            s.notes
+                .iter()
+                .any(|n| n.contains("fits on this box's GPUs alone")),
+            "{:?}",
+            s.notes
+        );
+    }
+
+    #[test]
+    fn a_model_too_big_for_this_box_sends_its_first_layers_to_the_lent_gpus() {
+        // 80 dense layers of 900 MiB: 2 × 24 GiB here hold about half.
+        let model = moe_model(80, 80, 600 * MIB, 0);
+        let mut rig = gpus(2, 24 * GIB);
+        let remote = lend(&mut rig, 2, 24 * GIB, Link::named("2.5gbe").unwrap());
+        let alone = solve(&model, &gpus(2, 24 * GIB), &PlacementOptions::default()).unwrap();
+        assert!(alone.options.n_gpu_layers.is_some(), "layers in RAM alone");
+        let s = solve_across(
+            &model,
+            &rig,
+            std::slice::from_ref(&remote),
+            &PlacementOptions::default(),
+        )
+        .unwrap();
+        assert!(s.plan.fits(), "{:?}", s.notes);
+        assert_eq!(
+            s.options.n_gpu_layers, None,
+            "every layer on a GPU: {:?}",
+            s.notes
+        );
+        assert_eq!(
+            s.options.rpc_servers,
+            [RpcServer {
+                endpoint: "10.0.0.2:50052".into(),
+                devices: 2
+            }]
+        );
+        assert_eq!(
+            s.options.devices,
+            [
+                DeviceId::Rpc(0),
+                DeviceId::Rpc(1),
+                DeviceId::Gpu(0),
+                DeviceId::Gpu(1)
+            ]
+        );
+        let lent: Vec<u32> = [DeviceId::Rpc(0), DeviceId::Rpc(1)]
+            .iter()
+            .flat_map(|&d| layers_on(&s.plan, d))
+            .collect();
+        let here: Vec<u32> = [DeviceId::Gpu(0), DeviceId::Gpu(1)]
+            .iter()
+            .flat_map(|&d| layers_on(&s.plan, d))
+            .collect();
+        assert_eq!(
+            lent,
+            (0..lent.len() as u32).collect::<Vec<_>>(),
+            "the first layers"
+        );
+        assert!(
+            lent.len() < here.len(),
+            "this box is filled first: {} lent",
+            lent.len()
+        );
+        assert!(!lent.is_empty());
+        let output = model
+            .tensors
+            .iter()
+            .position(|t| t.role == TensorRole::Output)
+            .unwrap();
+        assert_eq!(
+            s.plan.tensor_devices[output],
+            DeviceId::Gpu(1),
+            "the output stays here"
+        );
+        let c = crate::ceiling::ceiling_across(&model, &s.plan, &[remote]);
+        assert_eq!(c.links.len(), 1);
+        assert_eq!(c.links[0].crossings_per_token, 2, "in and out once");
+        let local = crate::ceiling::ceiling(&model, &alone.plan);
+        assert!(c.tokens_per_s.unwrap() > 3.0 * local.tokens_per_s.unwrap());
+    }
+
+    #[test]
+    fn a_moe_model_puts_whole_layers_with_their_experts_on_the_lent_gpus() {
+        let model = moe_model(78, 3, 150 * MIB, 3 * GIB);
+        let base = PlacementOptions {
+            context: 32_768,
+            ..Default::default()
+        };
+        let mut rig = gpus(2, 24 * GIB);
+        let remote = lend(&mut rig, 2, 24 * GIB, Link::named("10gbe").unwrap());
+        let s = solve_across(&model, &rig, std::slice::from_ref(&remote), &base).unwrap();
+        assert!(s.plan.fits(), "{:?}", s.notes);
+        for id in [DeviceId::Rpc(0), DeviceId::Rpc(1)] {
+            let d = s.plan.device(id).unwrap();
+            assert!(!d.usage.expert_layers.is_empty(), "{id:?} holds experts");
+            assert!(
+                d.usage
+                    .expert_layers
+                    .iter()
+                    .all(|l| d.usage.layers.contains(l)),
+                "{id:?}: only its own layers' experts"
+            );
+        }
+        let c = crate::ceiling::ceiling_across(&model, &s.plan, &[remote]);
+        // In and out once, and out and back for each lent layer whose experts did not fit there.
+        let cpu_experts = &s.plan.device(DeviceId::Cpu).unwrap().usage.expert_layers;
+        let lent_layers_with_experts_here = [DeviceId::Rpc(0), DeviceId::Rpc(1)]
+            .iter()
+            .flat_map(|&d| layers_on(&s.plan, d))
+            .filter(|l| cpu_experts.contains(l))
+            .count() as u32;
+        assert_eq!(
+            c.links[0].crossings_per_token,
+            2 + 2 * lent_layers_with_experts_here
+        );
+        let alone = crate::ceiling::ceiling(
+            &model,
+            &solve(&model, &gpus(2, 24 * GIB), &base).unwrap().plan,
+        );
+        assert!(c.tokens_per_s.unwrap() > alone.tokens_per_s.unwrap());
     }
 
     #[test]

@@ -139,3 +139,34 @@ pub fn shape_of_writer(
     writer.write_to_path(&path).expect("the model is written");
     crate::from_gguf::load_shape(&path).map(|loaded| loaded.shape)
 }
+
+/// `n` GPUs of `each` bytes lent by one other box over `link`, added to `devices` before their
+/// CPU as `RPC0…`; the box they are on.
+pub fn lend(
+    devices: &mut Vec<DeviceSpec>,
+    n: u32,
+    each: u64,
+    link: crate::link::Link,
+) -> crate::link::RemoteBox {
+    let cpu = devices.pop();
+    let ids: Vec<DeviceId> = (0..n).map(DeviceId::Rpc).collect();
+    for &id in &ids {
+        devices.push(DeviceSpec {
+            id,
+            name: format!("{} · RTX 3090 · on box 2", id.device_name()),
+            capacity_bytes: each,
+            reserve_bytes: 0,
+            overhead_bytes: 300 * MIB,
+            bandwidth_bytes_per_s: Some(936_000_000_000),
+            link_degraded: false,
+            correction: None,
+        });
+    }
+    devices.extend(cpu);
+    crate::link::RemoteBox {
+        name: "box 2".into(),
+        endpoint: "10.0.0.2:50052".into(),
+        link,
+        devices: ids,
+    }
+}

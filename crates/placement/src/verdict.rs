@@ -31,10 +31,11 @@ impl FitVerdict {
                 .fold(0u64, |sum, d| sum.saturating_add(d.overflow_bytes));
             return FitVerdict::DoesNotFit { short_bytes: short };
         }
+        // Lent GPUs of other boxes count: the model is on GPUs all the same.
         let gpus = plan
             .devices
             .iter()
-            .filter(|d| matches!(d.spec.id, DeviceId::Gpu(_)))
+            .filter(|d| d.spec.id.is_offload())
             .count();
         let cpu = plan.devices.iter().find(|d| d.spec.id == DeviceId::Cpu);
         let (layers, expert_layers) = cpu.map_or((0, 0), |d| {

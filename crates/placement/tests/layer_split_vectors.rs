@@ -30,6 +30,7 @@ fn key(device: DeviceId) -> String {
     match device {
         DeviceId::Gpu(i) => format!("gpu-{i}"),
         DeviceId::Cpu => "cpu".to_owned(),
+        DeviceId::Rpc(i) => format!("rpc-{i}"),
     }
 }
 
