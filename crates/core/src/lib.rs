@@ -17,6 +17,7 @@ pub mod launch;
 pub mod library;
 pub mod live_rig;
 pub mod model_runs;
+pub mod network_interfaces;
 pub mod packaged_engines;
 pub mod paths;
 pub mod profiles;

@@ -2,6 +2,7 @@
 //! which both `rigdeck serve` and the desktop shell call to run it.
 
 pub mod cli;
+mod gang;
 pub mod http;
 mod running;
 

@@ -160,6 +160,10 @@ impl RunningServer {
         if let Some(benchmarks) = &self.state.benchmarks {
             benchmarks.cancel_all_and_wait(BENCH_STOP_WAIT).await;
         }
+        // Gangs first: their followers on other rigs end with them.
+        if let Some(gangs) = &self.state.gangs {
+            gangs.stop_all().await;
+        }
         // An orderly shutdown ends the engines; a crash leaves them for `recover` to find.
         if let Some(instances) = &self.state.instances {
             instances.stop_all().await;
@@ -293,6 +297,14 @@ pub async fn start(options: ServeOptions) -> anyhow::Result<RunningServer> {
     if let (Some(gateway), Some(fleet)) = (&gateway, &fleet) {
         gateway.serve_elsewhere(rigdeck_fleet::gateway_peers::RigGateways::new(fleet));
     }
+    let gangs = match (&instances, &store) {
+        (Some(instances), Some(store)) => Some(crate::gang::Gangs::new(
+            instances.clone(),
+            store.clone(),
+            fleet.clone(),
+        )),
+        _ => None,
+    };
     let state = Arc::new(AppState {
         stopping: stop_rx.clone(),
         token: token.clone(),
@@ -323,6 +335,7 @@ pub async fn start(options: ServeOptions) -> anyhow::Result<RunningServer> {
         references,
         quality_dir: paths.quality_dir(),
         token_counts: Default::default(),
+        gangs,
         fleet,
     });
     if let Some(fleet) = state

@@ -39,6 +39,9 @@ pub struct HealthCheck {
     /// Give up (stop the engine, report `NeverHealthy`) if not ready by then.
     pub ready_timeout: Duration,
     pub poll_every: Duration,
+    /// A process with no endpoint of its own (a headless follower of a multi-node engine): ready
+    /// as soon as it runs, the URL never asked; its end is watched as any other's.
+    pub process_only: bool,
 }
 
 /// What to do when the engine exits without being asked to.
@@ -73,6 +76,7 @@ impl LaunchSpec {
                 url: health_url.into(),
                 ready_timeout: Duration::from_secs(600),
                 poll_every: Duration::from_millis(500),
+                process_only: false,
             },
             stop_timeout: Duration::from_secs(10),
             restart: RestartPolicy::Never,

@@ -435,11 +435,16 @@ impl Monitor {
     async fn watch_run(&mut self, run: &mut Run) -> RunEnd {
         let health = &self.launch.spec.health;
         let (probe_tx, mut probes) = watch::channel(None);
-        let mut poller = Some(spawn_task(poll_health(
-            self.launch.health.clone(),
-            health.poll_every,
-            probe_tx,
-        )));
+        let mut poller = (!health.process_only).then(|| {
+            spawn_task(poll_health(
+                self.launch.health.clone(),
+                health.poll_every,
+                probe_tx,
+            ))
+        });
+        if health.process_only {
+            self.mark_ready(run).await;
+        }
         let deadline = run.spawned + health.ready_timeout;
         let mut progress_open = true;
         loop {
@@ -478,10 +483,12 @@ impl Monitor {
             state.phase = Phase::Ready;
             state.ready_at_ms = Some(now);
         });
-        self.launch.logs.push(
-            LogStream::Supervisor,
-            "ready: the health endpoint answered 200",
-        );
+        let why = if self.launch.spec.health.process_only {
+            "ready: the process runs (it has no endpoint of its own to ask)"
+        } else {
+            "ready: the health endpoint answered 200"
+        };
+        self.launch.logs.push(LogStream::Supervisor, why);
     }
 
     fn publish_loading(&self, run: &Run) {

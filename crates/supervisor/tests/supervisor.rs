@@ -547,6 +547,33 @@ async fn an_engine_that_never_gets_healthy_is_stopped_after_the_timeout() {
     assert!(!rig.run_dir().join("slowpoke.json").exists());
 }
 
+#[tokio::test]
+async fn a_process_without_an_endpoint_is_ready_once_it_runs_and_its_end_is_seen() {
+    let rig = Rig::new();
+    // Its "engine" never serves the health URL: as process-only it is ready anyway.
+    let mut spec = engine("follower", "serve", free_port(), 1000.0, 0);
+    spec.health.process_only = true;
+    spec.health.ready_timeout = Duration::from_millis(500);
+    let supervisor = rig.supervisor();
+    let handle = supervisor.start(spec).await.unwrap();
+    let pgid = rig.reaper.track(handle.pid());
+    let ready = wait(&handle, |s| s.is_ready()).await;
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    assert!(handle.state().is_ready(), "no ready timeout applies");
+    assert!(handle
+        .logs()
+        .tail(5)
+        .iter()
+        .any(|l| l.text.contains("ready: the process runs")));
+    let pid = ready.pid.unwrap();
+    std::process::Command::new("kill")
+        .args(["-9", &pid.to_string()])
+        .status()
+        .unwrap();
+    wait(&handle, crashed).await;
+    assert!(live_group_members(pgid).is_empty(), "nothing left running");
+}
+
 /// Starts an engine, waits until it is ready, then drops the supervisor as a crashing daemon
 /// would: the engine keeps running and only its pid file remembers it.
 async fn orphan_an_engine(rig: &Rig, name: &str) -> i32 {

@@ -25,6 +25,7 @@ use crate::engines::Backend;
 use crate::profiles::admission::{
     self, admit, held_by, outstanding, AdmissionError, Claim, Held, PlannedGpu,
 };
+use crate::profiles::multi_node;
 use crate::profiles::profile::{self, LaunchProfile, ProfileError};
 use crate::store::launch_profiles::ProfileStoreError;
 use crate::store::Store;
@@ -398,6 +399,12 @@ impl Instances {
         let mut prepared = Vec::new();
         for name in names {
             let profile = self.store.launch_profile(name).await?;
+            if profile.multi_node.is_some() {
+                return Err(ProfileError::BadMultiNode {
+                    reason: format!("profile '{name}' runs across boxes and starts as a gang, with its followers: start it with POST /api/v1/profiles/{name}/start (the Start button)"),
+                }
+                .into());
+            }
             let build = self.build_of(&profile).await?;
             self.refuse_if_running(name)?;
             prepared.push((profile, build));
@@ -696,6 +703,12 @@ impl Instances {
         }
         spec.restart = profile.restart.policy();
         spec.health.ready_timeout = self.ready_timeout;
+        if let Some(seat) = &profile.seat {
+            spec.env.extend(multi_node::env(build.kind, seat));
+            spec.health.process_only = seat.is_follower();
+            // A gang member ends with its gang: the gang restarts every member together.
+            spec.restart = RestartPolicy::Never;
+        }
         let estimate = self.estimate_for(&profile, build).await;
         let handle = self.supervisor.start(spec).await?;
         // Recorded only now that the spawn succeeded: a refused start changes nothing.

@@ -14,6 +14,7 @@ use serde::{Deserialize, Serialize};
 use super::admission::PlannedGpu;
 use super::chat_templates;
 use super::engine_settings::{self, EngineSettings};
+use super::multi_node::{self, MultiNode, Seat};
 use super::python_engines;
 use super::speculative::{self, Speculative};
 use crate::engines::registry::{Availability, EngineBuild};
@@ -78,6 +79,12 @@ pub struct LaunchProfile {
     pub speculative: Option<Speculative>,
     /// Engine knobs beyond placement (CPU pinning, memory locking; vLLM batching, offload).
     pub engine: EngineSettings,
+    /// vLLM/SGLang across boxes: the paired rigs that join this one, and the interfaces used.
+    /// Such a profile starts and stops as a gang (see the server's `gang` module).
+    pub multi_node: Option<MultiNode>,
+    /// This member's seat in a gang being started; set for that start only, never stored.
+    #[serde(skip)]
+    pub seat: Option<Seat>,
 }
 
 impl Default for LaunchProfile {
@@ -103,6 +110,8 @@ impl Default for LaunchProfile {
             gateway: ServePolicy::default(),
             speculative: None,
             engine: EngineSettings::default(),
+            multi_node: None,
+            seat: None,
         }
     }
 }
@@ -229,6 +238,10 @@ pub enum ProfileError {
     BadAlias { alias: String },
     #[error("'{name}' already names the gateway model '{owner}': pick another alias (or profile name), or remove it from '{owner}'")]
     GatewayNameTaken { name: String, owner: String },
+    #[error("multi_node: {reason}")]
+    BadMultiNode { reason: String },
+    #[error("multi_node on this rig: {0}")]
+    Interface(#[from] crate::network_interfaces::InterfaceProblem),
 }
 
 /// Checks a profile against the build it names. `numa_nodes` is how many NUMA nodes the machine
@@ -245,6 +258,10 @@ pub fn validate(
     })?;
     check_build(build)?;
     check_chat_template(profile, build)?;
+    if let Some(multi) = &profile.multi_node {
+        multi_node::validate(multi, build.kind)?;
+        crate::network_interfaces::private_address(&multi.interface)?;
+    }
     if build.kind.is_python() {
         python_engines::validate(profile, build)?;
     } else if !profile.model.is_file() {

@@ -7,6 +7,7 @@ use std::path::Path;
 
 use super::admission::PlannedGpu;
 use super::engine_settings;
+use super::multi_node;
 use super::profile::{LaunchProfile, ProfileError};
 use super::speculative;
 use crate::engines::registry::EngineBuild;
@@ -81,7 +82,14 @@ pub fn argv(
     if profile.placement.context > 0 {
         push(flags.context, profile.placement.context.to_string());
     }
-    if let Some(tp) = profile.tensor_parallel {
+    let tp = match &profile.seat {
+        Some(seat) => Some(multi_node::tensor_parallel(
+            profile.tensor_parallel.unwrap_or(1),
+            seat,
+        )),
+        None => profile.tensor_parallel,
+    };
+    if let Some(tp) = tp {
         push(flags.tensor_parallel, tp.to_string());
     }
     if let Some(fraction) = profile.gpu_memory_fraction {
@@ -93,6 +101,9 @@ pub fn argv(
     argv.extend(engine_settings::python_args(&profile.engine, build.kind));
     if let Some(spec) = &profile.speculative {
         argv.extend(speculative::args(spec, build)?);
+    }
+    if let Some(seat) = &profile.seat {
+        argv.extend(multi_node::args(build.kind, seat));
     }
     argv.extend(profile.extra_args.iter().cloned());
     Ok(Some(argv))
@@ -141,8 +152,18 @@ pub fn validate(profile: &LaunchProfile, build: &EngineBuild) -> Result<(), Prof
         "--served-model-name",
     ];
     let settings = engine_settings::managed_flags(build.kind);
+    let seat_flags: &[&str] = match profile.multi_node {
+        Some(_) => &multi_node::MANAGED_FLAGS,
+        None => &[],
+    };
     for arg in &profile.extra_args {
         let flag = arg.split('=').next().unwrap_or(arg);
+        if seat_flags.contains(&flag) {
+            return Err(ProfileError::ManagedFlag {
+                flag: flag.to_owned(),
+                field: "multi_node",
+            });
+        }
         if managed.contains(&flag) || flags.aliases.contains(&flag) || settings.contains(&flag) {
             return Err(ProfileError::ManagedFlag {
                 flag: flag.to_owned(),

@@ -21,7 +21,7 @@ use rigdeck_core::placement::report::report;
 use rigdeck_core::placement::rig::Margins;
 use rigdeck_core::placement::DeviceId;
 use rigdeck_core::profiles::profile::{self, argv};
-use rigdeck_core::profiles::{ik_memory, python_engines};
+use rigdeck_core::profiles::{ik_memory, multi_node, python_engines};
 use rigdeck_core::store::Store;
 use rigdeck_core::supervisor::SuperviseError;
 use serde::Deserialize;
@@ -297,9 +297,13 @@ async fn saved(
         .engine_build(profile.engine_build_id)
         .await
         .map_err(internal)?;
+    let shown = LaunchProfile {
+        seat: profile.multi_node.as_ref().and_then(multi_node::head_seat),
+        ..profile.clone()
+    };
     let argv = build
         .as_ref()
-        .and_then(|b| profile::display_argv(&profile, b).ok());
+        .and_then(|b| profile::display_argv(&shown, b).ok());
     let command_line = argv.as_deref().map(profile::display_command_line);
     Ok(json!({
         "profile": profile,
@@ -307,6 +311,7 @@ async fn saved(
         "argv": argv,
         "command_line": command_line,
         "build_missing": build.is_none(),
+        "exposes": profile.multi_node.as_ref().map(multi_node::exposure),
     }))
 }
 
@@ -386,6 +391,23 @@ pub async fn start_profile(
     body: Option<Json<StartBody>>,
 ) -> ApiResult<Json<Value>> {
     let force = body.is_some_and(|b| b.force);
+    let profile = store(&state)?
+        .launch_profile(&name)
+        .await
+        .map_err(store_error)?;
+    if profile.multi_node.is_some() {
+        let build = store(&state)?
+            .engine_build(profile.engine_build_id)
+            .await
+            .map_err(internal)?
+            .ok_or_else(|| {
+                launch_error(LaunchError::Invalid(profile::ProfileError::UnknownBuild {
+                    profile: name.clone(),
+                    id: profile.engine_build_id,
+                }))
+            })?;
+        return super::gang::start(&state, profile, &build).await;
+    }
     let view = instances(&state)?
         .start(&name, force)
         .await
@@ -401,6 +423,9 @@ pub async fn stop_instance(
     State(state): State<Arc<AppState>>,
     Path(name): Path<String>,
 ) -> ApiResult<Json<Value>> {
+    if super::gang::is_gang(&state, &name) {
+        return super::gang::stop(&state, &name).await;
+    }
     let view = instances(&state)?.stop(&name).await.map_err(launch_error)?;
     Ok(Json(json!(view)))
 }
@@ -411,6 +436,10 @@ pub async fn restart_instance(
     body: Option<Json<StartBody>>,
 ) -> ApiResult<Json<Value>> {
     let force = body.is_some_and(|b| b.force);
+    if super::gang::is_gang(&state, &name) {
+        let _stopped = super::gang::stop(&state, &name).await?;
+        return start_profile(State(state), Path(name), None).await;
+    }
     let view = instances(&state)?
         .restart(&name, force)
         .await

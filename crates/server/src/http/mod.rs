@@ -8,6 +8,7 @@ mod error;
 mod fleet;
 mod fleet_proxy;
 mod fleet_rpc;
+mod gang;
 pub use fleet_rpc::lending_build;
 mod gateway;
 mod guard;
@@ -151,6 +152,8 @@ pub struct AppState {
     pub token_counts: rigdeck_core::quality::recording::TokenCounts,
     /// Paired daemons (`None` without a database).
     pub fleet: Option<Arc<rigdeck_fleet::Fleet>>,
+    /// Multi-node profiles this daemon heads (`None` without a database).
+    pub gangs: Option<Arc<crate::gang::Gangs>>,
 }
 
 impl AppState {
@@ -213,6 +216,7 @@ fn api_endpoints() -> Vec<Endpoint> {
             post(model_folders::add_folder),
         ),
         at(Method::GET, "/rigs", get(placement::rig_presets)),
+        at(Method::GET, "/rigs/links", get(placement::rig_links)),
         at(Method::POST, "/plan", post(placement::plan)),
         at(Method::POST, "/plan/parse", post(placement::parse)),
         at(Method::POST, "/plan/dry-run", post(placement::dry_run)),
@@ -261,6 +265,10 @@ fn api_endpoints() -> Vec<Endpoint> {
             post(instances::start_profile),
         ),
         at(Method::GET, "/instances", get(instances::list_instances)),
+        at(Method::GET, "/gangs", get(gang::list)),
+        at(Method::GET, "/gangs/{name}", get(gang::get)),
+        at(Method::POST, "/gang/check", post(gang::check)),
+        at(Method::POST, "/gang/followers", post(gang::start_follower)),
         at(
             Method::POST,
             "/instances/{name}/stop",

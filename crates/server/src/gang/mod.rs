@@ -1,0 +1,322 @@
+//! Gangs: a multi-node profile served by engines on several boxes, started and stopped as one.
+//! The followers start first (on their rigs, through the fleet channel), each waited for; then
+//! the head here, waited for until its followers have joined and it is ready (the profile's
+//! join timeout), then asked for a real completion. While it runs, every member is watched: any
+//! member's end, or its rig unreachable, stops them all, and the profile's restart setting says
+//! whether the gang starts again (once every rig answers again). A start that never comes up
+//! (a follower that never joins) stops everything, naming what it waited for.
+//!
+//! - [`member`]: the kinds of member and what the head does with each.
+//! - [`preflight`]: what each box checks before a start (engine version, model, interface).
+
+pub mod member;
+pub mod preflight;
+mod run;
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
+
+use rigdeck_core::engines::registry::EngineBuild;
+use rigdeck_core::engines::EngineKind;
+use rigdeck_core::launch::{Instances, LaunchProfile};
+use rigdeck_core::profiles::multi_node::{self, MultiNode, Seat};
+use rigdeck_core::store::Store;
+use rigdeck_fleet::Fleet;
+use serde::Serialize;
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+use member::{Crew, Member, MemberKind};
+use preflight::CheckRequest;
+
+/// How long each follower may take from its start until it runs.
+pub const MEMBER_START_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long a stop waits for the gang's members to end.
+const STOP_WAIT: Duration = Duration::from_secs(60);
+
+/// Where a gang is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum GangPhase {
+    Starting,
+    Ready,
+    /// A member ended; the gang was stopped and starts again (after a backoff, once every
+    /// rig answers).
+    Restarting,
+    Stopping,
+    Stopped,
+    /// It did not come up, or ended and is not restarted: `message` says why.
+    Failed,
+}
+
+/// A gang as the API shows it.
+#[derive(Debug, Clone, Serialize)]
+pub struct GangStatus {
+    pub name: String,
+    pub phase: GangPhase,
+    /// Rank order; the head (rank 0) first.
+    pub members: Vec<Member>,
+    /// Starts after the first one.
+    pub restarts: u32,
+    /// Why it failed, restarts or waits.
+    pub message: Option<String>,
+    /// Which interfaces carry its unencrypted traffic.
+    pub exposes: String,
+    pub since_ms: i64,
+}
+
+/// Why a gang cannot be started or stopped.
+#[derive(Debug, thiserror::Error)]
+pub enum GangError {
+    #[error("gang '{0}' is already running: stop it first (POST /api/v1/instances/{0}/stop)")]
+    AlreadyRunning(String),
+    #[error("no gang named '{0}' runs: start it with POST /api/v1/profiles/{0}/start")]
+    NotRunning(String),
+    #[error("the gang '{name}' cannot start: {problems}")]
+    Preflight { name: String, problems: String },
+    #[error("{0}")]
+    Refused(String),
+}
+
+/// One gang's start, fixed by the preflight.
+#[derive(Debug, Clone)]
+pub struct GangPlan {
+    pub profile: LaunchProfile,
+    pub kind: EngineKind,
+    pub multi: MultiNode,
+    pub version: String,
+    /// Rank order, the head first.
+    pub members: Vec<Member>,
+}
+
+impl GangPlan {
+    fn head(&self) -> &Member {
+        &self.members[0]
+    }
+
+    fn followers(&self) -> &[Member] {
+        &self.members[1..]
+    }
+}
+
+struct Running {
+    status: watch::Receiver<GangStatus>,
+    stop: watch::Sender<bool>,
+    task: JoinHandle<()>,
+}
+
+/// The gangs this daemon heads.
+pub struct Gangs {
+    crew: Arc<Crew>,
+    store: Store,
+    running: Mutex<HashMap<String, Running>>,
+}
+
+impl Gangs {
+    pub fn new(instances: Arc<Instances>, store: Store, fleet: Option<Arc<Fleet>>) -> Arc<Self> {
+        Arc::new(Self {
+            crew: Arc::new(Crew { instances, fleet }),
+            store,
+            running: Mutex::new(HashMap::new()),
+        })
+    }
+
+    /// Whether `name` is a gang this daemon started (running or ended).
+    pub fn knows(&self, name: &str) -> bool {
+        lock(&self.running).contains_key(name)
+    }
+
+    /// Checks every box, then starts the gang in the background; the status as it starts.
+    pub async fn start(
+        &self,
+        profile: LaunchProfile,
+        build: &EngineBuild,
+    ) -> Result<GangStatus, GangError> {
+        let name = profile.name.clone();
+        if self.is_active(&name) {
+            return Err(GangError::AlreadyRunning(name));
+        }
+        let plan = self.preflight(profile, build).await?;
+        let status = GangStatus {
+            name: name.clone(),
+            phase: GangPhase::Starting,
+            members: plan.members.clone(),
+            restarts: 0,
+            message: None,
+            exposes: multi_node::exposure(&plan.multi),
+            since_ms: rigdeck_core::now_ms(),
+        };
+        let (status_tx, status_rx) = watch::channel(status.clone());
+        let (stop_tx, stop_rx) = watch::channel(false);
+        let mut running = lock(&self.running);
+        if running.get(&name).is_some_and(|r| !r.task.is_finished()) {
+            return Err(GangError::AlreadyRunning(name));
+        }
+        let task = tokio::spawn(run::run(
+            self.crew.clone(),
+            self.store.clone(),
+            plan,
+            status_tx,
+            stop_rx,
+        ));
+        running.insert(
+            name,
+            Running {
+                status: status_rx,
+                stop: stop_tx,
+                task,
+            },
+        );
+        Ok(status)
+    }
+
+    fn is_active(&self, name: &str) -> bool {
+        lock(&self.running)
+            .get(name)
+            .is_some_and(|r| !r.task.is_finished())
+    }
+
+    /// Stops every member and waits (bounded) until they have ended; the final status.
+    pub async fn stop(&self, name: &str) -> Result<GangStatus, GangError> {
+        let (mut status, task) = {
+            let mut running = lock(&self.running);
+            let Some(gang) = running.get_mut(name) else {
+                return Err(GangError::NotRunning(name.to_owned()));
+            };
+            let _ = gang.stop.send(true);
+            let task = std::mem::replace(&mut gang.task, tokio::spawn(async {}));
+            (gang.status.clone(), task)
+        };
+        if tokio::time::timeout(STOP_WAIT, task).await.is_err() {
+            tracing::warn!(
+                "gang '{name}' did not stop within {} s",
+                STOP_WAIT.as_secs()
+            );
+        }
+        let last = status.borrow_and_update().clone();
+        Ok(last)
+    }
+
+    /// The gang's status now.
+    pub fn status(&self, name: &str) -> Option<GangStatus> {
+        lock(&self.running)
+            .get(name)
+            .map(|r| r.status.borrow().clone())
+    }
+
+    pub fn list(&self) -> Vec<GangStatus> {
+        let mut all: Vec<GangStatus> = lock(&self.running)
+            .values()
+            .map(|r| r.status.borrow().clone())
+            .collect();
+        all.sort_by(|a, b| a.name.cmp(&b.name));
+        all
+    }
+
+    /// Stops every gang (orderly daemon shutdown).
+    pub async fn stop_all(&self) {
+        let names: Vec<String> = lock(&self.running).keys().cloned().collect();
+        for name in names {
+            if let Err(err) = self.stop(&name).await {
+                tracing::warn!("{err}");
+            }
+        }
+    }
+
+    /// Asks every box (this one included) whether it can take its part, and fixes the seats.
+    async fn preflight(
+        &self,
+        profile: LaunchProfile,
+        build: &EngineBuild,
+    ) -> Result<GangPlan, GangError> {
+        let name = profile.name.clone();
+        let multi = profile.multi_node.clone().ok_or_else(|| {
+            GangError::Refused(format!(
+                "profile '{name}' does not run across boxes (no multi_node)"
+            ))
+        })?;
+        let mut places = vec![(MemberKind::Local, multi.interface.clone())];
+        places.extend(multi.nodes.iter().map(|n| {
+            (
+                MemberKind::Peer {
+                    rig: n.peer.clone(),
+                },
+                n.interface.clone(),
+            )
+        }));
+        let mut problems = Vec::new();
+        let mut addresses = Vec::new();
+        for (kind, interface) in &places {
+            let request = CheckRequest {
+                kind: build.kind,
+                version: build.version.clone(),
+                model: profile.model.clone(),
+                interface: interface.clone(),
+            };
+            let place = match kind {
+                MemberKind::Local => "this rig".to_owned(),
+                MemberKind::Peer { rig } => format!("'{rig}'"),
+            };
+            match kind.check(&self.crew, &self.store, &request).await {
+                Ok(answer) => {
+                    problems.extend(answer.problems.iter().map(|p| format!("{place} {p}")));
+                    addresses.push(answer.address);
+                }
+                Err(why) => {
+                    problems.push(format!("{place} cannot be asked: {why}"));
+                    addresses.push(None);
+                }
+            }
+        }
+        let found: Option<Vec<_>> = addresses.into_iter().collect();
+        let (Some(addresses), true) = (found, problems.is_empty()) else {
+            return Err(GangError::Preflight {
+                name,
+                problems: problems.join("; "),
+            });
+        };
+        let nodes = u32::try_from(places.len()).unwrap_or(u32::MAX);
+        let members = places
+            .into_iter()
+            .zip(addresses.iter())
+            .enumerate()
+            .map(|(rank, ((kind, interface), address))| {
+                let rank = u32::try_from(rank).unwrap_or(u32::MAX);
+                Member {
+                    instance: instance_name(&name, rank),
+                    seat: Seat {
+                        nodes,
+                        rank,
+                        master_addr: addresses[0],
+                        master_port: multi.master_port,
+                        interface,
+                        address: *address,
+                        split: multi.split,
+                    },
+                    kind,
+                }
+            })
+            .collect();
+        Ok(GangPlan {
+            profile,
+            kind: build.kind,
+            multi,
+            version: build.version.clone(),
+            members,
+        })
+    }
+}
+
+/// The head runs under the profile's own name (the gateway routes to it); follower `r` as
+/// `NAME.rankR` on its rig.
+fn instance_name(profile: &str, rank: u32) -> String {
+    match rank {
+        0 => profile.to_owned(),
+        r => format!("{profile}.rank{r}"),
+    }
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}

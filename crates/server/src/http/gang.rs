@@ -1,0 +1,147 @@
+//! Gangs over HTTP. On the head: a multi-node profile starts and stops through the instance
+//! endpoints (`POST /profiles/{name}/start`, `POST /instances/{name}/stop|restart`), which come
+//! here; `GET /gangs` and `GET /gangs/{name}` show them. On a follower's rig, called by its desk
+//! over the fleet channel: `POST /gang/check` (this box's preflight) and `POST /gang/followers`
+//! (start a follower in its seat).
+
+use std::sync::Arc;
+
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::Json;
+use rigdeck_core::engines::registry::EngineBuild;
+use rigdeck_core::launch::LaunchProfile;
+use rigdeck_core::profiles::{profile, python_engines};
+use serde_json::{json, Value};
+
+use super::error::ApiError;
+use super::AppState;
+use crate::gang::member::FollowerStart;
+use crate::gang::preflight::{self, CheckRequest};
+use crate::gang::{GangError, Gangs};
+
+type ApiResult<T> = Result<T, ApiError>;
+
+fn gangs(state: &AppState) -> ApiResult<&Arc<Gangs>> {
+    state.gangs.as_ref().ok_or_else(|| {
+        ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "no_database",
+            "gangs need the database and the instances, which could not be opened when the daemon started (see its log)",
+        )
+    })
+}
+
+fn gang_error(err: GangError) -> ApiError {
+    let (status, code) = match &err {
+        GangError::AlreadyRunning(_) => (StatusCode::CONFLICT, "already_running"),
+        GangError::NotRunning(_) => (StatusCode::NOT_FOUND, "gang_not_found"),
+        GangError::Preflight { .. } => (StatusCode::CONFLICT, "gang_preflight"),
+        GangError::Refused(_) => (StatusCode::BAD_REQUEST, "invalid_profile"),
+    };
+    ApiError::new(status, code, err.to_string())
+}
+
+/// Starts a multi-node profile as a gang (from `POST /profiles/{name}/start`).
+pub(super) async fn start(
+    state: &AppState,
+    profile: LaunchProfile,
+    build: &EngineBuild,
+) -> ApiResult<Json<Value>> {
+    let status = gangs(state)?
+        .start(profile, build)
+        .await
+        .map_err(gang_error)?;
+    Ok(Json(json!(status)))
+}
+
+/// Whether `name` is a gang this daemon heads (its stop and restart come here).
+pub(super) fn is_gang(state: &AppState, name: &str) -> bool {
+    state.gangs.as_ref().is_some_and(|g| g.knows(name))
+}
+
+/// Stops a gang (from `POST /instances/{name}/stop`): every member, the head first.
+pub(super) async fn stop(state: &AppState, name: &str) -> ApiResult<Json<Value>> {
+    let status = gangs(state)?.stop(name).await.map_err(gang_error)?;
+    Ok(Json(json!(status)))
+}
+
+/// `GET /gangs`.
+pub async fn list(State(state): State<Arc<AppState>>) -> ApiResult<Json<Value>> {
+    Ok(Json(json!(gangs(&state)?.list())))
+}
+
+/// `GET /gangs/{name}`.
+pub async fn get(
+    State(state): State<Arc<AppState>>,
+    Path(name): Path<String>,
+) -> ApiResult<Json<Value>> {
+    let status = gangs(&state)?
+        .status(&name)
+        .ok_or_else(|| gang_error(GangError::NotRunning(name)))?;
+    Ok(Json(json!(status)))
+}
+
+/// `POST /gang/check`: whether this box can take a part in a head's gang.
+pub async fn check(
+    State(state): State<Arc<AppState>>,
+    Json(request): Json<CheckRequest>,
+) -> ApiResult<Json<Value>> {
+    let store = state.store.as_ref().ok_or_else(no_database)?;
+    Ok(Json(json!(preflight::check_here(store, &request).await)))
+}
+
+/// `POST /gang/followers`: starts a follower in its seat with this rig's build of the head's
+/// engine version; it runs under the instances, so it is listed, logged and stopped as any.
+pub async fn start_follower(
+    State(state): State<Arc<AppState>>,
+    Json(start): Json<FollowerStart>,
+) -> ApiResult<(StatusCode, Json<Value>)> {
+    let store = state.store.as_ref().ok_or_else(no_database)?;
+    let instances = state.instances.as_ref().ok_or_else(no_database)?;
+    let refused =
+        |message: String| ApiError::new(StatusCode::BAD_REQUEST, "invalid_follower", message);
+    if !start.seat.is_follower() {
+        return Err(refused(
+            "a follower's seat has a rank above 0: the head runs on the desk".to_owned(),
+        ));
+    }
+    let builds = store
+        .engine_builds()
+        .await
+        .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", e.to_string()))?;
+    let build = preflight::matching_build(&builds, start.kind, &start.version).map_err(|why| {
+        ApiError::new(
+            StatusCode::CONFLICT,
+            "gang_preflight",
+            format!("this rig {why}"),
+        )
+    })?;
+    let mut follower = LaunchProfile {
+        name: start.instance.clone(),
+        engine_build_id: build.id,
+        port: 0,
+        autostart: false,
+        multi_node: None,
+        planned_memory: Vec::new(),
+        ..start.profile.clone()
+    };
+    profile::validate(&follower, Some(build), 0).map_err(|e| refused(e.to_string()))?;
+    if let Some(frame) = state.telemetry.latest() {
+        follower.planned_memory = python_engines::planned_memory(&follower, &frame.sample.gpus);
+    }
+    follower.seat = Some(start.seat);
+    let view = instances
+        .start_variant(follower, false)
+        .await
+        .map_err(|err| ApiError::new(StatusCode::CONFLICT, "follower_refused", err.to_string()))?;
+    Ok((StatusCode::CREATED, Json(json!(view))))
+}
+
+fn no_database() -> ApiError {
+    ApiError::new(
+        StatusCode::SERVICE_UNAVAILABLE,
+        "no_database",
+        "the database could not be opened when the daemon started (see its log): a gang's follower needs it",
+    )
+}
