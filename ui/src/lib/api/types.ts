@@ -787,6 +787,22 @@ export interface LaunchProfile {
   speculative?: Speculative | null;
   /** Engine knobs beyond placement (see lib/engines/engineKnobs.ts). */
   engine?: EngineSettings;
+  /** vLLM/SGLang across paired rigs: this rig's interface and the followers; starts as a gang. */
+  multi_node?: MultiNode | null;
+}
+
+/** crates/core/src/profiles/multi_node.rs */
+export interface MultiNodeNode {
+  peer: string;
+  interface: string;
+}
+
+export interface MultiNode {
+  interface: string;
+  nodes: MultiNodeNode[];
+  split?: 'pipeline' | 'tensor';
+  master_port?: number;
+  join_timeout_s?: number;
 }
 
 export type SpecMethod = 'draft_model' | 'mtp' | 'ngram' | 'eagle' | 'eagle3';
@@ -853,6 +869,8 @@ export interface SavedProfile {
   /** Shows `--port <chosen at start>` when the profile picks a free port at each start. */
   command_line: string | null;
   build_missing: boolean;
+  /** A multi-node profile: which interfaces carry its unencrypted engine traffic. */
+  exposes?: string | null;
 }
 
 export type InstancePhase = 'starting' | 'loading' | 'ready' | 'stopping' | 'stopped' | 'crashed';

@@ -243,7 +243,7 @@ describe('build backend choice', () => {
 });
 
 describe('serve form (vLLM / SGLang profiles from the Models page)', () => {
-  const form = { name: 'qwen3', buildId: 3, context: 0, tensorParallel: 1, gpuShare: 0.9, gpus: '' };
+  const form = { name: 'qwen3', buildId: 3, context: 0, tensorParallel: 1, gpuShare: 0.9, gpus: '', iface: '', followers: '' };
 
   it('makes a profile with the model folder, the GPU share and the chosen GPUs in bus order', () => {
     expect(serveProfileBody(form, '/models/Qwen3-8B')).toEqual({
@@ -267,6 +267,23 @@ describe('serve form (vLLM / SGLang profiles from the Models page)', () => {
     expect(serveFormError({ ...form, gpus: '0,7' }, 4)).toMatch(/indices from 0 to 3/);
     expect(serveFormError({ ...form, tensorParallel: 3, gpus: '0,1' }, 4)).toMatch(/needs that many GPUs; 2 are chosen/);
     expect(serveFormError({ ...form, tensorParallel: 8 }, 4)).toMatch(/4 are chosen/);
+  });
+
+  it('spans boxes with followers given as "rig interface" lines, on an interface of this rig', () => {
+    const across = { ...form, iface: 'eth1', followers: 'mini enp3s0\n  tower eth0 \n' };
+    expect(serveFormError(across, 4)).toBeNull();
+    expect(serveProfileBody(across, '/m').multi_node).toEqual({
+      interface: 'eth1',
+      nodes: [
+        { peer: 'mini', interface: 'enp3s0' },
+        { peer: 'tower', interface: 'eth0' },
+      ],
+    });
+    expect(serveProfileBody(form, '/m').multi_node).toBeUndefined();
+    expect(serveFormError({ ...across, iface: '' }, 4)).toMatch(/this rig's interface/);
+    expect(serveFormError({ ...across, followers: 'mini' }, 4)).toMatch(/"mini": give the rig's fleet name and its interface/);
+    expect(serveFormError({ ...across, followers: 'mini eth0\nmini eth1' }, 4)).toMatch(/'mini' is listed twice/);
+    expect(serveFormError({ ...form, iface: 'eth1' }, 4)).toMatch(/at least one follower/);
   });
 });
 

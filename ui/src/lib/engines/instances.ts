@@ -12,6 +12,7 @@ import type {
   LaunchProfile,
   NewProfile,
   LogLine,
+  MultiNodeNode,
   PlacementOptions,
   PlanResponse,
   PlannedMemory,
@@ -233,6 +234,24 @@ export interface ServeForm {
   gpuShare: number;
   /** NVML indices, comma-separated ("0,1"); empty: all GPUs. */
   gpus: string;
+  /** Across boxes: this rig's network interface for the engine's traffic (empty: one box). */
+  iface: string;
+  /** Across boxes: one follower a line, "RIG INTERFACE" (a paired rig's fleet name). */
+  followers: string;
+}
+
+/** The followers of a serve form, one "rig interface" a line; a problem for the first bad one. */
+function followerNodes(text: string): { nodes: MultiNodeNode[]; problem: string | null } {
+  const nodes: MultiNodeNode[] = [];
+  for (const line of text.split('\n').map((l) => l.trim()).filter(Boolean)) {
+    const [peer, iface, ...rest] = line.split(/\s+/);
+    if (!peer || !iface || rest.length > 0) {
+      return { nodes, problem: `"${line}": give the rig's fleet name and its interface, e.g. "mini eth1".` };
+    }
+    if (nodes.some((n) => n.peer === peer)) return { nodes, problem: `'${peer}' is listed twice: each box joins once.` };
+    nodes.push({ peer, interface: iface });
+  }
+  return { nodes, problem: null };
 }
 
 /** The form's first problem, or null when it can be saved. */
@@ -250,6 +269,10 @@ export function serveFormError(f: ServeForm, gpuCount: number): string | null {
   if (gpuCount > 0 && f.tensorParallel > available) {
     return `Tensor parallel ${f.tensorParallel} needs that many GPUs; ${available} ${available === 1 ? 'is' : 'are'} chosen.`;
   }
+  const { nodes, problem } = followerNodes(f.followers);
+  if (problem) return problem;
+  if (nodes.length > 0 && !f.iface.trim()) return "Give this rig's interface for the traffic between the boxes (e.g. eth1).";
+  if (f.iface.trim() && nodes.length === 0) return 'Across boxes needs at least one follower: one "rig interface" a line.';
   return null;
 }
 
@@ -272,6 +295,8 @@ export function serveProfileBody(f: ServeForm, model: string): NewProfile {
   if (f.tensorParallel > 1) body.tensor_parallel = f.tensorParallel;
   const gpus = gpuList(f.gpus);
   if (gpus.length > 0) body.env = { CUDA_VISIBLE_DEVICES: gpus.join(','), CUDA_DEVICE_ORDER: 'PCI_BUS_ID' };
+  const { nodes } = followerNodes(f.followers);
+  if (nodes.length > 0) body.multi_node = { interface: f.iface.trim(), nodes };
   return body;
 }
 
