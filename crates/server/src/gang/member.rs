@@ -21,6 +21,9 @@ use super::preflight::{CheckAnswer, CheckRequest};
 
 /// How long one call to a rig may take (connecting, then the answer's head).
 pub const PEER_CALL_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long a follower's start may take on its rig: it first waits (up to 30 s) for the memory
+/// of an engine that just ended there to be released.
+pub const FOLLOWER_START_TIMEOUT: Duration = Duration::from_secs(90);
 /// The largest answer read from a rig.
 const ANSWER_MAX_BYTES: usize = 4 << 20;
 
@@ -122,6 +125,7 @@ impl Member {
                     Method::POST,
                     "/api/v1/gang/followers",
                     Some(body),
+                    FOLLOWER_START_TIMEOUT,
                 )
                 .await?;
                 match status {
@@ -140,7 +144,16 @@ impl Member {
                 None => MemberState::Ended("it is not running".to_owned()),
             },
             MemberKind::Peer { rig } => {
-                match call_peer(crew, rig, Method::GET, "/api/v1/instances", None).await {
+                match call_peer(
+                    crew,
+                    rig,
+                    Method::GET,
+                    "/api/v1/instances",
+                    None,
+                    PEER_CALL_TIMEOUT,
+                )
+                .await
+                {
                     Ok((200, list)) => remote_state(&list, &self.instance),
                     Ok((_, answer)) => MemberState::Unreachable(answer_message(&answer)),
                     Err(why) => MemberState::Unreachable(why),
@@ -159,7 +172,7 @@ impl Member {
             },
             MemberKind::Peer { rig } => {
                 let path = format!("/api/v1/instances/{}/stop", self.instance);
-                match call_peer(crew, rig, Method::POST, &path, None).await? {
+                match call_peer(crew, rig, Method::POST, &path, None, PEER_CALL_TIMEOUT).await? {
                     (200..=299 | 404, _) => Ok(()),
                     (_, answer) => Err(answer_message(&answer)),
                 }
@@ -180,7 +193,7 @@ impl MemberKind {
             MemberKind::Local => Ok(super::preflight::check_here(store, request).await),
             MemberKind::Peer { rig } => {
                 let body = serde_json::to_value(request).map_err(|e| e.to_string())?;
-                match call_peer(crew, rig, Method::POST, "/api/v1/gang/check", Some(body)).await? {
+                match call_peer(crew, rig, Method::POST, "/api/v1/gang/check", Some(body), PEER_CALL_TIMEOUT).await? {
                     (200, answer) => serde_json::from_value(answer).map_err(|e| {
                         format!("its answer to the gang check is not readable ({e}): update Rigdeck there")
                     }),
@@ -229,14 +242,15 @@ fn answer_message(answer: &Value) -> String {
         .map_or_else(|| answer.to_string(), str::to_owned)
 }
 
-/// `METHOD path` on the rig `rig`'s API over the fleet channel: the status and the JSON answer;
-/// `Err` with why when the rig was not reached.
+/// `METHOD path` on the rig `rig`'s API over the fleet channel, its answer's head `within`: the
+/// status and the JSON answer; `Err` with why when the rig was not reached.
 async fn call_peer(
     crew: &Crew,
     rig: &str,
     method: Method,
     path: &str,
     body: Option<Value>,
+    within: Duration,
 ) -> Result<(u16, Value), String> {
     let fleet = crew
         .fleet
@@ -250,7 +264,7 @@ async fn call_peer(
         .body(body)
         .map_err(|e| e.to_string())?;
     let answer = fleet
-        .relay(rig, request, PEER_CALL_TIMEOUT)
+        .relay(rig, request, within)
         .await
         .map_err(|err| err.message)?;
     let status = answer.status().as_u16();
