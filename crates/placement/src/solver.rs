@@ -94,75 +94,170 @@ pub fn solve_across(
     Ok(across)
 }
 
-/// Every count of first layers on the lent devices, the rest here; the fitting one with the
-/// best ceiling (links counted), fewer lent layers on a tie within 1 %.
+/// A count of first layers on the lent devices, the rest here: the fitting one with the best
+/// ceiling (links counted), fewer lent layers on a tie within 1 %. The counts are tried on a
+/// coarse grid first, then one by one around the best of it.
 fn best_split_across(
     model: &ModelShape,
     devices: &[DeviceSpec],
     boxes: &[RemoteBox],
     base: &PlacementOptions,
 ) -> Result<Option<(Solution, Option<f64>)>, PlanError> {
-    let lent: Vec<&DeviceSpec> = devices.iter().filter(|d| d.id.is_lent()).collect();
-    let here: Vec<&DeviceSpec> = devices
-        .iter()
-        .filter(|d| matches!(d.id, DeviceId::Gpu(_)))
-        .collect();
-    let healthy: Vec<&DeviceSpec> = here.iter().copied().filter(|g| !g.link_degraded).collect();
-    let mut options = base.clone();
-    options.split_mode = SplitMode::Layer;
-    options.n_gpu_layers = None;
-    options.main_gpu = 0;
-    options.rpc_servers = boxes
-        .iter()
-        .map(|b| RpcServer {
-            endpoint: b.endpoint.clone(),
-            devices: b.devices.len() as u32,
-        })
-        .collect();
-    options.devices = lent.iter().chain(&here).map(|d| d.id).collect();
-    let moe = model.tensors.iter().any(|t| t.role == TensorRole::Experts);
+    let split = LentSplit::new(model, devices, boxes, base);
     let total = model.n_layer + 1;
-    let mut best: Option<(u32, Solution, Option<f64>)> = None;
-    for lent_layers in 1..=total {
-        let mut counts = shares(lent_layers, &room(&lent, &lent));
-        counts.extend(shares(total - lent_layers, &room(&here, &healthy)));
-        options.tensor_split = counts.iter().map(|&c| f64::from(c)).collect();
-        options.overrides = if moe {
-            vec![PlacementOptions::cpu_moe_override()]
-        } else {
-            Vec::new()
-        };
-        let mut current = plan(model, devices, &options)?;
-        if !gpus_fit(&current) {
+    let step = (total / 16).max(1);
+    let mut best: Option<Candidate> = None;
+    let mut tried = std::collections::BTreeSet::new();
+    // Without a GPU here every offloaded layer is lent, whatever the counts say.
+    let no_gpu_here = split.here_room.iter().all(|&r| r == 0);
+    let grid: Vec<u32> = match no_gpu_here {
+        true => vec![total],
+        false => (1..=total).step_by(step as usize).chain([total]).collect(),
+    };
+    for lent_layers in grid {
+        if !tried.insert(lent_layers) {
             continue;
         }
-        if moe {
-            options.overrides = bring_experts_back(model, devices, &options, &current)?;
-            current = plan(model, devices, &options)?;
-        }
-        if !current.fits() {
+        let Some(candidate) = split.try_count(lent_layers)? else {
             continue;
-        }
-        let speed = ceiling_across(model, &current, boxes).tokens_per_s;
-        let better = match (&best, speed) {
-            (None, _) => true,
-            (Some((_, _, Some(b))), Some(s)) => s > b * 1.01,
-            (Some(_), _) => false,
         };
-        if better {
-            let notes = vec![format!(
-                "this box's GPUs do not hold the model, so its first {lent_layers} of {total} layers go to the lent devices ({}): that way a token crosses each link twice (in from the input embedding, back to this box's layers) and the output and its logits stay here",
-                boxes.iter().map(|b| b.name.as_str()).collect::<Vec<_>>().join(", ")
-            )];
-            let solution = Solution {
-                options: options.clone(),
-                plan: current,
-                notes,
-            };
-            best = Some((lent_layers, solution, speed));
+        let done = candidate.all_on_gpus;
+        keep_better(&mut best, candidate);
+        if done {
+            break;
         }
     }
-    Ok(best.map(|(_, s, speed)| (s, speed)))
+    let Some(centre) = best.as_ref().map(|b| b.lent_layers) else {
+        return Ok(None);
+    };
+    let around = match no_gpu_here {
+        true => total..=total,
+        false => centre.saturating_sub(step - 1).max(1)..=(centre + step - 1).min(total),
+    };
+    for lent_layers in around {
+        if tried.insert(lent_layers) {
+            if let Some(candidate) = split.try_count(lent_layers)? {
+                keep_better(&mut best, candidate);
+            }
+        }
+    }
+    Ok(best.map(|b| {
+        let notes = vec![format!(
+            "this box's GPUs do not hold the model, so its first {} of {total} layers go to the lent devices ({}): that way a token crosses each link twice (in from the input embedding, back to this box's layers) and the output and its logits stay here",
+            b.lent_layers,
+            boxes.iter().map(|x| x.name.as_str()).collect::<Vec<_>>().join(", ")
+        )];
+        let solution = Solution {
+            options: b.options,
+            plan: b.plan,
+            notes,
+        };
+        (solution, b.speed)
+    }))
+}
+
+/// One fitting split across boxes and its ceiling.
+struct Candidate {
+    lent_layers: u32,
+    options: PlacementOptions,
+    plan: Plan,
+    speed: Option<f64>,
+    all_on_gpus: bool,
+}
+
+/// Faster by more than 1 %, or as fast with fewer layers lent.
+fn keep_better(best: &mut Option<Candidate>, candidate: Candidate) {
+    let better = match best.as_ref() {
+        None => true,
+        Some(b) => match (b.speed, candidate.speed) {
+            (Some(old), Some(new)) => {
+                new > old * 1.01 || (new >= old * 0.99 && candidate.lent_layers < b.lent_layers)
+            }
+            _ => candidate.lent_layers < b.lent_layers,
+        },
+    };
+    if better {
+        *best = Some(candidate);
+    }
+}
+
+/// The fixed parts of a split across boxes: the servers, the device order, the room of each.
+struct LentSplit<'a> {
+    model: &'a ModelShape,
+    devices: &'a [DeviceSpec],
+    boxes: &'a [RemoteBox],
+    options: PlacementOptions,
+    lent_room: Vec<u64>,
+    here_room: Vec<u64>,
+    moe: bool,
+}
+
+impl<'a> LentSplit<'a> {
+    fn new(
+        model: &'a ModelShape,
+        devices: &'a [DeviceSpec],
+        boxes: &'a [RemoteBox],
+        base: &PlacementOptions,
+    ) -> Self {
+        let lent: Vec<&DeviceSpec> = devices.iter().filter(|d| d.id.is_lent()).collect();
+        let here: Vec<&DeviceSpec> = devices
+            .iter()
+            .filter(|d| matches!(d.id, DeviceId::Gpu(_)))
+            .collect();
+        let healthy: Vec<&DeviceSpec> = here.iter().copied().filter(|g| !g.link_degraded).collect();
+        let mut options = base.clone();
+        options.split_mode = SplitMode::Layer;
+        options.n_gpu_layers = None;
+        options.main_gpu = 0;
+        options.rpc_servers = boxes
+            .iter()
+            .map(|b| RpcServer {
+                endpoint: b.endpoint.clone(),
+                devices: b.devices.len() as u32,
+            })
+            .collect();
+        options.devices = lent.iter().chain(&here).map(|d| d.id).collect();
+        LentSplit {
+            model,
+            devices,
+            boxes,
+            options,
+            lent_room: room(&lent, &lent),
+            here_room: room(&here, &healthy),
+            moe: model.tensors.iter().any(|t| t.role == TensorRole::Experts),
+        }
+    }
+
+    /// `lent_layers` first layers on the lent devices (by their room), the rest here; routed
+    /// experts to the CPU, then back to each GPU that holds their layer while they fit.
+    fn try_count(&self, lent_layers: u32) -> Result<Option<Candidate>, PlanError> {
+        let total = self.model.n_layer + 1;
+        let mut options = self.options.clone();
+        let mut counts = shares(lent_layers, &self.lent_room);
+        counts.extend(shares(total - lent_layers, &self.here_room));
+        options.tensor_split = counts.iter().map(|&c| f64::from(c)).collect();
+        if self.moe {
+            options.overrides = vec![PlacementOptions::cpu_moe_override()];
+        }
+        let mut current = plan(self.model, self.devices, &options)?;
+        if !gpus_fit(&current) {
+            return Ok(None);
+        }
+        if self.moe {
+            options.overrides = bring_experts_back(self.model, self.devices, &options, &current)?;
+            current = plan(self.model, self.devices, &options)?;
+        }
+        if !current.fits() {
+            return Ok(None);
+        }
+        Ok(Some(Candidate {
+            lent_layers,
+            speed: ceiling_across(self.model, &current, self.boxes).tokens_per_s,
+            all_on_gpus: matches!(FitVerdict::of(&current), FitVerdict::OnGpus { .. }),
+            options,
+            plan: current,
+        }))
+    }
 }
 
 /// Room after reserve and overhead of each of `devices`, 0 for those not in `usable`.
@@ -660,6 +755,29 @@ mod tests {
             &solve(&model, &gpus(2, 24 * GIB), &base).unwrap().plan,
         );
         assert!(c.tokens_per_s.unwrap() > alone.tokens_per_s.unwrap());
+    }
+
+    #[test]
+    fn a_head_without_a_gpu_lends_every_layer_it_cannot_hold() {
+        let model = moe_model(40, 40, 600 * MIB, 0);
+        let mut rig = gpus(0, 0);
+        rig[0].capacity_bytes = 16 * GIB;
+        let remote = lend(&mut rig, 2, 24 * GIB, Link::named("10gbe").unwrap());
+        let s = solve_across(
+            &model,
+            &rig,
+            std::slice::from_ref(&remote),
+            &PlacementOptions::default(),
+        )
+        .unwrap();
+        assert!(s.plan.fits(), "{:?}", s.notes);
+        assert_eq!(s.options.devices, [DeviceId::Rpc(0), DeviceId::Rpc(1)]);
+        assert!(layers_on(&s.plan, DeviceId::Cpu).is_empty());
+        assert!(
+            s.notes[0].contains("first 41 of 41 layers"),
+            "{:?}",
+            s.notes
+        );
     }
 
     #[test]

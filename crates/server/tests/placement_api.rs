@@ -163,6 +163,111 @@ async fn bad_input_gets_messages_that_name_the_thing() {
 }
 
 #[tokio::test]
+async fn a_second_box_over_a_link_lends_its_gpus_and_its_link_is_counted() {
+    let t = TestServer::start("4x3090.json").await;
+    let model = glm(t.dir.path());
+    let options =
+        serde_json::json!({"context": 131072, "cache_type_k": "q8_0", "cache_type_v": "q8_0"});
+    let (status, alone) = post(
+        &t,
+        "/api/v1/plan",
+        serde_json::json!({"model": model, "rig": "4x3090", "auto": true, "options": options}),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{alone}");
+    let rig =
+        serde_json::json!({"preset": "4x3090", "also": [{"preset": "2x3090", "link": "2.5gbe"}]});
+    let (status, plan) = post(
+        &t,
+        "/api/v1/plan",
+        serde_json::json!({"model": model, "rig": rig, "auto": true, "options": options}),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{plan}");
+    let report = &plan["report"];
+    assert_eq!(report["fits"], true, "{}", report["problems"]);
+    assert_eq!(plan["rig"], rig);
+    assert_eq!(plan["boxes"][0]["endpoint"], "box2:50052");
+    let line = report["command_line"]["Ok"].as_str().unwrap();
+    assert!(
+        line.contains(" --rpc box2:50052 -dev RPC0,RPC1,CUDA0,CUDA1,CUDA2,CUDA3 "),
+        "{line}"
+    );
+    // Each lent GPU is a column of the editor, named with its box and link.
+    let names: Vec<&str> = report["plan"]["devices"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d["spec"]["name"].as_str().unwrap())
+        .collect();
+    assert!(
+        names
+            .iter()
+            .any(|n| n.starts_with("RPC1 ·") && n.contains("on box 2 · 2x3090 over 2.5 GbE")),
+        "{names:?}"
+    );
+    let link = &report["ceiling"]["links"][0];
+    assert_eq!(link["link"]["name"], "2.5 GbE");
+    assert!(link["crossings_per_token"].as_u64().unwrap() >= 2, "{link}");
+    assert!(link["load_bytes"].as_u64().unwrap() > 20 << 30, "{link}");
+    let across = report["ceiling"]["tokens_per_s"].as_f64().unwrap();
+    let here = alone["report"]["ceiling"]["tokens_per_s"].as_f64().unwrap();
+    assert!(across > here, "{across} tok/s across, {here} alone");
+    let links: serde_json::Value = t.get_json("/api/v1/rigs/links").await;
+    assert!(
+        links.as_array().unwrap().iter().any(|l| l["id"] == "10gbe"
+            && l["link"]["throughput_bytes_per_s"].as_u64() > Some(1_000_000_000)),
+        "{links}"
+    );
+}
+
+#[tokio::test]
+async fn bad_boxes_and_links_are_refused_naming_what_exists() {
+    let t = TestServer::start("4x3090.json").await;
+    let model = glm(t.dir.path());
+    let refused = |also: serde_json::Value| {
+        let body = serde_json::json!({"model": model, "rig": {"preset": "4x3090", "also": [also]}});
+        let t = &t;
+        async move {
+            let (status, body) = post(t, "/api/v1/plan", body).await;
+            assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+            body["message"].as_str().unwrap().to_owned()
+        }
+    };
+    let message = refused(serde_json::json!({"preset": "8xb200", "link": "10gbe"})).await;
+    assert!(
+        message.contains("unknown rig preset '8xb200'") && message.contains("2x3090"),
+        "{message}"
+    );
+    let message = refused(serde_json::json!({"preset": "2x3090", "link": "3gbe"})).await;
+    assert!(
+        message.contains("unknown link '3gbe'") && message.contains("1gbe, 2.5gbe, 5gbe, 10gbe"),
+        "{message}"
+    );
+    let message = refused(serde_json::json!({"preset": "2x3090",
+        "link": {"throughput_bytes_per_s": 0, "latency_s": 0.0002}}))
+    .await;
+    assert!(message.contains("0 bytes/s moves nothing"), "{message}");
+    let message =
+        refused(serde_json::json!({"preset": "2x3090", "link": "10gbe", "lend": []})).await;
+    assert!(
+        message.contains("box 2 (2x3090) lends no device"),
+        "{message}"
+    );
+    let (status, body) = post(
+        &t,
+        "/api/v1/plan",
+        serde_json::json!({"model": model, "rig": {"preset": "4x3090", "boxes": []}}),
+    )
+    .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert!(
+        body["message"].as_str().unwrap().contains("\"also\""),
+        "{body}"
+    );
+}
+
+#[tokio::test]
 async fn the_library_lists_models_in_the_configured_folders() {
     let t = TestServer::start("2x5060ti.json").await;
     let folder = t.dir.path().join("models");

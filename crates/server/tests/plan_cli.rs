@@ -108,3 +108,68 @@ async fn a_url_becomes_the_downloaded_path_or_model_url_never_dash_m_url() {
         "{out}"
     );
 }
+
+/// `rigdeck plan ARGS…` with its own data folders.
+fn plan_with(dir: &std::path::Path, args: &[&str]) -> (Option<i32>, String) {
+    let output = Command::new(env!("CARGO_BIN_EXE_rigdeck"))
+        .arg("plan")
+        .args(args)
+        .env("RIGDECK_CONFIG_DIR", dir.join("config"))
+        .env("RIGDECK_DATA_DIR", dir.join("data"))
+        .output()
+        .expect("run rigdeck plan");
+    let (stdout, stderr) = support::output_text(&output);
+    (output.status.code(), format!("{stdout}{stderr}"))
+}
+
+#[test]
+fn another_box_over_a_link_makes_a_model_fit_with_the_links_cost() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let model = rigdeck_gguf::fixtures::MoeShape::glm_5_2()
+        .writer()
+        .write_split(dir.path(), "GLM-5.2-IQ2", 6)
+        .expect("model")[0]
+        .display()
+        .to_string();
+    // The mini PC alone holds nothing of a 200 GB model …
+    let (code, out) = plan_with(dir.path(), &["--rig", "cpu-minipc", "--auto", &model]);
+    assert_eq!(code, Some(2), "{out}");
+    // … with the GPU tower lending its cards over 10 GbE it fits, and the link is counted.
+    let args = [
+        "--rig",
+        "cpu-minipc",
+        "--also",
+        "4xpro6000@10gbe",
+        "--auto",
+        &model,
+    ];
+    let (code, out) = plan_with(dir.path(), &args);
+    assert_eq!(code, Some(0), "{out}");
+    assert!(
+        command_of(&out).contains(" --rpc box2:50052 -dev RPC0,RPC1,RPC2,RPC3 "),
+        "{out}"
+    );
+    assert!(
+        out.contains("RPC3 · GPU 3 · RTX PRO 6000 Blackwell · on box 2 · 4xpro6000 over 10 GbE"),
+        "{out}"
+    );
+    let link = out
+        .lines()
+        .find(|l| l.contains("link to box 2 · 4xpro6000 over 10 GbE (1175 MB/s, 0.05 ms)"))
+        .unwrap_or_else(|| panic!("no link line in {out}"));
+    assert!(link.contains("2 crossings a token"), "{link}");
+    assert!(out.contains("speed ceiling: "), "{out}");
+
+    let (code, out) = plan_with(
+        dir.path(),
+        &["--rig", "4x3090", "--also", "2x3090@wifi", &model],
+    );
+    assert_eq!(code, Some(1), "{out}");
+    assert!(
+        out.contains("unknown link 'wifi'") && out.contains("2.5gbe, 5gbe, 10gbe"),
+        "{out}"
+    );
+    let (code, out) = plan_with(dir.path(), &["--rig", "4x3090", "--also", "2x3090", &model]);
+    assert_eq!(code, Some(1), "{out}");
+    assert!(out.contains("PRESET@LINK"), "{out}");
+}

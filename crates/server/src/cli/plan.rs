@@ -17,8 +17,8 @@ use rigdeck_core::live_rig::live_devices;
 use rigdeck_core::paths::AppPaths;
 use rigdeck_core::placement::flags::{command_line, parse_args};
 use rigdeck_core::placement::from_gguf::{load_remote_shape, load_shape};
-use rigdeck_core::placement::report::{report, PlanReport};
-use rigdeck_core::placement::rig::{preset, presets, Margins};
+use rigdeck_core::placement::report::{report_across, PlanReport};
+use rigdeck_core::placement::rig::{combine, preset, presets, AlsoBox, Margins};
 use rigdeck_core::placement::{KvType, PlacementOptions};
 use rigdeck_core::settings::SettingsStore;
 use rigdeck_core::store::Store;
@@ -39,9 +39,14 @@ pub struct PlanArgs {
     /// -kvu, -fa, -b/-ub …), drawn as llama.cpp would place it, with its problems.
     #[arg(last = true, conflicts_with_all = ["model", "ctx", "kv", "np", "auto"])]
     pub command: Vec<String>,
-    /// `live` (this machine's GPUs and free memory now) or a preset: 4x3090, 4xpro6000, 2xgh200, 2x5060ti, cpu-minipc.
+    /// `live` (this machine's GPUs and free memory now) or a preset: 4x3090, 4xpro6000, 2xgh200, 2x5060ti, cpu-minipc, 2x3090.
     #[arg(long, default_value = "live")]
     pub rig: String,
+    /// Another box lending its GPUs (or its CPU) over llama.cpp RPC, as PRESET@LINK, for
+    /// example `--also 2x3090@2.5gbe`; links: 1gbe, 2.5gbe, 5gbe, 10gbe, 25gbe, usb4. Repeat
+    /// for more boxes.
+    #[arg(long, value_name = "PRESET@LINK")]
+    pub also: Vec<String>,
     /// Context length (-c); 0 = the model's trained context.
     #[arg(long, default_value_t = 4096)]
     pub ctx: u32,
@@ -107,8 +112,24 @@ pub fn run(args: PlanArgs) -> anyhow::Result<ExitCode> {
         })?;
         (model, parsed.options.clone(), Some(parsed))
     };
+    let also = args
+        .also
+        .iter()
+        .map(|text| AlsoBox::parse(text))
+        .collect::<Result<Vec<_>, _>>()?;
+    let rig = combine(devices, &also, &Margins::default())?;
+    if args.dry_run && !rig.boxes.is_empty() {
+        anyhow::bail!("--dry-run with --also: llama-fit-params would need the lent boxes' rpc-servers; dry-run the head box's part on its own rig");
+    }
     let loaded = load(&model)?;
-    let mut report = report(&loaded.shape, &model, &devices, &options, args.auto)?;
+    let mut report = report_across(
+        &loaded.shape,
+        &model,
+        &rig.devices,
+        &rig.boxes,
+        &options,
+        args.auto,
+    )?;
     if let Some(parsed) = &parsed {
         // What the reader assumed (defaults llama-server would apply) is part of the answer.
         report.notes.extend(parsed.notes.iter().cloned());
@@ -431,6 +452,18 @@ pub fn render(r: &PlanReport) -> String {
         None => {
             let _ = writeln!(out, "\nspeed ceiling: unknown");
         }
+    }
+    for l in &r.ceiling.links {
+        let _ = writeln!(
+            out,
+            "  link to {} over {}: {} crossings a token, {:.2} ms a token; load {} GiB in {:.0} s",
+            l.box_name,
+            l.link.describe(),
+            l.crossings_per_token,
+            l.seconds_per_token * 1e3,
+            gib(l.load_bytes),
+            l.load_seconds
+        );
     }
     for a in &r.ceiling.assumptions {
         let _ = writeln!(out, "  - {a}");

@@ -11,8 +11,9 @@ use rigdeck_core::calibration::{self, record, DeviceCalibration};
 use rigdeck_core::live_rig::live_devices;
 use rigdeck_core::placement::flags::parse_command;
 use rigdeck_core::placement::from_gguf::{load_remote_shape, load_shape, LoadedModel};
-use rigdeck_core::placement::report::{report, PlanReport};
-use rigdeck_core::placement::rig::{preset, presets, Margins};
+use rigdeck_core::placement::link::{Link, RemoteBox};
+use rigdeck_core::placement::report::{report_across, PlanReport};
+use rigdeck_core::placement::rig::{combine, preset, presets, AlsoBox, Margins};
 use rigdeck_core::placement::{DeviceSpec, PlacementOptions};
 use serde::Deserialize;
 
@@ -36,14 +37,73 @@ pub async fn rig_presets() -> Json<serde_json::Value> {
     Json(serde_json::json!(list))
 }
 
+/// The links a box of a planned rig can be on, with the figures the planner uses.
+pub async fn rig_links() -> Json<serde_json::Value> {
+    let list: Vec<_> = Link::names()
+        .into_iter()
+        .filter_map(|id| Some(serde_json::json!({ "id": id, "link": Link::named(id).ok()? })))
+        .collect();
+    Json(serde_json::json!(list))
+}
+
+/// The rig of a plan: `live` or a preset id, or `{preset, also: [{preset, link, lend?}]}` for
+/// this rig (or a preset) with other boxes lending devices over a link.
+#[derive(Debug, Clone)]
+pub struct RigChoice {
+    head: String,
+    also: Vec<AlsoBox>,
+    given: serde_json::Value,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CombinedRequest {
+    preset: String,
+    #[serde(default)]
+    also: Vec<AlsoBox>,
+}
+
+impl<'de> Deserialize<'de> for RigChoice {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let given = serde_json::Value::deserialize(deserializer)?;
+        let (head, also) = match &given {
+            serde_json::Value::String(id) => (id.clone(), Vec::new()),
+            object @ serde_json::Value::Object(_) => {
+                let c = CombinedRequest::deserialize(object).map_err(|e| {
+                    serde::de::Error::custom(format!(
+                        "rig: {e}: write {{\"preset\": \"4x3090\", \"also\": [{{\"preset\": \"2x3090\", \"link\": \"2.5gbe\"}}]}}"
+                    ))
+                })?;
+                (c.preset, c.also)
+            }
+            _ => {
+                return Err(serde::de::Error::custom(
+                    "rig: give live, a preset id, or {\"preset\": …, \"also\": [{\"preset\": …, \"link\": …}]}",
+                ))
+            }
+        };
+        Ok(RigChoice { head, also, given })
+    }
+}
+
+impl RigChoice {
+    fn live() -> Self {
+        RigChoice {
+            head: "live".to_owned(),
+            also: Vec::new(),
+            given: serde_json::json!("live"),
+        }
+    }
+}
+
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct PlanRequest {
     /// Path of a GGUF file (any shard of a split model).
     model: String,
-    /// `live` (this machine now) or a preset id.
-    #[serde(default = "live")]
-    rig: String,
+    /// `live` (this machine now), a preset id, or either with other boxes: see [`RigChoice`].
+    #[serde(default = "RigChoice::live")]
+    rig: RigChoice,
     #[serde(default)]
     options: PlacementOptions,
     #[serde(default)]
@@ -56,14 +116,10 @@ pub struct PlanRequest {
 #[serde(deny_unknown_fields)]
 pub struct ParseRequest {
     command: String,
-    #[serde(default = "live")]
-    rig: String,
+    #[serde(default = "RigChoice::live")]
+    rig: RigChoice,
     #[serde(default)]
     margins: Margins,
-}
-
-fn live() -> String {
-    "live".to_owned()
 }
 
 pub async fn plan(State(state): State<Arc<AppState>>, body: axum::body::Bytes) -> Response {
@@ -126,6 +182,10 @@ pub async fn parse(State(state): State<Arc<AppState>>, body: axum::body::Bytes) 
 pub async fn dry_run(State(state): State<Arc<AppState>>, body: axum::body::Bytes) -> Response {
     let result: Result<serde_json::Value, ApiError> = async {
         let request: PlanRequest = parse_body(&body)?;
+        if !request.rig.also.is_empty() {
+            let message = "a rig of several boxes cannot be dry-run here: llama-fit-params would need the lent boxes' rpc-servers; dry-run the head box's part on its own rig";
+            return Err(ApiError::new(StatusCode::BAD_REQUEST, "bad_rig", message));
+        }
         let planned = planned(
             &state,
             &request.model,
@@ -149,7 +209,7 @@ pub async fn dry_run(State(state): State<Arc<AppState>>, body: axum::body::Bytes
             )
             .await;
         if let Some(store) = &state.store {
-            let frame = live_frame(state.as_ref(), &request.rig);
+            let frame = live_frame(state.as_ref(), &request.rig.head);
             let models = record::device_models(frame.as_ref().map(|f| &f.sample.gpus));
             let records = record::from_dry_run(
                 &outcome,
@@ -192,29 +252,52 @@ struct Planned {
     report: PlanReport,
     /// This rig's records that corrected the plan, per device.
     calibration: Vec<DeviceCalibration>,
+    /// The other boxes lending devices, with their links.
+    boxes: Vec<RemoteBox>,
 }
 
 async fn planned(
     state: &AppState,
     model_path: &str,
-    rig: &str,
+    rig: &RigChoice,
     options: &PlacementOptions,
     margins: &Margins,
     auto: bool,
 ) -> Result<Planned, ApiError> {
-    // Checked first: a rig with no reading yet answers at once, before the model is read.
-    devices_for(state, rig, margins)?;
+    // Checked first: a rig with no reading yet, or a box that cannot be, answers at once,
+    // before the model is read.
+    let head = devices_for(state, &rig.head, margins)?;
+    combined(head, &rig.also, margins)?;
     let (loaded, requests) = load(model_path).await?;
     let (devices, calibration) =
-        planning_devices(state, rig, margins, &loaded.shape.architecture).await?;
-    let report = report(&loaded.shape, model_path, &devices, options, auto)
-        .map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, "bad_placement", e.to_string()))?;
+        planning_devices(state, &rig.head, margins, &loaded.shape.architecture).await?;
+    let rig = combined(devices, &rig.also, margins)?;
+    let report = report_across(
+        &loaded.shape,
+        model_path,
+        &rig.devices,
+        &rig.boxes,
+        options,
+        auto,
+    )
+    .map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, "bad_placement", e.to_string()))?;
     Ok(Planned {
         loaded,
         requests,
         report,
         calibration,
+        boxes: rig.boxes,
     })
+}
+
+/// The head's devices with the other boxes' lent ones; a bad box is the client's mistake.
+fn combined(
+    head: Vec<DeviceSpec>,
+    also: &[AlsoBox],
+    margins: &Margins,
+) -> Result<rigdeck_core::placement::rig::CombinedRig, ApiError> {
+    combine(head, also, margins)
+        .map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, "bad_rig", e.to_string()))
 }
 
 /// The telemetry frame of the live rig (none for a hypothetical one, whose GPUs are not these).
@@ -242,7 +325,7 @@ pub async fn calibrations(State(state): State<Arc<AppState>>) -> Response {
 async fn plan_response(
     state: &AppState,
     model_path: &str,
-    rig: &str,
+    rig: &RigChoice,
     options: &PlacementOptions,
     margins: &Margins,
     auto: bool,
@@ -253,12 +336,14 @@ async fn plan_response(
         requests,
         report,
         calibration,
+        boxes,
     } = planned(state, model_path, rig, options, margins, auto).await?;
     Ok(serde_json::json!({
         "model": loaded.summary,
         "layers": loaded.shape.n_layer,
         "experts": loaded.shape.experts,
-        "rig": rig,
+        "rig": rig.given,
+        "boxes": boxes,
         "remote_requests": requests,
         "report": report,
         "calibration": calibration,
