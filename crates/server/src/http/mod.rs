@@ -217,7 +217,6 @@ fn api_endpoints() -> Vec<Endpoint> {
         ),
         at(Method::GET, "/rigs", get(placement::rig_presets)),
         at(Method::GET, "/rigs/links", get(placement::rig_links)),
-        at(Method::GET, "/rigs/links", get(placement::rig_links)),
         at(Method::POST, "/plan", post(placement::plan)),
         at(Method::POST, "/plan/parse", post(placement::parse)),
         at(Method::POST, "/plan/dry-run", post(placement::dry_run)),
