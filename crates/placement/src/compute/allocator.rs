@@ -6,7 +6,13 @@
 
 /// A tensor of the graph, by its index.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub(crate) struct TensorId(usize);
+pub(crate) struct TensorId(u32);
+
+impl TensorId {
+    fn index(self) -> usize {
+        self.0 as usize
+    }
+}
 
 /// The element types the compute graphs use (ggml's block size is 1 for all of them).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -66,6 +72,38 @@ impl Layout {
     }
 }
 
+/// `GGML_MAX_SRC`: the most sources one operation reads.
+const MAX_SOURCES: usize = 10;
+
+/// An operation's sources in order, kept inline (a graph has thousands of tensors, and one
+/// allocation each was a fifth of a plan's time).
+#[derive(Clone, Copy, Debug)]
+struct Sources {
+    ids: [TensorId; MAX_SOURCES],
+    len: u8,
+}
+
+impl Sources {
+    const NONE: Sources = Sources {
+        ids: [TensorId(0); MAX_SOURCES],
+        len: 0,
+    };
+
+    /// The first [`MAX_SOURCES`] of `ids` (no ggml operation reads more).
+    fn of(ids: &[TensorId]) -> Sources {
+        let mut sources = Sources::NONE;
+        for (slot, &id) in sources.ids.iter_mut().zip(ids) {
+            *slot = id;
+            sources.len += 1;
+        }
+        sources
+    }
+
+    fn as_slice(&self) -> &[TensorId] {
+        &self.ids[..usize::from(self.len)]
+    }
+}
+
 /// What the allocator needs to know of one tensor.
 #[derive(Clone, Debug)]
 struct Tensor {
@@ -80,7 +118,7 @@ struct Tensor {
     external: bool,
     input: bool,
     output: bool,
-    sources: Vec<TensorId>,
+    sources: Sources,
 }
 
 /// A compute graph built as ggml builds one: tensors are made in a context, and
@@ -91,17 +129,30 @@ pub(crate) struct Graph {
     visited: Vec<bool>,
     leafs: Vec<TensorId>,
     nodes: Vec<TensorId>,
+    /// [`Graph::expand`]'s stack, kept between calls.
+    stack: Vec<(TensorId, usize)>,
 }
 
 impl Graph {
+    /// A graph with room for `tensors` tensors.
+    pub(crate) fn with_capacity(tensors: usize) -> Graph {
+        Graph {
+            tensors: Vec::with_capacity(tensors),
+            visited: Vec::with_capacity(tensors),
+            leafs: Vec::with_capacity(tensors / 2),
+            nodes: Vec::with_capacity(tensors),
+            stack: Vec::new(),
+        }
+    }
+
     fn push(&mut self, tensor: Tensor) -> TensorId {
         self.tensors.push(tensor);
         self.visited.push(false);
-        TensorId(self.tensors.len() - 1)
+        TensorId(u32::try_from(self.tensors.len() - 1).unwrap_or(u32::MAX))
     }
 
     fn tensor(&self, id: TensorId) -> &Tensor {
-        &self.tensors[id.0]
+        &self.tensors[id.index()]
     }
 
     fn leaf(&mut self, element: Element, ne: [u64; 4], external: bool, input: bool) -> TensorId {
@@ -113,7 +164,7 @@ impl Graph {
             external,
             input,
             output: false,
-            sources: Vec::new(),
+            sources: Sources::NONE,
         })
     }
 
@@ -143,13 +194,13 @@ impl Graph {
             external: false,
             input: false,
             output: false,
-            sources: sources.to_vec(),
+            sources: Sources::of(sources),
         })
     }
 
     /// A tensor sharing the memory of `of` (a view, or a copy's result): no memory of its own.
     /// `sources` are the operation's sources in order.
-    fn view_with(&mut self, of: TensorId, layout: Layout, sources: Vec<TensorId>) -> TensorId {
+    fn view_with(&mut self, of: TensorId, layout: Layout, sources: &[TensorId]) -> TensorId {
         let root = self.tensor(of).view_of.unwrap_or(of);
         self.push(Tensor {
             layout,
@@ -159,14 +210,14 @@ impl Graph {
             external: false,
             input: false,
             output: false,
-            sources,
+            sources: Sources::of(sources),
         })
     }
 
     /// `ggml_view_4d`: extents `ne` with byte strides `nb` somewhere in `of`.
     pub(crate) fn view(&mut self, of: TensorId, ne: [u64; 4], nb: [u64; 4]) -> TensorId {
         let element = self.tensor(of).layout.element;
-        self.view_with(of, Layout { element, ne, nb }, vec![of])
+        self.view_with(of, Layout { element, ne, nb }, &[of])
     }
 
     /// `ggml_reshape_*`: the same contiguous memory under other extents.
@@ -189,7 +240,7 @@ impl Graph {
     /// `ggml_cpy(source, destination)`: the result is a view of the destination.
     pub(crate) fn copy(&mut self, source: TensorId, destination: TensorId) -> TensorId {
         let layout = self.tensor(destination).layout;
-        self.view_with(destination, layout, vec![source, destination])
+        self.view_with(destination, layout, &[source, destination])
     }
 
     /// `ggml_set_rows(destination, source, indices)`: the result is a view of the destination.
@@ -200,7 +251,7 @@ impl Graph {
         indices: TensorId,
     ) -> TensorId {
         let layout = self.tensor(destination).layout;
-        self.view_with(destination, layout, vec![source, indices, destination])
+        self.view_with(destination, layout, &[source, indices, destination])
     }
 
     /// The extents of `id` (ggml's `ne`).
@@ -222,35 +273,38 @@ impl Graph {
 
     /// Marks `id` a graph output (the logits): never freed, never reused in place.
     pub(crate) fn mark_output(&mut self, id: TensorId) {
-        self.tensors[id.0].output = true;
+        self.tensors[id.index()].output = true;
     }
 
     /// `ggml_build_forward_expand`: appends `id` after every source not yet in the graph, sources
     /// first in their order (the default left-to-right evaluation order).
     pub(crate) fn expand(&mut self, id: TensorId) {
         // An explicit stack: a 96-layer graph nests thousands deep.
-        let mut stack = vec![(id, 0usize)];
+        let mut stack = std::mem::take(&mut self.stack);
+        stack.push((id, 0));
         while let Some((current, next_source)) = stack.pop() {
             if next_source == 0 {
-                if self.visited[current.0] {
+                if self.visited[current.index()] {
                     continue;
                 }
-                self.visited[current.0] = true;
+                self.visited[current.index()] = true;
             }
-            let tensor = &self.tensors[current.0];
-            if let Some(&source) = tensor.sources.get(next_source) {
+            let tensor = &self.tensors[current.index()];
+            if let Some(&source) = tensor.sources.as_slice().get(next_source) {
                 stack.push((current, next_source + 1));
-                if !self.visited[source.0] {
+                if !self.visited[source.index()] {
                     stack.push((source, 0));
                 }
                 continue;
             }
             if tensor.computed {
                 self.nodes.push(current);
-            } else {
+            } else if !tensor.external {
+                // A weight or cache leaf is never placed: it is left out of the list.
                 self.leafs.push(current);
             }
         }
+        self.stack = stack;
     }
 }
 
@@ -373,20 +427,20 @@ impl Replay<'_> {
         for &node in &graph.nodes {
             let tensor = graph.tensor(node);
             if let Some(root) = tensor.view_of {
-                self.slots[root.0].views += 1;
+                self.slots[root.index()].views += 1;
             }
             if tensor.input {
                 self.allocate(node);
             }
-            for &source in &tensor.sources {
-                self.slots[source.0].children += 1;
+            for &source in tensor.sources.as_slice() {
+                self.slots[source.index()].children += 1;
                 if graph.tensor(source).input {
                     self.allocate(source);
                 }
             }
         }
         for &node in &graph.nodes {
-            let sources = &graph.tensor(node).sources;
+            let sources = graph.tensor(node).sources.as_slice();
             for &source in sources {
                 self.allocate(source);
             }
@@ -398,7 +452,7 @@ impl Replay<'_> {
     }
 
     fn is_own(&self, id: TensorId) -> bool {
-        self.slots[id.0].allocated
+        self.slots[id.index()].allocated
     }
 
     /// `ggml_gallocr_allocate_node`: a parent's memory when the operation may work in place and
@@ -408,15 +462,15 @@ impl Replay<'_> {
         if tensor.external || tensor.view_of.is_some() || self.is_own(id) {
             return;
         }
-        self.slots[id.0].allocated = true;
+        self.slots[id.index()].allocated = true;
         if tensor.reuse == Reuse::InPlace {
-            for &parent in &tensor.sources {
+            for &parent in tensor.sources.as_slice() {
                 if self.reuse_parent(id, parent) {
                     return;
                 }
             }
         }
-        self.slots[id.0].offset = self.free.allocate(tensor.layout.bytes());
+        self.slots[id.index()].offset = self.free.allocate(tensor.layout.bytes());
     }
 
     /// Takes over `parent`'s memory for `id` when ggml would. A view parent never qualifies: the
@@ -425,7 +479,7 @@ impl Replay<'_> {
     fn reuse_parent(&mut self, id: TensorId, parent: TensorId) -> bool {
         let node = self.graph.tensor(id);
         let source = self.graph.tensor(parent);
-        let slot = self.slots[parent.0];
+        let slot = self.slots[parent.index()];
         if !slot.allocated
             || source.output
             || source.layout != node.layout
@@ -435,21 +489,21 @@ impl Replay<'_> {
             return false;
         }
         // Same layout, same size: nothing of the parent's block is left over.
-        self.slots[id.0].offset = slot.offset;
-        self.slots[parent.0].allocated = false;
+        self.slots[id.index()].offset = slot.offset;
+        self.slots[parent.index()].allocated = false;
         true
     }
 
     /// One consumer of `source` is done; frees it (or the tensor it views) when none is left.
     fn release(&mut self, source: TensorId) {
-        let slot = &mut self.slots[source.0];
+        let slot = &mut self.slots[source.index()];
         slot.children = slot.children.saturating_sub(1);
         if slot.children != 0 || slot.views != 0 {
             return;
         }
         match self.graph.tensor(source).view_of {
             Some(root) => {
-                let root_slot = &mut self.slots[root.0];
+                let root_slot = &mut self.slots[root.index()];
                 root_slot.views = root_slot.views.saturating_sub(1);
                 if root_slot.views == 0 && root_slot.children == 0 && root_slot.allocated {
                     self.free_tensor(root);
@@ -465,9 +519,9 @@ impl Replay<'_> {
         if tensor.output {
             return;
         }
-        let offset = self.slots[id.0].offset;
+        let offset = self.slots[id.index()].offset;
         self.free.free(offset, tensor.layout.bytes());
-        self.slots[id.0].allocated = false;
+        self.slots[id.index()].allocated = false;
     }
 }
 
@@ -562,8 +616,8 @@ mod tests {
         };
         replay.run();
         // The input read last holds the bottom of the buffer from the start.
-        assert_eq!(replay.slots[late.0].offset, 0);
-        assert_eq!(replay.slots[a.0].offset, KIB);
+        assert_eq!(replay.slots[late.index()].offset, 0);
+        assert_eq!(replay.slots[a.index()].offset, KIB);
         assert_eq!(replay.free.high_water, 3 * KIB);
     }
 
@@ -571,13 +625,15 @@ mod tests {
     fn expanding_appends_sources_before_their_consumers_once() {
         let mut graph = Graph::default();
         let w = weight(&mut graph);
-        let a = kib(&mut graph, Reuse::Fresh, &[w]);
+        let positions = graph.input(Element::I32, [256, 1, 1, 1]);
+        let a = kib(&mut graph, Reuse::Fresh, &[w, positions]);
         let b = kib(&mut graph, Reuse::Fresh, &[a]);
         let c = kib(&mut graph, Reuse::Fresh, &[a, b]);
         graph.expand(b);
         graph.expand(c);
         assert_eq!(graph.nodes, vec![a, b, c]);
-        assert_eq!(graph.leafs, vec![w]);
+        // The weight is never placed: only the input is listed.
+        assert_eq!(graph.leafs, vec![positions]);
     }
 
     #[test]

@@ -13,6 +13,10 @@ use crate::options::{DeviceId, KvType, PlacementOptions};
 /// which moves a graph of megabyte tensors by far less than a mebibyte.
 const ALIGNMENT: u64 = 32;
 
+/// About the tensors one layer's graph makes (a routed-experts layer with an indexer), the room
+/// a graph is made with.
+const TENSORS_PER_LAYER: usize = 160;
+
 /// The batch llama.cpp reserves for (`llama_context::sched_reserve`): `min(n_ctx, ubatch)`
 /// tokens spread evenly over `n_seq_max` sequences (rounded up to a multiple of them), and as
 /// many outputs as tokens before the rounding.
@@ -40,13 +44,13 @@ pub(super) fn replay(
     options: &PlacementOptions,
     build: impl FnOnce(Builder, &[usize], bool) -> Builder,
 ) -> Option<u64> {
-    let builder = Builder::new(model, g, options);
-    if !plausible(model, &builder.batch, g) {
-        return None;
-    }
     let held: Vec<usize> = (0..layers.layers.len())
         .filter(|&il| layers.layers[il] == device)
         .collect();
+    let builder = Builder::new(model, g, options, held.len());
+    if !plausible(model, &builder.batch, g) {
+        return None;
+    }
     let holds_output = layers.output == device;
     if held.is_empty() && !holds_output {
         return Some(0);
@@ -102,17 +106,19 @@ pub(super) struct IndexerInputs {
 }
 
 impl Builder {
+    /// A builder for a device holding `layers` layers of `model`.
     pub(super) fn new(
         model: &ModelShape,
         g: &ContextGeometry,
         options: &PlacementOptions,
+        layers: usize,
     ) -> Builder {
         let sequences = u64::from(options.parallel.max(1));
         let ubatch = u64::from(options.ubatch.min(options.batch).max(1));
         let outputs = ubatch.min(g.n_ctx.max(1));
         let tokens = outputs.div_ceil(sequences) * sequences;
         Builder {
-            graph: Graph::default(),
+            graph: Graph::with_capacity(TENSORS_PER_LAYER * (layers + 1)),
             batch: Batch {
                 tokens,
                 outputs,
