@@ -57,6 +57,7 @@ import type {
   PlanRequest,
   PlanResponse,
   RigPreset,
+  LinkOption,
   ServerStatus,
   Settings,
   MemoryBandwidthStatus,
@@ -175,6 +176,7 @@ export const api = {
   /** Adds a folder (absolute, or `~/…`) to the library's model folders and rescans. */
   addModelFolder: (path: string) => request<AddedFolder>('POST', '/api/v1/models/folders', { path }),
   rigs: () => request<RigPreset[]>('GET', '/api/v1/rigs'),
+  rigLinks: () => request<LinkOption[]>('GET', '/api/v1/rigs/links'),
   plan: (body: PlanRequest, signal?: AbortSignal) => request<PlanResponse>('POST', '/api/v1/plan', body, signal),
   /** Reads a pasted llama-server command line into a drawn plan (`parsed` set). */
   parsePlan: (body: ParseRequest, signal?: AbortSignal) =>

@@ -465,8 +465,59 @@ export interface AddedFolder {
   models: ModelEntry[];
 }
 
-/** `#[serde(tag = "kind", content = "index")]`: a GPU by backend index (CUDA0…), or host memory. */
-export type DeviceId = { kind: 'gpu'; index: number } | { kind: 'cpu' };
+/** `#[serde(tag = "kind", content = "index")]`: a GPU by backend index (CUDA0…), host memory, or
+ *  a device another box lends over llama.cpp RPC (RPC0…, numbered as llama.cpp numbers them). */
+export type DeviceId = { kind: 'gpu'; index: number } | { kind: 'cpu' } | { kind: 'rpc'; index: number };
+
+/** One `--rpc` server and how many devices it lends. */
+export interface RpcServer {
+  endpoint: string;
+  devices: number;
+}
+
+/** crates/placement/src/link.rs `Link`: a link from the head box to another. */
+export interface Link {
+  /** `2.5 GbE`, or `measured`. */
+  name: string;
+  throughput_bytes_per_s: number;
+  /** One way, seconds. */
+  latency_s: number;
+}
+
+/** A named link as GET /api/v1/rigs/links lists it. */
+export interface LinkOption {
+  id: string;
+  link: Link;
+}
+
+/** A box lending devices over a link (`RemoteBox`). */
+export interface RemoteBox {
+  name: string;
+  endpoint: string;
+  link: Link;
+  devices: DeviceId[];
+}
+
+/** Another box of a planned rig: a preset and the link to it (`AlsoBox`). */
+export interface AlsoBox {
+  preset: string;
+  link: string | { throughput_bytes_per_s: number; latency_s: number };
+  lend?: number[] | null;
+}
+
+/** A plan's rig: `live`, a preset id, or either with other boxes. */
+export type RigRequest = string | { preset: string; also: AlsoBox[] };
+
+/** What one link adds to every token and to the load (`LinkCost`). */
+export interface LinkCost {
+  box_name: string;
+  link: Link;
+  crossings_per_token: number;
+  bytes_per_token: number;
+  seconds_per_token: number;
+  load_bytes: number;
+  load_seconds: number;
+}
 
 export interface DeviceSpec {
   id: DeviceId;
@@ -524,6 +575,10 @@ export interface PlacementOptions {
   ubatch: number;
   kv_offload: boolean;
   threads: number | null;
+  /** `--rpc`: servers lending devices of other boxes (absent: none). */
+  rpc_servers?: RpcServer[];
+  /** `-dev`: the offload devices in order (absent or empty: llama.cpp's order). */
+  devices?: DeviceId[];
 }
 
 export interface Margins {
@@ -574,6 +629,8 @@ export interface CeilingStage {
 export interface SpeedCeiling {
   tokens_per_s: number | null;
   stages: CeilingStage[];
+  /** Per lent box: its link's share of each token, and the load (absent from older daemons). */
+  links?: LinkCost[];
   assumptions: string[];
 }
 
@@ -604,7 +661,9 @@ export interface PlanResponse {
   model: ModelSummary;
   layers: number;
   experts: { count: number; used: number | null; shared: number | null } | null;
-  rig: string;
+  rig: RigRequest;
+  /** The other boxes lending devices (absent from older daemons). */
+  boxes?: RemoteBox[];
   parsed: ParsedCommand | null;
   report: PlanReport;
   /** This rig's records that corrected the plan, one per device that has any (optional: an
@@ -661,7 +720,7 @@ export interface DeviceCalibration extends Calibration {
 /** Body of POST /api/v1/plan; all but `model` optional. */
 export interface PlanRequest {
   model: string;
-  rig?: string;
+  rig?: RigRequest;
   options?: PlacementOptions;
   margins?: Margins;
   auto?: boolean;
@@ -714,7 +773,7 @@ export interface DryRunResponse {
 /** Body of POST /api/v1/plan/parse. */
 export interface ParseRequest {
   command: string;
-  rig?: string;
+  rig?: RigRequest;
   margins?: Margins;
 }
 

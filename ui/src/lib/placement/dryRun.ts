@@ -3,7 +3,7 @@
 // came from, or why there is none (no build registered for the rig's backend, llama.cpp's own
 // failure message).
 
-import type { DryRunResponse, Margins, MemoryFigures, PlacementOptions, PlanResponse } from '../api/types';
+import type { DryRunResponse, Margins, MemoryFigures, PlacementOptions, PlanResponse, RigRequest } from '../api/types';
 import { formatBytes } from '../format/units';
 
 export const MIB = 1024 ** 2;
@@ -112,7 +112,7 @@ export function dryRunView(res: DryRunResponse): DryRunView {
 
 /** The dry run of the plan on show: the options the daemon planned (the automatic placer's
  *  choice included), so it checks exactly the flags of the command line. */
-export function dryRunBodyFor(model: string, res: PlanResponse, margins: Margins): { model: string; rig: string; options: PlacementOptions; margins: Margins } {
+export function dryRunBodyFor(model: string, res: PlanResponse, margins: Margins): { model: string; rig: RigRequest; options: PlacementOptions; margins: Margins } {
   return { model, rig: res.rig, options: res.report.options, margins };
 }
 

@@ -3,7 +3,8 @@
 // the daemon again (debounced, stale requests aborted); moves are translated by moves.ts.
 
 import { api, ApiError } from '../api/client';
-import type { Margins, PlacementOptions, PlanRequest, PlanResponse, ParseRequest, RigPreset } from '../api/types';
+import type { AlsoBox, LinkOption, Margins, PlacementOptions, PlanRequest, PlanResponse, ParseRequest, RigPreset } from '../api/types';
+import { newBox, rigRequest } from './boxes';
 import { LatestRequest } from './latest';
 import { applyMovesToLayout, contextFromResponse, layoutFromPlan, parseBlockId, type Move, type PlacedLayout } from './layout';
 import { applyMoves } from './moves';
@@ -68,6 +69,10 @@ export class PlacementEditor {
   pasted = $state.raw<PlanResponse | null>(null);
   selected = $state.raw<ReadonlySet<string>>(new Set());
   presets = $state.raw<RigPreset[]>([]);
+  /** Other boxes lending devices to the rig being planned, each with its link. */
+  also = $state.raw<AlsoBox[]>([]);
+  /** The links a box can be on, with the planner's figures. */
+  links = $state.raw<LinkOption[]>([]);
   /** Set when the last answer came from the automatic placer. */
   fromAuto = $state(false);
 
@@ -119,14 +124,16 @@ export class PlacementEditor {
   private async loadPresets(): Promise<void> {
     if (this.presets.length > 0) return;
     try {
-      this.presets = await api.rigs();
+      const [presets, links] = await Promise.all([api.rigs(), api.rigLinks()]);
+      this.presets = presets;
+      this.links = links;
     } catch (e) {
       if (e instanceof ApiError && e.unauthorized) this.onUnauthorized();
     }
   }
 
   private body(auto = false): PlanRequest {
-    const b: PlanRequest = { model: this.model, rig: this.rig, options: this.options, margins: this.margins };
+    const b: PlanRequest = { model: this.model, rig: rigRequest(this.rig, this.also), options: this.options, margins: this.margins };
     if (auto) b.auto = true;
     return b;
   }
@@ -152,10 +159,37 @@ export class PlacementEditor {
   setRig(rig: string): void {
     if (rig === this.rig) return;
     this.rig = rig;
-    // Another rig has other cards: the placement flags of this one may not even apply there.
-    this.options = { ...this.options, tensor_split: [], overrides: [], n_gpu_layers: null, split_mode: 'layer', main_gpu: 0 };
+    this.resetPlacement();
+  }
+
+  /** Another rig has other cards: the placement flags of this one may not even apply there. */
+  private resetPlacement(): void {
+    this.options = { ...this.options, tensor_split: [], overrides: [], n_gpu_layers: null, split_mode: 'layer', main_gpu: 0, rpc_servers: [], devices: [] };
     this.selected = new Set();
     this.request(true);
+  }
+
+  /** "+ another box": a box lending its devices over a link. */
+  addBox(): void {
+    const box = newBox(
+      this.presets.map((p) => p.id),
+      this.links,
+    );
+    if (!box) return;
+    this.setAlso([...this.also, box]);
+  }
+
+  /** Changes box `i` (its preset or its link), or removes it with `null`. */
+  setBox(i: number, box: AlsoBox | null): void {
+    const next = [...this.also];
+    if (box) next[i] = box;
+    else next.splice(i, 1);
+    this.setAlso(next);
+  }
+
+  private setAlso(also: AlsoBox[]): void {
+    this.also = also;
+    this.resetPlacement();
   }
 
   /** The automatic placer, from the current context, cache types, slots and batches. */
@@ -168,7 +202,7 @@ export class PlacementEditor {
   paste(command: string): Promise<void> {
     this.pasteError = null;
     this.selected = new Set();
-    return this.runner.run({ kind: 'parse', body: { command, rig: this.rig, margins: this.margins } });
+    return this.runner.run({ kind: 'parse', body: { command, rig: rigRequest(this.rig, this.also), margins: this.margins } });
   }
 
   // ---- Selection and moves ----
@@ -199,6 +233,12 @@ export class PlacementEditor {
       if (b) moves.push({ ...b, to });
     }
     if (moves.length === 0) return;
+    if ((r.report.options.rpc_servers ?? []).length > 0) {
+      // The moves here follow this box's GPUs; lent devices come first in -dev and -ts.
+      this.error = { code: 'lent_devices', message: 'Blocks cannot be moved by hand on a rig of several boxes yet: use Automatic placement, or paste a llama-server command with its --rpc, -dev, -ts and -ot.' };
+      this.selected = new Set();
+      return;
+    }
     const ctx = contextFromResponse(r);
     const next = applyMoves(this.options, ctx, layout, moves);
     this.selected = new Set();

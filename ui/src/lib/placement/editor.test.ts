@@ -7,6 +7,7 @@ import type { PlanRequest, PlanResponse } from '../api/types';
 import { cpuSpec, devicePlan, gpuSpec, options, response } from '../../test/plans';
 
 const calls: { path: 'plan' | 'parse'; body: unknown }[] = [];
+let presets: { id: string; name: string; source: string; devices: unknown[] }[] = [];
 let answer: (path: 'plan' | 'parse', body: unknown) => Promise<PlanResponse>;
 
 vi.mock('../api/client', async (orig) => {
@@ -22,7 +23,11 @@ vi.mock('../api/client', async (orig) => {
         calls.push({ path: 'parse', body });
         return answer('parse', body);
       },
-      rigs: async () => [],
+      rigs: async () => presets,
+      rigLinks: async () => [
+        { id: '1gbe', link: { name: '1 GbE', throughput_bytes_per_s: 117_625_000, latency_s: 0.00015 } },
+        { id: '2.5gbe', link: { name: '2.5 GbE', throughput_bytes_per_s: 293_750_000, latency_s: 0.00012 } },
+      ],
     },
   };
 });
@@ -54,10 +59,48 @@ const flush = async () => {
 
 beforeEach(() => {
   calls.length = 0;
+  presets = [];
   answer = async (_p, body) => planFor(body as PlanRequest);
 });
 
 describe('PlacementEditor', () => {
+  it('plans with another box over a link, and refuses hand moves once devices are lent', async () => {
+    presets = [
+      { id: '4x3090', name: '4× RTX 3090', source: '', devices: [] },
+      { id: '2x3090', name: '2× RTX 3090', source: '', devices: [] },
+    ];
+    const ed = new PlacementEditor();
+    ed.open('/m/glm.gguf', '4x3090');
+    await flush();
+    ed.addBox();
+    await flush();
+    let sent = calls.at(-1)!.body as PlanRequest;
+    expect(sent.rig).toEqual({ preset: '4x3090', also: [{ preset: '2x3090', link: '2.5gbe' }] });
+    ed.setBox(0, { preset: '2x3090', link: '1gbe' });
+    await flush();
+    sent = calls.at(-1)!.body as PlanRequest;
+    expect(sent.rig).toEqual({ preset: '4x3090', also: [{ preset: '2x3090', link: '1gbe' }] });
+    expect(sent.options?.rpc_servers).toEqual([]);
+
+    answer = async (_p, body) => {
+      const r = planFor(body as PlanRequest);
+      r.report.options = { ...r.report.options, rpc_servers: [{ endpoint: 'box2:50052', devices: 2 }] };
+      return r;
+    };
+    ed.setOptions({ context: 8192 });
+    await new Promise((resolve) => setTimeout(resolve, 400));
+    await flush();
+    const before = calls.length;
+    ed.move(['L0'], 'gpu-1');
+    await flush();
+    expect(calls.length).toBe(before);
+    expect(ed.error?.message).toContain('several boxes');
+
+    ed.setBox(0, null);
+    await flush();
+    expect((calls.at(-1)!.body as PlanRequest).rig).toBe('4x3090');
+  });
+
   it('opens a fit verdict as it was planned: the automatic placement at its context, from the defaults', async () => {
     const ed = new PlacementEditor();
     ed.open('/m/glm.gguf', 'live');

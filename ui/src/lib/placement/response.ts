@@ -16,7 +16,7 @@ function isStringArray(v: unknown): v is string[] {
 }
 
 function isDeviceId(v: unknown): boolean {
-  return isObject(v) && (v.kind === 'cpu' || (v.kind === 'gpu' && typeof v.index === 'number'));
+  return isObject(v) && (v.kind === 'cpu' || ((v.kind === 'gpu' || v.kind === 'rpc') && typeof v.index === 'number'));
 }
 
 /** What is wrong with a plan answer, or null when the editor can draw it. */
