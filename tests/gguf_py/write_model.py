@@ -14,7 +14,9 @@ deepseek2 (MLA, the cache holding the latent and the roped key) also takes mla =
 (0: one Q projection), kv_lora_rank, rope, nope, v_head}, dense_lead (leading layers with a
 dense feed-forward), shared_experts, sigmoid (gating with a selection bias), weights_scale,
 weights_norm (default true); head_dim and n_head_kv are then the cache's (kv_lora_rank + rope,
-1).
+1). With mla.absorbed false the file is of the older conversion without key_length_mla: one
+attn_kv_b decompression, full K (nope + rope) and V (v_head) per head cached (n_head_kv =
+n_head).
 glm-dsa takes deepseek2's keys (q_lora_rank non-zero) and indexer = {heads, head_size, top_k,
 types (optional: one flag per layer, true for a layer with its own indexer, false for one reusing
 the previous selection)}: the DSA lightning indexer's projections on each full layer.
@@ -82,11 +84,15 @@ def describe(writer, gguf, spec) -> None:
             writer.add_sliding_window_pattern(spec["sliding_window_pattern"])
     if "mla" in spec:
         mla = spec["mla"]
-        writer.add_key_length(mla["kv_lora_rank"] + mla["rope"])
-        writer.add_value_length(mla["kv_lora_rank"])
+        if mla.get("absorbed", True):
+            writer.add_key_length(mla["kv_lora_rank"] + mla["rope"])
+            writer.add_value_length(mla["kv_lora_rank"])
+            writer.add_key_length_mla(mla["nope"] + mla["rope"])
+            writer.add_value_length_mla(mla["v_head"])
+        else:
+            writer.add_key_length(mla["nope"] + mla["rope"])
+            writer.add_value_length(mla["v_head"])
         writer.add_rope_dimension_count(mla["rope"])
-        writer.add_key_length_mla(mla["nope"] + mla["rope"])
-        writer.add_value_length_mla(mla["v_head"])
         writer.add_kv_lora_rank(mla["kv_lora_rank"])
         if mla["q_lora_rank"]:
             writer.add_q_lora_rank(mla["q_lora_rank"])
@@ -236,11 +242,16 @@ def mla_layer(gguf, spec, il):
     out += [
         (name(T.ATTN_KV_A_MQA), (kv_lora + rope, e), np.float16),
         (name(T.ATTN_KV_A_NORM), (kv_lora,), np.float32),
-        (name(T.ATTN_K_B), (h, kv_lora, nope), np.float16),
-        (name(T.ATTN_V_B), (h, mla["v_head"], kv_lora), np.float16),
         (name(T.ATTN_OUT), (e, h * mla["v_head"]), np.float16),
         (name(T.FFN_NORM), (e,), np.float32),
     ]
+    if mla.get("absorbed", True):
+        out += [
+            (name(T.ATTN_K_B), (h, kv_lora, nope), np.float16),
+            (name(T.ATTN_V_B), (h, mla["v_head"], kv_lora), np.float16),
+        ]
+    else:
+        out.append((name(T.ATTN_KV_B), (h * (nope + mla["v_head"]), kv_lora), np.float16))
     indexer = spec.get("indexer")
     if indexer and indexer.get("types", [True] * spec["n_layer"])[il]:
         heads, size = indexer["heads"], indexer["head_size"]

@@ -270,6 +270,10 @@ pub fn shape_of(model: &GgufModel, label: &str) -> Result<ModelShape, ShapeError
             .as_ref()
             .map_or(0, |f| f.max().min(u64::from(u32::MAX)) as u32),
         context_length: u32_of(summary.context_length).unwrap_or(4096),
+        rope_dimensions: model
+            .metadata
+            .get_u32(&format!("{arch}.rope.dimension_count"))
+            .unwrap_or(0),
         attention: AttentionLayout {
             head_count_kv,
             head_count,

@@ -176,6 +176,10 @@ pub struct ModelShape {
     pub n_vocab: u32,
     pub n_ff: u32,
     pub context_length: u32,
+    /// How many of each key's dimensions RoPE rotates (`*.rope.dimension_count`); 0 when the
+    /// header does not say. DeepSeek's older conversions need it to split a key.
+    #[serde(default)]
+    pub rope_dimensions: u32,
     pub attention: AttentionLayout,
     pub experts: Option<ExpertShape>,
     pub tensors: Vec<ModelTensor>,

@@ -62,6 +62,7 @@ pub fn moe_model(n_layer: u32, dense: u32, layer_bytes: u64, expert_bytes: u64) 
         n_vocab: 154_880,
         n_ff: 12_288,
         context_length: 202_752,
+        rope_dimensions: 64,
         attention: AttentionLayout {
             head_count_kv: vec![1; n_layer as usize],
             head_count: vec![64; n_layer as usize],

@@ -658,3 +658,30 @@ fn glm_dsa_with_shared_indexer_layers_matches_llama_cpp() {
         "shared_experts": 1, "sigmoid": true, "weights_scale": 2.5,
     }));
 }
+
+#[test]
+fn deepseek2_without_mla_lengths_matches_llama_cpp() {
+    // An older DeepSeek V2 conversion (no key_length_mla): llama.cpp decompresses K and V with
+    // one attn_kv_b projection and caches 16 heads of 192-wide keys and 128-wide values; 8
+    // experts of 1 024 with 2 active beside 2 shared.
+    assert_exact(json!({
+        "arch": "deepseek2", "n_vocab": 32_000, "n_embd": 2048, "n_layer": 3, "n_head": 16,
+        "n_head_kv": 16, "head_dim": 192, "n_ff": 5632,
+        "mla": {"q_lora_rank": 768, "kv_lora_rank": 512, "rope": 64, "nope": 128, "v_head": 128,
+                "absorbed": false},
+        "dense_lead": 1, "experts": 8, "experts_used": 2, "expert_ff": 1024, "shared_experts": 2,
+    }));
+}
+
+#[test]
+fn deepseek2_lite_without_mla_lengths_matches_llama_cpp() {
+    // DeepSeek V2 Lite's older conversion: 27 layers with one Q projection, 151 936 tokens.
+    assert_exact(json!({
+        "arch": "deepseek2", "n_vocab": 151_936, "n_embd": 1024, "n_layer": 27, "n_head": 16,
+        "n_head_kv": 16, "head_dim": 192, "n_ff": 4096,
+        "mla": {"q_lora_rank": 0, "kv_lora_rank": 512, "rope": 64, "nope": 128, "v_head": 128,
+                "absorbed": false},
+        "dense_lead": 1, "experts": 8, "experts_used": 2, "expert_ff": 1024, "shared_experts": 2,
+        "weights_norm": false,
+    }));
+}

@@ -474,7 +474,7 @@ impl Builder {
 
     /// `build_attn` over roped Q and K and V (`[head, heads, tokens]`): K and V written into the
     /// cache, then flash attention over the cache with the mask, or without it the scores, their
-    /// masked softmax and the weighted values made contiguous; `[head × heads, tokens]` out.
+    /// masked softmax and the weighted values made contiguous; `[value head × heads, tokens]` out.
     pub(super) fn attend(
         &mut self,
         model: &ModelShape,
@@ -496,6 +496,8 @@ impl Builder {
             tokens, streams, ..
         } = self.batch;
         let (head, heads, kv_heads) = layer_heads(model, il);
+        // DeepSeek's older conversions cache values narrower than keys.
+        let value_head = u64::from(model.attention.value_length);
         let cells = kv::cells(&model.attention, il, options, g);
         let per_stream = tokens / streams;
         let q = self.rotate(q, inputs.key_rotation);
@@ -508,11 +510,12 @@ impl Builder {
         // Without flash attention V is written transposed: a V that is a view of a fused QKV
         // projection is first made contiguous (`cpy_v`).
         let rows = [
-            (k, Some(inputs.key_rows), false),
-            (v, inputs.value_rows, !self.flash_attention),
+            (k, Some(inputs.key_rows), false, head),
+            (v, inputs.value_rows, !self.flash_attention, value_head),
         ];
-        for (projection, rows, transposed) in
-            rows.into_iter().filter_map(|(p, r, t)| Some((p, r?, t)))
+        for (projection, rows, transposed, head) in rows
+            .into_iter()
+            .filter_map(|(p, r, t, h)| Some((p, r?, t, h)))
         {
             let width = [head * kv_heads, tokens, 1, 1];
             let flat = if transposed && !self.graph.is_contiguous(projection) {
@@ -534,10 +537,10 @@ impl Builder {
         let attended = if self.flash_attention {
             let out = self.op(
                 Reuse::Fresh,
-                [head, heads, per_stream, streams],
+                [value_head, heads, per_stream, streams],
                 &[q, keys, values, inputs.mask],
             );
-            self.graph.reshape(out, [head * heads, tokens, 1, 1])
+            self.graph.reshape(out, [value_head * heads, tokens, 1, 1])
         } else {
             let scores = self.op(
                 Reuse::Fresh,
@@ -547,11 +550,11 @@ impl Builder {
             let weights = self.elementwise(scores, &[inputs.mask]);
             let mixed = self.op(
                 Reuse::Fresh,
-                [head, per_stream, heads, streams],
+                [value_head, per_stream, heads, streams],
                 &[values, weights],
             );
             let mixed = self.graph.permute(mixed, [0, 2, 1, 3]);
-            self.op(Reuse::Fresh, [head * heads, tokens, 1, 1], &[mixed])
+            self.op(Reuse::Fresh, [value_head * heads, tokens, 1, 1], &[mixed])
         };
         // `build_attn_mha` ends by expanding its output: in a graph whose feed-forward does not
         // read the attention (Command R's), the attention comes first.

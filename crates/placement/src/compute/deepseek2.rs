@@ -19,14 +19,17 @@ use crate::options::{DeviceId, PlacementOptions};
 /// latent, the `*_length_mla` per-head widths) and the tensors (the Q projection's rank, which
 /// layers route experts and whether the router has a selection bias).
 struct Latent {
-    /// `kv_lora_rank`: the compressed KV, V's width in the cache.
+    /// `kv_lora_rank`: the compressed KV (with MLA, V's width in the cache).
     rank: u64,
     /// The roped part of each key (`n_rot`).
     rope: u64,
     /// The unroped part of each query head.
     nope: u64,
-    /// Each head's decompressed value (`value_length_mla`).
+    /// Each head's decompressed value (`value_length_mla`, or `value_length` without MLA).
     value: u64,
+    /// MLA's absorbed attention over the latent cache; `false` for a file without
+    /// `key_length_mla`, whose heads are decompressed before a full K and V cache.
+    absorbed: bool,
     /// `q_lora_rank`, 0 when one projection makes the queries.
     query_rank: u64,
     /// Per layer: routed experts (else a dense feed-forward, the leading layers).
@@ -37,9 +40,10 @@ struct Latent {
 }
 
 impl Latent {
-    /// `None` for a header this graph does not read: not `deepseek2` or `glm-dsa`, MLA off (the
-    /// older conversions cache full K and V), widths that do not add up, no experts, or for
-    /// `glm-dsa` no Q projection's rank or an indexer [`Indexer::of`] does not build.
+    /// `None` for a header this graph does not read: not `deepseek2` or `glm-dsa`, widths that
+    /// do not add up, no experts, for `glm-dsa` no MLA, no Q projection's rank or an indexer
+    /// [`Indexer::of`] does not build; without MLA (`deepseek2`'s older conversions), a rope
+    /// width the header does not give or fewer KV heads than query heads.
     fn of(model: &ModelShape) -> Option<Latent> {
         let attention = &model.attention;
         let sparse = match model.architecture.as_str() {
@@ -47,18 +51,13 @@ impl Latent {
             "glm-dsa" => true,
             _ => return None,
         };
-        if !attention.mla || model.experts.is_none() {
-            return None;
-        }
-        let rank = u64::from(attention.value_length);
-        let rope = u64::from(attention.key_length).checked_sub(rank)?;
-        let nope = u64::from(attention.mla_key_length).checked_sub(rope)?;
-        if rank == 0 || rope == 0 || nope == 0 || attention.mla_value_length == 0 {
+        if (sparse && !attention.mla) || model.experts.is_none() {
             return None;
         }
         let n_layer = model.n_layer as usize;
         let mut routed = vec![false; n_layer];
         let mut query_rank = 0;
+        let mut compressed_rank = 0;
         let mut selection_bias = false;
         for tensor in &model.tensors {
             let Some(il) = tensor.layer.map(|l| l as usize).filter(|&l| l < n_layer) else {
@@ -72,9 +71,30 @@ impl Latent {
             } else if name.ends_with(".attn_q_a_norm.weight") {
                 // An F32 vector of q_lora_rank values (a header's width, so u32 at most).
                 query_rank = tensor.bytes / 4;
+            } else if name.ends_with(".attn_kv_a_norm.weight") {
+                // An F32 vector of kv_lora_rank values.
+                compressed_rank = tensor.bytes / 4;
             }
         }
         if query_rank > u64::from(u32::MAX) || (sparse && query_rank == 0) {
+            return None;
+        }
+        let [rank, rope, nope, value] = if attention.mla {
+            let rank = u64::from(attention.value_length);
+            let rope = u64::from(attention.key_length).checked_sub(rank)?;
+            let nope = u64::from(attention.mla_key_length).checked_sub(rope)?;
+            [rank, rope, nope, u64::from(attention.mla_value_length)]
+        } else {
+            let rope = u64::from(model.rope_dimensions);
+            let nope = u64::from(attention.key_length).checked_sub(rope)?;
+            let full_heads = attention.head_count_kv == attention.head_count;
+            let rank = compressed_rank.min(u64::from(u32::MAX));
+            if !full_heads {
+                return None;
+            }
+            [rank, rope, nope, u64::from(attention.value_length)]
+        };
+        if [rank, rope, nope, value].contains(&0) {
             return None;
         }
         let indexer = if sparse {
@@ -86,7 +106,8 @@ impl Latent {
             rank,
             rope,
             nope,
-            value: u64::from(attention.mla_value_length),
+            value,
+            absorbed: attention.mla,
             query_rank,
             routed,
             selection_bias,
@@ -110,7 +131,7 @@ pub(super) fn compute_bytes(
     options: &PlacementOptions,
 ) -> Option<u64> {
     let latent = Latent::of(model)?;
-    if !options.flash_attention && options.cache_type_k.is_quantized() {
+    if latent.absorbed && !options.flash_attention && options.cache_type_k.is_quantized() {
         return None;
     }
     replay(
@@ -134,7 +155,13 @@ pub(super) fn compute_bytes(
                 None => (builder.decoder_inputs(model, held, options, g), None),
             };
             for &il in held {
-                cur = layer(&mut builder, model, &latent, il, cur, sparse.as_mut());
+                let context = LayerContext {
+                    model,
+                    latent: &latent,
+                    options,
+                    g,
+                };
+                cur = layer(&mut builder, context, il, cur, sparse.as_mut());
             }
             if holds_output {
                 let n_vocab = builder.n_vocab;
@@ -149,6 +176,15 @@ pub(super) fn compute_bytes(
     )
 }
 
+/// What every layer reads: the model, its widths and the options it is planned with.
+#[derive(Clone, Copy)]
+struct LayerContext<'a> {
+    model: &'a ModelShape,
+    latent: &'a Latent,
+    options: &'a PlacementOptions,
+    g: &'a ContextGeometry,
+}
+
 /// `glm-dsa`'s indexer, its inputs and the last full layer's selection.
 struct Sparse<'a> {
     indexer: &'a Indexer,
@@ -160,13 +196,13 @@ struct Sparse<'a> {
 /// residual, norm, the dense feed-forward or the routed and shared experts, the residual.
 fn layer(
     b: &mut Builder,
-    model: &ModelShape,
-    latent: &Latent,
+    context: LayerContext,
     il: usize,
     input: TensorId,
     sparse: Option<&mut Sparse>,
 ) -> TensorId {
-    let mixed = attention(b, model, latent, il, input, sparse);
+    let LayerContext { model, latent, .. } = context;
+    let mixed = attention(b, context, il, input, sparse);
     let n_embd = b.n_embd;
     let (mut mixed, mut residual) = (mixed, input);
     if let (true, Some(rows)) = (il + 1 == model.n_layer as usize, b.output_rows) {
@@ -200,12 +236,12 @@ fn layer(
 /// The attention of `deepseek2.cpp`'s MLA branch, up to the output projection.
 fn attention(
     b: &mut Builder,
-    model: &ModelShape,
-    latent: &Latent,
+    context: LayerContext,
     il: usize,
     input: TensorId,
     sparse: Option<&mut Sparse>,
 ) -> TensorId {
+    let LayerContext { model, latent, .. } = context;
     let tokens = b.batch.tokens;
     let heads = u64::from(model.attention.head_count.get(il).copied().unwrap_or(0));
     let Latent {
@@ -238,6 +274,11 @@ fn attention(
         .view(kv, [rope, 1, tokens, 1], [4, row, row, row * tokens]);
     let key_rope = b.rope(key_rope);
     let compressed = b.rms_norm(compressed);
+    if !latent.absorbed {
+        let attended = decompressed(b, context, il, [q, key_rope, compressed]);
+        let n_embd = b.n_embd;
+        return b.matmul(n_embd, attended);
+    }
     let q_strides = b.graph.strides(q);
     let q_nope = b.graph.view(q, [nope, heads, tokens, 1], q_strides);
     let q_rope = b.graph.view(q, [rope, heads, tokens, 1], q_strides);
@@ -256,4 +297,41 @@ fn attention(
     let attended = b.attend_latent([q, k, v], latent.value, sparse_mask);
     let n_embd = b.n_embd;
     b.matmul(n_embd, attended)
+}
+
+/// The attention of `deepseek2.cpp` without MLA (files without `key_length_mla`): the
+/// compressed KV decompressed for every head by `attn_kv_b` (each head's unroped key beside its
+/// value), V made contiguous, the queries roped whole, each key the head's unroped part beside
+/// the roped `key_rope` repeated to every head, then [`Builder::attend`] over a full K and V cache.
+fn decompressed(
+    b: &mut Builder,
+    context: LayerContext,
+    il: usize,
+    [q, key_rope, compressed]: [TensorId; 3],
+) -> TensorId {
+    let LayerContext {
+        model,
+        latent,
+        options,
+        g,
+    } = context;
+    let tokens = b.batch.tokens;
+    let [_, heads, ..] = b.graph.extents(q);
+    let Latent {
+        rope, nope, value, ..
+    } = *latent;
+    let kv = b.matmul(heads * (nope + value), compressed);
+    let row = 4 * (nope + value);
+    let strides = [4, row, row * heads, row * heads * tokens];
+    let key_nope = b.graph.view(kv, [nope, heads, tokens, 1], strides);
+    let v = b.graph.view(kv, [value, heads, tokens, 1], strides);
+    let v = b.op(Reuse::Fresh, [value, heads, tokens, 1], &[v]);
+    let q = b.rope(q);
+    let repeated = b.op(Reuse::Fresh, [rope, heads, tokens, 1], &[key_rope]);
+    let k = b.op(
+        Reuse::Fresh,
+        [nope + rope, heads, tokens, 1],
+        &[key_nope, repeated],
+    );
+    b.attend(model, il, [q, k, v], options, g)
 }
