@@ -173,3 +173,116 @@ fn another_box_over_a_link_makes_a_model_fit_with_the_links_cost() {
     assert_eq!(code, Some(1), "{out}");
     assert!(out.contains("PRESET@LINK"), "{out}");
 }
+
+/// A port nothing listens on now.
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port()
+}
+
+#[test]
+fn the_written_rpc_flags_are_what_llama_cpp_reads() {
+    let bin =
+        rigdeck_core::engines::source::cached_llama_cpp_bin().unwrap_or_else(|e| panic!("{e}"));
+    let rpc_server = bin.join("rpc-server");
+    assert!(
+        rpc_server.exists(),
+        "{} is missing: the cached llama.cpp build needs GGML_RPC=ON (make test builds it)",
+        rpc_server.display()
+    );
+    let dir = tempfile::tempdir().expect("tempdir");
+    let model = support::tiny_dense(dir.path()).display().to_string();
+    let endpoint = format!("127.0.0.1:{}", free_port());
+    let (host, port) = endpoint.split_once(':').expect("host:port");
+    let mut lender = Command::new(&rpc_server)
+        .args(["-H", host, "-p", port])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("start rpc-server");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while std::net::TcpStream::connect(&endpoint).is_err() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "rpc-server never listened on {endpoint}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    // A command lending the box's device: drawn on a rig with that box, and written back.
+    let ot = format!(r"blk\.(0|1)\.ffn_.*=RPC0[{endpoint}]");
+    let pasted = [
+        "--rig",
+        "cpu-minipc",
+        "--also",
+        "cpu-minipc@1gbe",
+        "--json",
+        "--",
+        "llama-server",
+        "-m",
+        &model,
+        "--rpc",
+        &endpoint,
+        "-dev",
+        "RPC0",
+        "-ngl",
+        "8",
+        "-ot",
+        &ot,
+        "-c",
+        "2048",
+    ];
+    let (code, out) = plan_with(dir.path(), &pasted);
+    let answer: serde_json::Value =
+        serde_json::from_str(out.trim()).unwrap_or_else(|e| panic!("{e}: {out}"));
+    assert_eq!(code, Some(0), "{out}");
+    let args: Vec<String> = serde_json::from_value(answer["report"]["args"].clone()).expect("args");
+    let line = args.join(" ");
+    assert!(
+        line.contains(&format!("--rpc {endpoint} -dev RPC0 -ngl 8 ")),
+        "{line}"
+    );
+    assert!(line.contains(&format!("=RPC0[{endpoint}]")), "{line}");
+    let rpc0 = &answer["report"]["plan"]["devices"][0];
+    assert_eq!(
+        rpc0["spec"]["id"],
+        serde_json::json!({"kind": "rpc", "index": 0})
+    );
+    // -ngl 8: the output and the last 7 layers.
+    assert_eq!(
+        rpc0["usage"]["layers"],
+        serde_json::json!([9, 10, 11, 12, 13, 14, 15]),
+        "{rpc0}"
+    );
+    let ours_mib = rpc0["usage"]["weights_bytes"].as_u64().expect("weights") as f64 / 1048576.0;
+
+    // llama.cpp itself reads the same words: the lent device gets its layers.
+    // -kvu is llama-server's alone; llama-fit-params refuses it.
+    let fit = Command::new(bin.join("llama-fit-params"))
+        .args(
+            args.iter()
+                .filter(|a| !matches!(a.as_str(), "-kvu" | "-no-kvu")),
+        )
+        .args(["-fitp", "on"])
+        .output()
+        .expect("run llama-fit-params");
+    let _ = lender.kill();
+    let _ = lender.wait();
+    let (stdout, stderr) = support::output_text(&fit);
+    assert!(fit.status.success(), "{stdout}{stderr}");
+    let rpc_line = stdout
+        .lines()
+        .find(|l| l.starts_with("RPC0 "))
+        .unwrap_or_else(|| panic!("no RPC0 line in {stdout}{stderr}"));
+    let model_mib: u64 = rpc_line
+        .split_whitespace()
+        .nth(1)
+        .and_then(|v| v.parse().ok())
+        .expect("RPC0's model MiB");
+    // The lent device holds what the plan says: its layers, the output and the -ot tensors.
+    assert!(
+        (model_mib as f64 - ours_mib).abs() <= ours_mib * 0.01 + 1.0,
+        "llama.cpp {rpc_line} against ours {ours_mib:.1} MiB"
+    );
+}
