@@ -174,6 +174,16 @@ fn another_box_over_a_link_makes_a_model_fit_with_the_links_cost() {
     assert!(out.contains("PRESET@LINK"), "{out}");
 }
 
+/// A child process ended when the test ends, passed or not.
+struct Ended(std::process::Child);
+
+impl Drop for Ended {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
 /// A port nothing listens on now.
 fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
@@ -196,12 +206,14 @@ fn the_written_rpc_flags_are_what_llama_cpp_reads() {
     let model = support::tiny_dense(dir.path()).display().to_string();
     let endpoint = format!("127.0.0.1:{}", free_port());
     let (host, port) = endpoint.split_once(':').expect("host:port");
-    let mut lender = Command::new(&rpc_server)
-        .args(["-H", host, "-p", port])
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .expect("start rpc-server");
+    let _lender = Ended(
+        Command::new(&rpc_server)
+            .args(["-H", host, "-p", port])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("start rpc-server"),
+    );
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
     while std::net::TcpStream::connect(&endpoint).is_err() {
         assert!(
@@ -267,8 +279,6 @@ fn the_written_rpc_flags_are_what_llama_cpp_reads() {
         .args(["-fitp", "on"])
         .output()
         .expect("run llama-fit-params");
-    let _ = lender.kill();
-    let _ = lender.wait();
     let (stdout, stderr) = support::output_text(&fit);
     assert!(fit.status.success(), "{stdout}{stderr}");
     let rpc_line = stdout
