@@ -25,8 +25,8 @@ after the attention.
 phi3: one fused QKV projection and one up projection twice n_ff wide (gate and up together).
 command-r: layer norms, the attention and the feed-forward side by side on one norm, the output
 tied to the embedding, a logit scale.
-mamba takes ssm = {d_conv, d_inner, d_state, dt_rank} (n_head, n_head_kv, head_dim and n_ff are
-unused: give 0).
+mamba takes ssm = {d_conv, d_inner, d_state, dt_rank, dt_b_c_rms (optional: FalconMamba's RMS
+norms over dt, B and C, weightless)} (n_head, n_head_kv, head_dim and n_ff are unused: give 0).
 mamba2 takes ssm = {d_conv, d_inner, d_state, dt_rank (the heads), n_group}: one projection to
 z, x, B, C and dt, the convolution over x, B and C, per-head A, D and dt bias, the gated output's
 norm over each group.
@@ -68,6 +68,8 @@ def describe(writer, gguf, spec) -> None:
         writer.add_ssm_time_step_rank(ssm["dt_rank"])
         if "n_group" in ssm:
             writer.add_ssm_group_count(ssm["n_group"])
+        if ssm.get("dt_b_c_rms"):
+            writer.add_ssm_dt_b_c_rms(True)
     elif "mla" not in spec:
         writer.add_key_length(spec["head_dim"])
         writer.add_value_length(spec["head_dim"])

@@ -692,6 +692,7 @@ mod tests {
                 state_size: 20,
                 group_count: 0,
                 time_step_rank: 12,
+                normed_scan_parameters: false,
             })
         );
         assert_eq!(attention.recurrent_layers, vec![true; 3]);

@@ -305,6 +305,7 @@ mod tests {
             state_size: 16,
             group_count: 0,
             time_step_rank: 128,
+            normed_scan_parameters: false,
         });
         layout.recurrent_layers = vec![true; n_layer];
         layout
@@ -345,6 +346,7 @@ mod tests {
             state_size: 128,
             group_count: 16,
             time_step_rank: 32,
+            normed_scan_parameters: false,
         });
         layout.recurrent_layers = vec![true, true, true, false];
         let options = PlacementOptions {

@@ -104,6 +104,9 @@ pub struct RecurrentShape {
     pub group_count: u32,
     /// `ssm.time_step_rank` (dt_rank; the value heads of a gated delta net).
     pub time_step_rank: u32,
+    /// `ssm.dt_b_c_rms` (FalconMamba): dt, B and C RMS-normed before the scan.
+    #[serde(default)]
+    pub normed_scan_parameters: bool,
 }
 
 impl RecurrentShape {
@@ -275,6 +278,7 @@ mod tests {
             state_size: 16,
             group_count: 0,
             time_step_rank: 160,
+            normed_scan_parameters: false,
         };
         assert_eq!(mamba.conv_state_elements(), 3 * 5120);
         assert_eq!(mamba.ssm_state_elements(), 16 * 5120);
@@ -297,6 +301,7 @@ mod tests {
             state_size: 128,
             group_count: 16,
             time_step_rank: 32,
+            normed_scan_parameters: false,
         };
         assert_eq!(gdn.conv_channels(), 2 * 16 * 128 + 32 * 128);
         assert_eq!(gdn.conv_state_elements(), 3 * 8192);
@@ -313,6 +318,7 @@ mod tests {
             state_size: u32::MAX,
             group_count: u32::MAX,
             time_step_rank: u32::MAX,
+            normed_scan_parameters: false,
         };
         assert_eq!(huge.state_bytes(u32::MAX), u64::MAX);
         let none = RecurrentShape {

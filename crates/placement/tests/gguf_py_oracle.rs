@@ -685,3 +685,35 @@ fn deepseek2_lite_without_mla_lengths_matches_llama_cpp() {
         "weights_norm": false,
     }));
 }
+
+#[test]
+fn falcon_mamba_with_normed_scan_parameters_matches_llama_cpp() {
+    // FalconMamba 7B's layout, 3 layers: 4 096 wide, an inner width of 8 192, a 16-wide state,
+    // dt, B and C RMS-normed (`ssm.dt_b_c_rms`) before the scan; 65 024 tokens.
+    assert_exact(json!({
+        "arch": "mamba", "n_vocab": 65_024, "n_embd": 4096, "n_layer": 3, "n_head": 0,
+        "n_head_kv": 0, "head_dim": 0, "n_ff": 0,
+        "ssm": {"d_conv": 4, "d_inner": 8192, "d_state": 16, "dt_rank": 256, "dt_b_c_rms": true},
+    }));
+}
+
+#[test]
+fn falcon_mamba_under_large_logits_matches_llama_cpp() {
+    // A narrow FalconMamba-style scan under 151 936 tokens' logits.
+    assert_exact(json!({
+        "arch": "mamba", "n_vocab": 151_936, "n_embd": 2048, "n_layer": 3, "n_head": 0,
+        "n_head_kv": 0, "head_dim": 0, "n_ff": 0,
+        "ssm": {"d_conv": 4, "d_inner": 4096, "d_state": 64, "dt_rank": 128, "dt_b_c_rms": true},
+    }));
+}
+
+#[test]
+fn falcon_mamba_with_a_wide_state_matches_llama_cpp() {
+    // A state as wide as the inner width, so that the normed B and C (a row of the state per
+    // token each) weigh beside the scan.
+    assert_exact(json!({
+        "arch": "mamba", "n_vocab": 32_000, "n_embd": 1024, "n_layer": 3, "n_head": 0,
+        "n_head_kv": 0, "head_dim": 0, "n_ff": 0,
+        "ssm": {"d_conv": 4, "d_inner": 2048, "d_state": 1024, "dt_rank": 64, "dt_b_c_rms": true},
+    }));
+}

@@ -2,8 +2,8 @@
 //! `mamba2` shares; `build_mamba_layer` and `build_mamba2_layer` in `mamba-base.cpp`): per layer
 //! the input projection, the causal convolution over each sequence's stored columns, the
 //! selective scan reading each sequence's state and writing the output and the final state in
-//! one tensor, the gate and the output projection (Mamba-2: after a norm over each group);
-//! tensor by tensor.
+//! one tensor, the gate and the output projection (Mamba-2: after a norm over each group;
+//! FalconMamba, `ssm.dt_b_c_rms`: the scan's dt, B and C RMS-normed); tensor by tensor.
 
 use super::allocator::{Reuse, TensorId};
 use super::builder::{contiguous_strides, replay, Batch, Builder};
@@ -22,9 +22,9 @@ enum Layer {
     Grouped,
 }
 
-/// The scan's shape and layer for a header this graph reads: `mamba` without FalconMamba's
-/// norms on dt, B and C, or `mamba2` whose heads and groups divide the inner width; every
-/// layer recurrent.
+/// The scan's shape and layer for a header this graph reads: `mamba` without weights on norms
+/// of dt, B and C (FalconMamba's weightless ones, `ssm.dt_b_c_rms`, are built), or `mamba2`
+/// whose heads and groups divide the inner width; every layer recurrent.
 fn scan(model: &ModelShape) -> Option<(RecurrentShape, Layer)> {
     let attention = &model.attention;
     let shape = attention
@@ -125,7 +125,7 @@ fn layer(b: &mut Builder, shape: RecurrentShape, x: TensorId) -> TensorId {
         .graph
         .view(xz, [inner, per_sequence, sequences, 1], strides);
     let convolved = convolve(b, shape, conv, xs);
-    // The scan's parameters: dt (made contiguous, projected to every channel), B and C.
+    // The scan's parameters: dt (projected to every channel), B and C.
     let x_db = b.matmul(rank + 2 * state, convolved);
     let db_strides = b.graph.strides(x_db);
     let dt = b
@@ -136,7 +136,16 @@ fn layer(b: &mut Builder, shape: RecurrentShape, x: TensorId) -> TensorId {
     let bc_strides = [4, 4 * state, row, row * per_sequence];
     let big_b = b.graph.view(x_db, bc, bc_strides);
     let big_c = b.graph.view(x_db, bc, bc_strides);
-    let dt = b.op(Reuse::Fresh, [rank, per_sequence, sequences, 1], &[dt]);
+    // dt made contiguous, or (FalconMamba) dt, B and C RMS-normed without weights.
+    let [dt, big_b, big_c] = if shape.normed_scan_parameters {
+        [dt, big_b, big_c].map(|x| {
+            let ne = b.graph.extents(x);
+            b.op(Reuse::InPlace, ne, &[x])
+        })
+    } else {
+        let dt = b.op(Reuse::Fresh, [rank, per_sequence, sequences, 1], &[dt]);
+        [dt, big_b, big_c]
+    };
     let dt = b.matmul(inner, dt);
     let dt_bias = b.weight([inner, 1, 1, 1]);
     let dt = b.elementwise(dt, &[dt_bias]);

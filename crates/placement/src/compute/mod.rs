@@ -471,6 +471,7 @@ mod tests {
             state_size: 16,
             group_count: 0,
             time_step_rank: n_embd / 16,
+            normed_scan_parameters: false,
         });
         attention.recurrent_layers = vec![true; n_layer as usize];
         model
@@ -610,6 +611,7 @@ mod tests {
             state_size: 128,
             group_count: 8,
             time_step_rank: 128,
+            normed_scan_parameters: false,
         });
         model
     }
@@ -668,6 +670,7 @@ mod tests {
             state_size: u32::MAX,
             group_count: u32::MAX,
             time_step_rank: 1,
+            normed_scan_parameters: false,
         });
         let options = PlacementOptions {
             parallel: u32::MAX,

@@ -168,6 +168,10 @@ pub(super) fn recurrent_layout(
         state_size: key("ssm.state_size")?,
         group_count: if groups { key("ssm.group_count")? } else { 0 },
         time_step_rank: key("ssm.time_step_rank")?,
+        normed_scan_parameters: model
+            .metadata
+            .get_bool(&format!("{arch}.ssm.dt_b_c_rms"))
+            .unwrap_or(false),
     };
     let feed_forward = expand(feed_forward, n as u32).unwrap_or_else(|| vec![0; n]);
     let ff = |il: usize| feed_forward.get(il).copied().unwrap_or(0);
