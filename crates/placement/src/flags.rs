@@ -39,7 +39,8 @@ pub fn to_args_for(
     offload: Offload,
 ) -> Result<Vec<String>, FlagError> {
     let mut args: Vec<String> = vec!["-m".into(), model.into()];
-    if offload == Offload::Gpus {
+    // A CPU build with the RPC backend still offloads, to the devices other boxes lend.
+    if offload == Offload::Gpus || !options.rpc_servers.is_empty() {
         push_gpu_placement(&mut args, options)?;
     }
     push_memory_and_batch(&mut args, options);
@@ -892,6 +893,16 @@ mod tests {
         let reread = parse_command(&line).unwrap();
         assert_eq!(reread.options, options);
         assert!(reread.notes.iter().any(|n| n.contains("--rpc")));
+    }
+
+    #[test]
+    fn a_cpu_build_still_offloads_to_lent_devices() {
+        let args = to_args_for("m.gguf", &lent_options(), Offload::CpuOnly).unwrap();
+        let line = command_line("llama-server", &args);
+        assert!(
+            line.starts_with("llama-server -m m.gguf --rpc 10.0.0.2:50052,10.0.0.3:50052 -dev "),
+            "{line}"
+        );
     }
 
     #[test]
