@@ -13,7 +13,7 @@ use std::process::Command;
 
 use rigdeck_placement::from_gguf::load_shape;
 use rigdeck_placement::plan::{plan, DeviceSpec};
-use rigdeck_placement::{DeviceId, KvType, PlacementOptions};
+use rigdeck_placement::{DeviceId, KvType, PlacementOptions, TensorOverride};
 use serde_json::{json, Value};
 
 const MIB: u64 = 1 << 20;
@@ -163,9 +163,16 @@ fn fit_params_run(model: &Path, options: &PlacementOptions) -> Option<Measured> 
         "-fa".into(),
         flash.into(),
     ];
+    let overrides = options.overrides.iter().flat_map(|o| {
+        [
+            "-ot".to_owned(),
+            format!("{}={}", o.pattern, o.device.buffer_name()),
+        ]
+    });
     let bin = fit_params_binary();
     let out = Command::new(&bin)
         .args(&args)
+        .args(overrides)
         .output()
         .unwrap_or_else(|e| panic!("cannot run {}: {e}", bin.display()));
     let stdout = String::from_utf8_lossy(&out.stdout);
@@ -716,4 +723,111 @@ fn falcon_mamba_with_a_wide_state_matches_llama_cpp() {
         "n_head_kv": 0, "head_dim": 0, "n_ff": 0,
         "ssm": {"d_conv": 4, "d_inner": 2048, "d_state": 1024, "dt_rank": 64, "dt_b_c_rms": true},
     }));
+}
+
+/// The tensors `llama-fit-params -ot PATTERN=CPU -v` reports moved, with the MiB it prints
+/// for each (`tensor NAME (N MiB TYPE) buffer type overridden to CPU`).
+fn overridden_by_llama_cpp(model: &Path, pattern: &str) -> Vec<(String, u64)> {
+    let bin = fit_params_binary();
+    let out = Command::new(&bin)
+        .args([
+            "-m",
+            &model.display().to_string(),
+            "-fitp",
+            "on",
+            "-nr",
+            "-v",
+        ])
+        .args(["-c", "4096", "-ot", &format!("{pattern}=CPU")])
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {}: {e}", bin.display()));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let log = String::from_utf8_lossy(&out.stderr);
+    let mut moved: Vec<(String, u64)> = log
+        .lines()
+        .filter(|l| l.ends_with("buffer type overridden to CPU"))
+        .filter_map(|l| {
+            let rest = l.split(" tensor ").nth(1)?;
+            let (name, size) = rest.split_once(" (")?;
+            let mib = size.split_whitespace().next()?.parse().ok()?;
+            Some((name.to_owned(), mib))
+        })
+        .collect();
+    moved.sort();
+    moved
+}
+
+#[test]
+fn experts_sent_to_the_cpu_by_ot_are_the_tensors_llama_cpp_moves() {
+    // The bundled build has one device (CPU), so llama.cpp's per-device compute with experts
+    // off a GPU cannot be measured here; what it shows is which tensors `-ot` moves and their
+    // sizes, and that its host compute buffer is what the planner replays on a host-only rig.
+    let python = python();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = write_model(
+        dir.path(),
+        &python,
+        &json!({
+            "arch": "qwen3moe", "n_vocab": 32_000, "n_embd": 1024, "n_layer": 4, "n_head": 16,
+            "n_head_kv": 4, "head_dim": 128, "n_ff": 3072, "experts": 16, "experts_used": 4,
+            "expert_ff": 768,
+        }),
+    );
+    let pattern = r"blk\.[12]\.ffn_.*_exps\.";
+    let theirs = overridden_by_llama_cpp(&path, pattern);
+    assert_eq!(theirs.len(), 6, "{theirs:?}");
+    let shape = load_shape(&path).unwrap_or_else(|e| panic!("{e}")).shape;
+    let options = PlacementOptions {
+        context: 4096,
+        overrides: vec![TensorOverride {
+            pattern: pattern.to_owned(),
+            device: DeviceId::Cpu,
+        }],
+        ..Default::default()
+    };
+    let mut rig = host_only();
+    rig.insert(
+        0,
+        DeviceSpec {
+            id: DeviceId::Gpu(0),
+            name: "gpu".into(),
+            ..rig[0].clone()
+        },
+    );
+    let planned = plan(&shape, &rig, &options).unwrap_or_else(|e| panic!("{e}"));
+    let mut ours: Vec<(String, u64)> = shape
+        .tensors
+        .iter()
+        .zip(&planned.tensor_devices)
+        .filter(|(t, &device)| device == DeviceId::Cpu && t.name != "token_embd.weight")
+        .map(|(t, _)| (t.name.clone(), (t.bytes + MIB / 2) / MIB))
+        .collect();
+    ours.sort();
+    assert_eq!(ours, theirs);
+    assert_eq!(planned.override_hits, vec![6]);
+    // The moved experts' bytes are the host's, beside the embeddings.
+    let host = &planned.device(DeviceId::Cpu).expect("the host").usage;
+    let embedding = shape.embedding_bytes();
+    let moved: u64 = shape
+        .tensors
+        .iter()
+        .filter(|t| theirs.iter().any(|(name, _)| *name == t.name))
+        .map(|t| t.bytes)
+        .sum();
+    assert_eq!(host.weights_bytes, embedding + moved);
+    // On the host alone the override changes nothing llama.cpp computes.
+    let host_plan = plan(&shape, &host_only(), &options).unwrap_or_else(|e| panic!("{e}"));
+    let ours = &host_plan.device(DeviceId::Cpu).expect("the host").usage;
+    let measured = fit_params_compute(&path, &options);
+    assert_eq!(ours.compute_estimate_bytes / MIB, measured.mib);
+    let logged = ours.compute_estimate_bytes as f64 / MIB as f64;
+    assert!(
+        (logged - measured.logged_mib).abs() <= EXACT,
+        "{logged} vs {}",
+        measured.logged_mib
+    );
 }
