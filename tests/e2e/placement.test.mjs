@@ -289,3 +289,39 @@ test("after the dry run, the next plan of the tiny model says how far the estima
   await row.screenshot({ path: shot });
   console.log(`calibration screenshots saved to ${shot} and placement-calibration-plan.png`);
 });
+
+test("with a second 2×3090 box over 2.5 GbE the lent cards are columns named by their box, and the link is counted", async () => {
+  await page.locator('[data-testid="nav-models"]').click();
+  await page.locator(`[data-testid="model-row"][data-path="${modelPath}"] [data-testid="plan-model"]`).click();
+  await page.locator('[data-testid="plan-page"]').waitFor();
+  await page.locator('[data-testid="rig-select"]').selectOption("4x3090");
+  await until("the preset's columns", () => document.querySelectorAll('[data-testid="device-column"]').length === 5);
+  await page.locator('[data-testid="add-box"]').click();
+  assert.equal(await page.locator('[data-testid="also-preset"]').inputValue(), "2x3090");
+  assert.equal(await page.locator('[data-testid="also-link"]').inputValue(), "2.5gbe");
+  await until("the lent cards' columns", () => {
+    const cols = [...document.querySelectorAll('[data-testid="device-column"]')].map((c) => c.dataset.device);
+    return cols.join(",") === "gpu-0,gpu-1,gpu-2,gpu-3,rpc-0,rpc-1,cpu";
+  });
+  assert.match(await column("rpc-1").locator('[data-testid="lent-box"]').textContent(), /^box 2 · 2x3090 over 2\.5 GbE$/);
+  await page.locator('[data-testid="auto-place"]').click();
+  await until(
+    "a fitting plan across the boxes",
+    () =>
+      document.querySelector('[data-testid="plan-page"]')?.dataset.busy === "false" &&
+      (document.querySelector('[data-testid="command-line"]')?.textContent ?? "").includes(" --rpc box2:50052 "),
+    undefined,
+    30_000,
+  );
+  const line = await commandLine();
+  assert.match(line, / -dev RPC0,RPC1,CUDA0,CUDA1,CUDA2,CUDA3 -ngl all -ts /);
+  assert.ok((await column("rpc-0").locator('[data-testid="layer-block"]').count()) > 0, "layers on the lent card");
+  assert.match(await page.locator('[data-testid="ceiling-links"]').textContent(), /box 2 · 2x3090 over 2\.5 GbE: \d+ crossings a token, \d+\.\d\d ms; loading sends \d+\.\d GiB, \d+ s/);
+  // llama-fit-params would need the lent boxes' rpc-servers: no dry run is asked, so none fails.
+  assert.equal(await page.locator('[data-testid="dry-run-error"]').count(), 0);
+  const shot = join(artifacts, "placement-across-boxes.png");
+  await page.screenshot({ path: shot, fullPage: true });
+  console.log(`across-boxes screenshot saved to ${shot}`);
+  await page.locator('[data-testid="also-remove"]').click();
+  await until("this box's columns again", () => document.querySelectorAll('[data-testid="device-column"]').length === 5);
+});

@@ -142,11 +142,19 @@ fn best_split_across(
         }
     }
     Ok(best.map(|b| {
-        let notes = vec![format!(
-            "this box's GPUs do not hold the model, so its first {} of {total} layers go to the lent devices ({}): that way a token crosses each link twice (in from the input embedding, back to this box's layers) and the output and its logits stay here",
+        let names = boxes.iter().map(|x| x.name.as_str()).collect::<Vec<_>>();
+        let mut notes = vec![format!(
+            "this box's GPUs do not hold the model, so its first {} of {total} layers go to the lent devices ({}): whole layers cross a link only where the split changes boxes, and the output and its logits stay here",
             b.lent_layers,
-            boxes.iter().map(|x| x.name.as_str()).collect::<Vec<_>>().join(", ")
+            names.join(", ")
         )];
+        let whole_layers_only = 2 * names.len() as u32;
+        if b.crossings > whole_layers_only {
+            notes.push(format!(
+                "a token crosses the links {} times, not {whole_layers_only}: the experts of some lent layers did not fit there and stay in this box's RAM, out and back at each such layer (the speed ceiling counts it, and this split is still the fastest found)",
+                b.crossings
+            ));
+        }
         let solution = Solution {
             options: b.options,
             plan: b.plan,
@@ -162,6 +170,8 @@ struct Candidate {
     options: PlacementOptions,
     plan: Plan,
     speed: Option<f64>,
+    /// Crossings of the links per token, all boxes together.
+    crossings: u32,
     all_on_gpus: bool,
 }
 
@@ -250,9 +260,11 @@ impl<'a> LentSplit<'a> {
         if !current.fits() {
             return Ok(None);
         }
+        let ceiling = ceiling_across(self.model, &current, self.boxes);
         Ok(Some(Candidate {
             lent_layers,
-            speed: ceiling_across(self.model, &current, self.boxes).tokens_per_s,
+            speed: ceiling.tokens_per_s,
+            crossings: ceiling.links.iter().map(|l| l.crossings_per_token).sum(),
             all_on_gpus: matches!(FitVerdict::of(&current), FitVerdict::OnGpus { .. }),
             options,
             plan: current,
@@ -750,6 +762,8 @@ mod tests {
             c.links[0].crossings_per_token,
             2 + 2 * lent_layers_with_experts_here
         );
+        let said = s.notes.iter().any(|n| n.contains("times, not 2"));
+        assert_eq!(said, lent_layers_with_experts_here > 0, "{:?}", s.notes);
         let alone = crate::ceiling::ceiling(
             &model,
             &solve(&model, &gpus(2, 24 * GIB), &base).unwrap().plan,
