@@ -155,7 +155,11 @@ async fn accept_within_cap(
     // The semaphore is never closed, so this only waits.
     let slot = slots.clone().acquire_owned().await.ok()?;
     match listener.accept().await {
-        Ok((stream, remote)) => Some((stream, remote, slot)),
+        Ok((stream, remote)) => {
+            // No Nagle delay: an RPC tunnel's small requests and answers are latency-bound.
+            let _ = stream.set_nodelay(true);
+            Some((stream, remote, slot))
+        }
         Err(err) => {
             tracing::debug!("fleet listener: cannot accept a connection: {err}");
             tokio::time::sleep(Duration::from_millis(100)).await;

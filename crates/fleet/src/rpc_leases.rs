@@ -12,7 +12,9 @@ use crate::channel::{self, Caller};
 use crate::dial::{self, Call};
 use crate::error::{FleetError, FleetErrorKind};
 use crate::peers::{self, Peer};
-use crate::rpc_lend::{LeaseGranted, LeaseRequest, LendingBuildSource, Lent, LentLease, RpcBuild};
+use crate::rpc_lend::{
+    LeaseGranted, LeaseRequest, LendingBuildSource, Lent, LentLease, RpcBuild, TunnelInUse,
+};
 use crate::rpc_tunnel::{LenderLink, TakenLease, TakenLeases};
 use crate::service::Fleet;
 
@@ -22,6 +24,10 @@ pub const LEASES_PATH: &str = "/fleet/v1/rpc/leases";
 const GRANT_TIMEOUT: Duration = Duration::from_secs(60);
 /// How long telling the lender of a release may take.
 const RELEASE_TIMEOUT: Duration = Duration::from_secs(10);
+/// A lent lease without a tunnel this long ends (its head went away without releasing it).
+pub const IDLE_LEASE_LIMIT: Duration = Duration::from_secs(300);
+/// How often idle leases are looked for.
+const IDLE_CHECK_EVERY: Duration = Duration::from_secs(15);
 
 /// One daemon's leases, both ways.
 #[derive(Default)]
@@ -51,9 +57,18 @@ pub struct Released {
     pub message: String,
 }
 
-/// Ends every lease both ways when the daemon stops: nothing it started for a peer outlives it.
+/// Ends lent leases left idle by their heads while the daemon runs, and every lease both ways
+/// when it stops: nothing it started for a peer outlives it.
 pub(crate) async fn end_at_stop(fleet: Arc<Fleet>, mut stop: tokio::sync::watch::Receiver<bool>) {
-    let _ = stop.wait_for(|stopped| *stopped).await;
+    let mut every = tokio::time::interval(IDLE_CHECK_EVERY);
+    loop {
+        tokio::select! {
+            _ = every.tick() => {
+                fleet.rpc.lent.end_idle(IDLE_LEASE_LIMIT);
+            }
+            _ = stop.wait_for(|stopped| *stopped) => break,
+        }
+    }
     fleet.rpc.lent.end_all();
     fleet.rpc.taken.close_all();
 }
@@ -96,14 +111,14 @@ impl Fleet {
             .await
     }
 
-    /// Where the caller's lease `id` listens (`GET …/{id}/tunnel`).
-    pub(crate) async fn rpc_lease_address(
+    /// Where the caller's lease `id` listens, for a tunnel (`GET …/{id}/tunnel`).
+    pub(crate) async fn open_rpc_tunnel(
         &self,
         caller: Caller,
         id: &str,
-    ) -> Result<std::net::SocketAddr, FleetError> {
+    ) -> Result<(std::net::SocketAddr, TunnelInUse), FleetError> {
         self.pinned(caller).await?;
-        self.rpc.lent.address(id, caller.fingerprint)
+        self.rpc.lent.open_tunnel(id, caller.fingerprint)
     }
 
     /// The caller ends its lease `id` (`DELETE …/{id}`).

@@ -283,6 +283,27 @@ struct Lease {
     peer: Fingerprint,
     server: RpcServer,
     since_ms: i64,
+    use_: Arc<Mutex<LeaseUse>>,
+}
+
+/// How a lease is used: its tunnels open now, and since when none is.
+#[derive(Debug)]
+struct LeaseUse {
+    open: usize,
+    idle_since: Instant,
+}
+
+/// One open tunnel of a lease; the lease counts as idle again once every one is dropped.
+pub struct TunnelInUse(Arc<Mutex<LeaseUse>>);
+
+impl Drop for TunnelInUse {
+    fn drop(&mut self) {
+        let mut use_ = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        use_.open = use_.open.saturating_sub(1);
+        if use_.open == 0 {
+            use_.idle_since = Instant::now();
+        }
+    }
 }
 
 impl Lent {
@@ -310,25 +331,59 @@ impl Lent {
             server.listen
         );
         let since_ms = rigdeck_supervisor::now_ms();
+        let use_ = Arc::new(Mutex::new(LeaseUse {
+            open: 0,
+            idle_since: Instant::now(),
+        }));
         self.lock().insert(
             lease,
             Lease {
                 peer,
                 server,
                 since_ms,
+                use_,
             },
         );
         Ok(granted)
     }
 
-    /// The loopback address of `peer`'s lease `id`.
-    pub fn address(&self, id: &str, peer: Fingerprint) -> Result<SocketAddr, FleetError> {
+    /// The loopback address of `peer`'s lease `id`, for a tunnel counted as open until the
+    /// returned [`TunnelInUse`] is dropped.
+    pub fn open_tunnel(
+        &self,
+        id: &str,
+        peer: Fingerprint,
+    ) -> Result<(SocketAddr, TunnelInUse), FleetError> {
         let leases = self.lock();
         let lease = leases
             .get(id)
             .filter(|l| l.peer == peer)
             .ok_or_else(|| no_lease(id))?;
-        Ok(lease.server.listen)
+        lease
+            .use_
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .open += 1;
+        Ok((lease.server.listen, TunnelInUse(lease.use_.clone())))
+    }
+
+    /// Ends the leases without a tunnel for `limit` or longer (their head went away without
+    /// releasing them). Returns how many.
+    pub fn end_idle(&self, limit: Duration) -> usize {
+        let mut leases = self.lock();
+        let before = leases.len();
+        leases.retain(|id, lease| {
+            let use_ = lease.use_.lock().unwrap_or_else(PoisonError::into_inner);
+            let idle = use_.open == 0 && use_.idle_since.elapsed() >= limit;
+            if idle {
+                tracing::info!(
+                    "fleet: lease {id} ended: no tunnel for {} s (its head went away without releasing it)",
+                    limit.as_secs()
+                );
+            }
+            !idle
+        });
+        before - leases.len()
     }
 
     /// Ends `peer`'s lease `id`: its `rpc-server` is killed.

@@ -13,7 +13,7 @@ use tokio::net::TcpStream;
 use crate::channel::Caller;
 use crate::error::{FleetError, FleetErrorKind};
 use crate::rpc_lend::{LeaseGranted, LeaseRequest};
-use crate::rpc_tunnel::UPGRADE_PROTOCOL;
+use crate::rpc_tunnel::{COPY_BUFFER, UPGRADE_PROTOCOL};
 use crate::service::Fleet;
 
 /// `POST /fleet/v1/rpc/leases`: starts an `rpc-server` for the caller's devices.
@@ -56,8 +56,8 @@ pub(crate) async fn tunnel(
         )
         .into_response();
     }
-    let address = match fleet.rpc_lease_address(caller, &id).await {
-        Ok(address) => address,
+    let (address, in_use) = match fleet.open_rpc_tunnel(caller, &id).await {
+        Ok(opened) => opened,
         Err(err) => return err.into_response(),
     };
     // Connected before the 101, so a dead rpc-server is an error the head can read.
@@ -74,11 +74,19 @@ pub(crate) async fn tunnel(
     let _ = rpc.set_nodelay(true);
     let upgrading = hyper::upgrade::on(&mut request);
     tokio::spawn(async move {
+        let _in_use = in_use;
         let mut rpc = rpc;
         match upgrading.await {
             Ok(upgraded) => {
                 let mut channel = TokioIo::new(upgraded);
-                if let Err(err) = tokio::io::copy_bidirectional(&mut channel, &mut rpc).await {
+                let copied = tokio::io::copy_bidirectional_with_sizes(
+                    &mut channel,
+                    &mut rpc,
+                    COPY_BUFFER,
+                    COPY_BUFFER,
+                )
+                .await;
+                if let Err(err) = copied {
                     tracing::debug!("rpc tunnel to {address} ended: {err}");
                 }
             }

@@ -391,7 +391,7 @@ async fn a_lease_is_its_peers_alone_and_a_taken_port_is_said() {
     assert_eq!(granted.devices[0].name, "CPU");
     let pid = lent.list()[0].pid.unwrap();
     for err in [
-        lent.address(&granted.lease, other).unwrap_err(),
+        lent.open_tunnel(&granted.lease, other).err().unwrap(),
         lent.end(&granted.lease, other).unwrap_err(),
     ] {
         assert_eq!(err.kind, FleetErrorKind::NotFound, "{err}");
@@ -399,6 +399,25 @@ async fn a_lease_is_its_peers_alone_and_a_taken_port_is_said() {
     assert!(is_running(pid), "another peer ended the lease");
     lent.end(&granted.lease, owner).unwrap();
     wait_gone(pid, "after its owner ended it").await;
+
+    // A lease its head left without a tunnel ends; one in use does not.
+    let idle = lent.grant(owner, &request, &lending).await.unwrap();
+    let used = lent.grant(owner, &request, &lending).await.unwrap();
+    let idle_pid = lent
+        .list()
+        .iter()
+        .find(|l| l.lease == idle.lease)
+        .unwrap()
+        .pid
+        .unwrap();
+    let (_, tunnel) = lent.open_tunnel(&used.lease, owner).unwrap();
+    assert_eq!(lent.end_idle(Duration::from_secs(60)), 0);
+    assert_eq!(lent.end_idle(Duration::ZERO), 1);
+    wait_gone(idle_pid, "once idle").await;
+    assert_eq!(lent.list().len(), 1);
+    drop(tunnel);
+    assert_eq!(lent.end_idle(Duration::ZERO), 1);
+    assert!(lent.list().is_empty());
 
     let held = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let port = held.local_addr().unwrap().port();
