@@ -7,7 +7,7 @@ DEBUG := $(CARGO_TARGET_DIR)/debug
 RELEASE := $(CARGO_TARGET_DIR)/release
 ARTIFACTS ?= $(CURDIR)/tests/artifacts
 
-.PHONY: run setup ui build package test test-rust test-package tiny-model test-ui test-e2e test-desktop test-hub test-sdk bench bench-package bench-first-reply bench-kld bench-download bench-gateway bench-harness bench-abuse soak lint
+.PHONY: run setup ui build package test test-rust test-package tiny-model test-ui test-e2e test-desktop test-hub test-sdk bench bench-package bench-first-reply bench-rpc bench-kld bench-download bench-gateway bench-harness bench-abuse soak lint
 
 ## run: install what is missing, build, prepare the bundled llama.cpp engine (CUDA when NVIDIA GPUs
 ## and nvcc are there, else CPU; reused afterwards), open the desktop app (or `rigdeck serve`
@@ -117,6 +117,13 @@ bench-kld:
 bench-fleet:
 	cargo build --release -p rigdeck-server -p rigdeck-nvml-double
 	bash tests/bench/fleet_desk.sh
+
+## bench-rpc: llama.cpp RPC through the fleet's tunnel against the same RPC connection made
+## directly, between two network namespaces on a veth shaped to 1 and 2.5 Gbit/s (root): load
+## time, decode tok/s, the daemons' CPU seconds per GB moved
+bench-rpc:
+	cargo build --release -p rigdeck-server -p rigdeck-nvml-double
+	bash tests/bench/rpc_tunnel.sh
 
 ## bench-first-reply: `rigdeck run REPO:QUANT -m TEXT` on a fresh data folder (the real Gemma 3
 ## 270M from the local stand-in hub): seconds to the reply, and the daemon's split
