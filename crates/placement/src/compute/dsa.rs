@@ -128,3 +128,45 @@ impl Indexer {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::compute_estimate_note;
+    use crate::plan::plan;
+    use crate::testing::{gpus, shape_of_writer, GIB};
+    use crate::{DeviceId, ModelShape, PlacementOptions};
+    use rigdeck_gguf::fixtures::MoeShape;
+
+    fn glm_dsa() -> ModelShape {
+        shape_of_writer(&MoeShape::small().writer()).expect("the fixture reads")
+    }
+
+    #[test]
+    fn a_glm_dsa_file_is_replayed_where_llama_cpp_would_build_its_indexer() {
+        let model = glm_dsa();
+        assert_eq!(compute_estimate_note(&model), None);
+        // A head the Hadamard rotation does not cover whole (llama.cpp rotates 64 of 96).
+        let mut odd = model.clone();
+        for width in odd.attention.indexer_key_length.iter_mut() {
+            *width = if *width > 0 { 96 } else { 0 };
+        }
+        let note = compute_estimate_note(&odd).expect("the formulas' note");
+        assert!(note.contains("glm-dsa"), "{note}");
+        // A first layer reusing a selection no layer made (llama.cpp refuses the file).
+        let mut shared_first = model.clone();
+        shared_first.attention.indexer_key_length[0] = 0;
+        assert!(compute_estimate_note(&shared_first).is_some());
+    }
+
+    #[test]
+    fn a_hostile_indexer_header_plans_as_too_big() {
+        // Replayed with saturating sizes: the formulas, which count one score per key and not
+        // the indexer's heads, would call it small.
+        let mut model = glm_dsa();
+        model.attention.indexer_heads = u32::MAX;
+        let plan = plan(&model, &gpus(1, 80 * GIB), &PlacementOptions::default()).unwrap();
+        let gpu = &plan.device(DeviceId::Gpu(0)).unwrap().usage;
+        assert!(gpu.compute_estimate_bytes > 80 * GIB, "{gpu:?}");
+        assert!(!plan.fits());
+    }
+}
