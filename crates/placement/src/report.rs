@@ -4,7 +4,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::ceiling::{ceiling_across, SpeedCeiling};
-use super::compute::compute_estimate_note;
+use super::compute::{compute_estimate_note, host_experts_note};
 use super::flags::{command_line, to_args_for, FlagError, Offload};
 use super::link::RemoteBox;
 use super::model::ModelShape;
@@ -74,6 +74,7 @@ pub fn report_across(
         (options, plan, Vec::new())
     };
     notes.extend(compute_estimate_note(model));
+    notes.extend(host_experts_note(model, &plan));
     let ceiling = ceiling_across(model, &plan, boxes);
     notes.extend(load_notes(&ceiling));
     if boxes.iter().any(|b| b.endpoint.starts_with("box")) && !options.rpc_servers.is_empty() {
@@ -236,6 +237,22 @@ mod tests {
     use crate::flags::parse_command;
     use crate::link::Link;
     use crate::testing::{gpus, lend, moe_model, GIB, MIB};
+
+    #[test]
+    fn experts_left_in_host_memory_under_gpu_layers_are_noted() {
+        let model = moe_model(8, 2, 150 * MIB, 300 * MIB);
+        let note = |command: &str| {
+            let parsed = parse_command(command).unwrap();
+            let r = report(&model, "m.gguf", &gpus(1, 80 * GIB), &parsed.options, false).unwrap();
+            r.notes.into_iter().find(|n| n.contains("op offload"))
+        };
+        let moved = note(r"llama-server -m m.gguf -ngl 99 -ot blk\.[4-7]\.ffn_.*_exps\.=CPU");
+        let moved = moved.expect("a note on the experts in host memory");
+        assert!(moved.contains("of 4 layers held by a GPU"), "{moved}");
+        assert_eq!(note("llama-server -m m.gguf -ngl 99"), None);
+        // Layers on the CPU with their experts: nothing is offloaded.
+        assert_eq!(note("llama-server -m m.gguf -ngl 0"), None);
+    }
 
     #[test]
     fn the_seed_002_mistake_is_explained() {

@@ -21,8 +21,9 @@ mod qwen_hybrid;
 
 use super::kv::{self, ContextGeometry};
 use super::layers::LayerDevices;
-use super::model::{ModelShape, RecurrentKind};
+use super::model::{ModelShape, RecurrentKind, TensorRole};
 use super::options::{DeviceId, PlacementOptions};
+use super::plan::Plan;
 
 /// Rows of the embedding width alive beside the logits on the output device: the last
 /// layer's output and the final norm's.
@@ -62,6 +63,42 @@ pub(crate) fn compute_estimate_note(model: &ModelShape) -> Option<String> {
     Some(format!(
         "The compute buffer of this {} model is an estimate (llama.cpp's graph is not replayed for its architecture): {missed}; leave a margin or check with llama.cpp's dry run.",
         model.architecture
+    ))
+}
+
+/// When the plan leaves the routed experts of layers a GPU holds in host memory (`-ot …=CPU`,
+/// `-ncmoe`, or the automatic placement), the line a plan shows: llama.cpp's scheduler then runs
+/// those operations on the GPU with the weights copied into its compute buffer (op offload, for a
+/// batch past the GPU's threshold) or on the CPU, and neither is what the replay builds (it
+/// counts them on the GPU without the copies); `None` when no such layer.
+pub(crate) fn host_experts_note(model: &ModelShape, plan: &Plan) -> Option<String> {
+    let mut holder: Vec<Option<DeviceId>> = vec![None; model.n_layer as usize];
+    for device in &plan.devices {
+        for &il in &device.usage.layers {
+            if let Some(slot) = holder.get_mut(il as usize) {
+                *slot = Some(device.spec.id);
+            }
+        }
+    }
+    let mut layers: Vec<u32> = model
+        .tensors
+        .iter()
+        .zip(&plan.tensor_devices)
+        .filter(|(t, &device)| t.role == TensorRole::Experts && device == DeviceId::Cpu)
+        .filter_map(|(t, _)| {
+            let il = t.layer?;
+            let held_by = holder.get(il as usize).copied().flatten()?;
+            held_by.is_offload().then_some(il)
+        })
+        .collect();
+    layers.sort_unstable();
+    layers.dedup();
+    if layers.is_empty() {
+        return None;
+    }
+    Some(format!(
+        "The routed experts of {} layers held by a GPU are in host memory: llama.cpp runs them on that GPU with their weights copied into its compute buffer for large batches (op offload; --no-op-offload runs them on the CPU), and the compute figures here count them on the GPU without the copies, unchecked against llama.cpp for such a split; leave a margin or check with llama.cpp's dry run.",
+        layers.len()
     ))
 }
 
