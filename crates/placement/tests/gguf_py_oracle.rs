@@ -130,8 +130,14 @@ struct Measured {
 /// llama.cpp's log is written by a thread of its own, which the process sometimes ends before
 /// the last lines are out (about one run in ten): such a run is repeated.
 fn fit_params_compute(model: &Path, options: &PlacementOptions) -> Measured {
+    let flash = if options.flash_attention { "on" } else { "off" };
+    fit_params_compute_with(model, options, flash)
+}
+
+/// [`fit_params_compute`] with `-fa flash` (`on`, `off` or `auto`).
+fn fit_params_compute_with(model: &Path, options: &PlacementOptions, flash: &str) -> Measured {
     for _ in 0..5 {
-        if let Some(measured) = fit_params_run(model, options) {
+        if let Some(measured) = fit_params_run(model, options, flash) {
             return measured;
         }
     }
@@ -139,30 +145,8 @@ fn fit_params_compute(model: &Path, options: &PlacementOptions) -> Measured {
 }
 
 /// One run of `llama-fit-params`; `None` when its log lacks the compute buffer's line.
-fn fit_params_run(model: &Path, options: &PlacementOptions) -> Option<Measured> {
-    let flash = if options.flash_attention { "on" } else { "off" };
-    let args = [
-        "-m".to_owned(),
-        model.display().to_string(),
-        "-fitp".into(),
-        "on".into(),
-        "-nr".into(),
-        "-v".into(),
-        "-c".into(),
-        options.context.to_string(),
-        "-np".into(),
-        options.parallel.to_string(),
-        "-b".into(),
-        options.batch.to_string(),
-        "-ub".into(),
-        options.ubatch.to_string(),
-        "-ctk".into(),
-        options.cache_type_k.name().to_owned(),
-        "-ctv".into(),
-        options.cache_type_v.name().to_owned(),
-        "-fa".into(),
-        flash.into(),
-    ];
+fn fit_params_run(model: &Path, options: &PlacementOptions, flash: &str) -> Option<Measured> {
+    let args = fit_params_args(model, options, flash);
     let overrides = options.overrides.iter().flat_map(|o| {
         [
             "-ot".to_owned(),
@@ -197,6 +181,53 @@ fn fit_params_run(model: &Path, options: &PlacementOptions) -> Option<Measured> 
         .filter_map(|l| l.split('=').nth(1)?.split_whitespace().next()?.parse().ok())
         .next_back()?;
     Some(Measured { mib, logged_mib })
+}
+
+/// Asserts that `llama-fit-params` refuses `options` with `-fa flash`, logging `reason` (its
+/// log thread sometimes ends before the line is out, as in [`fit_params_compute`]: such a run
+/// is repeated).
+fn assert_fit_params_refuses(model: &Path, options: &PlacementOptions, flash: &str, reason: &str) {
+    let args = fit_params_args(model, options, flash);
+    let bin = fit_params_binary();
+    let mut log = String::new();
+    for _ in 0..5 {
+        let out = Command::new(&bin)
+            .args(&args)
+            .output()
+            .unwrap_or_else(|e| panic!("cannot run {}: {e}", bin.display()));
+        assert!(!out.status.success(), "llama-fit-params {args:?} ran");
+        log = String::from_utf8_lossy(&out.stderr).into_owned();
+        if log.contains(reason) {
+            return;
+        }
+    }
+    panic!("llama-fit-params {args:?} did not log {reason:?} in 5 runs: {log}");
+}
+
+/// `llama-fit-params`' arguments for `options` with `-fa flash` (the overrides apart).
+fn fit_params_args(model: &Path, options: &PlacementOptions, flash: &str) -> Vec<String> {
+    vec![
+        "-m".to_owned(),
+        model.display().to_string(),
+        "-fitp".into(),
+        "on".into(),
+        "-nr".into(),
+        "-v".into(),
+        "-c".into(),
+        options.context.to_string(),
+        "-np".into(),
+        options.parallel.to_string(),
+        "-b".into(),
+        options.batch.to_string(),
+        "-ub".into(),
+        options.ubatch.to_string(),
+        "-ctk".into(),
+        options.cache_type_k.name().to_owned(),
+        "-ctv".into(),
+        options.cache_type_v.name().to_owned(),
+        "-fa".into(),
+        flash.into(),
+    ]
 }
 
 fn host_only() -> Vec<DeviceSpec> {
@@ -830,4 +861,149 @@ fn experts_sent_to_the_cpu_by_ot_are_the_tensors_llama_cpp_moves() {
         "{logged} vs {}",
         measured.logged_mib
     );
+}
+
+/// A model whose one MLA cache holds K and V (`deepseek2` with MLA, `glm-dsa`) planned with a
+/// quantized cache and flash attention off: llama.cpp refuses `-fa off` for it (a quantized V
+/// needs flash attention, and MLA's K and V types must match), and `-fa auto` turns flash
+/// attention on; the plan must be that run's figure, at q8_0 and q4_0, one slot and three.
+fn assert_quantized_mla_without_flash_attention_is_llama_cpps(spec: Value) {
+    let python = python();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = write_model(dir.path(), &python, &spec);
+    let shape = load_shape(&path).unwrap_or_else(|e| panic!("{e}")).shape;
+    let mut missed = Vec::new();
+    for kind in [KvType::Q8_0, KvType::Q4_0] {
+        for (context, parallel, ubatch) in [(4096, 1, 512), (6144, 3, 256)] {
+            let options = PlacementOptions {
+                context,
+                parallel,
+                ubatch,
+                kv_unified: false,
+                flash_attention: false,
+                cache_type_k: kind,
+                cache_type_v: kind,
+                ..Default::default()
+            };
+            if missed.is_empty() && kind == KvType::Q8_0 && parallel == 1 {
+                let reason = "quantized V cache requires flash_attn";
+                assert_fit_params_refuses(&path, &options, "off", reason);
+            }
+            let plan = plan(&shape, &host_only(), &options).unwrap_or_else(|e| panic!("{e}"));
+            let ours = &plan.device(DeviceId::Cpu).expect("the host").usage;
+            let theirs = fit_params_compute_with(&path, &options, "auto");
+            let ours_mib = ours.compute_estimate_bytes as f64 / MIB as f64;
+            let line = format!(
+                "{} {} cache, {parallel} slots, no -fa: ours {ours_mib:.2} MiB, llama.cpp -fa auto {:.2} MiB ({} printed)",
+                spec["arch"],
+                kind.name(),
+                theirs.logged_mib,
+                theirs.mib
+            );
+            println!("{line}");
+            let whole = ours.compute_estimate_bytes / MIB;
+            if whole != theirs.mib || (ours_mib - theirs.logged_mib).abs() > EXACT {
+                missed.push(line);
+            }
+        }
+    }
+    assert!(missed.is_empty(), "{}", missed.join("\n"));
+}
+
+#[test]
+fn deepseek2_with_mla_and_a_quantized_cache_without_flash_attention_matches_llama_cpp() {
+    assert_quantized_mla_without_flash_attention_is_llama_cpps(json!({
+        "arch": "deepseek2", "n_vocab": 32_000, "n_embd": 2048, "n_layer": 4, "n_head": 16,
+        "n_head_kv": 1, "head_dim": 576, "n_ff": 5632,
+        "mla": {"q_lora_rank": 768, "kv_lora_rank": 512, "rope": 64, "nope": 128, "v_head": 128},
+        "dense_lead": 1, "experts": 16, "experts_used": 4, "expert_ff": 512,
+        "shared_experts": 1, "sigmoid": true, "weights_scale": 2.5,
+    }));
+}
+
+#[test]
+fn glm_dsa_with_a_quantized_cache_without_flash_attention_matches_llama_cpp() {
+    assert_quantized_mla_without_flash_attention_is_llama_cpps(json!({
+        "arch": "glm-dsa", "n_vocab": 151_936, "n_embd": 2048, "n_layer": 7, "n_head": 64,
+        "n_head_kv": 1, "head_dim": 576, "n_ff": 5632, "context_length": 1_048_576,
+        "mla": {"q_lora_rank": 1024, "kv_lora_rank": 512, "rope": 64, "nope": 192, "v_head": 256},
+        "indexer": {"heads": 32, "head_size": 128, "top_k": 2048},
+        "dense_lead": 3, "experts": 32, "experts_used": 8, "expert_ff": 256,
+        "shared_experts": 1, "sigmoid": true, "weights_scale": 2.5,
+    }));
+}
+
+#[test]
+fn deepseek2_without_mla_lengths_and_a_q4_0_key_cache_matches_llama_cpp() {
+    // The older conversion's full K and V caches: a q4_0 K beside an f16 V runs without flash
+    // attention (the every-shape check covers q8_0 with three slots); one slot here.
+    let python = python();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = write_model(
+        dir.path(),
+        &python,
+        &json!({
+            "arch": "deepseek2", "n_vocab": 32_000, "n_embd": 2048, "n_layer": 3, "n_head": 16,
+            "n_head_kv": 16, "head_dim": 192, "n_ff": 5632,
+            "mla": {"q_lora_rank": 768, "kv_lora_rank": 512, "rope": 64, "nope": 128,
+                    "v_head": 128, "absorbed": false},
+            "dense_lead": 1, "experts": 8, "experts_used": 2, "expert_ff": 1024,
+            "shared_experts": 2,
+        }),
+    );
+    let shape = load_shape(&path).unwrap_or_else(|e| panic!("{e}")).shape;
+    let options = PlacementOptions {
+        context: 4096,
+        kv_unified: false,
+        flash_attention: false,
+        cache_type_k: KvType::Q4_0,
+        ..Default::default()
+    };
+    let planned = plan(&shape, &host_only(), &options).unwrap_or_else(|e| panic!("{e}"));
+    let ours = &planned.device(DeviceId::Cpu).expect("the host").usage;
+    let theirs = fit_params_compute(&path, &options);
+    let ours_mib = ours.compute_estimate_bytes as f64 / MIB as f64;
+    assert_eq!(
+        ours.compute_estimate_bytes / MIB,
+        theirs.mib,
+        "{ours_mib:.2} MiB"
+    );
+    assert!(
+        (ours_mib - theirs.logged_mib).abs() <= EXACT,
+        "{ours_mib:.2} vs {:.2}",
+        theirs.logged_mib
+    );
+}
+
+/// Writes the project's `qwen3next`/`qwen35`/`qwen35moe` file (gguf-py has no writer for their
+/// linear-attention layers) with Qwen's tokenizer from the pinned tree and checks every
+/// [`shapes`] entry, the quantized K without flash attention among them.
+fn assert_hybrid_exact(model: rigdeck_gguf::tiny_recurrent::TinyQwen3Next) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join(format!("{}.gguf", model.name));
+    let vocab = gguf_py().join("../models/ggml-vocab-qwen2.gguf");
+    model
+        .write(&vocab, &path)
+        .unwrap_or_else(|e| panic!("{}: {e}", vocab.display()));
+    let missed = misses(model.hybrid.architecture(), &path, EXACT);
+    assert!(missed.is_empty(), "{}", missed.join("\n"));
+}
+
+#[test]
+fn qwen3next_matches_llama_cpp_with_quantized_caches_and_without_flash_attention() {
+    use rigdeck_gguf::tiny_recurrent::TinyQwen3Next;
+    assert_hybrid_exact(TinyQwen3Next::with_linear_heads(3, 2048, 16, 32));
+}
+
+#[test]
+fn qwen35_and_qwen35moe_match_llama_cpp_with_quantized_caches_and_without_flash_attention() {
+    use rigdeck_gguf::tiny_recurrent::{QwenHybrid, TinyQwen3Next};
+    for hybrid in [QwenHybrid::Qwen35, QwenHybrid::Qwen35Moe] {
+        assert_hybrid_exact(TinyQwen3Next {
+            hybrid,
+            n_ff: 8192,
+            full_attention_interval: 4,
+            ..TinyQwen3Next::with_linear_heads(4, 2048, 16, 48)
+        });
+    }
 }

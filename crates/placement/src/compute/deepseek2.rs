@@ -121,8 +121,8 @@ pub(super) fn replays(model: &ModelShape) -> bool {
     Latent::of(model).is_some()
 }
 
-/// The compute buffer of `device` for a `deepseek2` model with MLA, or `None` for another
-/// model, or a quantized cache without flash attention (whose transposed V copy is quantized).
+/// The compute buffer of `device` for a `deepseek2` or `glm-dsa` model, or `None` for another
+/// model.
 pub(super) fn compute_bytes(
     model: &ModelShape,
     device: DeviceId,
@@ -131,9 +131,6 @@ pub(super) fn compute_bytes(
     options: &PlacementOptions,
 ) -> Option<u64> {
     let latent = Latent::of(model)?;
-    if latent.absorbed && !options.flash_attention && options.cache_type_k.is_quantized() {
-        return None;
-    }
     replay(
         model,
         device,

@@ -66,6 +66,41 @@ pub(crate) fn compute_estimate_note(model: &ModelShape) -> Option<String> {
     ))
 }
 
+/// Whether llama.cpp runs `options`' cache with flash attention though `-fa` is off: a quantized
+/// V cache needs it (`llama_init_from_model` turns `-fa auto` on for one and refuses `-fa off`),
+/// and MLA's one cache is K and V at once (their types must match), so there a quantized K is a
+/// quantized V.
+fn needs_flash_attention(model: &ModelShape, options: &PlacementOptions) -> bool {
+    let key_is_value = model.attention.mla;
+    !options.flash_attention
+        && (options.cache_type_v.is_quantized()
+            || (key_is_value && options.cache_type_k.is_quantized()))
+}
+
+/// When flash attention is off with a cache that needs it ([`needs_flash_attention`]), the line
+/// a plan shows: llama.cpp refuses `-fa off` with that cache, and the compute figures are the
+/// graph it builds with flash attention on (`-fa auto` turns it on); `None` otherwise.
+pub(crate) fn flash_attention_note(
+    model: &ModelShape,
+    options: &PlacementOptions,
+) -> Option<String> {
+    if !needs_flash_attention(model, options) {
+        return None;
+    }
+    let why = if model.attention.mla {
+        format!(
+            "this {} model caches K and V as one (MLA), so its V cache is the quantized {} K cache (-ctk and -ctv must match)",
+            model.architecture,
+            options.cache_type_k.name()
+        )
+    } else {
+        format!("the V cache is quantized ({})", options.cache_type_v.name())
+    };
+    Some(format!(
+        "Flash attention is off but {why}: llama.cpp refuses to start with -fa off and such a cache; the compute figures are for flash attention on, which -fa auto (llama-server's default) turns on. Use -fa auto or -fa on, or an f16 cache without flash attention."
+    ))
+}
+
 /// When the plan leaves the routed experts of layers a GPU holds in host memory (`-ot …=CPU`,
 /// `-ncmoe`, or the automatic placement), the line a plan shows: llama.cpp's scheduler then runs
 /// those operations on the GPU with the weights copied into its compute buffer (op offload, for a
@@ -112,6 +147,9 @@ pub(crate) fn host_experts_note(model: &ModelShape, plan: &Plan) -> Option<Strin
 ///   carries its own activations;
 /// - for a DSA model with flash attention, its own attention phase and the leaves it keeps
 ///   ([`sparse_flash_attention`]).
+///
+/// A cache that needs flash attention ([`needs_flash_attention`]) is planned with it on, as
+/// llama.cpp runs it.
 pub(crate) fn compute_estimate(
     model: &ModelShape,
     device: DeviceId,
@@ -119,6 +157,16 @@ pub(crate) fn compute_estimate(
     g: &ContextGeometry,
     options: &PlacementOptions,
 ) -> u64 {
+    let with_flash_attention;
+    let options = if needs_flash_attention(model, options) {
+        with_flash_attention = PlacementOptions {
+            flash_attention: true,
+            ..options.clone()
+        };
+        &with_flash_attention
+    } else {
+        options
+    };
     let replayed = qwen_hybrid::compute_bytes(model, device, layers, g, options)
         .or_else(|| llama::compute_bytes(model, device, layers, g, options))
         .or_else(|| deepseek2::compute_bytes(model, device, layers, g, options))
@@ -486,6 +534,7 @@ fn sparse_flash_attention(
 mod tests {
     use super::*;
     use crate::model::RecurrentShape;
+    use crate::options::KvType;
     use crate::plan::plan;
     use crate::testing::{gpus, moe_model, GIB, MIB};
 
@@ -577,6 +626,53 @@ mod tests {
         // A window outside gemma3 is not what the decoders build.
         decoder.architecture = "qwen3".into();
         assert!(compute_estimate_note(&decoder).is_some());
+    }
+
+    #[test]
+    fn a_cache_that_needs_flash_attention_is_planned_with_it_and_says_so() {
+        let model = moe_model(4, 4, 10 * MIB, 0);
+        assert!(model.attention.mla, "the fixture is an MLA model");
+        let compute = |options: &PlacementOptions| {
+            let plan = plan(&model, &gpus(1, 80 * GIB), options).unwrap();
+            plan.device(DeviceId::Gpu(0))
+                .unwrap()
+                .usage
+                .compute_estimate_bytes
+        };
+        let off = PlacementOptions {
+            flash_attention: false,
+            cache_type_k: KvType::Q4_0,
+            cache_type_v: KvType::Q4_0,
+            ..Default::default()
+        };
+        let on = PlacementOptions {
+            flash_attention: true,
+            ..off.clone()
+        };
+        assert_eq!(compute(&off), compute(&on));
+        let note = flash_attention_note(&model, &off).expect("a note");
+        assert!(note.contains("MLA") && note.contains("q4_0"), "{note}");
+        let report =
+            crate::report::report(&model, "m.gguf", &gpus(1, 80 * GIB), &off, false).unwrap();
+        assert!(report.notes.contains(&note), "{:?}", report.notes);
+        // An f16 cache runs without flash attention: its own graph, no note.
+        let f16 = PlacementOptions {
+            cache_type_k: KvType::F16,
+            cache_type_v: KvType::F16,
+            ..off.clone()
+        };
+        assert_eq!(flash_attention_note(&model, &f16), None);
+        assert_ne!(compute(&f16), compute(&on));
+        // Outside MLA a quantized K beside an f16 V runs without it; a quantized V does not.
+        let mut decoder = model.clone();
+        decoder.attention.mla = false;
+        let key_only = PlacementOptions {
+            cache_type_v: KvType::F16,
+            ..off.clone()
+        };
+        assert_eq!(flash_attention_note(&decoder, &key_only), None);
+        let note = flash_attention_note(&decoder, &off).expect("a note");
+        assert!(note.contains("V cache is quantized (q4_0)"), "{note}");
     }
 
     #[test]
