@@ -322,6 +322,80 @@ test("with a second 2×3090 box over 2.5 GbE the lent cards are columns named by
   const shot = join(artifacts, "placement-across-boxes.png");
   await page.screenshot({ path: shot, fullPage: true });
   console.log(`across-boxes screenshot saved to ${shot}`);
+});
+
+/** The -ts shares of a command line, and how often a token crosses the link to box 2. */
+const tsOf = (line) => / -ts (\S+) /.exec(line)?.[1].split(",").map(Number);
+const crossings = async () => Number(/(\d+) crossings? a token/.exec(await page.locator('[data-testid="ceiling-links"]').textContent())?.[1]);
+
+test("on a rig of two boxes a layer dragged onto RPC0 moves by -ts in -dev order, or by -ot to RPC0[box2:50052], and the pasted command reads back", async () => {
+  const autoAcross = await commandLine();
+  const ts = tsOf(autoAcross);
+  assert.equal(ts.length, 6, autoAcross);
+  // The first layer of RPC1 onto RPC0: the boundary between them moves, -dev stays.
+  const first = column("rpc-1").locator('[data-testid="layer-block"]').first();
+  const layer = await first.getAttribute("data-layer");
+  await first.dragTo(column("rpc-0"));
+  await column("rpc-0").locator(`[data-testid="layer-block"][data-layer="${layer}"]`).waitFor();
+  await until("the new plan", (before) => {
+    const line = document.querySelector('[data-testid="command-line"]')?.textContent ?? "";
+    return line !== before && document.querySelector('[data-testid="plan-page"]')?.dataset.busy === "false";
+  }, autoAcross);
+  let line = await commandLine();
+  assert.match(line, / --rpc box2:50052 -dev RPC0,RPC1,CUDA0,CUDA1,CUDA2,CUDA3 -ngl all -ts /);
+  assert.deepEqual(tsOf(line), [ts[0] + 1, ts[1] - 1, ...ts.slice(2)], line);
+  assert.equal(await page.locator('[data-testid="plan-error"]').count(), 0);
+
+  // A layer from the middle of GPU 1's range onto RPC0: an -ot entry to the lent device by its
+  // server's name.
+  const gpu1 = column("gpu-1").locator('[data-testid="layer-block"]');
+  const middle = gpu1.nth(Math.floor((await gpu1.count()) / 2));
+  const away = await middle.getAttribute("data-layer");
+  await middle.dragTo(column("rpc-0"));
+  await column("rpc-0").locator(`[data-testid="layer-block"][data-layer="${away}"]`).waitFor();
+  await until("the -ot entry to RPC0", (want) => (document.querySelector('[data-testid="command-line"]')?.textContent ?? "").includes(want), `-ot 'blk\\.${away}\\.=RPC0[box2:50052]'`);
+  line = await commandLine();
+  assert.deepEqual(tsOf(line), [ts[0] + 1, ts[1] - 1, ...ts.slice(2)], line);
+
+  // The experts of the last layer (on this box) from CPU RAM onto RPC0 by the move bar: the token
+  // goes to box 2 and back for them, two more crossings.
+  const before = await crossings();
+  const experts = column("cpu").locator('[data-testid="expert-block"]').last();
+  const expertsLayer = await experts.getAttribute("data-layer");
+  await experts.click();
+  await page.locator('[data-testid="move-to"][data-device="rpc-0"]').click();
+  await column("rpc-0").locator(`[data-testid="expert-block"][data-layer="${expertsLayer}"]`).waitFor();
+  // They join RPC0's experts entry (or make one), named by RPC0's server.
+  const rpc0Experts = (want) =>
+    [...(document.querySelector('[data-testid="command-line"]')?.textContent ?? "").matchAll(/-ot 'blk\\\.\(?([\d|]+)\)?\\\.ffn_\.\*_exps=RPC0\[box2:50052\]'/g)].some((m) => m[1].split("|").includes(want));
+  await until("the experts' -ot entry to RPC0", rpc0Experts, expertsLayer);
+  assert.equal(await crossings(), before + 2);
+  line = await commandLine();
+  assert.match([...line.matchAll(/-ot '([^']+)'/g)].map((m) => m[1]).at(-1), /exps=CPU$/, "the catch-all stays last");
+  const rpc0Layers = await column("rpc-0").locator('[data-testid="layer-block"]').evaluateAll((els) => els.map((e) => e.dataset.layer).join(","));
+  const rpc0Usage = await column("rpc-0").locator('[data-testid="device-usage"]').textContent();
+  const shot = join(artifacts, "placement-across-boxes-moved.png");
+  await page.screenshot({ path: shot, fullPage: true });
+  console.log(`across-boxes move screenshot saved to ${shot}`);
+
+  // The command pasted back draws the same columns.
+  await page.locator('[data-testid="paste-input"]').fill(line);
+  await page.locator('[data-testid="paste-submit"]').click();
+  await until("the pasted plan", () => document.querySelector('[data-testid="paste-drawn"]') != null || document.querySelector('[data-testid="paste-error"]') != null);
+  assert.equal(await page.locator('[data-testid="paste-error"]').count(), 0);
+  await until("the pasted plan drawn", () => document.querySelector('[data-testid="plan-page"]')?.dataset.busy === "false");
+  assert.equal(await column("rpc-0").locator('[data-testid="layer-block"]').evaluateAll((els) => els.map((e) => e.dataset.layer).join(",")), rpc0Layers);
+  assert.equal(await column("rpc-0").locator('[data-testid="device-usage"]').textContent(), rpc0Usage);
+  assert.equal(await commandLine(), line);
+
+  // Experts of every layer in CPU RAM onto RPC1 overfill it, shown as on a card of this box.
+  const cpuExperts = column("cpu").locator('[data-testid="expert-block"]');
+  await cpuExperts.first().click();
+  await cpuExperts.last().click({ modifiers: ["Shift"] });
+  await page.locator('[data-testid="move-to"][data-device="rpc-1"]').click();
+  await until("RPC1 overfilled", () => document.querySelector('[data-testid="device-column"][data-device="rpc-1"]')?.dataset.overflow === "true");
+  assert.match(await column("rpc-1").locator('[data-testid="device-overflow"]').textContent(), /over by \d+\.\d GiB/);
+  assert.equal(await column("rpc-1").locator('[data-testid="device-usage"].bad').count(), 1);
   await page.locator('[data-testid="also-remove"]').click();
   await until("this box's columns again", () => document.querySelectorAll('[data-testid="device-column"]').length === 5);
 });

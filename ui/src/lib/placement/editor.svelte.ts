@@ -233,12 +233,6 @@ export class PlacementEditor {
       if (b) moves.push({ ...b, to });
     }
     if (moves.length === 0) return;
-    if ((r.report.options.rpc_servers ?? []).length > 0) {
-      // The moves here follow this box's GPUs; lent devices come first in -dev and -ts.
-      this.error = { code: 'lent_devices', message: 'Blocks cannot be moved by hand on a rig of several boxes yet: use Automatic placement, or paste a llama-server command with its --rpc, -dev, -ts and -ot.' };
-      this.selected = new Set();
-      return;
-    }
     const ctx = contextFromResponse(r);
     const next = applyMoves(this.options, ctx, layout, moves);
     this.selected = new Set();

@@ -64,7 +64,7 @@ beforeEach(() => {
 });
 
 describe('PlacementEditor', () => {
-  it('plans with another box over a link, and refuses hand moves once devices are lent', async () => {
+  it('plans with another box over a link, and moves blocks onto its lent devices by -dev, -ts and -ot', async () => {
     presets = [
       { id: '4x3090', name: '4× RTX 3090', source: '', devices: [] },
       { id: '2x3090', name: '2× RTX 3090', source: '', devices: [] },
@@ -82,19 +82,55 @@ describe('PlacementEditor', () => {
     expect(sent.rig).toEqual({ preset: '4x3090', also: [{ preset: '2x3090', link: '1gbe' }] });
     expect(sent.options?.rpc_servers).toEqual([]);
 
+    // The daemon's plan across the boxes: layers 0–1 on RPC0, 2 on RPC1, 3–5 on CUDA0, 6–7 on CUDA1.
+    const rpc = (index: number) => ({ kind: 'rpc' as const, index });
+    const servers = [{ endpoint: 'box2:50052', devices: 2 }];
+    const pasted = options({ rpc_servers: servers, devices: [rpc(0), rpc(1), { kind: 'gpu', index: 0 }, { kind: 'gpu', index: 1 }], tensor_split: [2, 1, 3, 3] });
     answer = async (_p, body) => {
-      const r = planFor(body as PlanRequest);
-      r.report.options = { ...r.report.options, rpc_servers: [{ endpoint: 'box2:50052', devices: 2 }] };
+      const o = (body as PlanRequest).options ?? pasted;
+      const r = response(
+        [
+          devicePlan(gpuSpec(0), { layers: [3, 4, 5], expert_layers: [3, 4, 5] }),
+          devicePlan(gpuSpec(1), { layers: [6, 7], expert_layers: [6, 7] }),
+          devicePlan(gpuSpec(0, { id: rpc(0), name: 'RPC0 · GPU 0 · RTX 3090 · on box 2' }), { layers: [0, 1], expert_layers: [1] }),
+          devicePlan(gpuSpec(1, { id: rpc(1), name: 'RPC1 · GPU 1 · RTX 3090 · on box 2' }), { layers: [2], expert_layers: [2] }),
+          devicePlan(cpuSpec()),
+        ],
+        o,
+        8,
+      );
+      r.boxes = [{ name: 'box 2', endpoint: 'box2:50052', link: { name: '1 GbE', throughput_bytes_per_s: 117_625_000, latency_s: 0.00015 }, devices: [rpc(0), rpc(1)] }];
       return r;
     };
-    ed.setOptions({ context: 8192 });
+    await ed.paste('llama-server -m /m/glm.gguf --rpc box2:50052 -dev RPC0,RPC1,CUDA0,CUDA1 -ts 2,1,3,3');
+    expect(ed.error).toBeNull();
+    expect(ed.pasteError).toBeNull();
+    expect(ed.layout!.layers.slice(0, 3)).toEqual(['rpc-0', 'rpc-0', 'rpc-1']);
+    ed.move(['L2'], 'rpc-0');
+    expect(ed.layout!.layers[2]).toBe('rpc-0');
+    expect(ed.error).toBeNull();
     await new Promise((resolve) => setTimeout(resolve, 400));
     await flush();
-    const before = calls.length;
-    ed.move(['L0'], 'gpu-1');
+    sent = calls.at(-1)!.body as PlanRequest;
+    expect(sent.options!.tensor_split).toEqual([3, 0, 3, 3]);
+    expect(sent.options!.rpc_servers).toEqual(servers);
+    expect(sent.options!.devices).toEqual([rpc(0), rpc(1), { kind: 'gpu', index: 0 }, { kind: 'gpu', index: 1 }]);
+    // Layer 2's experts stay on RPC1 until they are moved too.
+    expect(sent.options!.overrides).toEqual([{ pattern: String.raw`blk\.2\.ffn_.*_exps`, device: rpc(1) }]);
+
+    // A plan that keeps the model here: the first move onto a lent device names the box's server.
+    ed.options = { ...ed.options, rpc_servers: [], devices: [], tensor_split: [] };
+    ed.request(true);
     await flush();
-    expect(calls.length).toBe(before);
-    expect(ed.error?.message).toContain('several boxes');
+    ed.move(['E7'], 'rpc-1');
+    await new Promise((resolve) => setTimeout(resolve, 400));
+    await flush();
+    sent = calls.at(-1)!.body as PlanRequest;
+    expect(sent.options!.rpc_servers).toEqual(servers);
+    // Layer 7's experts join the entry that keeps layer 2's on RPC1; the rest stays here.
+    expect(sent.options!.overrides).toEqual([{ pattern: String.raw`blk\.(2|7)\.ffn_.*_exps`, device: rpc(1) }]);
+    expect(sent.options!.devices).toEqual([{ kind: 'gpu', index: 0 }, { kind: 'gpu', index: 1 }, rpc(0), rpc(1)]);
+    expect(sent.options!.tensor_split).toEqual([5, 4, 0, 0]);
 
     ed.setBox(0, null);
     await flush();

@@ -34,16 +34,21 @@ export function parseBlockId(id: string): BlockRef | null {
   return m ? { kind: m[1] === 'L' ? 'layer' : 'experts', layer: Number(m[2]) } : null;
 }
 
-/** Model and rig facts for the translation, from a plan answer. */
-export function contextFromResponse(r: Pick<PlanResponse, 'layers' | 'report'>): PlacementContext {
+/** Model and rig facts for the translation, from a plan answer: this box's GPUs, the devices
+ *  other boxes lend and their `--rpc` servers (one per box, in the answer's order). */
+export function contextFromResponse(r: Pick<PlanResponse, 'layers' | 'report' | 'boxes'>): PlacementContext {
   const gpuCapacities: number[] = [];
+  const lentCapacities: number[] = [];
   const expertLayers = new Set<number>();
   for (const d of r.report.plan.devices) {
     if (d.spec.id.kind === 'gpu') gpuCapacities[d.spec.id.index] = d.spec.capacity_bytes;
+    if (d.spec.id.kind === 'rpc') lentCapacities[d.spec.id.index] = d.spec.capacity_bytes;
     for (const l of d.usage.expert_layers) expertLayers.add(l);
   }
   for (let i = 0; i < gpuCapacities.length; i++) gpuCapacities[i] ??= 0;
-  return { nLayer: r.layers, gpuCapacities, expertLayers };
+  for (let i = 0; i < lentCapacities.length; i++) lentCapacities[i] ??= 0;
+  const servers = (r.boxes ?? []).map((b) => ({ endpoint: b.endpoint, devices: b.devices.length }));
+  return { nLayer: r.layers, gpuCapacities, expertLayers, lentCapacities, servers };
 }
 
 /** Where every block is in the daemon's plan for `options`. */

@@ -238,10 +238,88 @@ describe('pattern helpers', () => {
   });
 
   it('splitFor only writes contiguous ranges in GPU order', () => {
-    expect(splitFor(['gpu-0', 'gpu-0', 'gpu-1'], 2)).toEqual({ n_gpu_layers: null, tensor_split: [2, 2] });
-    expect(splitFor([CPU, 'gpu-1', 'gpu-1'], 3)).toEqual({ n_gpu_layers: 3, tensor_split: [0, 3, 0] });
-    expect(splitFor(['gpu-1', 'gpu-0'], 2)).toBeNull();
-    expect(splitFor(['gpu-0', CPU, 'gpu-0'], 2)).toBeNull();
-    expect(splitFor([CPU, CPU], 2)).toEqual({ n_gpu_layers: 0, tensor_split: null });
+    const two = ['gpu-0', 'gpu-1'];
+    expect(splitFor(['gpu-0', 'gpu-0', 'gpu-1'], two)).toEqual({ n_gpu_layers: null, tensor_split: [2, 2] });
+    expect(splitFor([CPU, 'gpu-1', 'gpu-1'], ['gpu-0', 'gpu-1', 'gpu-2'])).toEqual({ n_gpu_layers: 3, tensor_split: [0, 3, 0] });
+    expect(splitFor(['gpu-1', 'gpu-0'], two)).toBeNull();
+    expect(splitFor(['gpu-0', CPU, 'gpu-0'], two)).toBeNull();
+    expect(splitFor([CPU, CPU], two)).toEqual({ n_gpu_layers: 0, tensor_split: null });
+    // In llama.cpp's device order, lent devices first: positions follow the order given.
+    expect(splitFor(['rpc-0', 'gpu-0', 'gpu-1'], ['rpc-0', 'rpc-1', 'gpu-0', 'gpu-1'])).toEqual({ n_gpu_layers: null, tensor_split: [1, 0, 1, 2] });
+    expect(splitFor(['gpu-0', 'rpc-0'], ['rpc-0', 'gpu-0'])).toBeNull();
+  });
+});
+
+describe('across boxes (devices another box lends, RPC0… in llama.cpp)', () => {
+  const rpc = (index: number): TensorOverride['device'] => ({ kind: 'rpc', index });
+  const servers = [{ endpoint: 'box2:50052', devices: 2 }];
+  /** The two local cards, and a second box lending two more over llama.cpp RPC. */
+  const rig: PlacementContext = { ...ctx, lentCapacities: [24 * GIB, 24 * GIB], servers };
+  /** What the automatic placer writes across boxes: -dev with the lent devices first, layers
+   *  0–1 on RPC0, 2 on RPC1, 3–5 on CUDA0, 6–7 and the output on CUDA1. */
+  const across: PlacementOptions = baseOptions({
+    rpc_servers: servers,
+    devices: [rpc(0), rpc(1), cuda(0), cuda(1)],
+    tensor_split: [2, 1, 3, 3],
+    overrides: [catchAll],
+  });
+
+  it('reads -dev and -ts in llama.cpp device order, lent devices first when -dev is absent', () => {
+    const s = simulate(across, rig);
+    expect(s.layers).toEqual(['rpc-0', 'rpc-0', 'rpc-1', 'gpu-0', 'gpu-0', 'gpu-0', 'gpu-1', 'gpu-1']);
+    expect(s.experts[1]).toBe(CPU);
+    const noDev = simulate({ ...across, devices: [] }, rig);
+    expect(noDev.layers).toEqual(s.layers);
+    // Without --rpc the lent devices hold nothing: -ts covers this box's cards alone.
+    const here = simulate(baseOptions({ tensor_split: [4, 5] }), rig);
+    expect(here.layers).toEqual(['gpu-0', 'gpu-0', 'gpu-0', 'gpu-0', 'gpu-1', 'gpu-1', 'gpu-1', 'gpu-1']);
+  });
+
+  it('a layer dragged onto a lent device next to its range changes -ts in -dev order', () => {
+    const next = move(across, [{ kind: 'layer', layer: 2, to: 'rpc-0' }], rig);
+    expect(next.tensor_split).toEqual([3, 0, 3, 3]);
+    expect(next.devices).toEqual(across.devices);
+    expect(next.overrides).toEqual([catchAll]);
+    const back = move(next, [{ kind: 'layer', layer: 2, to: 'rpc-1' }], rig);
+    expect(back.tensor_split).toEqual([2, 1, 3, 3]);
+  });
+
+  it('a layer dragged from a local card onto a lent one reorders -dev when that keeps the ranges whole', () => {
+    const next = move(across, [{ kind: 'layer', layer: 3, to: 'rpc-1' }], rig);
+    expect(next.tensor_split).toEqual([2, 2, 2, 3]);
+    // The last layer onto RPC1: RPC1's range follows CUDA1's, so RPC1 comes after it in -dev.
+    const last = move(baseOptions({ rpc_servers: servers, devices: [rpc(0), rpc(1), cuda(0), cuda(1)], tensor_split: [0, 0, 4, 5] }), [{ kind: 'layer', layer: 7, to: 'rpc-1' }], rig);
+    expect(last.devices).toEqual([cuda(0), cuda(1), rpc(1), rpc(0)]);
+    expect(last.tensor_split).toEqual([4, 3, 2, 0]);
+    // The layer's experts stay where they were until they are moved too.
+    expect(last.overrides).toEqual([ot(String.raw`blk\.7\.ffn_.*_exps`, cuda(1))]);
+  });
+
+  it('a layer that cannot join a range goes by a per-layer entry to the lent device', () => {
+    const next = move(across, [{ kind: 'layer', layer: 7, to: 'rpc-0' }], rig);
+    expect(next.overrides).toContainEqual(ot(String.raw`blk\.7\.`, rpc(0)));
+    expect(next.tensor_split).toEqual(across.tensor_split);
+    expect(catchAllIsLast(next)).toBe(true);
+  });
+
+  it('the first move onto a lent device adds the --rpc servers and keeps every other layer where it was', () => {
+    const next = move(solved, [{ kind: 'experts', layer: 7, to: 'rpc-1' }], rig);
+    expect(next.rpc_servers).toEqual(servers);
+    expect(next.devices).toEqual([cuda(0), cuda(1), rpc(0), rpc(1)]);
+    expect(next.tensor_split).toEqual([4, 5, 0, 0]);
+    expect(next.overrides.at(-2)).toEqual(ot(String.raw`blk\.7\.ffn_.*_exps`, rpc(1)));
+    expect(catchAllIsLast(next)).toBe(true);
+
+    const layer = move(baseOptions(), [{ kind: 'layer', layer: 0, to: 'rpc-0' }], rig);
+    expect(layer.rpc_servers).toEqual(servers);
+    expect(layer.devices).toEqual([rpc(0), cuda(0), cuda(1), rpc(1)]);
+    expect(layer.tensor_split).toEqual([1, 4, 4, 0]);
+  });
+
+  it('on this box alone nothing about lent devices is written', () => {
+    const next = move(solved, [{ kind: 'layer', layer: 4, to: 'gpu-0' }], rig);
+    expect(next.rpc_servers ?? []).toEqual([]);
+    expect(next.devices ?? []).toEqual([]);
+    expect(next.tensor_split).toEqual([5, 4]);
   });
 });

@@ -5,22 +5,28 @@
 //   would otherwise take those tensors, so a CPU catch-all (`\.ffn_(up|down|gate|gate_up)_(ch|)exps`)
 //   stays last. A layer moved back where the entries already send it leaves no entry behind.
 // - Whole layers: `-ngl` (layers kept on the CPU, from the first) and `-ts` (one contiguous range
-//   per GPU, in GPU order, the output layer with the last one) when the layout can be said that way;
-//   otherwise per-layer entries `blk\.(a|b|…)\.=DEVICE`. llama.cpp keeps a layer's KV cache on its
-//   -ngl/-ts device, so such entries move the layer's weights but not its KV.
+//   per offload device, in llama.cpp's device order, the output layer with the last one) when the
+//   layout can be said that way; otherwise per-layer entries `blk\.(a|b|…)\.=DEVICE`. llama.cpp
+//   keeps a layer's KV cache on its -ngl/-ts device, so such entries move the layer's weights but
+//   not its KV.
+// - Devices other boxes lend (RPC0…): the first move onto one adds the boxes' `--rpc` servers and a
+//   `-dev` list (this box's devices as before, then the lent ones at `-ts` 0); with lent devices,
+//   `-dev` is reordered when that lets every device keep one range of layers.
 //
 // Pure functions; the daemon plans the result and is the judge of where things really land.
 
-import type { PlacementOptions, TensorOverride } from '../api/types';
-import { CPU, deviceKey, gpuIndex, parseDeviceKey, type DeviceKey } from './devices';
+import type { DeviceId, PlacementOptions, TensorOverride } from '../api/types';
+import { CPU, deviceKey, isLentKey, parseDeviceKey, type DeviceKey } from './devices';
 import { applyMovesToLayout, type BlockKind, type Move } from './layout';
 import {
-  assignLayers,
   compileOverrides,
   compilePattern,
   expertTensorNames,
   firstMatch,
+  layerHomes,
   layerTensorNames,
+  lentByServers,
+  offloadOrder,
   simulate,
   type Layout,
   type PlacementContext,
@@ -122,26 +128,82 @@ export function addToGroup(overrides: TensorOverride[], kind: BlockKind, layer: 
 }
 
 /** `-ngl`/`-ts` that put every layer where `layers` says, when that is possible: CPU layers
- *  first, then one contiguous range per GPU in GPU order. The output layer goes with the last GPU
- *  that holds layers, so it counts in that GPU's share. `tensor_split: null` keeps the old one. */
+ *  first, then one contiguous range per offload device in `order` (llama.cpp's device order, the
+ *  `-dev` list). The output layer goes with the last device that holds layers, so it counts in
+ *  that device's share. `tensor_split: null` keeps the old one. */
 export function splitFor(
   layers: DeviceKey[],
-  nGpus: number,
+  order: readonly DeviceKey[],
 ): { n_gpu_layers: number | null; tensor_split: number[] | null } | null {
   const n = layers.length;
   let k = 0;
   while (k < n && layers[k] === CPU) k++;
   if (k === n) return { n_gpu_layers: 0, tensor_split: null };
-  const counts = Array<number>(nGpus).fill(0);
+  const counts = Array<number>(order.length).fill(0);
   let last = -1;
   for (let i = k; i < n; i++) {
-    const g = gpuIndex(layers[i]!);
-    if (g == null || g >= nGpus || g < last) return null;
-    counts[g] = counts[g]! + 1;
-    last = g;
+    const p = order.indexOf(layers[i]!);
+    if (p < 0 || p < last) return null;
+    counts[p] = counts[p]! + 1;
+    last = p;
   }
   counts[last] = counts[last]! + 1;
   return { n_gpu_layers: k === 0 ? null : n + 1 - k, tensor_split: counts };
+}
+
+/** A device order (`-dev`) in which `layers` are contiguous ranges: the devices in the order
+ *  their ranges come, then the rest of `order`; null when a device's layers are not one range. */
+export function orderFor(layers: DeviceKey[], order: readonly DeviceKey[]): DeviceKey[] | null {
+  const runs: DeviceKey[] = [];
+  for (const d of layers) {
+    if (runs.at(-1) === d || (d === CPU && runs.length === 0)) continue;
+    if (d === CPU || runs.includes(d)) return null;
+    runs.push(d);
+  }
+  return [...runs, ...order.filter((d) => !runs.includes(d))];
+}
+
+function idsOf(order: readonly DeviceKey[]): DeviceId[] {
+  return order.map((k) => parseDeviceKey(k)).filter((id): id is DeviceId => id != null);
+}
+
+/** Options whose `--rpc` names the other boxes' servers, for a move onto a lent device: `-dev`
+ *  lists this box's devices as before, then the lent ones, and `-ts` keeps every layer where it
+ *  was (the lent devices at 0). Unchanged when the servers are already there. */
+export function withLentServers(o: PlacementOptions, ctx: PlacementContext): PlacementOptions {
+  const servers = ctx.servers ?? [];
+  if (lentByServers(o) > 0 || servers.length === 0) return o;
+  const homes = layerHomes(o, ctx);
+  const before = offloadOrder(o, ctx);
+  const lent = (ctx.lentCapacities ?? []).map((_, i) => deviceKey({ kind: 'rpc', index: i }));
+  const order = [...before, ...lent.filter((k) => !before.includes(k))];
+  const split = splitFor(homes, order);
+  const padded = o.tensor_split.length > 0 ? [...o.tensor_split, ...Array<number>(order.length - before.length).fill(0)] : o.tensor_split;
+  return {
+    ...o,
+    rpc_servers: servers.map((s) => ({ ...s })),
+    devices: idsOf(order),
+    tensor_split: split?.tensor_split ?? padded,
+  };
+}
+
+/** `-ngl`/`-ts` (and on a rig of several boxes `-dev`, with `-mg` following its device) that put
+ *  every layer where `layers` says, or null when only per-layer entries can. */
+function layerSplit(o: PlacementOptions, ctx: PlacementContext, layers: DeviceKey[]): Partial<PlacementOptions> | null {
+  const order = offloadOrder(o, ctx);
+  const split = splitFor(layers, order);
+  if (split) return { n_gpu_layers: split.n_gpu_layers, ...(split.tensor_split ? { tensor_split: split.tensor_split } : {}) };
+  if (lentByServers(o) === 0) return null;
+  const reordered = orderFor(layers, order);
+  const across = reordered && splitFor(layers, reordered);
+  if (!reordered || !across) return null;
+  const main = reordered.indexOf(order[o.main_gpu] ?? '');
+  return {
+    n_gpu_layers: across.n_gpu_layers,
+    ...(across.tensor_split ? { tensor_split: across.tensor_split } : {}),
+    devices: idsOf(reordered),
+    main_gpu: main >= 0 ? main : o.main_gpu,
+  };
 }
 
 function sameList<T>(a: T[], b: T[]): boolean {
@@ -149,7 +211,13 @@ function sameList<T>(a: T[], b: T[]): boolean {
 }
 
 function cloneOptions(o: PlacementOptions): PlacementOptions {
-  return { ...o, tensor_split: [...o.tensor_split], overrides: o.overrides.map((x) => ({ ...x, device: { ...x.device } })) };
+  return {
+    ...o,
+    tensor_split: [...o.tensor_split],
+    overrides: o.overrides.map((x) => ({ ...x, device: { ...x.device } })),
+    ...(o.rpc_servers ? { rpc_servers: o.rpc_servers.map((x) => ({ ...x })) } : {}),
+    ...(o.devices ? { devices: o.devices.map((x) => ({ ...x })) } : {}),
+  };
 }
 
 /**
@@ -176,16 +244,16 @@ export function applyMoves(
   const trustLayer = (i: number) => movedLayers.has(i) || before.layers[i] === current.layers[i];
   const trustExperts = (i: number) => movedExperts.has(i) || before.experts[i] === current.experts[i];
 
-  const o = cloneOptions(options);
+  let o = cloneOptions(options);
+  if (effective.some((m) => isLentKey(m.to))) o = withLentServers(o, ctx);
   for (const l of movedExperts) o.overrides = withoutLayer(o.overrides, 'experts', l);
   if (movedLayers.size > 0) {
     for (const l of movedLayers) o.overrides = withoutLayer(o.overrides, 'layer', l);
-    const home = assignLayers(ctx.nLayer, ctx.gpuCapacities, o).layers;
+    const home = layerHomes(o, ctx);
     if (!sameList(home, desired.layers)) {
-      const split = splitFor(desired.layers, ctx.gpuCapacities.length);
+      const split = layerSplit(o, ctx, desired.layers);
       if (split) {
-        o.n_gpu_layers = split.n_gpu_layers;
-        if (split.tensor_split) o.tensor_split = split.tensor_split;
+        o = { ...o, ...split };
         if (o.split_mode === 'none' && split.n_gpu_layers !== 0) o.split_mode = 'layer';
         // The split now puts every layer in place: per-layer entries are no longer needed.
         o.overrides = o.overrides.filter((x) => parseGroup(x.pattern)?.kind !== 'layer');

@@ -5,8 +5,8 @@
 // The daemon's plan is the truth; this exists so a move in the editor can be turned into the
 // smallest change of flags that produces it (see moves.ts).
 
-import type { PlacementOptions, TensorOverride } from '../api/types';
-import { CPU, deviceKey, gpuKey, type DeviceKey } from './devices';
+import type { PlacementOptions, RpcServer, TensorOverride } from '../api/types';
+import { CPU, deviceKey, gpuKey, parseDeviceKey, type DeviceKey } from './devices';
 
 /** What the translation needs to know about the model and the rig. */
 export interface PlacementContext {
@@ -16,6 +16,44 @@ export interface PlacementContext {
   gpuCapacities: number[];
   /** Layers that have routed experts (`ffn_*_exps`). */
   expertLayers: ReadonlySet<number>;
+  /** Each device other boxes lend, by RPC index (absent: none). */
+  lentCapacities?: number[];
+  /** The `--rpc` servers of those boxes, in order, for options that do not name them yet. */
+  servers?: RpcServer[];
+}
+
+/** How many devices the options' `--rpc` servers lend. */
+export function lentByServers(options: Pick<PlacementOptions, 'rpc_servers'>): number {
+  return (options.rpc_servers ?? []).reduce((n, s) => n + s.devices, 0);
+}
+
+/** The devices layers are offloaded to, in the order `-ts`, `-mg` and the layer split follow
+ *  (crates/placement/src/plan.rs `offload_order`): the `-dev` list when given, else llama.cpp's
+ *  own order, the devices lent by the `--rpc` servers first, then this box's GPUs. */
+export function offloadOrder(options: Pick<PlacementOptions, 'rpc_servers' | 'devices'>, ctx: PlacementContext): DeviceKey[] {
+  const lent = Math.min(lentByServers(options), ctx.lentCapacities?.length ?? 0);
+  const known = (key: DeviceKey) => {
+    const id = parseDeviceKey(key);
+    return capacityOf(key, ctx) != null && !(id?.kind === 'rpc' && id.index >= lent);
+  };
+  const listed = (options.devices ?? []).map(deviceKey);
+  if (listed.length > 0) return listed.filter(known);
+  const lentKeys = Array.from({ length: lent }, (_, i) => `rpc-${i}`);
+  return [...lentKeys, ...ctx.gpuCapacities.map((_, i) => gpuKey(i))];
+}
+
+/** A GPU's or lent device's capacity, or null for one the rig does not have. */
+export function capacityOf(key: DeviceKey, ctx: PlacementContext): number | null {
+  const id = parseDeviceKey(key);
+  if (!id || id.kind === 'cpu') return null;
+  const caps = id.kind === 'gpu' ? ctx.gpuCapacities : (ctx.lentCapacities ?? []);
+  return caps[id.index] ?? null;
+}
+
+/** Each layer's `-ngl`/`-ts` device on the context's rig, in its offload order. */
+export function layerHomes(options: PlacementOptions, ctx: PlacementContext): DeviceKey[] {
+  const order = offloadOrder(options, ctx);
+  return assignOver(ctx.nLayer, order, order.map((k) => capacityOf(k, ctx) ?? 0), options).layers;
 }
 
 /** Where each layer's non-expert weights and its experts are (`null`: no experts). */
@@ -31,14 +69,29 @@ export function assignLayers(
   gpuCapacities: number[],
   options: Pick<PlacementOptions, 'n_gpu_layers' | 'tensor_split' | 'split_mode' | 'main_gpu'>,
 ): { layers: DeviceKey[]; output: DeviceKey } {
-  const nGpus = gpuCapacities.length;
+  return assignOver(
+    nLayer,
+    gpuCapacities.map((_, i) => gpuKey(i)),
+    gpuCapacities,
+    options,
+  );
+}
+
+/** As `assignLayers`, over `order` (the offload devices by position) and their capacities. */
+function assignOver(
+  nLayer: number,
+  order: DeviceKey[],
+  capacities: number[],
+  options: Pick<PlacementOptions, 'n_gpu_layers' | 'tensor_split' | 'split_mode' | 'main_gpu'>,
+): { layers: DeviceKey[]; output: DeviceKey } {
+  const nGpus = order.length;
   let gpus: number[];
   if (options.split_mode === 'none') gpus = options.main_gpu < nGpus ? [options.main_gpu] : [];
   else gpus = Array.from({ length: nGpus }, (_, i) => i);
   if (gpus.length === 0) {
     return { layers: Array<DeviceKey>(nLayer).fill(CPU), output: CPU };
   }
-  const splits = cumulativeSplits(gpus, gpuCapacities, options.tensor_split);
+  const splits = cumulativeSplits(gpus, capacities, options.tensor_split);
   const total = nLayer + 1;
   const ngl = options.n_gpu_layers == null ? total : Math.min(options.n_gpu_layers, total);
   const firstGpuLayer = total - ngl;
@@ -48,7 +101,7 @@ export function assignLayers(
     // upper_bound: the first split point strictly greater than the position.
     let slot = splits.findIndex((s) => s > position);
     if (slot < 0) slot = splits.length - 1;
-    return gpuKey(gpus[slot]!);
+    return order[gpus[slot]!]!;
   };
   return { layers: Array.from({ length: nLayer }, (_, il) => deviceOf(il)), output: deviceOf(nLayer) };
 }
@@ -139,7 +192,7 @@ export function expertsDevice(compiled: CompiledOverride[], layer: number, home:
 
 /** The layout these options give, by the rules above. */
 export function simulate(options: PlacementOptions, ctx: PlacementContext): Layout & { home: DeviceKey[] } {
-  const home = assignLayers(ctx.nLayer, ctx.gpuCapacities, options).layers;
+  const home = layerHomes(options, ctx);
   const compiled = compileOverrides(options.overrides);
   return {
     home,
