@@ -7,7 +7,10 @@
 #   3. planned against measured VRAM: synthetic models (a dense GQA model and an MoE, zero weights,
 #      real tokenizer) planned on the live GPU, compared with `llama-fit-params` of the CUDA build,
 #      then started as launch profiles through the daemon (`rigdeck run`) and measured by NVML per
-#      process (`rigdeck ps --json`) and by the GPU's used-memory delta; one chat completion each.
+#      process (`rigdeck ps --json`) and by the GPU's used-memory delta; one chat completion each;
+#   4. the MoE with `-ot` sending two GPU-held layers' experts to the host: CUDA0's compute buffer
+#      from llama-fit-params (op offload on and off, micro-batches past and under the offload
+#      threshold) beside the plan's.
 #
 # Not part of `make test` (CI has no GPU). Needs: nvidia-smi, nvcc, cmake, ninja, python3, curl.
 # BACKEND=cpu runs the same steps without a GPU (with the NVML test double and any nvidia-smi
@@ -106,6 +109,40 @@ FIT_ARGS=()
 check dense "$work/dense.gguf" --from-plan-auto
 FIT_ARGS=(-cmoe)
 check moe-experts-on-cpu "$work/moe.gguf" --cpu-moe
+
+step "-ot: experts of GPU-held layers in host memory, the CUDA compute buffer beside the plan's"
+# Unmeasured so far (README, the -ot paragraph): with every layer on the GPU and the routed
+# experts of layers 1 and 2 sent to the host by -ot, llama.cpp's scheduler runs those experts'
+# matmuls on the GPU for a micro-batch of at least GGML_OP_OFFLOAD_MIN_BATCH tokens (32 unless
+# set), their weights copied into the GPU's compute buffer; below it, or with --no-op-offload,
+# on the CPU. The plan replays those layers on the GPU without the copies. This records CUDA0's
+# compute buffer as llama-fit-params logs it (its last sched_reserve) at -ub 512 and -ub 16, with
+# op offload on and off, beside the plan's CUDA0 compute figure. It states no result: compare.
+OT='blk\.(1|2)\.ffn_.*_exps\.=CPU'
+for ub in 512 16; do
+  rigdeck plan --rig live --json -- llama-server -m "$work/moe.gguf" -c "$CTX" -ngl 99 -ub "$ub" -ot "$OT" \
+    >"$OUT/plan-ot-ub$ub.json"
+  for offload in --op-offload --no-op-offload; do
+    "$bindir/llama-fit-params" -m "$work/moe.gguf" -fitp on -nr -v -c "$CTX" -ngl 99 -ub "$ub" -ot "$OT" "$offload" \
+      >"$OUT/fit-ot-ub$ub$offload.txt" 2>&1
+  done
+done
+python3 - "$OUT" <<'PY'
+import json, pathlib, re, sys
+out = pathlib.Path(sys.argv[1])
+for ub in (512, 16):
+    try:
+        report = json.loads((out / f"plan-ot-ub{ub}.json").read_text())["report"]
+        gpu = next(d for d in report["plan"]["devices"] if d["spec"]["id"] == {"kind": "gpu", "index": 0})
+        planned = f"{gpu['usage']['compute_estimate_bytes'] / 2**20:.2f} MiB"
+    except (OSError, KeyError, StopIteration, ValueError) as e:
+        planned = f"no plan ({e!r})"
+    for offload in ("--op-offload", "--no-op-offload"):
+        log = (out / f"fit-ot-ub{ub}{offload}.txt").read_text(errors="replace")
+        found = re.findall(r"CUDA0 compute buffer size =\s*([0-9.]+) MiB", log)
+        measured = f"{found[-1]} MiB" if found else "not logged"
+        print(f"-ot experts on the host, -ub {ub:<3} {offload:<16} CUDA0 compute: llama.cpp {measured:>12}, plan {planned}")
+PY
 
 step "planned vs measured"
 python3 - "$OUT" <<'PY'

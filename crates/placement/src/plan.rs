@@ -4,7 +4,9 @@
 use regex::Regex;
 use serde::{Deserialize, Serialize};
 
-use super::compute::compute_estimate;
+use std::rc::Rc;
+
+use super::compute::{compute_estimate, remembered_matches};
 use super::correction::Correction;
 use super::kv::{self, KvError};
 use super::layers::{assign_layers, LayerDevices};
@@ -104,11 +106,6 @@ pub enum PlanError {
     Kv(#[from] KvError),
 }
 
-struct CompiledOverride {
-    regex: Regex,
-    device: DeviceId,
-}
-
 /// What a message names as the devices there are: `CUDA0, CUDA1, RPC0 or CPU`.
 fn available_names(devices: &[DeviceSpec]) -> String {
     let names: Vec<String> = devices.iter().map(|d| d.id.device_name()).collect();
@@ -119,31 +116,52 @@ fn available_names(devices: &[DeviceSpec]) -> String {
     }
 }
 
-fn compile_overrides(
+/// Refuses an override to a device the rig does not have.
+fn check_override_devices(
     options: &PlacementOptions,
     devices: &[DeviceSpec],
-) -> Result<Vec<CompiledOverride>, PlanError> {
-    options
+) -> Result<(), PlanError> {
+    match options
         .overrides
         .iter()
-        .map(|o| {
-            if !devices.iter().any(|d| d.id == o.device) {
-                return Err(PlanError::UnknownDevice {
-                    flag: "-ot",
-                    device: o.device.buffer_name(),
-                    available: available_names(devices),
-                });
-            }
-            let regex = Regex::new(&o.pattern).map_err(|e| PlanError::BadPattern {
-                pattern: o.pattern.clone(),
-                reason: e.to_string(),
-            })?;
-            Ok(CompiledOverride {
-                regex,
-                device: o.device,
+        .find(|o| !devices.iter().any(|d| d.id == o.device))
+    {
+        Some(o) => Err(PlanError::UnknownDevice {
+            flag: "-ot",
+            device: o.device.buffer_name(),
+            available: available_names(devices),
+        }),
+        None => Ok(()),
+    }
+}
+
+/// For each of `model`'s tensors, the first override whose pattern matches its name (llama.cpp
+/// applies the first), remembered while a solver plans the model ([`remembered_matches`]).
+fn first_matches(
+    model: &ModelShape,
+    options: &PlacementOptions,
+) -> Result<Rc<[Option<usize>]>, PlanError> {
+    let patterns: Vec<&str> = options
+        .overrides
+        .iter()
+        .map(|o| o.pattern.as_str())
+        .collect();
+    remembered_matches(&patterns, || {
+        let regexes = patterns
+            .iter()
+            .map(|&pattern| {
+                Regex::new(pattern).map_err(|e| PlanError::BadPattern {
+                    pattern: pattern.to_owned(),
+                    reason: e.to_string(),
+                })
             })
-        })
-        .collect()
+            .collect::<Result<Vec<Regex>, PlanError>>()?;
+        Ok(model
+            .tensors
+            .iter()
+            .map(|t| regexes.iter().position(|r| r.is_match(&t.name)))
+            .collect())
+    })
 }
 
 /// The devices layers can be offloaded to, in the order llama.cpp uses them, which `-ts`, `-mg`
@@ -194,7 +212,8 @@ pub fn plan(
     options: &PlacementOptions,
 ) -> Result<Plan, PlanError> {
     let gpus = offload_order(devices, options)?;
-    let overrides = compile_overrides(options, devices)?;
+    check_override_devices(options, devices)?;
+    let first_match = first_matches(model, options)?;
     let free: Vec<u64> = gpus.iter().map(|d| d.capacity_bytes).collect();
     // Layers come back by position in the offload order; each position is a real device.
     let mut layer_devices = assign_layers(model.n_layer, &free, options);
@@ -206,12 +225,12 @@ pub fn plan(
         *d = by_position(*d);
     }
     layer_devices.output = by_position(layer_devices.output);
-    let mut override_hits = vec![0u32; overrides.len()];
+    let mut override_hits = vec![0u32; options.overrides.len()];
     let tensor_devices: Vec<DeviceId> = model
         .tensors
         .iter()
-        .map(|t| {
-            let matched = overrides.iter().position(|o| o.regex.is_match(&t.name));
+        .zip(first_match.iter())
+        .map(|(t, &matched)| {
             if let Some(hit) = matched.and_then(|i| override_hits.get_mut(i)) {
                 *hit = hit.saturating_add(1);
             }
@@ -219,7 +238,7 @@ pub fn plan(
                 t.role,
                 t.layer,
                 &layer_devices,
-                matched.map(|i| overrides[i].device),
+                matched.map(|i| options.overrides[i].device),
             )
         })
         .collect();

@@ -48,6 +48,17 @@ pub fn solve_across(
     boxes: &[RemoteBox],
     base: &PlacementOptions,
 ) -> Result<Solution, PlanError> {
+    // Every trial below plans this one model: a device's share replayed once is remembered.
+    crate::compute::remembering(|| solve_across_remembering(model, devices, boxes, base))
+}
+
+/// [`solve_across`]'s body, its compute buffers remembered.
+fn solve_across_remembering(
+    model: &ModelShape,
+    devices: &[DeviceSpec],
+    boxes: &[RemoteBox],
+    base: &PlacementOptions,
+) -> Result<Solution, PlanError> {
     let lent: Vec<&DeviceSpec> = devices.iter().filter(|d| d.id.is_lent()).collect();
     let here_only = PlacementOptions {
         rpc_servers: Vec::new(),

@@ -17,7 +17,10 @@ mod dsa;
 mod gpt_oss;
 mod llama;
 mod mamba;
+mod memo;
 mod qwen_hybrid;
+
+pub(crate) use memo::{remembered_matches, remembering};
 
 use super::kv::{self, ContextGeometry};
 use super::layers::LayerDevices;
@@ -167,6 +170,19 @@ pub(crate) fn compute_estimate(
     } else {
         options
     };
+    memo::recall(device, layers, g, options, || {
+        estimate(model, device, layers, g, options)
+    })
+}
+
+/// [`compute_estimate`] without the memo: the replayed graph, or the phase formulas.
+fn estimate(
+    model: &ModelShape,
+    device: DeviceId,
+    layers: &LayerDevices,
+    g: &ContextGeometry,
+    options: &PlacementOptions,
+) -> u64 {
     let replayed = qwen_hybrid::compute_bytes(model, device, layers, g, options)
         .or_else(|| llama::compute_bytes(model, device, layers, g, options))
         .or_else(|| deepseek2::compute_bytes(model, device, layers, g, options))
