@@ -193,6 +193,17 @@ fn token_path(model: &ModelShape, plan: &Plan) -> Vec<Hop> {
             device,
             bytes: hidden,
         });
+        // Weights `-ot` sent elsewhere (the layer's KV stays): their products run where they are.
+        for weights in weights_elsewhere(model, plan, layer, device) {
+            path.push(Hop {
+                device: weights,
+                bytes: hidden,
+            });
+            path.push(Hop {
+                device,
+                bytes: hidden,
+            });
+        }
         if let Some(experts) = holder(layer, true).filter(|&e| e != device) {
             path.push(Hop {
                 device: experts,
@@ -215,6 +226,24 @@ fn token_path(model: &ModelShape, plan: &Plan) -> Vec<Hop> {
         bytes: logits,
     });
     path
+}
+
+/// The devices other than `device` that hold some of `layer`'s non-expert weights, in the order
+/// of the model's tensors.
+fn weights_elsewhere(
+    model: &ModelShape,
+    plan: &Plan,
+    layer: u32,
+    device: DeviceId,
+) -> Vec<DeviceId> {
+    let mut found = Vec::new();
+    for (tensor, &at) in model.tensors.iter().zip(&plan.tensor_devices) {
+        let own = tensor.layer == Some(layer) && tensor.role != TensorRole::Experts;
+        if own && at != device && !found.contains(&at) {
+            found.push(at);
+        }
+    }
+    found
 }
 
 /// Per lent box: the crossings of its link per token, and the load of its devices' weights.
@@ -331,6 +360,22 @@ mod tests {
         let p = plan(&model, &rig, &options).unwrap();
         let c = ceiling_across(&model, &p, std::slice::from_ref(&remote));
         assert_eq!(c.links[0].crossings_per_token, 6);
+
+        // A layer's attention weights sent by -ot (its KV cache stays where -ts put the layer): its
+        // matrix products run where the weights are, out and back.
+        options.overrides = vec![TensorOverride {
+            pattern: r"blk\.5\.attn_".into(),
+            device: DeviceId::Rpc(0),
+        }];
+        let p = plan(&model, &rig, &options).unwrap();
+        assert!(p
+            .device(DeviceId::Gpu(0))
+            .unwrap()
+            .usage
+            .layers
+            .contains(&5));
+        let c = ceiling_across(&model, &p, std::slice::from_ref(&remote));
+        assert_eq!(c.links[0].crossings_per_token, 4);
 
         // The lent device last (-dev): the logits cross on their way back for sampling.
         options.overrides.clear();
