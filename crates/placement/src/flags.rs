@@ -388,12 +388,6 @@ pub fn parse_args(words: &[String]) -> Result<ParsedCommand, FlagError> {
             parsed.options.lent_devices()
         ));
     }
-    if parsed.options.cache_type_v.is_quantized() && !parsed.options.flash_attention {
-        parsed
-            .notes
-            .push("a quantized V cache needs flash attention: llama.cpp turns -fa on".into());
-        parsed.options.flash_attention = true;
-    }
     Ok(parsed)
 }
 
@@ -684,6 +678,20 @@ mod tests {
   -ot "blk\.(8|9|10|11|12)\.ffn_.*_exps=CUDA1" \
   -ot "exps=CPU" \
   -t 12 --host 127.0.0.1 --port 8080 --jinja"#;
+
+    #[test]
+    fn a_command_with_fa_off_and_a_quantized_v_cache_is_read_as_written() {
+        // llama.cpp's default (-fa auto) runs flash attention; with -fa off it refuses a quantized
+        // V cache, which the plan says (compute::flash_attention_note) — the reader keeps it off.
+        let auto = parse_command("llama-server -m m.gguf -ctk q8_0 -ctv q8_0").unwrap();
+        assert!(auto.options.flash_attention);
+        let off = parse_command("llama-server -m m.gguf -ctv q8_0 -fa off").unwrap();
+        assert!(
+            !off.options.flash_attention,
+            "-fa off is what the command says"
+        );
+        assert!(!off.notes.iter().any(|n| n.contains("turns -fa on")));
+    }
 
     #[test]
     fn reads_a_pasted_script_with_continuations_and_quotes() {

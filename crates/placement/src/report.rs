@@ -4,7 +4,9 @@
 use serde::{Deserialize, Serialize};
 
 use super::ceiling::{ceiling_across, SpeedCeiling};
-use super::compute::{compute_estimate_note, flash_attention_note, host_experts_note};
+use super::compute::{
+    cache_types_note, compute_estimate_note, flash_attention_note, host_experts_note,
+};
 use super::flags::{command_line, to_args_for, FlagError, Offload};
 use super::link::RemoteBox;
 use super::model::ModelShape;
@@ -76,6 +78,7 @@ pub fn report_across(
     notes.extend(compute_estimate_note(model));
     notes.extend(host_experts_note(model, &plan));
     notes.extend(flash_attention_note(model, &options));
+    notes.extend(cache_types_note(model, &options));
     let ceiling = ceiling_across(model, &plan, boxes);
     notes.extend(load_notes(&ceiling));
     if boxes.iter().any(|b| b.endpoint.starts_with("box")) && !options.rpc_servers.is_empty() {

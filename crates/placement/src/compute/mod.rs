@@ -104,6 +104,20 @@ pub(crate) fn flash_attention_note(
     ))
 }
 
+/// When an MLA model's cache has different K and V types, the line a plan shows: its one cache
+/// is K and V at once, and `llama_init_from_model` refuses to start with `-ctk` and `-ctv`
+/// apart; `None` otherwise.
+pub(crate) fn cache_types_note(model: &ModelShape, options: &PlacementOptions) -> Option<String> {
+    if !model.attention.mla || options.cache_type_k == options.cache_type_v {
+        return None;
+    }
+    let (k, v) = (options.cache_type_k.name(), options.cache_type_v.name());
+    Some(format!(
+        "llama.cpp refuses to start with this cache: this {} model caches K and V as one (MLA), so -ctk and -ctv must be the same type (here {k} and {v}): set both to {k}, or both to {v}.",
+        model.architecture
+    ))
+}
+
 /// When the plan leaves the routed experts of layers a GPU holds in host memory (`-ot …=CPU`,
 /// `-ncmoe`, or the automatic placement), the line a plan shows: llama.cpp's scheduler then runs
 /// those operations on the GPU with the weights copied into its compute buffer (op offload, for a
@@ -689,6 +703,19 @@ mod tests {
         assert_eq!(flash_attention_note(&decoder, &key_only), None);
         let note = flash_attention_note(&decoder, &off).expect("a note");
         assert!(note.contains("V cache is quantized (q4_0)"), "{note}");
+
+        // MLA with K and V of different types: llama.cpp refuses, flash attention or not.
+        assert_eq!(cache_types_note(&model, &on), None);
+        let apart = PlacementOptions {
+            cache_type_v: KvType::F16,
+            ..on.clone()
+        };
+        let note = cache_types_note(&model, &apart).expect("a note");
+        assert!(note.contains("here q4_0 and f16"), "{note}");
+        let report =
+            crate::report::report(&model, "m.gguf", &gpus(1, 80 * GIB), &apart, false).unwrap();
+        assert!(report.notes.contains(&note), "{:?}", report.notes);
+        assert_eq!(cache_types_note(&decoder, &apart), None);
     }
 
     #[test]
