@@ -93,6 +93,8 @@ pub struct LentLease {
     pub listen: SocketAddr,
     pub devices: Vec<RpcDevice>,
     pub since_ms: i64,
+    /// Whether its `rpc-server` still runs (a head's gang stops when it ended).
+    pub running: bool,
 }
 
 /// One running `rpc-server`, killed when dropped.
@@ -154,6 +156,11 @@ impl RpcServer {
 
     pub fn pid(&self) -> Option<u32> {
         self.child.id()
+    }
+
+    /// Whether the process still runs (it is reaped once it ended).
+    pub fn is_running(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(None))
     }
 
     /// Its output so far, one line each.
@@ -412,8 +419,9 @@ impl Lent {
 
     pub fn list(&self) -> Vec<LentLease> {
         self.lock()
-            .iter()
+            .iter_mut()
             .map(|(id, l)| LentLease {
+                running: l.server.is_running(),
                 lease: id.clone(),
                 peer: l.peer,
                 pid: l.server.pid(),

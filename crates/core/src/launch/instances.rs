@@ -405,6 +405,12 @@ impl Instances {
                 }
                 .into());
             }
+            if !profile.lenders.is_empty() {
+                return Err(ProfileError::BadLenders {
+                    reason: format!("profile '{name}' borrows devices from other rigs and starts as a gang, their leases first: start it with POST /api/v1/profiles/{name}/start (the Start button)"),
+                }
+                .into());
+            }
             let build = self.build_of(&profile).await?;
             self.refuse_if_running(name)?;
             prepared.push((profile, build));

@@ -14,6 +14,7 @@ use serde::{Deserialize, Serialize};
 use super::admission::PlannedGpu;
 use super::chat_templates;
 use super::engine_settings::{self, EngineSettings};
+use super::lenders::{self, Lender};
 use super::multi_node::{self, MultiNode, Seat};
 use super::python_engines;
 use super::speculative::{self, Speculative};
@@ -82,6 +83,10 @@ pub struct LaunchProfile {
     /// vLLM/SGLang across boxes: the paired rigs that join this one, and the interfaces used.
     /// Such a profile starts and stops as a gang (see the server's `gang` module).
     pub multi_node: Option<MultiNode>,
+    /// llama.cpp across boxes: paired rigs lending devices over RPC through the fleet's channel.
+    /// Such a profile starts and stops as a gang (leases first, then this rig's llama-server).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub lenders: Vec<Lender>,
     /// This member's seat in a gang being started; set for that start only, never stored.
     #[serde(skip)]
     pub seat: Option<Seat>,
@@ -111,12 +116,18 @@ impl Default for LaunchProfile {
             speculative: None,
             engine: EngineSettings::default(),
             multi_node: None,
+            lenders: Vec::new(),
             seat: None,
         }
     }
 }
 
 impl LaunchProfile {
+    /// Whether it starts as a gang: across boxes the vLLM way, or with devices lent over RPC.
+    pub fn is_gang(&self) -> bool {
+        self.multi_node.is_some() || !self.lenders.is_empty()
+    }
+
     /// The engine's environment: what the settings need (`VLLM_MARLIN_USE_ATOMIC_ADD`), then the
     /// profile's own variables, which win.
     pub fn engine_env(&self) -> std::collections::BTreeMap<String, String> {
@@ -238,6 +249,8 @@ pub enum ProfileError {
     BadAlias { alias: String },
     #[error("'{name}' already names the gateway model '{owner}': pick another alias (or profile name), or remove it from '{owner}'")]
     GatewayNameTaken { name: String, owner: String },
+    #[error("lenders: {reason}")]
+    BadLenders { reason: String },
     #[error("multi_node: {reason}")]
     BadMultiNode { reason: String },
     #[error("multi_node on this rig: {0}")]
@@ -258,6 +271,7 @@ pub fn validate(
     })?;
     check_build(build)?;
     check_chat_template(profile, build)?;
+    lenders::validate(&profile.lenders, build.kind, profile.multi_node.is_some())?;
     if let Some(multi) = &profile.multi_node {
         multi_node::validate(multi, build.kind)?;
         crate::network_interfaces::private_address(&multi.interface)?;

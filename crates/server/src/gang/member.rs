@@ -1,9 +1,11 @@
 //! The members of a gang and what the head does with each: start, ask how it is, stop. A
 //! member is an engine on this daemon (the head) or on a paired rig (a follower, started through
 //! the rig's API over the fleet channel); another kind of member (a lent RPC device's lease)
-//! becomes one more variant of [`MemberKind`].
+//! is one more variant of [`MemberKind`]: taken from its rig at the start, released at the stop,
+//! and dead when its `rpc-server` ended there or the rig stopped answering.
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use axum::body::Body;
@@ -13,6 +15,8 @@ use rigdeck_core::launch::instances::LaunchError;
 use rigdeck_core::launch::{Instances, LaunchProfile};
 use rigdeck_core::profiles::multi_node::Seat;
 use rigdeck_core::supervisor::{Phase, ProcessState};
+use rigdeck_fleet::rpc_lend::RpcBuild;
+use rigdeck_fleet::rpc_tunnel::TakenLease;
 use rigdeck_fleet::Fleet;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -35,6 +39,14 @@ pub enum MemberKind {
     Local,
     /// An engine under a paired rig's instances (a follower), by the rig's fleet name.
     Peer { rig: String },
+    /// Devices a paired rig lends over llama.cpp RPC, reached through the fleet's tunnel.
+    Lease {
+        rig: String,
+        devices: Vec<String>,
+        /// This rig's llama.cpp build, which the lender must run too.
+        #[serde(skip)]
+        build: RpcBuild,
+    },
 }
 
 /// One member of a gang: where it runs, under which instance name, in which seat.
@@ -43,7 +55,9 @@ pub struct Member {
     #[serde(flatten)]
     pub kind: MemberKind,
     pub instance: String,
-    pub seat: Seat,
+    /// Its seat in a vLLM/SGLang gang; none in a llama.cpp one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub seat: Option<Seat>,
 }
 
 /// What a member is doing, as the gang's watch sees it.
@@ -69,24 +83,46 @@ pub struct FollowerStart {
     pub seat: Seat,
 }
 
-/// What the gang's members need: this daemon's instances and its fleet.
+/// What the gang's members need: this daemon's instances and its fleet, and the RPC leases
+/// its lease members hold now (by member instance).
 pub struct Crew {
     pub instances: Arc<Instances>,
     pub fleet: Option<Arc<Fleet>>,
+    pub leases: Mutex<HashMap<String, TakenLease>>,
+}
+
+impl Crew {
+    pub fn fleet(&self) -> Result<&Arc<Fleet>, String> {
+        self.fleet.as_ref().ok_or_else(|| {
+            "the fleet is off on this daemon: a gang needs it to reach its other boxes".to_owned()
+        })
+    }
+
+    /// The lease member `instance` holds now.
+    pub fn lease(&self, instance: &str) -> Option<TakenLease> {
+        self.leases
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(instance)
+            .cloned()
+    }
 }
 
 impl Member {
     /// Where it runs, for messages: "this rig" or "'mini'".
     pub fn place(&self) -> String {
-        match &self.kind {
-            MemberKind::Local => "this rig".to_owned(),
-            MemberKind::Peer { rig } => format!("'{rig}'"),
-        }
+        self.kind.place()
     }
 
-    /// "rank 1 on 'mini'".
+    /// "rank 1 on 'mini'", "the lease of CPU on 'mini'", "the head on this rig".
     pub fn label(&self) -> String {
-        format!("rank {} on {}", self.seat.rank, self.place())
+        match (&self.seat, &self.kind) {
+            (Some(seat), _) => format!("rank {} on {}", seat.rank, self.place()),
+            (None, MemberKind::Lease { devices, .. }) => {
+                format!("the lease of {} on {}", devices.join(","), self.place())
+            }
+            (None, _) => format!("the head on {}", self.place()),
+        }
     }
 
     /// Starts the member's engine; returns once it is spawned (the head) or has been taken by
@@ -100,7 +136,7 @@ impl Member {
         match &self.kind {
             MemberKind::Local => {
                 let mut head = profile.clone();
-                head.seat = Some(self.seat.clone());
+                head.seat = self.seat.clone();
                 crew.instances
                     .start_variant(head, false)
                     .await
@@ -116,7 +152,7 @@ impl Member {
                     },
                     kind: engine.0,
                     version: engine.1.to_owned(),
-                    seat: self.seat.clone(),
+                    seat: self.seat.clone().ok_or("a follower has no seat")?,
                 };
                 let body = serde_json::to_value(&start).map_err(|e| e.to_string())?;
                 let (status, answer) = call_peer(
@@ -132,6 +168,22 @@ impl Member {
                     200..=299 => Ok(()),
                     _ => Err(answer_message(&answer)),
                 }
+            }
+            MemberKind::Lease {
+                rig,
+                devices,
+                build,
+            } => {
+                let taken = crew
+                    .fleet()?
+                    .take_rpc_lease(rig, devices.clone(), build.clone())
+                    .await
+                    .map_err(|err| err.message)?;
+                crew.leases
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .insert(self.instance.clone(), taken);
+                Ok(())
             }
         }
     }
@@ -159,6 +211,21 @@ impl Member {
                     Err(why) => MemberState::Unreachable(why),
                 }
             }
+            MemberKind::Lease { rig, .. } => {
+                let Some(lease) = crew.lease(&self.instance) else {
+                    return MemberState::Ended("no lease is held".to_owned());
+                };
+                let path = format!("/api/v1/gang/leases/{}", lease.lease);
+                match call_peer(crew, rig, Method::GET, &path, None, PEER_CALL_TIMEOUT).await {
+                    Ok((200, lent)) if lent["running"] == true => MemberState::Ready,
+                    Ok((200, _)) => MemberState::Ended("its rpc-server ended there".to_owned()),
+                    Ok((404, _)) => MemberState::Ended(
+                        "the lease ended there (released, its daemon restarted, or it unpinned this rig)".to_owned(),
+                    ),
+                    Ok((_, answer)) => MemberState::Unreachable(answer_message(&answer)),
+                    Err(why) => MemberState::Unreachable(why),
+                }
+            }
         }
     }
 
@@ -177,11 +244,37 @@ impl Member {
                     (_, answer) => Err(answer_message(&answer)),
                 }
             }
+            MemberKind::Lease { .. } => {
+                let held = crew
+                    .leases
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .remove(&self.instance);
+                let Some(lease) = held else { return Ok(()) };
+                let released = crew
+                    .fleet()?
+                    .release_rpc_lease(&lease.lease)
+                    .await
+                    .map_err(|err| err.message)?;
+                if released.lender_confirmed {
+                    Ok(())
+                } else {
+                    Err(released.message)
+                }
+            }
         }
     }
 }
 
 impl MemberKind {
+    /// Where it runs, for messages: "this rig" or "'mini'".
+    pub fn place(&self) -> String {
+        match self {
+            MemberKind::Local => "this rig".to_owned(),
+            MemberKind::Peer { rig } | MemberKind::Lease { rig, .. } => format!("'{rig}'"),
+        }
+    }
+
     /// The member's own preflight: on this box, or asked of its rig.
     pub async fn check(
         &self,
@@ -191,7 +284,7 @@ impl MemberKind {
     ) -> Result<CheckAnswer, String> {
         match self {
             MemberKind::Local => Ok(super::preflight::check_here(store, request).await),
-            MemberKind::Peer { rig } => {
+            MemberKind::Peer { rig } | MemberKind::Lease { rig, .. } => {
                 let body = serde_json::to_value(request).map_err(|e| e.to_string())?;
                 match call_peer(crew, rig, Method::POST, "/api/v1/gang/check", Some(body), PEER_CALL_TIMEOUT).await? {
                     (200, answer) => serde_json::from_value(answer).map_err(|e| {
@@ -252,10 +345,7 @@ async fn call_peer(
     body: Option<Value>,
     within: Duration,
 ) -> Result<(u16, Value), String> {
-    let fleet = crew
-        .fleet
-        .as_ref()
-        .ok_or("the fleet is off on this daemon: a gang needs it to reach its other boxes")?;
+    let fleet = crew.fleet()?;
     let body = body.map_or_else(Body::empty, |b| Body::from(b.to_string()));
     let request = Request::builder()
         .method(method)

@@ -8,7 +8,13 @@
 //!
 //! - [`member`]: the kinds of member and what the head does with each.
 //! - [`preflight`]: what each box checks before a start (engine version, model, interface).
+//! - [`lent`]: a llama.cpp gang's preflight: devices lent over RPC, the measured link, the plan.
+//!
+//! A llama.cpp profile with `lenders` is a gang too: its members are the head's llama-server and
+//! one RPC lease per lending rig; the leases are taken first, then the head starts with `--rpc`
+//! to their endpoints, and a lender's `rpc-server` ending (or its rig unreachable) stops it all.
 
+pub mod lent;
 pub mod member;
 pub mod preflight;
 mod run;
@@ -27,6 +33,7 @@ use serde::Serialize;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
+use lent::{LentPlacement, LentPlanning};
 use member::{Crew, Member, MemberKind};
 use preflight::CheckRequest;
 
@@ -84,7 +91,10 @@ pub enum GangError {
 pub struct GangPlan {
     pub profile: LaunchProfile,
     pub kind: EngineKind,
-    pub multi: MultiNode,
+    /// vLLM/SGLang across boxes; `None` for a llama.cpp gang of leases.
+    pub multi: Option<MultiNode>,
+    /// A llama.cpp gang's placement, its `--rpc` servers filled at each start.
+    pub lent: Option<LentPlacement>,
     pub version: String,
     /// Rank order, the head first.
     pub members: Vec<Member>,
@@ -116,7 +126,11 @@ pub struct Gangs {
 impl Gangs {
     pub fn new(instances: Arc<Instances>, store: Store, fleet: Option<Arc<Fleet>>) -> Arc<Self> {
         Arc::new(Self {
-            crew: Arc::new(Crew { instances, fleet }),
+            crew: Arc::new(Crew {
+                instances,
+                fleet,
+                leases: Mutex::new(HashMap::new()),
+            }),
             store,
             running: Mutex::new(HashMap::new()),
         })
@@ -128,23 +142,34 @@ impl Gangs {
     }
 
     /// Checks every box, then starts the gang in the background; the status as it starts.
+    /// `planning`: the model's shape and this rig's devices, for a profile with lenders.
     pub async fn start(
         &self,
         profile: LaunchProfile,
         build: &EngineBuild,
+        planning: Option<LentPlanning>,
     ) -> Result<GangStatus, GangError> {
         let name = profile.name.clone();
         if self.is_active(&name) {
             return Err(GangError::AlreadyRunning(name));
         }
-        let plan = self.preflight(profile, build).await?;
+        let (plan, notes) = match planning {
+            Some(planning) if !profile.lenders.is_empty() => {
+                self.preflight_lent(profile, build, &planning).await?
+            }
+            _ => (self.preflight(profile, build).await?, Vec::new()),
+        };
+        let exposes = match &plan.multi {
+            Some(multi) => multi_node::exposure(multi),
+            None => "nothing beyond the fleet's channel: the RPC traffic is tunnelled inside its pinned TLS, each rpc-server listens on its rig's loopback".to_owned(),
+        };
         let status = GangStatus {
             name: name.clone(),
             phase: GangPhase::Starting,
             members: plan.members.clone(),
             restarts: 0,
-            message: None,
-            exposes: multi_node::exposure(&plan.multi),
+            message: (!notes.is_empty()).then(|| notes.join("; ")),
+            exposes,
             since_ms: rigdeck_core::now_ms(),
         };
         let (status_tx, status_rx) = watch::channel(status.clone());
@@ -251,13 +276,10 @@ impl Gangs {
             let request = CheckRequest {
                 kind: build.kind,
                 version: build.version.clone(),
-                model: profile.model.clone(),
-                interface: interface.clone(),
+                model: Some(profile.model.clone()),
+                interface: Some(interface.clone()),
             };
-            let place = match kind {
-                MemberKind::Local => "this rig".to_owned(),
-                MemberKind::Peer { rig } => format!("'{rig}'"),
-            };
+            let place = kind.place();
             match kind.check(&self.crew, &self.store, &request).await {
                 Ok(answer) => {
                     problems.extend(answer.problems.iter().map(|p| format!("{place} {p}")));
@@ -285,7 +307,7 @@ impl Gangs {
                 let rank = u32::try_from(rank).unwrap_or(u32::MAX);
                 Member {
                     instance: instance_name(&name, rank),
-                    seat: Seat {
+                    seat: Some(Seat {
                         nodes,
                         rank,
                         master_addr: addresses[0],
@@ -293,7 +315,7 @@ impl Gangs {
                         interface,
                         address: *address,
                         split: multi.split,
-                    },
+                    }),
                     kind,
                 }
             })
@@ -301,10 +323,70 @@ impl Gangs {
         Ok(GangPlan {
             profile,
             kind: build.kind,
-            multi,
+            multi: Some(multi),
+            lent: None,
             version: build.version.clone(),
             members,
         })
+    }
+
+    /// A llama.cpp gang: every box checked, the leases taken once to plan with their devices
+    /// and measured links; the plan and its notes, or every problem.
+    async fn preflight_lent(
+        &self,
+        profile: LaunchProfile,
+        build: &EngineBuild,
+        planning: &LentPlanning,
+    ) -> Result<(GangPlan, Vec<String>), GangError> {
+        let name = profile.name.clone();
+        let refused = |problems: Vec<String>| GangError::Preflight {
+            name: name.clone(),
+            problems: problems.join("; "),
+        };
+        let rpc_build = crate::http::fleet_rpc::build_identity(build);
+        let mut members = vec![Member {
+            kind: MemberKind::Local,
+            instance: name.clone(),
+            seat: None,
+        }];
+        members.extend(profile.lenders.iter().enumerate().map(|(i, l)| Member {
+            kind: MemberKind::Lease {
+                rig: l.rig.clone(),
+                devices: l.devices.clone(),
+                build: rpc_build.clone(),
+            },
+            instance: format!("{name}.lease{}", i + 1),
+            seat: None,
+        }));
+        let head = CheckRequest {
+            kind: build.kind,
+            version: build.version.clone(),
+            model: Some(profile.model.clone()),
+            interface: None,
+        };
+        let problems = lent::check_boxes(&self.crew, &self.store, &head, &members[1..]).await;
+        if !problems.is_empty() {
+            return Err(refused(problems));
+        }
+        let model = profile.model.to_string_lossy().into_owned();
+        let (placement, notes) = lent::plan_across(
+            &self.crew,
+            planning,
+            &model,
+            &profile.placement,
+            &members[1..],
+        )
+        .await
+        .map_err(refused)?;
+        let plan = GangPlan {
+            profile,
+            kind: build.kind,
+            multi: None,
+            lent: Some(placement),
+            version: build.version.clone(),
+            members,
+        };
+        Ok((plan, notes))
     }
 }
 

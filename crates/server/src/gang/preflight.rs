@@ -12,13 +12,16 @@ use rigdeck_core::network_interfaces;
 use rigdeck_core::store::Store;
 use serde::{Deserialize, Serialize};
 
-/// What a member must have: the head's engine and model, and its interface.
+/// What a member must have: the head's engine and model, and its interface (a rig that only
+/// lends devices over RPC needs neither model nor interface).
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct CheckRequest {
     pub kind: EngineKind,
     pub version: String,
-    pub model: PathBuf,
-    pub interface: String,
+    #[serde(default)]
+    pub model: Option<PathBuf>,
+    #[serde(default)]
+    pub interface: Option<String>,
 }
 
 /// What the member found: its build and address, or each problem in words (which name the
@@ -42,14 +45,16 @@ pub async fn check_here(store: &Store, request: &CheckRequest) -> CheckAnswer {
             .problems
             .push(format!("cannot read its engine builds: {err}")),
     }
-    if let Some(problem) = model_problem(&request.model) {
+    if let Some(problem) = request.model.as_deref().and_then(model_problem) {
         answer.problems.push(problem);
     }
-    match network_interfaces::private_address(&request.interface) {
-        Ok(address) => answer.address = Some(address),
-        Err(problem) => answer
-            .problems
-            .push(format!("cannot carry the engine's traffic: {problem}")),
+    if let Some(interface) = &request.interface {
+        match network_interfaces::private_address(interface) {
+            Ok(address) => answer.address = Some(address),
+            Err(problem) => answer
+                .problems
+                .push(format!("cannot carry the engine's traffic: {problem}")),
+        }
     }
     answer
 }

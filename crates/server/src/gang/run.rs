@@ -10,7 +10,9 @@ use rigdeck_core::supervisor::RestartPolicy;
 use serde_json::json;
 use tokio::sync::watch;
 
-use super::member::{Crew, Member, MemberState};
+use rigdeck_core::profiles::multi_node::MultiNode;
+
+use super::member::{Crew, Member, MemberKind, MemberState};
 use super::preflight::CheckRequest;
 use super::{GangPhase, GangPlan, GangStatus, MEMBER_START_TIMEOUT};
 
@@ -18,6 +20,8 @@ use super::{GangPhase, GangPlan, GangStatus, MEMBER_START_TIMEOUT};
 const POLL: Duration = Duration::from_millis(500);
 /// How long a rig may not answer before its member counts as dead.
 const UNREACHABLE_GRACE: Duration = Duration::from_secs(3);
+/// How long a llama.cpp head may take to load its model onto the lent devices.
+const LENT_HEAD_TIMEOUT: Duration = Duration::from_secs(300);
 /// How long the head's first completion may take.
 const COMPLETION_TIMEOUT: Duration = Duration::from_secs(60);
 
@@ -148,35 +152,58 @@ async fn bring_up(
         .await?;
     }
     let head = plan.head();
-    head.start(crew, &plan.profile, (plan.kind, &plan.version))
+    let mut profile = plan.profile.clone();
+    if let Some(lent) = &plan.lent {
+        profile.placement = lent
+            .with_endpoints(crew, plan.followers())
+            .map_err(Halt::Failed)?;
+    }
+    head.start(crew, &profile, (plan.kind, &plan.version))
         .await
         .map_err(|why| Halt::Failed(format!("the head did not start: {why}")))?;
-    let join = Duration::from_secs(plan.multi.join_timeout_s);
-    let timeout = never_joined(plan);
+    let (join, timeout) = match &plan.multi {
+        Some(multi) => (
+            Duration::from_secs(multi.join_timeout_s),
+            never_joined(plan, multi),
+        ),
+        None => (
+            LENT_HEAD_TIMEOUT,
+            format!(
+                "the head's llama-server was not ready within {} s with its lent devices",
+                LENT_HEAD_TIMEOUT.as_secs()
+            ),
+        ),
+    };
     wait_until_ready(crew, head, plan.followers(), join, &timeout, stop).await?;
     complete_once(crew, plan).await.map_err(Halt::Failed)
 }
 
 /// What a head that never got ready waited for.
-fn never_joined(plan: &GangPlan) -> String {
+fn never_joined(plan: &GangPlan, multi: &MultiNode) -> String {
     let waited: Vec<String> = plan
         .followers()
         .iter()
-        .map(|f| {
-            format!(
+        .filter_map(|f| {
+            let seat = f.seat.as_ref()?;
+            Some(format!(
                 "{} (interface {}, {})",
                 f.label(),
-                f.seat.interface,
-                f.seat.address
-            )
+                seat.interface,
+                seat.address
+            ))
         })
         .collect();
+    let (addr, port) = plan
+        .head()
+        .seat
+        .as_ref()
+        .map_or((None, 0), |s| (Some(s.master_addr), s.master_port));
     format!(
         "the gang was not ready within {} s (join_timeout_s): the head on this rig kept waiting for its followers, and {} never joined it; check that each reaches {}:{} and that no firewall drops that port",
-        plan.multi.join_timeout_s,
+        multi.join_timeout_s,
         waited.join(", "),
-        plan.head().seat.master_addr,
-        plan.head().seat.master_port
+        addr.map_or_else(|| "the head".to_owned(), |a| a.to_string()),
+        port
     )
 }
 
@@ -306,11 +333,12 @@ async fn wait_for_every_rig(
     loop {
         let mut missing = Vec::new();
         for member in &plan.members {
+            let lends = matches!(member.kind, MemberKind::Lease { .. });
             let request = CheckRequest {
                 kind: plan.kind,
                 version: plan.version.clone(),
-                model: plan.profile.model.clone(),
-                interface: member.seat.interface.clone(),
+                model: (!lends).then(|| plan.profile.model.clone()),
+                interface: member.seat.as_ref().map(|s| s.interface.clone()),
             };
             match member.kind.check(crew, store, &request).await {
                 Ok(answer) if answer.problems.is_empty() => {}

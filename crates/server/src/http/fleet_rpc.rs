@@ -126,7 +126,7 @@ async fn rpc_build(store: &Store, id: Option<i64>) -> Result<LendingBuild, Strin
 
 /// The build as the other side compares it: Rigdeck's version label and the commit the
 /// binary reports.
-fn build_identity(build: &EngineBuild) -> RpcBuild {
+pub(crate) fn build_identity(build: &EngineBuild) -> RpcBuild {
     RpcBuild {
         version: build.version.clone(),
         commit: build.capabilities.version.commit.clone(),

@@ -16,6 +16,10 @@ use serde_json::{json, Value};
 
 use super::error::ApiError;
 use super::AppState;
+use rigdeck_core::placement::from_gguf::load_shape;
+use rigdeck_core::placement::rig::Margins;
+
+use crate::gang::lent::LentPlanning;
 use crate::gang::member::FollowerStart;
 use crate::gang::preflight::{self, CheckRequest};
 use crate::gang::{GangError, Gangs};
@@ -48,11 +52,41 @@ pub(super) async fn start(
     profile: LaunchProfile,
     build: &EngineBuild,
 ) -> ApiResult<Json<Value>> {
+    let planning = match profile.lenders.is_empty() {
+        true => None,
+        false => Some(lent_planning(state, &profile).await?),
+    };
     let status = gangs(state)?
-        .start(profile, build)
+        .start(profile, build, planning)
         .await
         .map_err(gang_error)?;
     Ok(Json(json!(status)))
+}
+
+/// What a profile with lenders is planned from: its model's shape and this rig's devices.
+async fn lent_planning(state: &AppState, profile: &LaunchProfile) -> ApiResult<LentPlanning> {
+    let model = profile.model.clone();
+    let loaded = tokio::task::spawn_blocking(move || load_shape(&model))
+        .await
+        .map_err(|e| {
+            ApiError::new(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "plan_failed",
+                e.to_string(),
+            )
+        })?
+        .map_err(|e| ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "bad_model", e.to_string()))?;
+    let (head_devices, _) = super::placement::planning_devices(
+        state,
+        "live",
+        &Margins::default(),
+        &loaded.shape.architecture,
+    )
+    .await?;
+    Ok(LentPlanning {
+        shape: loaded.shape,
+        head_devices,
+    })
 }
 
 /// Whether `name` is a gang this daemon heads (its stop and restart come here).
@@ -136,6 +170,36 @@ pub async fn start_follower(
         .await
         .map_err(|err| ApiError::new(StatusCode::CONFLICT, "follower_refused", err.to_string()))?;
     Ok((StatusCode::CREATED, Json(json!(view))))
+}
+
+/// `GET /gang/leases/{lease}`: whether a lease this rig lends still has its `rpc-server`
+/// (a head's gang asks, over the fleet channel, while it runs).
+pub async fn lease(
+    State(state): State<Arc<AppState>>,
+    Path(lease): Path<String>,
+) -> ApiResult<Json<Value>> {
+    let fleet = state.fleet.as_ref().ok_or_else(|| {
+        ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "fleet_off",
+            "the fleet is off on this rig (see its log): it lends nothing",
+        )
+    })?;
+    let found = fleet
+        .rpc_leases()
+        .lent
+        .into_iter()
+        .find(|l| l.lease == lease)
+        .ok_or_else(|| {
+            ApiError::new(
+                StatusCode::NOT_FOUND,
+                "lease_not_found",
+                format!("this rig lends no lease '{lease}': it was released, its daemon restarted, or it unpinned its head"),
+            )
+        })?;
+    Ok(Json(
+        json!({"lease": found.lease, "running": found.running, "pid": found.pid}),
+    ))
 }
 
 fn no_database() -> ApiError {

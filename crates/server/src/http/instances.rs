@@ -395,7 +395,7 @@ pub async fn start_profile(
         .launch_profile(&name)
         .await
         .map_err(store_error)?;
-    if profile.multi_node.is_some() {
+    if profile.is_gang() {
         let build = store(&state)?
             .engine_build(profile.engine_build_id)
             .await

@@ -7,7 +7,7 @@ mod daemon_metrics;
 mod error;
 mod fleet;
 mod fleet_proxy;
-mod fleet_rpc;
+pub(crate) mod fleet_rpc;
 mod gang;
 pub use fleet_rpc::lending_build;
 mod gateway;
@@ -16,6 +16,7 @@ mod host;
 mod hub;
 mod hub_recommended;
 mod instances;
+mod link_probe;
 mod model_folders;
 mod model_runs;
 mod placement;
@@ -269,6 +270,8 @@ fn api_endpoints() -> Vec<Endpoint> {
         at(Method::GET, "/gangs/{name}", get(gang::get)),
         at(Method::POST, "/gang/check", post(gang::check)),
         at(Method::POST, "/gang/followers", post(gang::start_follower)),
+        at(Method::GET, "/gang/leases/{lease}", get(gang::lease)),
+        at(Method::GET, "/gang/probe", get(link_probe::probe)),
         at(
             Method::POST,
             "/instances/{name}/stop",

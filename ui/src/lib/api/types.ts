@@ -848,6 +848,15 @@ export interface LaunchProfile {
   engine?: EngineSettings;
   /** vLLM/SGLang across paired rigs: this rig's interface and the followers; starts as a gang. */
   multi_node?: MultiNode | null;
+  /** llama.cpp across paired rigs: the devices each lends over RPC; starts as a gang. */
+  lenders?: Lender[];
+}
+
+/** crates/core/src/profiles/lenders.rs */
+export interface Lender {
+  rig: string;
+  /** As llama.cpp names them there: CPU, CUDA0… */
+  devices: string[];
 }
 
 /** crates/core/src/profiles/multi_node.rs */

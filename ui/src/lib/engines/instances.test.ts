@@ -177,6 +177,19 @@ describe('profile from the editor', () => {
     expect(profileFormError({ name: 'a', engineBuildId: 1, port: 'x' })).toMatch(/port/);
     expect(profileFormError({ name: 'a', engineBuildId: 1, port: '8080' })).toBeNull();
   });
+  it('sends the rigs that lend devices over RPC, one "rig DEVICE,DEVICE" a line, and checks them', () => {
+    const o = defaultOptions();
+    const form = { name: 'a', engineBuildId: 1, port: '', lenders: ' mini CPU\n\ntower CUDA0,CUDA1 ' };
+    expect(profileFormError(form)).toBeNull();
+    expect(profileBody(form, '/m.gguf', o, plan, 'live', 'cpu').lenders).toEqual([
+      { rig: 'mini', devices: ['CPU'] },
+      { rig: 'tower', devices: ['CUDA0', 'CUDA1'] },
+    ]);
+    expect(profileBody({ ...form, lenders: '' }, '/m.gguf', o, plan, 'live', 'cpu').lenders).toBeUndefined();
+    expect(profileFormError({ ...form, lenders: 'mini' })).toMatch(/"mini".*e\.g\. "mini CPU"/);
+    expect(profileFormError({ ...form, lenders: 'mini CPU\nmini CUDA0' })).toMatch(/'mini' is listed twice/);
+    expect(profileFormError({ ...form, lenders: 'mini CPU;-H' })).toMatch(/device names/);
+  });
   it('suggests a name from the model file', () => {
     expect(defaultProfileName('/m/Qwen3-8B-Q4_K_M.gguf')).toBe('qwen3-8b-q4_k_m');
     expect(defaultProfileName('/m/GLM 5.2/GLM-5.2-IQ2-00001-of-00006.gguf')).toBe('glm-5.2-iq2');

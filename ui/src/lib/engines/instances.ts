@@ -12,6 +12,7 @@ import type {
   LaunchProfile,
   NewProfile,
   LogLine,
+  Lender,
   MultiNodeNode,
   PlacementOptions,
   PlanResponse,
@@ -173,6 +174,26 @@ export interface ProfileForm {
   engineBuildId: number | null;
   /** Empty: a free port at each start. */
   port: string;
+  /** llama.cpp across boxes: paired rigs lending devices over RPC, one "rig DEVICE,DEVICE" a line. */
+  lenders?: string;
+}
+
+/** The lenders of a profile form, one "rig DEVICE[,DEVICE…]" a line; a problem for the first bad one. */
+function lenderLines(text: string): { lenders: Lender[]; problem: string | null } {
+  const lenders: Lender[] = [];
+  for (const line of text.split('\n').map((l) => l.trim()).filter(Boolean)) {
+    const [rig, devices, ...rest] = line.split(/\s+/);
+    if (!rig || !devices || rest.length > 0) {
+      return { lenders, problem: `"${line}": give the rig's fleet name and the devices it lends, e.g. "${rig || 'mini'} CPU" or "${rig || 'mini'} CUDA0,CUDA1".` };
+    }
+    const names = devices.split(',').filter(Boolean);
+    if (names.length === 0 || names.some((d) => !/^[A-Za-z0-9_]{1,32}$/.test(d))) {
+      return { lenders, problem: `"${devices}" on '${rig}' is not a list of llama.cpp device names (CPU, CUDA0, Vulkan1…), comma-separated.` };
+    }
+    if (lenders.some((l) => l.rig === rig)) return { lenders, problem: `'${rig}' is listed twice: give all its devices on one line.` };
+    lenders.push({ rig, devices: names });
+  }
+  return { lenders, problem: null };
 }
 
 /** Checks the form; null when it can be sent. */
@@ -181,7 +202,7 @@ export function profileFormError(f: ProfileForm): string | null {
   if (f.engineBuildId == null) return 'Pick an engine build.';
   const p = f.port.trim();
   if (p && !(/^\d+$/.test(p) && Number(p) >= 1 && Number(p) <= 65535)) return 'The port is a number from 1 to 65535, or empty for a free one.';
-  return null;
+  return lenderLines(f.lenders ?? '').problem;
 }
 
 /** Planned memory per GPU from the plan: weights + KV + compute + overhead of each GPU column. */
@@ -216,6 +237,8 @@ export function profileBody(
   };
   const p = f.port.trim();
   if (p) body.port = Number(p);
+  const { lenders } = lenderLines(f.lenders ?? '');
+  if (lenders.length > 0) body.lenders = lenders;
   if (rig === 'live' && backend != null && backend !== 'cpu') {
     const planned = plannedMemoryFromPlan(plan);
     if (planned.length > 0) body.planned_memory = planned;
