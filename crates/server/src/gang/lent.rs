@@ -8,10 +8,13 @@ use std::time::{Duration, Instant};
 
 use axum::body::Body;
 use axum::http::Request;
+use rigdeck_core::events::TelemetryFrame;
+use rigdeck_core::live_rig::live_devices;
 use rigdeck_core::placement::link::{Link, RemoteBox};
 use rigdeck_core::placement::report::report_across;
+use rigdeck_core::placement::rig::Margins;
 use rigdeck_core::placement::{DeviceId, DeviceSpec, ModelShape, PlacementOptions};
-use rigdeck_fleet::rpc_tunnel::TakenLease;
+use rigdeck_fleet::rpc_lend::RpcDevice;
 
 use super::member::{Crew, Member, MemberKind};
 use super::preflight::CheckRequest;
@@ -128,14 +131,7 @@ async fn plan_with_leases(
     base: &PlacementOptions,
     lenders: &[Member],
 ) -> Result<(LentPlacement, Vec<String>), Vec<String>> {
-    let (mut devices, head_cpu): (Vec<DeviceSpec>, Vec<DeviceSpec>) = planning
-        .head_devices
-        .iter()
-        .cloned()
-        .partition(|d| d.id != DeviceId::Cpu);
-    let mut boxes = Vec::new();
-    let mut notes = Vec::new();
-    let mut next = 0u32;
+    let mut lent = Vec::new();
     for member in lenders {
         let MemberKind::Lease { rig, .. } = &member.kind else {
             continue;
@@ -146,12 +142,55 @@ async fn plan_with_leases(
         let link = measure_link(crew, rig)
             .await
             .map_err(|why| vec![format!("the link to '{rig}' could not be measured: {why}")])?;
-        notes.push(format!("the link to '{rig}': {}", link.describe()));
-        let ids = lent_devices(&lease, rig, &link, &mut next, &mut devices);
-        boxes.push(RemoteBox {
-            name: rig.clone(),
-            endpoint: lease.endpoint.clone(),
+        let live = lender_devices(crew, rig).await;
+        lent.push(LentBox {
+            rig: rig.clone(),
+            endpoint: lease.endpoint,
+            devices: lease.devices,
             link,
+            live,
+        });
+    }
+    plan_split(planning, model, base, &lent)
+}
+
+/// One lender as the plan sees it: its lease's endpoint and devices (with their free memory),
+/// the link measured to it, and its own live devices (for their memory bandwidth).
+pub struct LentBox {
+    pub rig: String,
+    pub endpoint: String,
+    pub devices: Vec<RpcDevice>,
+    pub link: Link,
+    pub live: Vec<DeviceSpec>,
+}
+
+/// The plan with `lent` as `RPC…` devices beside this rig's: its placement and notes, or each
+/// problem (a split that does not fit, a link too slow for it) with the links' figures.
+pub fn plan_split(
+    planning: &LentPlanning,
+    model: &str,
+    base: &PlacementOptions,
+    lent: &[LentBox],
+) -> Result<(LentPlacement, Vec<String>), Vec<String>> {
+    let (mut devices, head_cpu): (Vec<DeviceSpec>, Vec<DeviceSpec>) = planning
+        .head_devices
+        .iter()
+        .cloned()
+        .partition(|d| d.id != DeviceId::Cpu);
+    let mut boxes = Vec::new();
+    let mut notes = Vec::new();
+    let mut next = 0u32;
+    for lender in lent {
+        notes.push(format!(
+            "the link to '{}': {}",
+            lender.rig,
+            lender.link.describe()
+        ));
+        let ids = lent_devices(lender, &mut next, &mut devices);
+        boxes.push(RemoteBox {
+            name: lender.rig.clone(),
+            endpoint: lender.endpoint.clone(),
+            link: lender.link.clone(),
             devices: ids,
         });
     }
@@ -191,27 +230,29 @@ async fn plan_with_leases(
     ))
 }
 
-/// The lease's devices as the planner's `RPC…` devices, their free memory as capacity.
-fn lent_devices(
-    lease: &TakenLease,
-    rig: &str,
-    link: &Link,
-    next: &mut u32,
-    devices: &mut Vec<DeviceSpec>,
-) -> Vec<DeviceId> {
+/// A lender's devices as the planner's `RPC…` devices: their free memory as capacity, their
+/// bandwidth from the lender's own live devices (`CPU` its RAM, `CUDAn` its GPU n).
+fn lent_devices(lender: &LentBox, next: &mut u32, devices: &mut Vec<DeviceSpec>) -> Vec<DeviceId> {
     let mut ids = Vec::new();
-    for device in &lease.devices {
+    for device in &lender.devices {
         let id = DeviceId::Rpc(*next);
+        let own = match device.name.strip_prefix("CUDA").map(str::parse::<u32>) {
+            Some(Ok(gpu)) => Some(DeviceId::Gpu(gpu)),
+            _ => (device.name == "CPU").then_some(DeviceId::Cpu),
+        };
+        let bandwidth = own
+            .and_then(|own| lender.live.iter().find(|d| d.id == own))
+            .and_then(|d| d.bandwidth_bytes_per_s);
         devices.push(DeviceSpec {
             id,
             name: format!(
-                "RPC{next} · {} {} · on '{rig}' over {}",
-                device.name, device.description, link.name
+                "RPC{next} · {} {} · on '{}' over {}",
+                device.name, device.description, lender.rig, lender.link.name
             ),
             capacity_bytes: device.free_mib * MIB,
             reserve_bytes: 0,
             overhead_bytes: 0,
-            bandwidth_bytes_per_s: None,
+            bandwidth_bytes_per_s: bandwidth,
             link_degraded: false,
             correction: None,
         });
@@ -219,6 +260,24 @@ fn lent_devices(
         *next += 1;
     }
     ids
+}
+
+/// The lender's live devices from its latest telemetry (empty when it has none to give).
+async fn lender_devices(crew: &Crew, rig: &str) -> Vec<DeviceSpec> {
+    let answer = super::member::call_peer(
+        crew,
+        rig,
+        axum::http::Method::GET,
+        "/api/v1/telemetry/latest",
+        None,
+        super::member::PEER_CALL_TIMEOUT,
+    )
+    .await;
+    let frame = match answer {
+        Ok((200, frame)) => serde_json::from_value::<TelemetryFrame>(frame).ok(),
+        _ => None,
+    };
+    frame.map_or_else(Vec::new, |f| live_devices(&f.sample, &Margins::default()))
 }
 
 /// The link to `rig` through the fleet's channel: one-way latency as half the fastest of a few
@@ -257,4 +316,91 @@ async fn probe(crew: &Crew, rig: &str, bytes: u64) -> Result<f64, String> {
         return Err(format!("the probe sent {} bytes, not {bytes}", body.len()));
     }
     Ok(started.elapsed().as_secs_f64())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rigdeck_core::placement::from_gguf::load_shape;
+
+    const GIB: u64 = 1 << 30;
+
+    fn gpu(id: DeviceId, capacity: u64) -> DeviceSpec {
+        DeviceSpec {
+            id,
+            name: format!("{id:?}"),
+            capacity_bytes: capacity,
+            reserve_bytes: 0,
+            overhead_bytes: 0,
+            bandwidth_bytes_per_s: Some(900_000_000_000),
+            link_degraded: false,
+            correction: None,
+        }
+    }
+
+    /// A 16-layer dense llama (about 400 MB) written with the real tokenizer, on a head whose
+    /// one GPU holds 64 MiB: most of it must go to the lent GPU.
+    fn planning(dir: &std::path::Path) -> LentPlanning {
+        let vocab = rigdeck_core::engines::source::cached_llama_cpp_source()
+            .unwrap()
+            .join("models/ggml-vocab-llama-bpe.gguf");
+        let model = rigdeck_gguf::tiny::TinyModel {
+            n_layer: 16,
+            n_embd: 1024,
+            n_head: 8,
+            n_head_kv: 8,
+            n_ff: 2816,
+            random_weights: false,
+            ..rigdeck_gguf::tiny::TinyModel::dense_runnable()
+        };
+        let path = dir.join("dense.gguf");
+        model.write(&vocab, &path).unwrap();
+        let mut cpu = gpu(DeviceId::Cpu, 16 * GIB);
+        cpu.bandwidth_bytes_per_s = Some(50_000_000_000);
+        LentPlanning {
+            shape: load_shape(&path).unwrap().shape,
+            head_devices: vec![gpu(DeviceId::Gpu(0), 64 * MIB), cpu],
+        }
+    }
+
+    fn lender(link: Link) -> LentBox {
+        LentBox {
+            rig: "tower".into(),
+            endpoint: "127.0.0.1:40001".into(),
+            devices: vec![RpcDevice {
+                name: "CUDA0".into(),
+                description: "NVIDIA GeForce RTX 3090".into(),
+                total_mib: 24_576,
+                free_mib: 24_000,
+            }],
+            link,
+            live: vec![gpu(DeviceId::Gpu(0), 24 * GIB)],
+        }
+    }
+
+    #[test]
+    fn a_link_too_slow_for_the_split_is_refused_with_its_measured_figures() {
+        let dir = tempfile::tempdir().unwrap();
+        let planning = planning(dir.path());
+        let base = PlacementOptions::default();
+
+        let fast = lender(Link::measured(25_000_000_000, 0.000_005).unwrap());
+        let (placement, notes) = plan_split(&planning, "m.gguf", &base, &[fast]).unwrap();
+        assert_eq!(placement.options.rpc_servers.len(), 1, "{notes:?}");
+        assert_eq!(placement.options.rpc_servers[0].endpoint, "127.0.0.1:40001");
+        assert!(
+            notes[0].starts_with("the link to 'tower': measured (25000 MB/s"),
+            "{notes:?}"
+        );
+
+        let slow = lender(Link::measured(2_000_000, 0.02).unwrap());
+        let problems = plan_split(&planning, "m.gguf", &base, &[slow]).unwrap_err();
+        let said = problems.join("; ");
+        assert!(
+            said.contains("the link to tower (measured) is too slow for this split")
+                && said.contains("at 2 MB/s with 20.00 ms latency")
+                && said.contains("the link to 'tower': measured (2 MB/s, 20.00 ms)"),
+            "{said}"
+        );
+    }
 }

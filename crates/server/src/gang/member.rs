@@ -337,7 +337,7 @@ fn answer_message(answer: &Value) -> String {
 
 /// `METHOD path` on the rig `rig`'s API over the fleet channel, its answer's head `within`: the
 /// status and the JSON answer; `Err` with why when the rig was not reached.
-async fn call_peer(
+pub(super) async fn call_peer(
     crew: &Crew,
     rig: &str,
     method: Method,
