@@ -16,6 +16,7 @@ pub mod peers;
 pub mod relay;
 pub mod rpc_leases;
 pub mod rpc_lend;
+pub mod rpc_pipe;
 mod rpc_routes;
 pub mod rpc_tunnel;
 pub mod service;

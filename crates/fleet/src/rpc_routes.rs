@@ -7,13 +7,12 @@ use axum::extract::{Extension, Path, Request, State};
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
-use hyper_util::rt::TokioIo;
 use tokio::net::TcpStream;
 
 use crate::channel::Caller;
 use crate::error::{FleetError, FleetErrorKind};
 use crate::rpc_lend::{LeaseGranted, LeaseRequest};
-use crate::rpc_tunnel::{COPY_BUFFER, UPGRADE_PROTOCOL};
+use crate::rpc_tunnel::UPGRADE_PROTOCOL;
 use crate::service::Fleet;
 
 /// `POST /fleet/v1/rpc/leases`: starts an `rpc-server` for the caller's devices.
@@ -71,22 +70,14 @@ pub(crate) async fn tunnel(
             .into_response()
         }
     };
-    let _ = rpc.set_nodelay(true);
     let upgrading = hyper::upgrade::on(&mut request);
     tokio::spawn(async move {
         let _in_use = in_use;
-        let mut rpc = rpc;
         match upgrading.await {
             Ok(upgraded) => {
-                let mut channel = TokioIo::new(upgraded);
-                let copied = tokio::io::copy_bidirectional_with_sizes(
-                    &mut channel,
-                    &mut rpc,
-                    COPY_BUFFER,
-                    COPY_BUFFER,
-                )
-                .await;
-                if let Err(err) = copied {
+                // The head lists a tunnel's traffic; this side's count is not kept.
+                let traffic = Arc::new(crate::rpc_tunnel::Traffic::default());
+                if let Err(err) = crate::rpc_pipe::pipe(rpc, upgraded, traffic).await {
                     tracing::debug!("rpc tunnel to {address} ended: {err}");
                 }
             }

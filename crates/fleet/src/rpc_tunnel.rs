@@ -5,17 +5,13 @@
 
 use std::collections::BTreeMap;
 use std::net::{Ipv4Addr, SocketAddr};
-use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, Weak};
-use std::task::{Context, Poll};
 
 use bytes::Bytes;
 use http_body_util::Empty;
 use hyper::StatusCode;
-use hyper_util::rt::TokioIo;
 use serde::Serialize;
-use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::task::{JoinHandle, JoinSet};
 
@@ -27,9 +23,6 @@ use crate::service::Fleet;
 
 /// The `Upgrade` protocol of a tunnel.
 pub const UPGRADE_PROTOCOL: &str = "rigdeck-rpc";
-
-/// Each way's buffer in a tunnel: a model's weights cross in fewer, larger TLS records.
-pub const COPY_BUFFER: usize = 64 * 1024;
 
 /// The path of a lease's tunnel on the lender.
 pub fn tunnel_path(lease: &str) -> String {
@@ -214,17 +207,10 @@ async fn tunnel(
     path: &str,
     traffic: &Arc<Traffic>,
 ) -> Result<(), FleetError> {
-    let _ = local.set_nodelay(true);
     let upgraded = upgrade(link, path).await?;
-    let mut remote = TokioIo::new(upgraded);
-    let mut local = Counted {
-        inner: local,
-        traffic: traffic.clone(),
-    };
-    tokio::io::copy_bidirectional_with_sizes(&mut local, &mut remote, COPY_BUFFER, COPY_BUFFER)
+    crate::rpc_pipe::pipe(local, upgraded, traffic.clone())
         .await
-        .map_err(|err| dial::broken(&link.address, &err))?;
-    Ok(())
+        .map_err(|err| dial::broken(&link.address, &err))
 }
 
 /// The channel's request for the tunnel, answered with 101 and turned into raw bytes.
@@ -267,48 +253,4 @@ pub async fn upgrade(
     hyper::upgrade::on(response)
         .await
         .map_err(|err| dial::broken(address, &err))
-}
-
-/// The head's end of a tunnel, counting what passes.
-struct Counted {
-    inner: TcpStream,
-    traffic: Arc<Traffic>,
-}
-
-impl AsyncRead for Counted {
-    fn poll_read(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &mut ReadBuf<'_>,
-    ) -> Poll<std::io::Result<()>> {
-        let before = buf.filled().len();
-        let polled = Pin::new(&mut self.inner).poll_read(cx, buf);
-        let read = (buf.filled().len() - before) as u64;
-        self.traffic.sent.fetch_add(read, Ordering::Relaxed);
-        polled
-    }
-}
-
-impl AsyncWrite for Counted {
-    fn poll_write(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &[u8],
-    ) -> Poll<std::io::Result<usize>> {
-        let polled = Pin::new(&mut self.inner).poll_write(cx, buf);
-        if let Poll::Ready(Ok(written)) = &polled {
-            self.traffic
-                .received
-                .fetch_add(*written as u64, Ordering::Relaxed);
-        }
-        polled
-    }
-
-    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
-        Pin::new(&mut self.inner).poll_flush(cx)
-    }
-
-    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
-        Pin::new(&mut self.inner).poll_shutdown(cx)
-    }
 }
