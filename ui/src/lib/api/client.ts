@@ -41,6 +41,7 @@ import type {
   HubTokenStatus,
   NewDownload,
   RecommendedModels,
+  GangStatus,
   InstanceView,
   LaunchProfile,
   LogLine,
@@ -213,6 +214,8 @@ export const api = {
   startProfile: (name: string, force = false) =>
     request<InstanceView>('POST', `/api/v1/profiles/${encodeURIComponent(name)}/start`, { force }),
   instances: () => request<InstanceView[]>('GET', '/api/v1/instances'),
+  /** A gang this daemon heads (404 for an instance that is not one). */
+  gang: (name: string) => request<GangStatus>('GET', `/api/v1/gangs/${encodeURIComponent(name)}`),
   instanceSpeculation: (name: string) =>
     request<SpeculationView>('GET', `/api/v1/instances/${encodeURIComponent(name)}/speculation`),
   stopInstance: (name: string) => request<InstanceView>('POST', `/api/v1/instances/${encodeURIComponent(name)}/stop`),

@@ -852,6 +852,28 @@ export interface LaunchProfile {
   lenders?: Lender[];
 }
 
+/** crates/server/src/gang/mod.rs: a profile served by engines (and leases) on several rigs. */
+export interface GangStatus {
+  name: string;
+  phase: 'starting' | 'ready' | 'restarting' | 'stopping' | 'stopped' | 'failed';
+  /** The head first. */
+  members: GangMember[];
+  restarts: number;
+  message: string | null;
+  exposes: string;
+  since_ms: number;
+}
+
+/** crates/server/src/gang/member.rs */
+export interface GangMember {
+  kind: 'local' | 'peer' | 'lease';
+  rig?: string;
+  /** A lease's devices on its rig. */
+  devices?: string[];
+  instance: string;
+  seat?: { rank: number; interface: string } & Record<string, unknown>;
+}
+
 /** crates/core/src/profiles/lenders.rs */
 export interface Lender {
   rig: string;

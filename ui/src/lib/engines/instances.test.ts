@@ -1,7 +1,7 @@
 // Instances page and "Save as launch profile" helpers.
 
 import { describe, expect, it } from 'vitest';
-import type { EngineBuild, GpuSnapshot, InstanceView, LogLine, PlanResponse } from '../api/types';
+import type { EngineBuild, GangStatus, GpuSnapshot, InstanceView, LogLine, PlanResponse } from '../api/types';
 import {
   speculationLine,
   usesSpeculation,
@@ -28,6 +28,8 @@ import {
   offersGpuBuild,
   profileFormError,
   reduceBuild,
+  gangLines,
+  mayHeadGang,
 } from './instances';
 import { defaultOptions } from '../placement/editor.svelte';
 
@@ -189,6 +191,31 @@ describe('profile from the editor', () => {
     expect(profileFormError({ ...form, lenders: 'mini' })).toMatch(/"mini".*e\.g\. "mini CPU"/);
     expect(profileFormError({ ...form, lenders: 'mini CPU\nmini CUDA0' })).toMatch(/'mini' is listed twice/);
     expect(profileFormError({ ...form, lenders: 'mini CPU;-H' })).toMatch(/device names/);
+  });
+  it('says a gang\'s phase, its members with their rigs, its restarts and why', () => {
+    const gang = {
+      name: 'lent',
+      phase: 'restarting',
+      members: [
+        { kind: 'local', instance: 'lent' },
+        { kind: 'lease', rig: 'mini', devices: ['CPU'], instance: 'lent.lease1' },
+        { kind: 'peer', rig: 'tower', instance: 'big.rank1', seat: { rank: 1, interface: 'eth1' } },
+      ],
+      restarts: 2,
+      message: "waiting to start again until every box is ready: 'mini' cannot be reached",
+      exposes: 'nothing beyond the fleet\'s channel',
+      since_ms: 0,
+    } as unknown as GangStatus;
+    expect(gangLines(gang)).toEqual([
+      "gang restarting (2 restarts): the head on this rig · CPU lent by 'mini' · rank 1 on 'tower' (eth1)",
+      "waiting to start again until every box is ready: 'mini' cannot be reached",
+    ]);
+    expect(mayHeadGang(['llama-server', '--rpc', '127.0.0.1:4000'])).toBe(true);
+    expect(mayHeadGang(['vllm', 'serve', '--nnodes', '2'])).toBe(true);
+    expect(mayHeadGang(['llama-server', '-m', 'm.gguf'])).toBe(false);
+    expect(gangLines({ ...gang, phase: 'ready', restarts: 1, message: null })).toEqual([
+      "gang ready (1 restart): the head on this rig · CPU lent by 'mini' · rank 1 on 'tower' (eth1)",
+    ]);
   });
   it('suggests a name from the model file', () => {
     expect(defaultProfileName('/m/Qwen3-8B-Q4_K_M.gguf')).toBe('qwen3-8b-q4_k_m');

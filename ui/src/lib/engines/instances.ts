@@ -12,6 +12,8 @@ import type {
   LaunchProfile,
   NewProfile,
   LogLine,
+  GangMember,
+  GangStatus,
   Lender,
   MultiNodeNode,
   PlacementOptions,
@@ -244,6 +246,26 @@ export function profileBody(
     if (planned.length > 0) body.planned_memory = planned;
   }
   return body;
+}
+
+/** Whether an engine's argv is a gang head's (llama.cpp with lent devices, or a multi-node
+ *  vLLM/SGLang head): only those ask for their gang. */
+export function mayHeadGang(argv: string[]): boolean {
+  return argv.includes('--rpc') || argv.includes('--nnodes');
+}
+
+/** A gang's lines for its head's card: its phase, restarts and members with their rigs, then
+ *  why it fails, restarts or waits. */
+export function gangLines(g: GangStatus): string[] {
+  const member = (m: GangMember): string => {
+    if (m.kind === 'lease') return `${(m.devices ?? []).join(',')} lent by '${m.rig}'`;
+    const place = m.kind === 'local' ? 'this rig' : `'${m.rig}'`;
+    return m.seat ? `rank ${m.seat.rank} on ${place} (${m.seat.interface})` : `the head on ${place}`;
+  };
+  const restarts = g.restarts > 0 ? ` (${g.restarts} restart${g.restarts === 1 ? '' : 's'})` : '';
+  const lines = [`gang ${g.phase}${restarts}: ${g.members.map(member).join(' · ')}`];
+  if (g.message) lines.push(g.message);
+  return lines;
 }
 
 /** What the Models page's "Serve" form holds for a vLLM or SGLang profile. */
