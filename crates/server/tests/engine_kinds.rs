@@ -218,29 +218,15 @@ async fn ngram_speculation_on_llama_server_reports_its_drafts_on_the_instance() 
 /// real install keeps it, and a `vllm serve` that answers health, models and Prometheus
 /// counters (those of a run with MTP drafting) and writes its argv to `argv.json`.
 fn stand_in_vllm(dir: &Path) -> PathBuf {
-    let venv = dir.join("vllm-env");
-    let status = std::process::Command::new("python3")
-        .args(["-m", "venv", "--without-pip"])
-        .arg(&venv)
-        .status()
-        .expect("python3 -m venv");
-    assert!(status.success());
-    let site = std::fs::read_dir(venv.join("lib"))
-        .unwrap()
-        .flatten()
-        .map(|e| e.path().join("site-packages"))
-        .next()
-        .expect("site-packages");
+    let (venv, site) = support::stand_in_vllm::venv(dir, "0.33.0");
     std::fs::create_dir_all(site.join("vllm/config")).unwrap();
-    std::fs::write(site.join("vllm/__init__.py"), "__version__ = \"0.33.0\"\n").unwrap();
     std::fs::write(
         site.join("vllm/config/speculative.py"),
         "SpeculativeMethod = Literal[\"ngram\", \"draft_model\", \"eagle3\", \"mtp\"]\n",
     )
     .unwrap();
     let serve = format!(
-        r##"#!{python}
-import http.server, json, sys
+        r##"import http.server, json, sys
 options = sys.argv[3:]
 value = lambda flag: options[options.index(flag) + 1]
 json.dump(sys.argv, open({argv_file:?}, "w"))
@@ -260,13 +246,9 @@ class Handler(http.server.BaseHTTPRequestHandler):
         pass
 http.server.ThreadingHTTPServer((value("--host"), int(value("--port"))), Handler).serve_forever()
 "##,
-        python = venv.join("bin/python").display(),
         argv_file = dir.join("argv.json").display().to_string(),
     );
-    let vllm = venv.join("bin/vllm");
-    std::fs::write(&vllm, serve).unwrap();
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(&vllm, std::fs::Permissions::from_mode(0o755)).unwrap();
+    support::stand_in_vllm::install_program(&venv, &serve);
     venv
 }
 

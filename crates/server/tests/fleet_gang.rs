@@ -23,29 +23,9 @@ use support::fleet_member::Member;
 /// appends `{argv, env, pid, at}` to `runs.jsonl` beside it. With `never_join`, a follower runs
 /// but never connects to its head.
 fn stand_in_vllm(dir: &Path, version: &str, never_join: bool) -> PathBuf {
-    std::fs::create_dir_all(dir).unwrap();
-    let venv = dir.join("vllm-env");
-    let status = std::process::Command::new("python3")
-        .args(["-m", "venv", "--without-pip"])
-        .arg(&venv)
-        .status()
-        .expect("python3 -m venv");
-    assert!(status.success());
-    let site = std::fs::read_dir(venv.join("lib"))
-        .unwrap()
-        .flatten()
-        .map(|e| e.path().join("site-packages"))
-        .next()
-        .expect("site-packages");
-    std::fs::create_dir_all(site.join("vllm")).unwrap();
-    std::fs::write(
-        site.join("vllm/__init__.py"),
-        format!("__version__ = \"{version}\"\n"),
-    )
-    .unwrap();
+    let (venv, _) = support::stand_in_vllm::venv(dir, version);
     let serve = format!(
-        r##"#!{python}
-import http.server, json, os, socket, sys, threading, time
+        r##"import http.server, json, os, socket, sys, threading, time
 args = sys.argv[3:]
 def value(flag, default=None):
     return args[args.index(flag) + 1] if flag in args else default
@@ -105,14 +85,10 @@ class Handler(http.server.BaseHTTPRequestHandler):
         pass
 http.server.ThreadingHTTPServer((value("--host"), int(value("--port"))), Handler).serve_forever()
 "##,
-        python = venv.join("bin/python").display(),
         runs = dir.join("runs.jsonl").display().to_string(),
         never_join = if never_join { "True" } else { "False" },
     );
-    let vllm = venv.join("bin/vllm");
-    std::fs::write(&vllm, serve).unwrap();
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(&vllm, std::fs::Permissions::from_mode(0o755)).unwrap();
+    support::stand_in_vllm::install_program(&venv, &serve);
     venv
 }
 
@@ -172,23 +148,6 @@ fn gang_profile(
         "multi_node": {"interface": "lo", "nodes": nodes, "master_port": port,
             "join_timeout_s": join_s},
     })
-}
-
-/// Waits until the desk's gang `big` passes `check`; its status.
-async fn gang_when(desk: &Member, within: Duration, check: impl Fn(&Value) -> bool) -> Value {
-    let deadline = Instant::now() + within;
-    loop {
-        let (status, gang) = desk.call("GET", "/api/v1/gangs/big", None).await;
-        assert_eq!(status, 200, "{gang}");
-        if check(&gang) {
-            return gang;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "the gang never got there: {gang:#}"
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
 }
 
 /// The instance `name` on `member`, if listed.
@@ -264,7 +223,9 @@ async fn a_gang_starts_followers_first_and_restarts_when_a_member_dies_or_its_ri
         Some(2),
         "{started}"
     );
-    let ready = gang_when(&desk, Duration::from_secs(60), |g| g["phase"] == "ready").await;
+    let ready = desk
+        .gang_when("big", Duration::from_secs(60), |g| g["phase"] == "ready")
+        .await;
     assert_eq!(ready["restarts"], 0, "{ready}");
 
     let (head, follower) = (runs(&desk_dir), runs(&rig_dir));
@@ -311,10 +272,11 @@ async fn a_gang_starts_followers_first_and_restarts_when_a_member_dies_or_its_ri
         .args(["-9", &pid.to_string()])
         .status()
         .unwrap();
-    let again = gang_when(&desk, Duration::from_secs(60), |g| {
-        g["phase"] == "ready" && g["restarts"] == 1
-    })
-    .await;
+    let again = desk
+        .gang_when("big", Duration::from_secs(60), |g| {
+            g["phase"] == "ready" && g["restarts"] == 1
+        })
+        .await;
     println!(
         "a killed follower to the gang ready again: {:.1} s",
         killed_at.elapsed().as_secs_f64()
@@ -327,10 +289,12 @@ async fn a_gang_starts_followers_first_and_restarts_when_a_member_dies_or_its_ri
 
     // The rig's daemon gone: its member counts as dead, everything stops; back when it returns.
     rig.kill();
-    let waiting = gang_when(&desk, Duration::from_secs(30), |g| {
-        g["phase"] == "restarting" && g["message"].as_str().is_some_and(|m| m.contains("waiting"))
-    })
-    .await;
+    let waiting = desk
+        .gang_when("big", Duration::from_secs(30), |g| {
+            g["phase"] == "restarting"
+                && g["message"].as_str().is_some_and(|m| m.contains("waiting"))
+        })
+        .await;
     assert!(
         waiting["message"].as_str().unwrap().contains("'mini'"),
         "{waiting}"
@@ -339,10 +303,11 @@ async fn a_gang_starts_followers_first_and_restarts_when_a_member_dies_or_its_ri
         .await
         .is_none_or(|v| v["phase"] != "ready"));
     rig.serve().await;
-    let back = gang_when(&desk, Duration::from_secs(90), |g| {
-        g["phase"] == "ready" && g["restarts"] == 2
-    })
-    .await;
+    let back = desk
+        .gang_when("big", Duration::from_secs(90), |g| {
+            g["phase"] == "ready" && g["restarts"] == 2
+        })
+        .await;
     assert_eq!(runs(&rig_dir).len(), 3, "{back}");
 
     // A stop: every member, on every rig.
@@ -458,7 +423,9 @@ async fn a_follower_that_never_joins_stops_everything_and_bad_boxes_are_refused(
     assert_eq!(status, 200);
     let (status, started) = desk.call("POST", "/api/v1/profiles/big/start", None).await;
     assert_eq!(status, 200, "{started}");
-    let failed = gang_when(&desk, Duration::from_secs(60), |g| g["phase"] == "failed").await;
+    let failed = desk
+        .gang_when("big", Duration::from_secs(60), |g| g["phase"] == "failed")
+        .await;
     let message = failed["message"].as_str().unwrap();
     assert!(
         message.contains("rank 1 on 'slow' (interface lo, 127.0.0.1) never joined")

@@ -262,34 +262,11 @@ async fn a_lent_cpu_answers_the_heads_llama_server_through_the_tunnel() {
     assert_eq!(status, 404, "{again}");
 }
 
-/// A `llama-server` that says it is another build (`version: 9999 (deadbee)`) and is otherwise
-/// the real one, with the real `rpc-server` beside it.
-async fn other_build(dir: &Path) -> PathBuf {
-    let real = support::llama_server().await;
-    let folder = dir.join("other-build");
-    std::fs::create_dir_all(&folder).unwrap();
-    let program = folder.join("llama-server");
-    std::fs::write(
-        &program,
-        format!(
-            "#!/bin/sh\nif [ \"$1\" = --version ]; then echo 'version: 9999 (deadbee)' >&2; \
-             echo 'built with cc for x86_64-linux-gnu' >&2; exit 0; fi\nexec '{}' \"$@\"\n",
-            real.display()
-        ),
-    )
-    .unwrap();
-    let executable = std::os::unix::fs::PermissionsExt::from_mode(0o755);
-    std::fs::set_permissions(&program, executable).unwrap();
-    std::os::unix::fs::symlink(real.with_file_name("rpc-server"), folder.join("rpc-server"))
-        .unwrap();
-    program
-}
-
 #[tokio::test]
 async fn mismatched_builds_unknown_devices_and_an_unpinned_head_are_refused() {
     let root = tempdir();
     let (lender, lender_build) = member(root.path(), "lender", "cpu-only.json", &[]).await;
-    let other = other_build(root.path()).await;
+    let other = support::other_build(root.path()).await;
     let (head, _) = member(root.path(), "head", "4x3090.json", &[other]).await;
     head.pair_with(&lender).await;
 

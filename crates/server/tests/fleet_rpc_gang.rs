@@ -10,7 +10,7 @@
 
 mod support;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
@@ -31,29 +31,6 @@ async fn member(root: &Path, name: &str, program: &Path) -> (Member, Value) {
     (member, json!({"id": build.id, "version": build.version}))
 }
 
-/// A `llama-server` that says it is another build (`version: 9999 (deadbee)`) and is otherwise
-/// the real one, with the real `rpc-server` beside it.
-async fn other_build(dir: &Path) -> PathBuf {
-    let real = support::llama_server().await;
-    let folder = dir.join("other-build");
-    std::fs::create_dir_all(&folder).unwrap();
-    let program = folder.join("llama-server");
-    std::fs::write(
-        &program,
-        format!(
-            "#!/bin/sh\nif [ \"$1\" = --version ]; then echo 'version: 9999 (deadbee)' >&2; \
-             echo 'built with cc for x86_64-linux-gnu' >&2; exit 0; fi\nexec '{}' \"$@\"\n",
-            real.display()
-        ),
-    )
-    .unwrap();
-    let executable = std::os::unix::fs::PermissionsExt::from_mode(0o755);
-    std::fs::set_permissions(&program, executable).unwrap();
-    std::os::unix::fs::symlink(real.with_file_name("rpc-server"), folder.join("rpc-server"))
-        .unwrap();
-    program
-}
-
 /// The profile `lent`: the tiny model on this rig, the CPU of `lender` lent.
 fn lent_profile(build: i64, model: &Path, lender: &str) -> Value {
     json!({
@@ -63,23 +40,6 @@ fn lent_profile(build: i64, model: &Path, lender: &str) -> Value {
             "initial_backoff_ms": 200, "max_backoff_ms": 1000},
         "lenders": [{"rig": lender, "devices": ["CPU"]}],
     })
-}
-
-/// Waits until the head's gang `lent` passes `check`; its status.
-async fn gang_when(head: &Member, within: Duration, check: impl Fn(&Value) -> bool) -> Value {
-    let deadline = Instant::now() + within;
-    loop {
-        let (status, gang) = head.call("GET", "/api/v1/gangs/lent", None).await;
-        assert_eq!(status, 200, "{gang}");
-        if check(&gang) {
-            return gang;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "the gang never got there: {gang:#}"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
 }
 
 /// The leases the lender lends now.
@@ -167,7 +127,8 @@ async fn a_lent_cpu_gang_answers_and_restarts_when_its_rpc_server_or_its_rig_die
         "{started}"
     );
     println!("{}", started["message"]);
-    gang_when(&head, Duration::from_secs(120), |g| g["phase"] == "ready").await;
+    head.gang_when("lent", Duration::from_secs(120), |g| g["phase"] == "ready")
+        .await;
 
     // The head's llama-server uses the lease's endpoint, every layer on the lent device.
     let (_, taken) = head.call("GET", "/api/v1/fleet/rpc", None).await;
@@ -196,10 +157,11 @@ async fn a_lent_cpu_gang_answers_and_restarts_when_its_rpc_server_or_its_rig_die
         .status()
         .unwrap()
         .success());
-    let back = gang_when(&head, Duration::from_secs(120), |g| {
-        g["phase"] == "ready" && g["restarts"] == 1
-    })
-    .await;
+    let back = head
+        .gang_when("lent", Duration::from_secs(120), |g| {
+            g["phase"] == "ready" && g["restarts"] == 1
+        })
+        .await;
     let took = killed_at.elapsed();
     println!(
         "from the lender's rpc-server killed to the gang ready again: {:.2} s",
@@ -218,20 +180,21 @@ async fn a_lent_cpu_gang_answers_and_restarts_when_its_rpc_server_or_its_rig_die
     // rig, and comes back once it answers again.
     lender.kill();
     wait_gone(new_rpc_pid, "the rpc-server of a killed lender").await;
-    let waiting = gang_when(&head, Duration::from_secs(60), |g| {
-        g["phase"] == "restarting"
-            && g["message"]
-                .as_str()
-                .is_some_and(|m| m.contains("'lender' cannot be reached"))
-    })
-    .await;
+    let waiting = head
+        .gang_when("lent", Duration::from_secs(60), |g| {
+            g["phase"] == "restarting"
+                && g["message"]
+                    .as_str()
+                    .is_some_and(|m| m.contains("'lender' cannot be reached"))
+        })
+        .await;
     wait_gone(
         new_head_pid,
         "the head's llama-server of a gang whose lender went away",
     )
     .await;
     lender.serve().await;
-    gang_when(&head, Duration::from_secs(120), |g| {
+    head.gang_when("lent", Duration::from_secs(120), |g| {
         g["phase"] == "ready" && g["restarts"] == 2
     })
     .await;
@@ -254,7 +217,7 @@ async fn a_lent_cpu_gang_answers_and_restarts_when_its_rpc_server_or_its_rig_die
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn another_build_or_a_lender_down_is_refused_before_anything_starts() {
     let root = tempdir();
-    let other = other_build(root.path()).await;
+    let other = support::other_build(root.path()).await;
     let (mut lender, lender_build) = member(root.path(), "lender", &other).await;
     let (head, build) = member(root.path(), "head", &support::llama_server().await).await;
     head.pair_with(&lender).await;

@@ -133,4 +133,28 @@ impl Member {
         let (status, joined) = self.call("POST", "/api/v1/fleet/join", Some(body)).await;
         assert_eq!(status, 200, "{joined}");
     }
+
+    /// Waits until its gang `name` passes `check`; the gang's status.
+    pub async fn gang_when(
+        &self,
+        name: &str,
+        within: Duration,
+        check: impl Fn(&Value) -> bool,
+    ) -> Value {
+        let deadline = Instant::now() + within;
+        loop {
+            let (status, gang) = self
+                .call("GET", &format!("/api/v1/gangs/{name}"), None)
+                .await;
+            assert_eq!(status, 200, "{gang}");
+            if check(&gang) {
+                return gang;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "the gang never got there: {gang:#}"
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
 }

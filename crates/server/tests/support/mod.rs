@@ -6,6 +6,7 @@
 pub mod daemon_process;
 pub mod engine_rig;
 pub mod fleet_member;
+pub mod stand_in_vllm;
 
 use std::path::{Path, PathBuf};
 
@@ -373,4 +374,27 @@ pub fn gemma3_270m() -> PathBuf {
         String::from_utf8_lossy(&output.stderr)
     );
     PathBuf::from(String::from_utf8_lossy(&output.stdout).trim())
+}
+
+/// A `llama-server` that says it is another build (`version: 9999 (deadbee)`) and is otherwise
+/// the real one, with the real `rpc-server` beside it.
+pub async fn other_build(dir: &Path) -> PathBuf {
+    let real = llama_server().await;
+    let folder = dir.join("other-build");
+    std::fs::create_dir_all(&folder).unwrap();
+    let program = folder.join("llama-server");
+    std::fs::write(
+        &program,
+        format!(
+            "#!/bin/sh\nif [ \"$1\" = --version ]; then echo 'version: 9999 (deadbee)' >&2; \
+             echo 'built with cc for x86_64-linux-gnu' >&2; exit 0; fi\nexec '{}' \"$@\"\n",
+            real.display()
+        ),
+    )
+    .unwrap();
+    let executable = std::os::unix::fs::PermissionsExt::from_mode(0o755);
+    std::fs::set_permissions(&program, executable).unwrap();
+    std::os::unix::fs::symlink(real.with_file_name("rpc-server"), folder.join("rpc-server"))
+        .unwrap();
+    program
 }
