@@ -4,7 +4,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::options::DeviceId;
+use super::options::{DeviceId, RpcServer};
 
 /// A link from the head box to another box.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -119,6 +119,17 @@ pub struct RemoteBox {
     pub link: Link,
     /// The lent devices it holds, `RPC…` in llama.cpp's numbering.
     pub devices: Vec<DeviceId>,
+}
+
+/// The `--rpc` servers of `boxes`, in order, each with the devices it lends.
+pub fn rpc_servers(boxes: &[RemoteBox]) -> Vec<RpcServer> {
+    boxes
+        .iter()
+        .map(|b| RpcServer {
+            endpoint: b.endpoint.clone(),
+            devices: b.devices.len() as u32,
+        })
+        .collect()
 }
 
 /// Which box each lent device is on.

@@ -8,9 +8,9 @@ use super::compute::{
     cache_types_note, compute_estimate_note, flash_attention_note, host_experts_note,
 };
 use super::flags::{command_line, to_args_for, FlagError, Offload};
-use super::link::RemoteBox;
+use super::link::{rpc_servers, RemoteBox};
 use super::model::ModelShape;
-use super::options::{DeviceId, PlacementOptions, RpcServer};
+use super::options::{DeviceId, PlacementOptions};
 use super::plan::{plan, DeviceSpec, Plan, PlanError};
 use super::solver::solve_across;
 
@@ -64,13 +64,7 @@ pub fn report_across(
     } else {
         let mut options = options.clone();
         if options.rpc_servers.is_empty() {
-            options.rpc_servers = boxes
-                .iter()
-                .map(|b| RpcServer {
-                    endpoint: b.endpoint.clone(),
-                    devices: b.devices.len() as u32,
-                })
-                .collect();
+            options.rpc_servers = rpc_servers(boxes);
         }
         let plan = plan(model, devices, &options)?;
         (options, plan, Vec::new())

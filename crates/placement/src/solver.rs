@@ -16,9 +16,9 @@
 use serde::{Deserialize, Serialize};
 
 use super::ceiling::ceiling_across;
-use super::link::RemoteBox;
+use super::link::{rpc_servers, RemoteBox};
 use super::model::{ModelShape, TensorRole};
-use super::options::{DeviceId, PlacementOptions, RpcServer, SplitMode, TensorOverride};
+use super::options::{DeviceId, PlacementOptions, SplitMode, TensorOverride};
 use super::plan::{plan, DeviceSpec, Plan, PlanError};
 use super::verdict::FitVerdict;
 
@@ -230,13 +230,7 @@ impl<'a> LentSplit<'a> {
         options.split_mode = SplitMode::Layer;
         options.n_gpu_layers = None;
         options.main_gpu = 0;
-        options.rpc_servers = boxes
-            .iter()
-            .map(|b| RpcServer {
-                endpoint: b.endpoint.clone(),
-                devices: b.devices.len() as u32,
-            })
-            .collect();
+        options.rpc_servers = rpc_servers(boxes);
         options.devices = lent.iter().chain(&here).map(|d| d.id).collect();
         LentSplit {
             model,
@@ -533,6 +527,7 @@ fn whole_model_on_a_degraded_card(
 mod tests {
     use super::*;
     use crate::link::Link;
+    use crate::options::RpcServer;
     use crate::testing::{gpus, lend, moe_model, GIB, MIB};
 
     #[test]
