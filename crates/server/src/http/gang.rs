@@ -16,7 +16,6 @@ use serde_json::{json, Value};
 
 use super::error::ApiError;
 use super::AppState;
-use rigdeck_core::placement::from_gguf::load_shape;
 use rigdeck_core::placement::rig::Margins;
 
 use crate::gang::lent::LentPlanning;
@@ -65,17 +64,7 @@ pub(super) async fn start(
 
 /// What a profile with lenders is planned from: its model's shape and this rig's devices.
 async fn lent_planning(state: &AppState, profile: &LaunchProfile) -> ApiResult<LentPlanning> {
-    let model = profile.model.clone();
-    let loaded = tokio::task::spawn_blocking(move || load_shape(&model))
-        .await
-        .map_err(|e| {
-            ApiError::new(
-                StatusCode::INTERNAL_SERVER_ERROR,
-                "plan_failed",
-                e.to_string(),
-            )
-        })?
-        .map_err(|e| ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "bad_model", e.to_string()))?;
+    let (loaded, _) = super::placement::load(&profile.model.to_string_lossy()).await?;
     let (head_devices, _) = super::placement::planning_devices(
         state,
         "live",

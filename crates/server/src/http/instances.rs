@@ -330,16 +330,7 @@ pub async fn export_profile(
         .launch_profile(&name)
         .await
         .map_err(store_error)?;
-    let build = store(&state)?
-        .engine_build(profile.engine_build_id)
-        .await
-        .map_err(internal)?
-        .ok_or_else(|| {
-            launch_error(LaunchError::Invalid(profile::ProfileError::UnknownBuild {
-                profile: profile.name.clone(),
-                id: profile.engine_build_id,
-            }))
-        })?;
+    let build = profile_build(&state, &profile).await?;
     let (port, note) = export_port(&profile).map_err(launch_error)?;
     // numactl is looked up where the file will most likely run: this machine.
     let numactl = profile
@@ -384,6 +375,20 @@ pub struct StartBody {
     force: bool,
 }
 
+/// The engine build `profile` runs on; a profile whose build is gone is refused naming both.
+async fn profile_build(state: &AppState, profile: &LaunchProfile) -> ApiResult<EngineBuild> {
+    store(state)?
+        .engine_build(profile.engine_build_id)
+        .await
+        .map_err(internal)?
+        .ok_or_else(|| {
+            launch_error(LaunchError::Invalid(profile::ProfileError::UnknownBuild {
+                profile: profile.name.clone(),
+                id: profile.engine_build_id,
+            }))
+        })
+}
+
 /// `POST /profiles/{name}/start`.
 pub async fn start_profile(
     State(state): State<Arc<AppState>>,
@@ -396,16 +401,7 @@ pub async fn start_profile(
         .await
         .map_err(store_error)?;
     if profile.is_gang() {
-        let build = store(&state)?
-            .engine_build(profile.engine_build_id)
-            .await
-            .map_err(internal)?
-            .ok_or_else(|| {
-                launch_error(LaunchError::Invalid(profile::ProfileError::UnknownBuild {
-                    profile: name.clone(),
-                    id: profile.engine_build_id,
-                }))
-            })?;
+        let build = profile_build(&state, &profile).await?;
         return super::gang::start(&state, profile, &build).await;
     }
     let view = instances(&state)?

@@ -352,7 +352,7 @@ async fn plan_response(
 }
 
 /// A local path, or an http(s) URL whose headers are read with Range requests (no download).
-async fn load(model: &str) -> Result<(LoadedModel, Option<u64>), ApiError> {
+pub(super) async fn load(model: &str) -> Result<(LoadedModel, Option<u64>), ApiError> {
     let bad = |e: rigdeck_core::placement::from_gguf::ShapeError| {
         ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "bad_model", e.to_string())
     };
