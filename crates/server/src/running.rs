@@ -302,6 +302,7 @@ pub async fn start(options: ServeOptions) -> anyhow::Result<RunningServer> {
             instances.clone(),
             store.clone(),
             fleet.clone(),
+            downloads.clone(),
         )),
         _ => None,
     };

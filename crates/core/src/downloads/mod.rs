@@ -293,6 +293,20 @@ impl Downloads {
             .collect()
     }
 
+    /// The finished downloads: what each asked for and where its files are.
+    pub fn finished(&self) -> Vec<(DownloadRequest, Vec<PathBuf>)> {
+        self.jobs()
+            .values()
+            .filter(|job| job.state == DownloadState::Done)
+            .map(|job| (job.request.clone(), job.paths.clone()))
+            .collect()
+    }
+
+    /// Where a download queued now would put its files.
+    pub fn destination(&self) -> Result<Destination, ConfigError> {
+        (self.inner.hub)().map(|(_, destination)| destination)
+    }
+
     /// Queues a download; it starts when those before it are done.
     pub async fn enqueue(&self, request: DownloadRequest) -> Result<DownloadView, QueueError> {
         let body = serde_json::to_string(&request).map_err(|e| QueueError::Corrupt {

@@ -8,6 +8,7 @@
 //!
 //! - [`member`]: the kinds of member and what the head does with each.
 //! - [`preflight`]: what each box checks before a start (engine version, model, interface).
+//! - [`model_copies`]: the model offered as a download to a follower's rig that lacks it.
 //! - [`lent`]: a llama.cpp gang's preflight: devices lent over RPC, the measured link, the plan.
 //!
 //! A llama.cpp profile with `lenders` is a gang too: its members are the head's llama-server and
@@ -16,6 +17,7 @@
 
 pub mod lent;
 pub mod member;
+pub mod model_copies;
 pub mod preflight;
 mod run;
 
@@ -23,6 +25,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
+use rigdeck_core::downloads::Downloads;
 use rigdeck_core::engines::registry::EngineBuild;
 use rigdeck_core::engines::EngineKind;
 use rigdeck_core::launch::{Instances, LaunchProfile};
@@ -35,6 +38,7 @@ use tokio::task::JoinHandle;
 
 use lent::{LentPlacement, LentPlanning};
 use member::{Crew, Member, MemberKind};
+use model_copies::Survey;
 use preflight::CheckRequest;
 
 /// How long each follower may take from its start until it runs.
@@ -120,11 +124,18 @@ struct Running {
 pub struct Gangs {
     crew: Arc<Crew>,
     store: Store,
+    /// This rig's downloads: where a gang's model came from, to offer it to a rig lacking it.
+    downloads: Option<Downloads>,
     running: Mutex<HashMap<String, Running>>,
 }
 
 impl Gangs {
-    pub fn new(instances: Arc<Instances>, store: Store, fleet: Option<Arc<Fleet>>) -> Arc<Self> {
+    pub fn new(
+        instances: Arc<Instances>,
+        store: Store,
+        fleet: Option<Arc<Fleet>>,
+        downloads: Option<Downloads>,
+    ) -> Arc<Self> {
         Arc::new(Self {
             crew: Arc::new(Crew {
                 instances,
@@ -132,6 +143,7 @@ impl Gangs {
                 leases: Mutex::new(HashMap::new()),
             }),
             store,
+            downloads,
             running: Mutex::new(HashMap::new()),
         })
     }
@@ -272,6 +284,7 @@ impl Gangs {
         }));
         let mut problems = Vec::new();
         let mut addresses = Vec::new();
+        let mut lacking = Vec::new();
         for (kind, interface) in &places {
             let request = CheckRequest {
                 kind: build.kind,
@@ -284,12 +297,19 @@ impl Gangs {
                 Ok(answer) => {
                     problems.extend(answer.problems.iter().map(|p| format!("{place} {p}")));
                     addresses.push(answer.address);
+                    if let (true, MemberKind::Peer { rig }) = (answer.model_missing, kind) {
+                        lacking.push(rig.clone());
+                    }
                 }
                 Err(why) => {
                     problems.push(format!("{place} cannot be asked: {why}"));
                     addresses.push(None);
                 }
             }
+        }
+        if !lacking.is_empty() {
+            let survey = self.survey_rigs(&profile.model, &lacking, false).await;
+            problems.push(model_copies::offer(&survey, &name));
         }
         let found: Option<Vec<_>> = addresses.into_iter().collect();
         let (Some(addresses), true) = (found, problems.is_empty()) else {
@@ -328,6 +348,48 @@ impl Gangs {
             version: build.version.clone(),
             members,
         })
+    }
+
+    /// Which of a multi-node profile's followers lack its model, and where the head's download
+    /// of it lands on each; with `start`, those downloads are queued there.
+    pub async fn model_survey(
+        &self,
+        profile: &LaunchProfile,
+        build: &EngineBuild,
+        start: bool,
+    ) -> Result<Survey, GangError> {
+        let multi = profile.multi_node.as_ref().ok_or_else(|| {
+            GangError::Refused(format!(
+                "profile '{}' does not run across boxes (no multi_node)",
+                profile.name
+            ))
+        })?;
+        let request = CheckRequest {
+            kind: build.kind,
+            version: build.version.clone(),
+            model: Some(profile.model.clone()),
+            interface: None,
+        };
+        let mut lacking = Vec::new();
+        for node in &multi.nodes {
+            let follower = MemberKind::Peer {
+                rig: node.peer.clone(),
+            };
+            let answer = follower
+                .check(&self.crew, &self.store, &request)
+                .await
+                .map_err(|why| {
+                    GangError::Refused(format!("'{}' cannot be asked: {why}", node.peer))
+                })?;
+            if answer.model_missing {
+                lacking.push(node.peer.clone());
+            }
+        }
+        Ok(self.survey_rigs(&profile.model, &lacking, start).await)
+    }
+
+    async fn survey_rigs(&self, model: &std::path::Path, rigs: &[String], start: bool) -> Survey {
+        model_copies::survey(&self.crew, self.downloads.as_ref(), model, rigs, start).await
     }
 
     /// A llama.cpp gang: every box checked, the leases taken once to plan with their devices

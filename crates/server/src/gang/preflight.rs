@@ -31,6 +31,9 @@ pub struct CheckAnswer {
     pub build_id: Option<i64>,
     pub address: Option<IpAddr>,
     pub problems: Vec<String>,
+    /// The model is not at its path here (one of the problems): the head may offer its download.
+    #[serde(default)]
+    pub model_missing: bool,
 }
 
 /// Runs the checks on this box.
@@ -47,6 +50,7 @@ pub async fn check_here(store: &Store, request: &CheckRequest) -> CheckAnswer {
     }
     if let Some(problem) = request.model.as_deref().and_then(model_problem) {
         answer.problems.push(problem);
+        answer.model_missing = true;
     }
     if let Some(interface) = &request.interface {
         match network_interfaces::private_address(interface) {
@@ -89,7 +93,7 @@ fn model_problem(model: &Path) -> Option<String> {
     let present = model.join("config.json").is_file() || model.is_file();
     (!present).then(|| {
         format!(
-            "has no model at '{}': every box reads the model from the same path; copy or download it there (Models → Hub on that rig)",
+            "has no model at '{}': every box reads the model from the same path",
             model.display()
         )
     })

@@ -1,8 +1,10 @@
 //! Gangs over HTTP. On the head: a multi-node profile starts and stops through the instance
 //! endpoints (`POST /profiles/{name}/start`, `POST /instances/{name}/stop|restart`), which come
-//! here; `GET /gangs` and `GET /gangs/{name}` show them. On a follower's rig, called by its desk
-//! over the fleet channel: `POST /gang/check` (this box's preflight) and `POST /gang/followers`
-//! (start a follower in its seat).
+//! here; `GET /gangs` and `GET /gangs/{name}` show them; `GET|POST /gangs/{name}/fetch-model`
+//! says which followers lack the model and downloads it there. On a follower's rig, called by
+//! its desk over the fleet channel: `POST /gang/check` (this box's preflight), `POST
+//! /gang/followers` (start a follower in its seat) and `POST /gang/model-copies` (where the
+//! head's model download lands here, and queue it).
 
 use std::sync::Arc;
 
@@ -20,6 +22,7 @@ use rigdeck_core::placement::rig::Margins;
 
 use crate::gang::lent::LentPlanning;
 use crate::gang::member::FollowerStart;
+use crate::gang::model_copies::{self, CopyRequest};
 use crate::gang::preflight::{self, CheckRequest};
 use crate::gang::{GangError, Gangs};
 
@@ -103,6 +106,57 @@ pub async fn get(
         .status(&name)
         .ok_or_else(|| gang_error(GangError::NotRunning(name)))?;
     Ok(Json(json!(status)))
+}
+
+/// `GET /gangs/{name}/fetch-model`: which followers of the multi-node profile `name` lack its
+/// model, and where the head's download of it would land on each (or how to copy it).
+pub async fn model_survey(
+    State(state): State<Arc<AppState>>,
+    Path(name): Path<String>,
+) -> ApiResult<Json<Value>> {
+    survey_for(&state, &name, false).await
+}
+
+/// `POST /gangs/{name}/fetch-model`: the head's download of the model queued on each follower's
+/// rig that lacks it; the rigs' download ids and where each lands.
+pub async fn fetch_model(
+    State(state): State<Arc<AppState>>,
+    Path(name): Path<String>,
+) -> ApiResult<Json<Value>> {
+    survey_for(&state, &name, true).await
+}
+
+async fn survey_for(state: &AppState, name: &str, start: bool) -> ApiResult<Json<Value>> {
+    let store = state.store.as_ref().ok_or_else(no_database)?;
+    let profile = store
+        .launch_profile(name)
+        .await
+        .map_err(super::instances::store_error)?;
+    let build = super::instances::profile_build(state, &profile).await?;
+    let survey = gangs(state)?
+        .model_survey(&profile, &build, start)
+        .await
+        .map_err(gang_error)?;
+    Ok(Json(json!(survey)))
+}
+
+/// `POST /gang/model-copies`: where a head's model download lands on this rig and, unless a dry
+/// run, the download queued (it shows in `GET /downloads` as any).
+pub async fn copy_model(
+    State(state): State<Arc<AppState>>,
+    Json(asked): Json<CopyRequest>,
+) -> ApiResult<(StatusCode, Json<Value>)> {
+    let downloads = state.downloads.as_ref().ok_or_else(no_database)?;
+    let started = !asked.dry_run;
+    let answer = model_copies::copy_here(downloads, asked)
+        .await
+        .map_err(|why| ApiError::new(StatusCode::CONFLICT, "download_refused", why))?;
+    let status = if started {
+        StatusCode::CREATED
+    } else {
+        StatusCode::OK
+    };
+    Ok((status, Json(json!(answer))))
 }
 
 /// `POST /gang/check`: whether this box can take a part in a head's gang.

@@ -84,7 +84,7 @@ fn export_error(err: ExportError) -> ApiError {
     ApiError::new(StatusCode::BAD_REQUEST, "cannot_export", err.to_string())
 }
 
-fn store_error(err: ProfileStoreError) -> ApiError {
+pub(super) fn store_error(err: ProfileStoreError) -> ApiError {
     launch_error(LaunchError::Profile(err))
 }
 
@@ -376,7 +376,10 @@ pub struct StartBody {
 }
 
 /// The engine build `profile` runs on; a profile whose build is gone is refused naming both.
-async fn profile_build(state: &AppState, profile: &LaunchProfile) -> ApiResult<EngineBuild> {
+pub(super) async fn profile_build(
+    state: &AppState,
+    profile: &LaunchProfile,
+) -> ApiResult<EngineBuild> {
     store(state)?
         .engine_build(profile.engine_build_id)
         .await

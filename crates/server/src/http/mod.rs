@@ -268,6 +268,17 @@ fn api_endpoints() -> Vec<Endpoint> {
         at(Method::GET, "/instances", get(instances::list_instances)),
         at(Method::GET, "/gangs", get(gang::list)),
         at(Method::GET, "/gangs/{name}", get(gang::get)),
+        at(
+            Method::GET,
+            "/gangs/{name}/fetch-model",
+            get(gang::model_survey),
+        ),
+        at(
+            Method::POST,
+            "/gangs/{name}/fetch-model",
+            post(gang::fetch_model),
+        ),
+        at(Method::POST, "/gang/model-copies", post(gang::copy_model)),
         at(Method::POST, "/gang/check", post(gang::check)),
         at(Method::POST, "/gang/followers", post(gang::start_follower)),
         at(Method::GET, "/gang/leases/{lease}", get(gang::lease)),
