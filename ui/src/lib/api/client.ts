@@ -41,6 +41,7 @@ import type {
   HubTokenStatus,
   NewDownload,
   RecommendedModels,
+  GangModelSurvey,
   GangStatus,
   InstanceView,
   LaunchProfile,
@@ -216,6 +217,12 @@ export const api = {
   instances: () => request<InstanceView[]>('GET', '/api/v1/instances'),
   /** A gang this daemon heads (404 for an instance that is not one). */
   gang: (name: string) => request<GangStatus>('GET', `/api/v1/gangs/${encodeURIComponent(name)}`),
+  /** Which followers of a multi-node profile lack its model, and where a download lands there. */
+  gangModelSurvey: (name: string) =>
+    request<GangModelSurvey>('GET', `/api/v1/gangs/${encodeURIComponent(name)}/fetch-model`),
+  /** Starts the head's download of the model on each follower's rig that lacks it. */
+  fetchGangModel: (name: string) =>
+    request<GangModelSurvey>('POST', `/api/v1/gangs/${encodeURIComponent(name)}/fetch-model`),
   instanceSpeculation: (name: string) =>
     request<SpeculationView>('GET', `/api/v1/instances/${encodeURIComponent(name)}/speculation`),
   stopInstance: (name: string) => request<InstanceView>('POST', `/api/v1/instances/${encodeURIComponent(name)}/stop`),

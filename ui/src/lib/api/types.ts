@@ -864,6 +864,27 @@ export interface GangStatus {
   since_ms: number;
 }
 
+/** crates/server/src/gang/model_copies.rs: a follower's rig that lacks a gang's model. */
+export interface GangModelMissing {
+  rig: string;
+  /** Where the head's download lands there; null when it did not come from the hub. */
+  lands_at: string | null;
+  /** Whether that is the profile's model path. */
+  same_path: boolean;
+  /** The rig's download, once started (its Downloads, or the desk's Fleet page). */
+  download_id: number | null;
+  /** What to do there, or why it could not be asked. */
+  note: string;
+}
+
+/** GET|POST /api/v1/gangs/{name}/fetch-model */
+export interface GangModelSurvey {
+  model: string;
+  /** The head's download of the model; null when it did not come from the hub. */
+  origin: { request: { repo: string; commit: string; label: string }; within: string } | null;
+  missing: GangModelMissing[];
+}
+
 /** crates/server/src/gang/member.rs */
 export interface GangMember {
   kind: 'local' | 'peer' | 'lease';
