@@ -47,6 +47,7 @@ fn routes(fleet: Arc<Fleet>) -> Router {
         .route("/fleet/v1/name", get(name))
         .route("/fleet/v1/join", post(join))
         .route("/fleet/v1/hello", get(hello))
+        .route(crate::link_probe::PROBE_PATH, get(crate::link_probe::probe))
         .route(
             crate::rpc_leases::LEASES_PATH,
             post(crate::rpc_routes::grant),

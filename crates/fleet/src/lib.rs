@@ -11,6 +11,7 @@ pub mod gateway_peers;
 pub mod identity;
 pub mod invites;
 pub mod join_code;
+pub mod link_probe;
 pub mod overview;
 pub mod peers;
 pub mod relay;

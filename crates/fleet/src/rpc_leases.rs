@@ -138,7 +138,7 @@ impl Fleet {
         }
     }
 
-    async fn pinned(&self, caller: Caller) -> Result<Peer, FleetError> {
+    pub(crate) async fn pinned(&self, caller: Caller) -> Result<Peer, FleetError> {
         peers::by_fingerprint(self.pool(), caller.fingerprint)
             .await?
             .ok_or_else(|| channel::unknown_caller(caller.fingerprint))

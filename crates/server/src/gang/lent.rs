@@ -1,30 +1,21 @@
 //! The preflight of a llama.cpp gang whose devices are lent by paired rigs over RPC: the model on
 //! this rig, the same llama.cpp build on every lender, each lender's devices taken once to read
-//! their free memory, the link to each measured through the fleet's channel (a few round trips
-//! and a few MB), and the plan made with the lent devices as `RPC…` devices at that link. A
+//! their free memory, the link to each measured over one channel connection (a few round trips,
+//! then tens of MB streamed: `rigdeck_fleet::link_probe`), and the plan made with the lent devices as `RPC…` devices at that link. A
 //! split the devices or the link cannot carry is refused before anything starts.
 
-use std::time::{Duration, Instant};
-
-use axum::body::Body;
-use axum::http::Request;
 use rigdeck_core::events::TelemetryFrame;
 use rigdeck_core::live_rig::live_devices;
 use rigdeck_core::placement::link::{Link, RemoteBox};
 use rigdeck_core::placement::report::report_across;
 use rigdeck_core::placement::rig::Margins;
 use rigdeck_core::placement::{DeviceId, DeviceSpec, ModelShape, PlacementOptions};
+use rigdeck_fleet::link_probe::{LinkMeasurement, ProbePlan};
 use rigdeck_fleet::rpc_lend::RpcDevice;
 
 use super::member::{Crew, Member, MemberKind};
 use super::preflight::CheckRequest;
 
-/// Bytes moved once to measure a link's throughput.
-pub const PROBE_BYTES: u64 = 4 << 20;
-/// Round trips timed to measure a link's latency (the fastest counts).
-const PROBE_ROUND_TRIPS: usize = 5;
-/// How long one probe call may take.
-const PROBE_TIMEOUT: Duration = Duration::from_secs(30);
 const MIB: u64 = 1024 * 1024;
 
 /// What the head knows before it asks the lenders: the model's shape and its own devices.
@@ -139,7 +130,7 @@ async fn plan_with_leases(
         let lease = crew
             .lease(&member.instance)
             .ok_or_else(|| vec![format!("{} is not held", member.label())])?;
-        let link = measure_link(crew, rig)
+        let (link, measurement) = measure_link(crew, rig)
             .await
             .map_err(|why| vec![format!("the link to '{rig}' could not be measured: {why}")])?;
         let live = lender_devices(crew, rig).await;
@@ -148,6 +139,7 @@ async fn plan_with_leases(
             endpoint: lease.endpoint,
             devices: lease.devices,
             link,
+            measurement: Some(measurement),
             live,
         });
     }
@@ -155,13 +147,31 @@ async fn plan_with_leases(
 }
 
 /// One lender as the plan sees it: its lease's endpoint and devices (with their free memory),
-/// the link measured to it, and its own live devices (for their memory bandwidth).
+/// the link measured to it (and what the measurement saw, when it was one), and its own live
+/// devices (for their memory bandwidth).
 pub struct LentBox {
     pub rig: String,
     pub endpoint: String,
     pub devices: Vec<RpcDevice>,
     pub link: Link,
+    pub measurement: Option<LinkMeasurement>,
     pub live: Vec<DeviceSpec>,
+}
+
+impl LentBox {
+    /// The link's figures for the plan's notes and problems.
+    fn describe_link(&self) -> String {
+        let measured = self
+            .measurement
+            .as_ref()
+            .map(|m| format!(": {}", m.describe()))
+            .unwrap_or_default();
+        format!(
+            "the link to '{}': {}{measured}",
+            self.rig,
+            self.link.describe()
+        )
+    }
 }
 
 /// The plan with `lent` as `RPC…` devices beside this rig's: its placement and notes, or each
@@ -181,11 +191,7 @@ pub fn plan_split(
     let mut notes = Vec::new();
     let mut next = 0u32;
     for lender in lent {
-        notes.push(format!(
-            "the link to '{}': {}",
-            lender.rig,
-            lender.link.describe()
-        ));
+        notes.push(lender.describe_link());
         let ids = lent_devices(lender, &mut next, &mut devices);
         boxes.push(RemoteBox {
             name: lender.rig.clone(),
@@ -262,60 +268,57 @@ fn lent_devices(lender: &LentBox, next: &mut u32, devices: &mut Vec<DeviceSpec>)
     ids
 }
 
-/// The lender's live devices from its latest telemetry (empty when it has none to give).
+/// The lender's live devices from its latest telemetry, its CPU with the host memory bandwidth
+/// the lender plans with (empty when it has no telemetry to give).
 async fn lender_devices(crew: &Crew, rig: &str) -> Vec<DeviceSpec> {
-    let answer = super::member::call_peer(
+    let Ok((200, frame)) = ask_lender(crew, rig, "/api/v1/telemetry/latest").await else {
+        return Vec::new();
+    };
+    let Ok(frame) = serde_json::from_value::<TelemetryFrame>(frame) else {
+        return Vec::new();
+    };
+    let margins = Margins {
+        cpu_bandwidth_bytes_per_s: lender_memory_bandwidth(crew, rig).await,
+        ..Margins::default()
+    };
+    live_devices(&frame.sample, &margins)
+}
+
+/// The host memory bandwidth the lender's own planner uses (its measurement, or its settings').
+async fn lender_memory_bandwidth(crew: &Crew, rig: &str) -> Option<u64> {
+    match ask_lender(crew, rig, "/api/v1/host/memory-bandwidth").await {
+        Ok((200, status)) => status["in_use_bytes_per_s"].as_u64().filter(|b| *b > 0),
+        _ => None,
+    }
+}
+
+async fn ask_lender(
+    crew: &Crew,
+    rig: &str,
+    path: &str,
+) -> Result<(u16, serde_json::Value), String> {
+    super::member::call_peer(
         crew,
         rig,
         axum::http::Method::GET,
-        "/api/v1/telemetry/latest",
+        path,
         None,
         super::member::PEER_CALL_TIMEOUT,
     )
-    .await;
-    let frame = match answer {
-        Ok((200, frame)) => serde_json::from_value::<TelemetryFrame>(frame).ok(),
-        _ => None,
-    };
-    frame.map_or_else(Vec::new, |f| live_devices(&f.sample, &Margins::default()))
+    .await
 }
 
-/// The link to `rig` through the fleet's channel: one-way latency as half the fastest of a few
-/// empty round trips, throughput as [`PROBE_BYTES`] over the time the big answer took beyond it.
-pub async fn measure_link(crew: &Crew, rig: &str) -> Result<Link, String> {
-    let mut fastest = f64::INFINITY;
-    for _ in 0..PROBE_ROUND_TRIPS {
-        fastest = fastest.min(probe(crew, rig, 0).await?);
-    }
-    let big = probe(crew, rig, PROBE_BYTES).await?;
-    let moving = (big - fastest).max(1e-6);
-    Link::measured((PROBE_BYTES as f64 / moving) as u64, fastest / 2.0).map_err(|e| e.to_string())
-}
-
-/// Seconds `GET /api/v1/gang/probe?bytes=N` on `rig` took, its whole answer read.
-async fn probe(crew: &Crew, rig: &str, bytes: u64) -> Result<f64, String> {
-    let fleet = crew.fleet()?;
-    let request = Request::get(format!("/api/v1/gang/probe?bytes={bytes}"))
-        .body(Body::empty())
-        .map_err(|e| e.to_string())?;
-    let started = Instant::now();
-    let answer = fleet
-        .relay(rig, request, PROBE_TIMEOUT)
+/// The link to `rig` measured over one channel connection: one-way latency as half the median
+/// of a few empty round trips, throughput from a streamed transfer after its first byte.
+pub async fn measure_link(crew: &Crew, rig: &str) -> Result<(Link, LinkMeasurement), String> {
+    let measurement = crew
+        .fleet()?
+        .measure_link(rig, ProbePlan::default())
         .await
         .map_err(|err| err.message)?;
-    if !answer.status().is_success() {
-        return Err(format!(
-            "it answered the probe with {} (update Rigdeck there)",
-            answer.status()
-        ));
-    }
-    let body = axum::body::to_bytes(Body::new(answer.into_body()), (PROBE_BYTES + 1024) as usize)
-        .await
-        .map_err(|err| format!("the probe's answer broke off: {err}"))?;
-    if body.len() as u64 != bytes {
-        return Err(format!("the probe sent {} bytes, not {bytes}", body.len()));
-    }
-    Ok(started.elapsed().as_secs_f64())
+    let link = Link::measured(measurement.throughput_bytes_per_s, measurement.latency_s())
+        .map_err(|e| e.to_string())?;
+    Ok((link, measurement))
 }
 
 #[cfg(test)]
@@ -374,8 +377,50 @@ mod tests {
                 free_mib: 24_000,
             }],
             link,
+            measurement: None,
             live: vec![gpu(DeviceId::Gpu(0), 24 * GIB)],
         }
+    }
+
+    /// A lender of its CPU, whose own telemetry gives that CPU `bandwidth`.
+    fn cpu_lender(link: Link, bandwidth: Option<u64>) -> LentBox {
+        let mut cpu = gpu(DeviceId::Cpu, 16 * GIB);
+        cpu.bandwidth_bytes_per_s = bandwidth;
+        LentBox {
+            devices: vec![RpcDevice {
+                name: "CPU".into(),
+                description: "AMD Ryzen 9 7950X".into(),
+                total_mib: 32_768,
+                free_mib: 16_000,
+            }],
+            live: vec![cpu],
+            ..lender(link)
+        }
+    }
+
+    #[test]
+    fn a_lent_cpu_with_its_memory_bandwidth_gets_the_slow_link_check() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut planning = planning(dir.path());
+        planning.head_devices.retain(|d| d.id == DeviceId::Cpu);
+        let base = PlacementOptions::default();
+        let slow = || Link::measured(125_000, 0.000_5).unwrap();
+
+        let problems = plan_split(
+            &planning,
+            "m.gguf",
+            &base,
+            &[cpu_lender(slow(), Some(50_000_000_000))],
+        )
+        .unwrap_err();
+        let said = problems.join("; ");
+        assert!(
+            said.contains("the link to tower (measured) is too slow for this split"),
+            "{said}"
+        );
+        // Without the lender's bandwidth the CPU split has no speed ceiling to check the link by.
+        let unchecked = plan_split(&planning, "m.gguf", &base, &[cpu_lender(slow(), None)]);
+        assert!(unchecked.is_ok(), "{unchecked:?}");
     }
 
     #[test]
