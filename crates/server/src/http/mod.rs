@@ -16,7 +16,6 @@ mod host;
 mod hub;
 mod hub_recommended;
 mod instances;
-mod link_probe;
 mod model_folders;
 mod model_runs;
 mod placement;
@@ -282,7 +281,6 @@ fn api_endpoints() -> Vec<Endpoint> {
         at(Method::POST, "/gang/check", post(gang::check)),
         at(Method::POST, "/gang/followers", post(gang::start_follower)),
         at(Method::GET, "/gang/leases/{lease}", get(gang::lease)),
-        at(Method::GET, "/gang/probe", get(link_probe::probe)),
         at(
             Method::POST,
             "/instances/{name}/stop",
