@@ -169,6 +169,7 @@ fn cpu_time() -> f64 {
     (ticks(11) + ticks(12)) / clock_ticks()
 }
 
+/// `/proc`'s clock ticks a second (`USER_HZ`, 100 on Linux whatever the kernel's own tick).
 fn clock_ticks() -> f64 {
     100.0
 }
