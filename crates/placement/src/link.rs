@@ -101,11 +101,24 @@ impl Link {
     /// `2.5 GbE (294 MB/s, 0.12 ms)`.
     pub fn describe(&self) -> String {
         format!(
-            "{} ({:.0} MB/s, {:.2} ms)",
+            "{} ({}, {:.2} ms)",
             self.name,
-            self.throughput_bytes_per_s as f64 / 1e6,
+            self.throughput_text(),
             self.latency_s * 1e3
         )
+    }
+
+    /// The throughput in MB/s with the digits that matter: `294 MB/s`, `3.5 MB/s`, `0.12 MB/s`.
+    pub fn throughput_text(&self) -> String {
+        let mb = self.throughput_bytes_per_s as f64 / 1e6;
+        let decimals = if mb >= 10.0 {
+            0
+        } else if mb >= 1.0 {
+            1
+        } else {
+            2
+        };
+        format!("{mb:.decimals$} MB/s")
     }
 }
 
@@ -140,6 +153,20 @@ pub fn box_of(boxes: &[RemoteBox], device: DeviceId) -> Option<&RemoteBox> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_slow_link_keeps_its_digits() {
+        let fast = Link::measured(294_000_000, 0.000_12).unwrap();
+        assert_eq!(fast.describe(), "measured (294 MB/s, 0.12 ms)");
+        assert_eq!(
+            Link::measured(3_500_000, 0.001).unwrap().throughput_text(),
+            "3.5 MB/s"
+        );
+        assert_eq!(
+            Link::measured(100_000, 0.001).unwrap().throughput_text(),
+            "0.10 MB/s"
+        );
+    }
 
     #[test]
     fn named_links_carry_real_world_figures_and_an_unknown_name_lists_them() {

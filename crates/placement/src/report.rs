@@ -116,7 +116,7 @@ fn slow_links(ceiling: &SpeedCeiling) -> Vec<String> {
         .filter(|l| l.seconds_per_token > token * SLOW_LINK_SHARE)
         .map(|l| {
             format!(
-                "the link to {} ({}) is too slow for this split: it takes {:.2} ms of every token's {:.2} ms ({:.0} %), {} crossings of {} bytes each way at {:.0} MB/s with {:.2} ms latency; without it the ceiling would be {:.1} tok/s, not {:.1}: use a faster link, or fewer boundaries (whole layers on the other box, not experts)",
+                "the link to {} ({}) is too slow for this split: it takes {:.2} ms of every token's {:.2} ms ({:.0} %), {} crossings of {} bytes each way at {} with {:.2} ms latency; without it the ceiling would be {:.1} tok/s, not {:.1}: use a faster link, or fewer boundaries (whole layers on the other box, not experts)",
                 l.box_name,
                 l.link.name,
                 l.seconds_per_token * 1e3,
@@ -124,7 +124,7 @@ fn slow_links(ceiling: &SpeedCeiling) -> Vec<String> {
                 100.0 * l.seconds_per_token / token,
                 l.crossings_per_token,
                 l.bytes_per_token / u64::from(l.crossings_per_token.max(1)),
-                l.link.throughput_bytes_per_s as f64 / 1e6,
+                l.link.throughput_text(),
                 l.link.latency_s * 1e3,
                 1.0 / (token - ceiling.link_seconds_per_token()).max(f64::MIN_POSITIVE),
                 tps

@@ -443,8 +443,8 @@ mod tests {
         let said = problems.join("; ");
         assert!(
             said.contains("the link to tower (measured) is too slow for this split")
-                && said.contains("at 2 MB/s with 20.00 ms latency")
-                && said.contains("the link to 'tower': measured (2 MB/s, 20.00 ms)"),
+                && said.contains("at 2.0 MB/s with 20.00 ms latency")
+                && said.contains("the link to 'tower': measured (2.0 MB/s, 20.00 ms)"),
             "{said}"
         );
     }
