@@ -105,6 +105,8 @@ start() {
   for _ in $(seq 1 300); do
     inside "$name" "$bin" fleet identity >/dev/null 2>&1 && {
       pgrep -f -n "serve --bind 127.0.0.1:$(cat "$dir/port")" >"$dir/pid"
+      # $! above is the backgrounded function's subshell: the daemon itself is this pid.
+      pids+=("$(cat "$dir/pid")")
       return 0
     }
     sleep 0.2
