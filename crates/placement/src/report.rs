@@ -88,7 +88,9 @@ pub fn report_across(
         Err(err) => (Vec::new(), Err(err.to_string())),
     };
     let mut problems = problems(model, &options, &plan);
-    problems.extend(slow_links(&ceiling));
+    let (slow, costly) = slow_links(&ceiling);
+    problems.extend(slow);
+    notes.extend(costly);
     Ok(PlanReport {
         problems,
         ceiling,
@@ -101,36 +103,49 @@ pub fn report_across(
     })
 }
 
-/// Share of a token's time the links may take before the plan says they are too slow.
-pub const SLOW_LINK_SHARE: f64 = 0.25;
+/// Share of a generated token's time a link may take before the plan says it is too slow for
+/// the split (a problem: the link takes as long as all the rest, so it at least halves the speed).
+pub const SLOW_LINK_SHARE: f64 = 0.5;
+/// Share past which the plan notes what a link costs (the split still runs at a fair speed).
+pub const COSTLY_LINK_SHARE: f64 = 0.25;
 
-/// Each link that takes more than [`SLOW_LINK_SHARE`] of a generated token's time, with figures.
-fn slow_links(ceiling: &SpeedCeiling) -> Vec<String> {
+/// Each link that takes more than [`SLOW_LINK_SHARE`] of a generated token's time (problems), and
+/// each that takes more than [`COSTLY_LINK_SHARE`] of it (notes), with figures.
+fn slow_links(ceiling: &SpeedCeiling) -> (Vec<String>, Vec<String>) {
     let Some(tps) = ceiling.tokens_per_s else {
-        return Vec::new();
+        return (Vec::new(), Vec::new());
     };
     let token = 1.0 / tps;
-    ceiling
-        .links
-        .iter()
-        .filter(|l| l.seconds_per_token > token * SLOW_LINK_SHARE)
-        .map(|l| {
-            format!(
-                "the link to {} ({}) is too slow for this split: it takes {:.2} ms of every token's {:.2} ms ({:.0} %), {} crossings of {} bytes each way at {} with {:.2} ms latency; without it the ceiling would be {:.1} tok/s, not {:.1}: use a faster link, or fewer boundaries (whole layers on the other box, not experts)",
-                l.box_name,
-                l.link.name,
-                l.seconds_per_token * 1e3,
-                token * 1e3,
-                100.0 * l.seconds_per_token / token,
-                l.crossings_per_token,
-                l.bytes_per_token / u64::from(l.crossings_per_token.max(1)),
-                l.link.throughput_text(),
-                l.link.latency_s * 1e3,
-                1.0 / (token - ceiling.link_seconds_per_token()).max(f64::MIN_POSITIVE),
-                tps
-            )
-        })
-        .collect()
+    let (mut problems, mut notes) = (Vec::new(), Vec::new());
+    for l in &ceiling.links {
+        let share = l.seconds_per_token / token;
+        let verdict = if share > SLOW_LINK_SHARE {
+            "is too slow for this split"
+        } else if share > COSTLY_LINK_SHARE {
+            "costs this split much of its speed"
+        } else {
+            continue;
+        };
+        let said = format!(
+            "the link to {} ({}) {verdict}: it takes {:.2} ms of every token's {:.2} ms ({:.0} %), {} crossings of {} bytes each way at {} with {:.2} ms latency; without it the ceiling would be {:.1} tok/s, not {:.1}: use a faster link, or fewer boundaries (whole layers on the other box, not experts)",
+            l.box_name,
+            l.link.name,
+            l.seconds_per_token * 1e3,
+            token * 1e3,
+            100.0 * share,
+            l.crossings_per_token,
+            l.bytes_per_token / u64::from(l.crossings_per_token.max(1)),
+            l.link.throughput_text(),
+            l.link.latency_s * 1e3,
+            1.0 / (token - ceiling.link_seconds_per_token()).max(f64::MIN_POSITIVE),
+            tps
+        );
+        match share > SLOW_LINK_SHARE {
+            true => problems.push(said),
+            false => notes.push(said),
+        }
+    }
+    (problems, notes)
 }
 
 /// What the load sends over each link, and how long that takes at its throughput.
@@ -345,20 +360,39 @@ mod tests {
             "{:?}",
             r.notes
         );
-        // The same split over a link with 20 ms of latency: said, with the figures.
+        // The same split over a link with 20 ms of latency: a cost said, with the figures.
         let mut slow = remote;
         slow.link = Link::measured(10_000_000, 0.02).unwrap();
-        let r = report_across(&model, "/m/big.gguf", &rig, &[slow], &r.options, false).unwrap();
-        let said = r
-            .problems
+        let options = r.options.clone();
+        let costly = report_across(
+            &model,
+            "/m/big.gguf",
+            &rig,
+            &[slow.clone()],
+            &options,
+            false,
+        );
+        let costly = costly.unwrap();
+        assert!(costly.problems.is_empty(), "{:?}", costly.problems);
+        let said = costly
+            .notes
             .iter()
-            .find(|p| p.contains("too slow for this split"))
-            .unwrap_or_else(|| panic!("{:?}", r.problems));
+            .find(|n| n.contains("costs this split much of its speed"))
+            .unwrap_or_else(|| panic!("{:?}", costly.notes));
         assert!(
             said.contains("box 2") && said.contains("10 MB/s") && said.contains("20.00 ms latency"),
             "{said}"
         );
         assert!(said.contains("2 crossings"), "{said}");
+        // With 200 ms the link takes more than all the rest: too slow, a problem.
+        slow.link = Link::measured(10_000_000, 0.2).unwrap();
+        let r = report_across(&model, "/m/big.gguf", &rig, &[slow], &options, false).unwrap();
+        let said = r
+            .problems
+            .iter()
+            .find(|p| p.contains("too slow for this split"))
+            .unwrap_or_else(|| panic!("{:?}", r.problems));
+        assert!(said.contains("200.00 ms latency"), "{said}");
     }
 
     #[test]
