@@ -74,19 +74,9 @@ async fn lent(lender: &Member) -> Value {
     leases["lent"][0].clone()
 }
 
-fn is_running(pid: u32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .ok()
-        .and_then(|stat| {
-            stat.rsplit_once(") ")
-                .map(|(_, rest)| !rest.starts_with(['Z', 'X']))
-        })
-        .unwrap_or(false)
-}
-
 async fn wait_gone(pid: u32, what: &str) {
     let deadline = Instant::now() + Duration::from_secs(10);
-    while is_running(pid) {
+    while support::process_alive(pid.into()) {
         assert!(
             Instant::now() < deadline,
             "{what}: the rpc-server (pid {pid}) still runs"
@@ -342,7 +332,7 @@ async fn a_lease_ends_with_the_lenders_daemon_even_killed() {
     let (status, taken) = take_lease(&head, json!(["CPU"])).await;
     assert_eq!(status, 201, "{taken}");
     let pid = lent(&lender).await["pid"].as_u64().unwrap() as u32;
-    assert!(is_running(pid));
+    assert!(support::process_alive(pid.into()));
     lender.kill();
     wait_gone(pid, "after the lender's daemon was killed").await;
 }
@@ -373,7 +363,10 @@ async fn a_lease_is_its_peers_alone_and_a_taken_port_is_said() {
     ] {
         assert_eq!(err.kind, FleetErrorKind::NotFound, "{err}");
     }
-    assert!(is_running(pid), "another peer ended the lease");
+    assert!(
+        support::process_alive(pid.into()),
+        "another peer ended the lease"
+    );
     lent.end(&granted.lease, owner).unwrap();
     wait_gone(pid, "after its owner ended it").await;
 

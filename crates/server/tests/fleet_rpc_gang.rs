@@ -49,19 +49,9 @@ async fn lent(lender: &Member) -> Vec<Value> {
     leases["lent"].as_array().cloned().unwrap_or_default()
 }
 
-fn alive(pid: i64) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .ok()
-        .and_then(|stat| {
-            stat.rsplit_once(") ")
-                .map(|(_, rest)| !rest.starts_with(['Z', 'X']))
-        })
-        .unwrap_or(false)
-}
-
 async fn wait_gone(pid: i64, what: &str) {
     let deadline = Instant::now() + Duration::from_secs(15);
-    while alive(pid) {
+    while support::process_alive(pid) {
         assert!(Instant::now() < deadline, "{what} (pid {pid}) still runs");
         tokio::time::sleep(Duration::from_millis(100)).await;
     }

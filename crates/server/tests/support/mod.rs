@@ -398,3 +398,14 @@ pub async fn other_build(dir: &Path) -> PathBuf {
         .unwrap();
     program
 }
+
+/// Whether process `pid` runs (a zombie or a dead one does not).
+pub fn process_alive(pid: i64) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|stat| {
+            stat.rsplit_once(") ")
+                .map(|(_, rest)| !rest.starts_with(['Z', 'X']))
+        })
+        .unwrap_or(false)
+}
