@@ -207,12 +207,17 @@ async fn a_desk_over_two_rigs_sees_them_calls_them_and_says_how_each_one_fails()
         "the desk is still paired: {peers}"
     );
 
-    // The tower killed: unreachable, why and since, its last state kept and flagged stale.
+    // The tower killed: unreachable, why and since, its last state kept and flagged stale. A poll
+    // in flight when it died says the connection broke; the next one is refused, and the why
+    // follows the latest poll.
     let killed_at = now_ms();
     tower.kill();
     let entry = desk
         .entry_when("tower", Duration::from_secs(5), |e| {
             e["state"] == "unreachable"
+                && e["why"]
+                    .as_str()
+                    .is_some_and(|w| w.contains("connection refused"))
         })
         .await;
     let why = entry["why"].as_str().unwrap();
