@@ -18,6 +18,7 @@ pub mod relay;
 pub mod rpc_leases;
 pub mod rpc_lend;
 pub mod rpc_pipe;
+pub mod rpc_records;
 mod rpc_routes;
 pub mod rpc_tunnel;
 pub mod service;

@@ -1,23 +1,24 @@
 //! A tunnel's bytes once its upgrade is answered: the channel's TCP socket and TLS state are
-//! taken back from hyper, and each way is copied on a blocking thread of its own — one read,
-//! one encryption (or decryption) and one write per chunk, the TLS records sent as soon as the
-//! chunk is read, no task wake-up between. llama.cpp RPC is a chain of small round trips and
-//! large transfers: both cost a few system calls a chunk this way.
+//! taken back from hyper, rustls hands over the traffic keys, and each way is copied on a
+//! blocking thread of its own — one read straight into TLS record slots, sealed (or opened)
+//! where the bytes lie, one write; no task wake-up and no copy between. llama.cpp RPC is a
+//! chain of small messages and large transfers (a token's logits, a model's weights): both
+//! cost a few system calls a chunk this way.
 
 use std::io::{self, ErrorKind, Read, Write};
 use std::net::{Shutdown, TcpStream};
 use std::sync::atomic::Ordering;
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::Arc;
 
 use bytes::Bytes;
 use hyper_util::rt::TokioIo;
 use rustls::Connection;
 
+use crate::rpc_records::{write_all_slices, Keys, Opener, Sealer, RECORD_PLAIN};
 use crate::rpc_tunnel::Traffic;
 
-/// The most one read takes: a chunk of a model's weights crosses as a few 16 KiB records in
-/// one write.
-pub const CHUNK: usize = 256 * 1024;
+/// The most one read takes: a chunk of a model's weights crosses as 16 records in one write.
+pub const CHUNK: usize = 16 * RECORD_PLAIN;
 
 /// The channel under an upgraded tunnel.
 struct Channel {
@@ -35,25 +36,22 @@ pub async fn pipe(
     upgraded: hyper::upgrade::Upgraded,
     traffic: Arc<Traffic>,
 ) -> io::Result<()> {
-    let mut channel = take_over(upgraded)?;
-    channel.tls.set_buffer_limit(None);
+    let channel = take_over(upgraded)?;
     let local = blocking(local.into_std()?)?;
-    let net = blocking(channel.tcp)?;
+    let net = blocking(channel.tcp.try_clone()?)?;
+    let handed = hand_over(channel)?;
     let closer = Closer::of(&local, &net)?;
-    let tls = Arc::new(Mutex::new(channel.tls));
     let outward = {
-        let (local, net, tls, traffic) = (
-            local.try_clone()?,
-            net.try_clone()?,
-            tls.clone(),
-            traffic.clone(),
-        );
+        let (local, net, traffic) = (local.try_clone()?, net.try_clone()?, traffic.clone());
         let closer = Closer::of(&local, &net)?;
-        tokio::task::spawn_blocking(move || closer.after(outward(local, net, &tls, &traffic)))
+        let sealer = Sealer::new(handed.send, CHUNK / RECORD_PLAIN);
+        tokio::task::spawn_blocking(move || closer.after(outward(local, net, sealer, &traffic)))
     };
-    let (first, inward_closer) = (channel.first, Closer::of(&local, &net)?);
+    let inward_closer = Closer::of(&local, &net)?;
+    let opener = Opener::new(handed.receive, CHUNK);
+    let (first, closed) = (handed.first, handed.closed);
     let inward = tokio::task::spawn_blocking(move || {
-        inward_closer.after(inward(net, local, &tls, first, &traffic))
+        inward_closer.after(inward(net, local, opener, (first, closed), &traffic))
     });
     let (outward, inward) = tokio::join!(outward, inward);
     drop(closer);
@@ -120,89 +118,97 @@ impl Drop for Closer {
     }
 }
 
-/// `local`'s bytes, encrypted, to the channel; a close_notify when `local` ends.
+/// What rustls hands over: the plaintext it (or hyper) already read, whether the far end
+/// already closed, and each direction's keys.
+struct HandedOver {
+    first: Vec<u8>,
+    closed: bool,
+    send: Keys,
+    receive: Keys,
+}
+
+/// The channel's TLS state reduced to its keys, once whatever it holds is taken out: the
+/// plaintext it decrypted and not yet handed to hyper, and the records it has yet to send.
+fn hand_over(channel: Channel) -> io::Result<HandedOver> {
+    let Channel {
+        mut tcp,
+        mut tls,
+        first,
+    } = channel;
+    let mut plain = first.to_vec();
+    let state = tls
+        .process_new_packets()
+        .map_err(|err| io::Error::new(ErrorKind::InvalidData, err))?;
+    match tls.reader().read_to_end(&mut plain) {
+        Ok(_) => {}
+        Err(err) if err.kind() == ErrorKind::WouldBlock => {}
+        Err(err) => return Err(err),
+    }
+    tcp.set_nonblocking(false)?;
+    while tls.wants_write() {
+        tls.write_tls(&mut tcp)?;
+    }
+    let secrets = tls
+        .dangerous_extract_secrets()
+        .map_err(|err| io::Error::other(format!("the tunnel's TLS keys: {err}")))?;
+    Ok(HandedOver {
+        first: plain,
+        closed: state.peer_has_closed(),
+        send: Keys::new(secrets.tx.0, secrets.tx.1)?,
+        receive: Keys::new(secrets.rx.0, secrets.rx.1)?,
+    })
+}
+
+/// `local`'s bytes, sealed, to the channel; a close_notify when `local` ends.
 fn outward(
     mut local: TcpStream,
     mut net: TcpStream,
-    tls: &Mutex<Connection>,
+    mut sealer: Sealer,
     traffic: &Traffic,
 ) -> io::Result<()> {
-    let mut chunk = vec![0u8; CHUNK];
-    let mut records = Vec::with_capacity(CHUNK + CHUNK / 8);
     loop {
-        let read = read_some(&mut local, &mut chunk)?;
-        records.clear();
-        encrypt(tls, &chunk[..read], &mut records)?;
-        net.write_all(&records)?;
+        let read = loop {
+            match local.read_vectored(&mut sealer.plaintext_areas()) {
+                Err(err) if err.kind() == ErrorKind::Interrupted => continue,
+                other => break other?,
+            }
+        };
         if read == 0 {
-            return Ok(());
+            return net.write_all(sealer.close_notify()?);
         }
+        net.write_all(sealer.seal(read)?)?;
         traffic.sent.fetch_add(read as u64, Ordering::Relaxed);
     }
 }
 
-/// The channel's records, decrypted, to `local` (after `first`), until the far end closes.
+/// The channel's records, opened, to `local` (after what was already read, `first`), until
+/// the far end closes.
 fn inward(
     mut net: TcpStream,
     mut local: TcpStream,
-    tls: &Mutex<Connection>,
-    first: Bytes,
+    mut opener: Opener,
+    (first, closed): (Vec<u8>, bool),
     traffic: &Traffic,
 ) -> io::Result<()> {
-    let mut chunk = vec![0u8; CHUNK];
-    let mut plain = Vec::with_capacity(CHUNK);
-    plain.extend_from_slice(&first);
-    // What the TLS state already holds goes first.
-    let mut closed = decrypt(tls, &[], &mut plain)?;
+    local.write_all(&first)?;
+    traffic
+        .received
+        .fetch_add(first.len() as u64, Ordering::Relaxed);
+    if closed {
+        return Ok(());
+    }
     loop {
-        local.write_all(&plain)?;
-        traffic
-            .received
-            .fetch_add(plain.len() as u64, Ordering::Relaxed);
-        plain.clear();
-        if closed {
-            return Ok(());
-        }
-        let read = read_some(&mut net, &mut chunk)?;
+        let read = read_some(&mut net, opener.unfilled())?;
         if read == 0 {
             return Ok(());
         }
-        closed = decrypt(tls, &chunk[..read], &mut plain)?;
-    }
-}
-
-/// `plain` as TLS records appended to `records` (a close_notify when it is empty), with
-/// whatever else the TLS state had to send before it.
-fn encrypt(tls: &Mutex<Connection>, plain: &[u8], records: &mut Vec<u8>) -> io::Result<()> {
-    let mut tls = lock(tls);
-    if plain.is_empty() {
-        tls.send_close_notify();
-    } else {
-        tls.writer().write_all(plain)?;
-    }
-    while tls.wants_write() {
-        tls.write_tls(records)?;
-    }
-    Ok(())
-}
-
-/// `records` read from the channel, their plaintext appended to `plain`; whether the far end
-/// closed the connection.
-fn decrypt(tls: &Mutex<Connection>, mut records: &[u8], plain: &mut Vec<u8>) -> io::Result<bool> {
-    let mut tls = lock(tls);
-    loop {
-        let state = tls
-            .process_new_packets()
-            .map_err(|err| io::Error::new(ErrorKind::InvalidData, err))?;
-        match tls.reader().read_to_end(plain) {
-            Ok(_) => {}
-            Err(err) if err.kind() == ErrorKind::WouldBlock => {}
-            Err(err) => return Err(err),
+        let opened = opener.open(read)?;
+        write_all_slices(&mut local, &opened.plaintext)?;
+        let moved: usize = opened.plaintext.iter().map(|slice| slice.len()).sum();
+        traffic.received.fetch_add(moved as u64, Ordering::Relaxed);
+        if opened.closed {
+            return Ok(());
         }
-        if state.peer_has_closed() || records.is_empty() {
-            return Ok(state.peer_has_closed());
-        }
-        tls.read_tls(&mut records)?;
     }
 }
 
@@ -214,8 +220,4 @@ fn read_some(stream: &mut TcpStream, buffer: &mut [u8]) -> io::Result<usize> {
             other => return other,
         }
     }
-}
-
-fn lock(tls: &Mutex<Connection>) -> MutexGuard<'_, Connection> {
-    tls.lock().unwrap_or_else(PoisonError::into_inner)
 }
