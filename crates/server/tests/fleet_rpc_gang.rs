@@ -117,8 +117,16 @@ async fn a_lent_cpu_gang_answers_and_restarts_when_its_rpc_server_or_its_rig_die
         "{started}"
     );
     println!("{}", started["message"]);
+    // The lease the preflight planned with is the one the gang runs on: one rpc-server.
+    let planned_with = lent(&lender).await;
+    assert_eq!(planned_with.len(), 1, "{planned_with:?}");
     head.gang_when("lent", Duration::from_secs(120), |g| g["phase"] == "ready")
         .await;
+    let running_on = lent(&lender).await;
+    assert_eq!(
+        running_on[0]["pid"], planned_with[0]["pid"],
+        "the rpc-server was started again after the preflight: {running_on:?}"
+    );
 
     // The head's llama-server uses the lease's endpoint, every layer on the lent device.
     let (_, taken) = head.call("GET", "/api/v1/fleet/rpc", None).await;

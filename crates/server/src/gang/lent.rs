@@ -79,8 +79,9 @@ pub async fn check_boxes(
     problems
 }
 
-/// Takes each lease once, measures each link, plans with what they give, and releases the
-/// leases: the placement, or each problem with its figures.
+/// Takes each lease, measures each link and plans with what they give: the placement (the
+/// leases kept for the start, so each lender's rpc-server starts once), or each problem with
+/// its figures (the leases released).
 pub async fn plan_across(
     crew: &Crew,
     planning: &LentPlanning,
@@ -107,12 +108,19 @@ pub async fn plan_across(
         true => plan_with_leases(crew, planning, model, base, lenders).await,
         false => Err(problems),
     };
-    for member in taken {
+    if planned.is_err() {
+        release(crew, taken).await;
+    }
+    planned
+}
+
+/// Releases the leases `lenders` hold (a refused plan, a start that did not happen).
+pub async fn release<'a>(crew: &Crew, lenders: impl IntoIterator<Item = &'a Member>) {
+    for member in lenders {
         if let Err(why) = member.stop(crew).await {
             tracing::warn!("{}: {why}", member.label());
         }
     }
-    planned
 }
 
 async fn plan_with_leases(

@@ -174,6 +174,10 @@ impl Member {
                 devices,
                 build,
             } => {
+                if crew.lease(&self.instance).is_some() {
+                    // Held since the preflight planned with it: its rpc-server already runs.
+                    return Ok(());
+                }
                 let taken = crew
                     .fleet()?
                     .take_rpc_lease(rig, devices.clone(), build.clone())

@@ -186,25 +186,32 @@ impl Gangs {
         };
         let (status_tx, status_rx) = watch::channel(status.clone());
         let (stop_tx, stop_rx) = watch::channel(false);
-        let mut running = lock(&self.running);
-        if running.get(&name).is_some_and(|r| !r.task.is_finished()) {
+        let plan = {
+            let mut running = lock(&self.running);
+            if running.get(&name).is_some_and(|r| !r.task.is_finished()) {
+                Err(plan)
+            } else {
+                let task = tokio::spawn(run::run(
+                    self.crew.clone(),
+                    self.store.clone(),
+                    plan,
+                    status_tx,
+                    stop_rx,
+                ));
+                let running_gang = Running {
+                    status: status_rx,
+                    stop: stop_tx,
+                    task,
+                };
+                running.insert(name.clone(), running_gang);
+                Ok(())
+            }
+        };
+        if let Err(plan) = plan {
+            // Started meanwhile by another call: the leases this one took go back.
+            lent::release(&self.crew, &plan.members).await;
             return Err(GangError::AlreadyRunning(name));
         }
-        let task = tokio::spawn(run::run(
-            self.crew.clone(),
-            self.store.clone(),
-            plan,
-            status_tx,
-            stop_rx,
-        ));
-        running.insert(
-            name,
-            Running {
-                status: status_rx,
-                stop: stop_tx,
-                task,
-            },
-        );
         Ok(status)
     }
 

@@ -124,8 +124,13 @@ async fn bring_up(
     stop: &mut watch::Receiver<bool>,
 ) -> Result<(), Halt> {
     for (at, follower) in plan.followers().iter().enumerate() {
-        // One left by an earlier run (its rig was cut off while the gang was stopped).
-        if let Err(why) = follower.stop(crew).await {
+        // One left by an earlier run (its rig was cut off while the gang was stopped); a lease
+        // held now is the one the preflight planned with: kept.
+        let leftover = match follower.kind {
+            MemberKind::Lease { .. } => Ok(()),
+            _ => follower.stop(crew).await,
+        };
+        if let Err(why) = leftover {
             tracing::info!(
                 "{}: nothing stopped before the start ({why})",
                 follower.label()
