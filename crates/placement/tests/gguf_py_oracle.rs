@@ -13,7 +13,7 @@ use std::process::Command;
 
 use rigdeck_placement::from_gguf::load_shape;
 use rigdeck_placement::plan::{plan, DeviceSpec};
-use rigdeck_placement::{DeviceId, KvType, PlacementOptions, TensorOverride};
+use rigdeck_placement::{DeviceId, KvType, PlacementOptions, RpcServer, TensorOverride};
 use serde_json::{json, Value};
 
 const MIB: u64 = 1 << 20;
@@ -1005,5 +1005,147 @@ fn qwen35_and_qwen35moe_match_llama_cpp_with_quantized_caches_and_without_flash_
             full_attention_interval: 4,
             ..TinyQwen3Next::with_linear_heads(4, 2048, 16, 48)
         });
+    }
+}
+
+/// A real `rpc-server` of the bundled build, lending its CPU on a loopback port: a device to
+/// llama.cpp (`RPC0`) whose compute buffer its scheduler reserves as it does a GPU's. Killed
+/// when dropped.
+struct RpcDevice {
+    endpoint: String,
+    process: std::process::Child,
+}
+
+impl RpcDevice {
+    fn start() -> RpcDevice {
+        let program = fit_params_binary().with_file_name("rpc-server");
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .expect("a free port")
+            .port();
+        let endpoint = format!("127.0.0.1:{port}");
+        let process = Command::new(&program)
+            .args(["-H", "127.0.0.1", "-p", &port.to_string(), "-d", "CPU"])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot run {}: {e}", program.display()));
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        while std::net::TcpStream::connect(&endpoint).is_err() {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "{endpoint} never listened"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        RpcDevice { endpoint, process }
+    }
+}
+
+impl Drop for RpcDevice {
+    fn drop(&mut self) {
+        let _ = self.process.kill();
+        let _ = self.process.wait();
+    }
+}
+
+/// llama.cpp's compute buffers (MiB to the hundredth, its log's last `sched_reserve`) of
+/// `RPC0` and of the host, with `-dev RPC0 -ngl NGL`.
+fn rpc_and_host_compute(
+    model: &Path,
+    rpc: &RpcDevice,
+    options: &PlacementOptions,
+    ngl: u32,
+) -> (f64, f64) {
+    let flash = if options.flash_attention { "on" } else { "off" };
+    let args = fit_params_args(model, options, flash);
+    let bin = fit_params_binary();
+    for _ in 0..5 {
+        let out = Command::new(&bin)
+            .args(&args)
+            .args([
+                "--rpc",
+                &rpc.endpoint,
+                "-dev",
+                "RPC0",
+                "-ngl",
+                &ngl.to_string(),
+            ])
+            .output()
+            .unwrap_or_else(|e| panic!("cannot run {}: {e}", bin.display()));
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let log = String::from_utf8_lossy(&out.stderr);
+        let last = |device: &str| {
+            log.lines()
+                .filter(|l| l.contains(&format!("{device} compute buffer size =")))
+                .filter_map(|l| l.split('=').nth(1)?.split_whitespace().next()?.parse().ok())
+                .next_back()
+        };
+        if let (Some(rpc), Some(host)) = (last("]"), last(" CPU")) {
+            return (rpc, host);
+        }
+    }
+    panic!("llama-fit-params logged no compute buffer sizes in 5 runs");
+}
+
+#[test]
+fn with_every_layer_on_a_device_the_host_looks_the_tokens_up_and_holds_the_inputs() {
+    let python = python();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = write_model(
+        dir.path(),
+        &python,
+        &json!({
+            "arch": "qwen3moe", "n_vocab": 32_000, "n_embd": 1024, "n_layer": 4, "n_head": 16,
+            "n_head_kv": 4, "head_dim": 128, "n_ff": 3072, "experts": 16, "experts_used": 4,
+            "expert_ff": 768,
+        }),
+    );
+    let shape = load_shape(&path).unwrap_or_else(|e| panic!("{e}")).shape;
+    let rpc = RpcDevice::start();
+    let mut rig = host_only();
+    rig.push(DeviceSpec {
+        id: DeviceId::Rpc(0),
+        name: "RPC0".into(),
+        ..rig[0].clone()
+    });
+    for (flash, ngl) in [(false, 99), (true, 99), (false, 5)] {
+        let options = PlacementOptions {
+            context: 4096,
+            parallel: 1,
+            batch: 2048,
+            ubatch: 512,
+            flash_attention: flash,
+            n_gpu_layers: Some(ngl),
+            devices: vec![DeviceId::Rpc(0)],
+            rpc_servers: vec![RpcServer {
+                endpoint: rpc.endpoint.clone(),
+                devices: 1,
+            }],
+            ..Default::default()
+        };
+        let planned = plan(&shape, &rig, &options).unwrap_or_else(|e| panic!("{e}"));
+        let ours = |id| {
+            planned
+                .device(id)
+                .expect("the device")
+                .usage
+                .compute_estimate_bytes as f64
+                / MIB as f64
+        };
+        let (theirs_rpc, theirs_host) = rpc_and_host_compute(&path, &rpc, &options, ngl);
+        for (what, ours, theirs) in [
+            ("RPC0", ours(DeviceId::Rpc(0)), theirs_rpc),
+            ("the host", ours(DeviceId::Cpu), theirs_host),
+        ] {
+            assert!(
+                (ours - theirs).abs() <= EXACT,
+                "-fa {flash} -ngl {ngl}, {what}: planned {ours:.2} MiB, llama.cpp {theirs} MiB"
+            );
+        }
     }
 }

@@ -34,8 +34,12 @@ pub(super) struct Batch {
 
 /// The compute buffer of `device`: `build` strings together its share of the graph (the
 /// layers it holds, in order, and whether the output is its) on a fresh builder, and the
-/// allocator is replayed over the result; 0 for a device with neither layers nor the output,
-/// `None` when the model's dimensions are out of the builder's range ([`plausible`]).
+/// allocator is replayed over the result; `None` when the model's dimensions are out of the
+/// builder's range ([`plausible`]). The host looks the tokens up and holds the graph's inputs
+/// (`ggml_backend_sched` puts inputs on the CPU and never offloads `GET_ROWS`): a device holding
+/// layer 0 gets a copy of the embeddings looked up, and a host holding no layer still has that
+/// lookup and every input in its buffer, for the devices to copy; another device with neither
+/// layers nor the output has none.
 pub(super) fn replay(
     model: &ModelShape,
     device: DeviceId,
@@ -47,13 +51,19 @@ pub(super) fn replay(
     let held: Vec<usize> = (0..layers.layers.len())
         .filter(|&il| layers.layers[il] == device)
         .collect();
-    let builder = Builder::new(model, g, options, held.len());
+    let host = device == DeviceId::Cpu;
+    let mut builder = Builder::new(model, g, options, held.len(), host);
     if !plausible(model, &builder.batch, g) {
         return None;
     }
     let holds_output = layers.output == device;
     if held.is_empty() && !holds_output {
-        return Some(0);
+        if !host || layers.layers.is_empty() {
+            return Some(0);
+        }
+        let every_layer: Vec<usize> = (0..layers.layers.len()).collect();
+        builder.inputs(model, &every_layer, 1, true, options, g);
+        return Some(builder.reserve());
     }
     Some(build(builder, &held, holds_output).reserve())
 }
@@ -81,6 +91,8 @@ pub(super) struct Builder {
     window_attention: Option<AttentionInputs>,
     /// The rows whose logits are wanted (`build_inp_out_ids`).
     pub(super) output_rows: Option<TensorId>,
+    /// Whether this is the host's graph (it looks the tokens up; the inputs are its).
+    host: bool,
 }
 
 /// The inputs `build_attn_inp_kv` adds: positions, the cache rows K and V are written to, the
@@ -112,6 +124,7 @@ impl Builder {
         g: &ContextGeometry,
         options: &PlacementOptions,
         layers: usize,
+        host: bool,
     ) -> Builder {
         let sequences = u64::from(options.parallel.max(1));
         let ubatch = u64::from(options.ubatch.min(options.batch).max(1));
@@ -134,6 +147,7 @@ impl Builder {
             attention: None,
             window_attention: None,
             output_rows: None,
+            host,
         }
     }
 
@@ -270,11 +284,11 @@ impl Builder {
         self.embedded(first)
     }
 
-    /// The token ids and the embeddings input on the device holding layer 0, else the
-    /// activations received from the previous device, placed now.
+    /// The token ids and the embeddings input on the host holding layer 0, else the
+    /// embeddings or activations copied from the host or the previous device, placed now.
     fn layer_input(&mut self, held: &[usize]) -> LayerInput {
         let (tokens, n_embd) = (self.batch.tokens, self.n_embd);
-        if held.first().is_some_and(|&il| il == 0) {
+        if self.host && held.first().is_some_and(|&il| il == 0) {
             let ids = self.input(Element::I32, [tokens, 1, 1, 1]);
             // The embeddings input is allocated though token ids feed this graph.
             self.input(Element::F32, [n_embd, tokens, 1, 1]);

@@ -15,6 +15,8 @@ use crate::options::{DeviceId, PlacementOptions};
 /// whether it holds the output, the geometry and the options the builders and the formulas read.
 #[derive(Clone, PartialEq, Eq, Hash)]
 struct ShareKey {
+    /// The host's graph looks the tokens up and holds the inputs ([`super::builder::replay`]).
+    host: bool,
     held: Vec<u32>,
     holds_output: bool,
     geometry: (u64, u64, u64),
@@ -37,6 +39,7 @@ impl ShareKey {
             .map(|il| il as u32)
             .collect();
         ShareKey {
+            host: device == DeviceId::Cpu,
             held,
             holds_output: layers.output == device,
             geometry: (g.n_ctx, g.n_ctx_seq, g.n_stream),

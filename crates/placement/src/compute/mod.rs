@@ -750,15 +750,15 @@ mod tests {
             ubatch: 512,
             ..Default::default()
         };
-        let plan = plan(&model, &gpus(1, 80 * GIB), &options).unwrap();
-        let gpu = &plan.device(DeviceId::Gpu(0)).unwrap().usage;
+        let plan = plan(&model, &gpus(0, 0), &options).unwrap();
+        let host = &plan.device(DeviceId::Cpu).unwrap().usage;
         let d = 16_384u64;
         let (conv, ssm) = (3 * d, 16 * d);
-        assert_eq!(gpu.kv_bytes, 4 * 8 * (conv + ssm) * 4);
+        assert_eq!(host.kv_bytes, 4 * 8 * (conv + ssm) * 4);
         // The replayed graph; llama-fit-params (4 layers, 8 sequences, 512 tokens): 219 MiB
         // (the phase formula, (6 × d_inner + n_embd) rows and the states, said 217.5).
-        let mib = gpu.compute_estimate_bytes / MIB;
-        assert_eq!(mib, 219, "{} bytes", gpu.compute_estimate_bytes);
+        let mib = host.compute_estimate_bytes / MIB;
+        assert_eq!(mib, 219, "{} bytes", host.compute_estimate_bytes);
     }
 
     #[test]
@@ -768,11 +768,11 @@ mod tests {
             ubatch: 512,
             ..Default::default()
         };
-        let plan = plan(&model, &gpus(1, 80 * GIB), &options).unwrap();
-        let gpu = &plan.device(DeviceId::Gpu(0)).unwrap().usage;
+        let plan = plan(&model, &gpus(0, 0), &options).unwrap();
+        let host = &plan.device(DeviceId::Cpu).unwrap().usage;
         // llama-fit-params: 110 MiB (the logits, 98 MiB, and 3 rows of n_embd).
         let logits_and_rows = (50_277 + 3 * 2048) * 512 * 4;
-        assert_eq!(gpu.compute_estimate_bytes / MIB, logits_and_rows / MIB);
+        assert_eq!(host.compute_estimate_bytes / MIB, logits_and_rows / MIB);
     }
 
     /// Codestral Mamba's layout (4 096 wide, 128 heads of 64, 8 groups of a 128-wide state) in
@@ -796,12 +796,12 @@ mod tests {
     fn a_mamba2_graph_is_replayed_where_its_heads_and_groups_divide_the_inner_width() {
         let model = mamba2_model(2);
         assert_eq!(compute_estimate_note(&model), None);
-        let plan = plan(&model, &gpus(1, 80 * GIB), &PlacementOptions::default()).unwrap();
-        let gpu = &plan.device(DeviceId::Gpu(0)).unwrap().usage;
+        let plan = plan(&model, &gpus(0, 0), &PlacementOptions::default()).unwrap();
+        let host = &plan.device(DeviceId::Cpu).unwrap().usage;
         // llama-fit-params on the gguf-py file of this layout logs 116.49 MiB (the formulas
         // said 116.12).
-        let hundredths = (gpu.compute_estimate_bytes * 100 + MIB / 2) / MIB;
-        assert_eq!(hundredths, 11_649, "{} bytes", gpu.compute_estimate_bytes);
+        let hundredths = (host.compute_estimate_bytes * 100 + MIB / 2) / MIB;
+        assert_eq!(hundredths, 11_649, "{} bytes", host.compute_estimate_bytes);
         for (heads, groups) in [(100, 8), (128, 0), (0, 8)] {
             let mut odd = mamba2_model(2);
             let shape = odd.attention.recurrent.as_mut().unwrap();
@@ -830,10 +830,10 @@ mod tests {
         let mut model = mamba_model(3, 2048, 151_936);
         let shape = model.attention.recurrent.as_mut().unwrap();
         (shape.inner_size, shape.state_size, shape.time_step_rank) = (4096, 64, 128);
-        let plan = plan(&model, &gpus(1, 80 * GIB), &PlacementOptions::default()).unwrap();
-        let gpu = &plan.device(DeviceId::Gpu(0)).unwrap().usage;
-        let hundredths = (gpu.compute_estimate_bytes * 100 + MIB / 2) / MIB;
-        assert_eq!(hundredths, 30_875, "{} bytes", gpu.compute_estimate_bytes);
+        let plan = plan(&model, &gpus(0, 0), &PlacementOptions::default()).unwrap();
+        let host = &plan.device(DeviceId::Cpu).unwrap().usage;
+        let hundredths = (host.compute_estimate_bytes * 100 + MIB / 2) / MIB;
+        assert_eq!(hundredths, 30_875, "{} bytes", host.compute_estimate_bytes);
     }
 
     #[test]

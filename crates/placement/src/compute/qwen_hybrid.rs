@@ -521,9 +521,9 @@ mod tests {
         shape_of_writer(&model.writer(&synthetic_vocab(50_432))).unwrap()
     }
 
-    fn compute_on_one_gpu(model: &ModelShape, options: &PlacementOptions) -> u64 {
-        let plan = plan(model, &gpus(1, 64 * GIB), options).unwrap();
-        plan.device(DeviceId::Gpu(0))
+    fn compute_on_the_host(model: &ModelShape, options: &PlacementOptions) -> u64 {
+        let plan = plan(model, &gpus(0, 0), options).unwrap();
+        plan.device(DeviceId::Cpu)
             .unwrap()
             .usage
             .compute_estimate_bytes
@@ -545,9 +545,9 @@ mod tests {
         // The byte counts ggml-alloc reached for these graphs in llama.cpp's `llama-fit-params`
         // (0c1e570, CPU backend; it prints them as 126, 114 and 582 MiB).
         let model = three_layers(TinyQwen3Next::with_linear_heads(3, 2048, 16, 32));
-        assert_eq!(compute_on_one_gpu(&model, &options(1, true)), 132_659_232);
-        assert_eq!(compute_on_one_gpu(&model, &options(4, true)), 120_076_320);
-        assert_eq!(compute_on_one_gpu(&model, &options(1, false)), 610_281_504);
+        assert_eq!(compute_on_the_host(&model, &options(1, true)), 132_659_232);
+        assert_eq!(compute_on_the_host(&model, &options(4, true)), 120_076_320);
+        assert_eq!(compute_on_the_host(&model, &options(1, false)), 610_281_504);
     }
 
     #[test]
@@ -572,7 +572,7 @@ mod tests {
                 kv_unified: false,
                 ..Default::default()
             };
-            assert_eq!(compute_on_one_gpu(&shape, &options), bytes, "{hybrid:?}");
+            assert_eq!(compute_on_the_host(&shape, &options), bytes, "{hybrid:?}");
         }
     }
 
@@ -583,7 +583,7 @@ mod tests {
             tensor_split: vec![2.0, 1.0],
             ..options(1, true)
         };
-        let whole = compute_on_one_gpu(&model, &options);
+        let whole = compute_on_the_host(&model, &options);
         let plan = plan(&model, &gpus(2, 64 * GIB), &options).unwrap();
         let compute = |id| plan.device(id).unwrap().usage.compute_estimate_bytes;
         let (first, second) = (compute(DeviceId::Gpu(0)), compute(DeviceId::Gpu(1)));
@@ -609,6 +609,6 @@ mod tests {
             parallel: u32::MAX,
             ..options(1, true)
         };
-        assert_eq!(compute_on_one_gpu(&model, &options), u64::MAX);
+        assert_eq!(compute_on_the_host(&model, &options), u64::MAX);
     }
 }
