@@ -144,7 +144,7 @@ fn hand_over(channel: Channel) -> io::Result<HandedOver> {
         Err(err) if err.kind() == ErrorKind::WouldBlock => {}
         Err(err) => return Err(err),
     }
-    tcp.set_nonblocking(false)?;
+    // `tcp` is the socket `pipe` already made blocking (through its clone).
     while tls.wants_write() {
         tls.write_tls(&mut tcp)?;
     }

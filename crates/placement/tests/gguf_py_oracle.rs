@@ -341,6 +341,28 @@ fn misses(family: &str, path: &Path, tolerance: f64) -> Vec<String> {
 /// The hundredth of a MiB llama.cpp logs, rounded: a replayed graph's byte count.
 const EXACT: f64 = 0.005;
 
+/// A `qwen3moe` of 4 layers, 1 024 wide, 16 experts of 768 with 4 active, 32 000 tokens.
+fn qwen3moe_with_16_narrow_experts() -> Value {
+    json!({
+        "arch": "qwen3moe", "n_vocab": 32_000, "n_embd": 1024, "n_layer": 4, "n_head": 16,
+        "n_head_kv": 4, "head_dim": 128, "n_ff": 3072, "experts": 16, "experts_used": 4,
+        "expert_ff": 768,
+    })
+}
+
+/// GLM-5.2's pattern in 7 layers: full indexers on layers 0, 1, 2 and 6, the layers between
+/// reusing the last selection; 64 heads, a 151 936-token vocabulary, a 1 M trained context.
+fn glm_5_2_style() -> Value {
+    json!({
+        "arch": "glm-dsa", "n_vocab": 151_936, "n_embd": 2048, "n_layer": 7, "n_head": 64,
+        "n_head_kv": 1, "head_dim": 576, "n_ff": 5632, "context_length": 1_048_576,
+        "mla": {"q_lora_rank": 1024, "kv_lora_rank": 512, "rope": 64, "nope": 192, "v_head": 256},
+        "indexer": {"heads": 32, "head_size": 128, "top_k": 2048},
+        "dense_lead": 3, "experts": 32, "experts_used": 8, "expert_ff": 256,
+        "shared_experts": 1, "sigmoid": true, "weights_scale": 2.5,
+    })
+}
+
 /// Writes `spec`'s model with gguf-py and asserts the planner's compute buffer is llama.cpp's.
 fn assert_exact(spec: Value) {
     assert_within(spec, EXACT);
@@ -435,11 +457,7 @@ fn qwen3_with_normed_queries_and_keys_matches_llama_cpp() {
 fn qwen3moe_with_narrow_experts_matches_llama_cpp() {
     // 16 experts of 768 with 4 active (the formula said 156.0 MiB without flash attention,
     // llama.cpp 152.01).
-    assert_exact(json!({
-        "arch": "qwen3moe", "n_vocab": 32_000, "n_embd": 1024, "n_layer": 4, "n_head": 16,
-        "n_head_kv": 4, "head_dim": 128, "n_ff": 3072, "experts": 16, "experts_used": 4,
-        "expert_ff": 768,
-    }));
+    assert_exact(qwen3moe_with_16_narrow_experts());
 }
 
 #[test]
@@ -687,14 +705,7 @@ fn glm_dsa_with_an_indexer_on_every_layer_matches_llama_cpp() {
 fn glm_dsa_with_shared_indexer_layers_matches_llama_cpp() {
     // GLM-5.2's pattern (a 1 M trained context): full indexers on layers 0, 1, 2 and 6, the
     // layers between reusing the last selection; 64 heads, a 151 936-token vocabulary.
-    assert_exact(json!({
-        "arch": "glm-dsa", "n_vocab": 151_936, "n_embd": 2048, "n_layer": 7, "n_head": 64,
-        "n_head_kv": 1, "head_dim": 576, "n_ff": 5632, "context_length": 1_048_576,
-        "mla": {"q_lora_rank": 1024, "kv_lora_rank": 512, "rope": 64, "nope": 192, "v_head": 256},
-        "indexer": {"heads": 32, "head_size": 128, "top_k": 2048},
-        "dense_lead": 3, "experts": 32, "experts_used": 8, "expert_ff": 256,
-        "shared_experts": 1, "sigmoid": true, "weights_scale": 2.5,
-    }));
+    assert_exact(glm_5_2_style());
 }
 
 #[test]
@@ -799,15 +810,7 @@ fn experts_sent_to_the_cpu_by_ot_are_the_tensors_llama_cpp_moves() {
     // sizes, and that its host compute buffer is what the planner replays on a host-only rig.
     let python = python();
     let dir = tempfile::tempdir().expect("tempdir");
-    let path = write_model(
-        dir.path(),
-        &python,
-        &json!({
-            "arch": "qwen3moe", "n_vocab": 32_000, "n_embd": 1024, "n_layer": 4, "n_head": 16,
-            "n_head_kv": 4, "head_dim": 128, "n_ff": 3072, "experts": 16, "experts_used": 4,
-            "expert_ff": 768,
-        }),
-    );
+    let path = write_model(dir.path(), &python, &qwen3moe_with_16_narrow_experts());
     let pattern = r"blk\.[12]\.ffn_.*_exps\.";
     let theirs = overridden_by_llama_cpp(&path, pattern);
     assert_eq!(theirs.len(), 6, "{theirs:?}");
@@ -923,14 +926,7 @@ fn deepseek2_with_mla_and_a_quantized_cache_without_flash_attention_matches_llam
 
 #[test]
 fn glm_dsa_with_a_quantized_cache_without_flash_attention_matches_llama_cpp() {
-    assert_quantized_mla_without_flash_attention_is_llama_cpps(json!({
-        "arch": "glm-dsa", "n_vocab": 151_936, "n_embd": 2048, "n_layer": 7, "n_head": 64,
-        "n_head_kv": 1, "head_dim": 576, "n_ff": 5632, "context_length": 1_048_576,
-        "mla": {"q_lora_rank": 1024, "kv_lora_rank": 512, "rope": 64, "nope": 192, "v_head": 256},
-        "indexer": {"heads": 32, "head_size": 128, "top_k": 2048},
-        "dense_lead": 3, "experts": 32, "experts_used": 8, "expert_ff": 256,
-        "shared_experts": 1, "sigmoid": true, "weights_scale": 2.5,
-    }));
+    assert_quantized_mla_without_flash_attention_is_llama_cpps(glm_5_2_style());
 }
 
 #[test]
@@ -1096,15 +1092,7 @@ fn rpc_and_host_compute(
 fn with_every_layer_on_a_device_the_host_looks_the_tokens_up_and_holds_the_inputs() {
     let python = python();
     let dir = tempfile::tempdir().expect("tempdir");
-    let path = write_model(
-        dir.path(),
-        &python,
-        &json!({
-            "arch": "qwen3moe", "n_vocab": 32_000, "n_embd": 1024, "n_layer": 4, "n_head": 16,
-            "n_head_kv": 4, "head_dim": 128, "n_ff": 3072, "experts": 16, "experts_used": 4,
-            "expert_ff": 768,
-        }),
-    );
+    let path = write_model(dir.path(), &python, &qwen3moe_with_16_narrow_experts());
     let shape = load_shape(&path).unwrap_or_else(|e| panic!("{e}")).shape;
     let rpc = RpcDevice::start();
     let mut rig = host_only();

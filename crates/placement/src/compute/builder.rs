@@ -61,6 +61,7 @@ pub(super) fn replay(
         if !host || layers.layers.is_empty() {
             return Some(0);
         }
+        // One position per token: M-RoPE's four (the Qwen hybrids) differ by kilobytes.
         let every_layer: Vec<usize> = (0..layers.layers.len()).collect();
         builder.inputs(model, &every_layer, 1, true, options, g);
         return Some(builder.reserve());

@@ -186,7 +186,7 @@ impl Gangs {
         };
         let (status_tx, status_rx) = watch::channel(status.clone());
         let (stop_tx, stop_rx) = watch::channel(false);
-        let plan = {
+        let spawned = {
             let mut running = lock(&self.running);
             if running.get(&name).is_some_and(|r| !r.task.is_finished()) {
                 Err(plan)
@@ -207,7 +207,7 @@ impl Gangs {
                 Ok(())
             }
         };
-        if let Err(plan) = plan {
+        if let Err(plan) = spawned {
             // Started meanwhile by another call: the leases this one took go back.
             lent::release(&self.crew, &plan.members).await;
             return Err(GangError::AlreadyRunning(name));
