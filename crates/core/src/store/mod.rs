@@ -67,6 +67,10 @@ impl Store {
             .journal_mode(SqliteJournalMode::Wal)
             .synchronous(SqliteSynchronous::Normal)
             .busy_timeout(Duration::from_secs(5));
+        // One process at a time opens the file and brings its schema up to date: switching a new
+        // file to WAL needs it alone ("database is locked" otherwise), and sqlx takes no lock
+        // on SQLite, so a second migrator would find the first one's tables half made.
+        let lock = lock_for_opening(path).await.map_err(open_err)?;
         let pool = SqlitePoolOptions::new()
             .max_connections(4)
             .connect_with(options)
@@ -80,6 +84,7 @@ impl Store {
                 path: path.to_owned(),
                 source,
             })?;
+        drop(lock);
         Ok(Self {
             pool,
             profiles_generation: Arc::default(),
@@ -104,6 +109,26 @@ impl Store {
     pub fn pool(&self) -> &SqlitePool {
         &self.pool
     }
+}
+
+/// An exclusive lock on `<database>.open-lock` beside the database, held until dropped
+/// (processes that open the database together wait here in turn).
+async fn lock_for_opening(path: &Path) -> Result<std::fs::File, sqlx::Error> {
+    let mut name = path.as_os_str().to_owned();
+    name.push(".open-lock");
+    let lock_path = PathBuf::from(name);
+    tokio::task::spawn_blocking(move || {
+        let file = std::fs::File::options()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&lock_path)?;
+        file.lock()?;
+        Ok(file)
+    })
+    .await
+    .map_err(|e| sqlx::Error::Io(std::io::Error::other(e)))?
+    .map_err(sqlx::Error::Io)
 }
 
 /// sqlx would refuse a database with migrations it does not know, but with a message about
@@ -145,6 +170,26 @@ mod tests {
     use rigdeck_telemetry::downsample::BucketAverager;
     use rigdeck_telemetry::fixtures::sample_at;
     use rigdeck_telemetry::history::{HistoryRange, HistorySource};
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    async fn processes_opening_a_fresh_database_at_once_all_get_it() {
+        // `rigdeck serve` and a CLI command started together on a new data dir: each used to
+        // run the migrations, and the slower failed with "table launch_profiles already exists".
+        for _ in 0..4 {
+            let dir = tempfile::tempdir().unwrap();
+            let path = dir.path().join("rigdeck.db");
+            let opens: Vec<_> = (0..6)
+                .map(|_| {
+                    let path = path.clone();
+                    tokio::spawn(async move { Store::open(&path).await.map(|_| ()) })
+                })
+                .collect();
+            for open in opens {
+                let opened = open.await.unwrap();
+                assert!(opened.is_ok(), "{:?}", opened.err().map(|e| e.to_string()));
+            }
+        }
+    }
 
     #[tokio::test]
     async fn writes_buckets_reads_them_averaged_and_prunes() {
