@@ -24,6 +24,8 @@ set -uo pipefail
 : "${VOCAB:?a models/ggml-vocab-*.gguf file}"
 OUT=${OUT:-$PWD/gpu-check}
 CTX=${CTX:-8192}
+# The routed experts of layers 1 and 2 sent to the host (the -ot checks below).
+OT='blk\.(1|2)\.ffn_.*_exps\.=CPU'
 # cpu checks the script's own plumbing on a machine without a GPU (with the NVML test double).
 BACKEND=${BACKEND:-cuda}
 mkdir -p "$OUT"
@@ -33,8 +35,8 @@ mkdir -p "$work"
 export RIGDECK_CONFIG_DIR=$work/config RIGDECK_DATA_DIR=$work/data RIGDECK_CACHE_DIR=$work/cache
 rigdeck() { "$RIGDECK_BIN" "$@"; }
 step() { printf '\n== %s\n' "$*"; }
-serve=
-trap '[ -n "$serve" ] && kill "$serve" 2>/dev/null; wait 2>/dev/null' EXIT
+serve= build=
+trap 'for p in $serve $build; do kill "$p" 2>/dev/null; done; wait 2>/dev/null' EXIT
 
 # Nanoseconds on CPU of every thread of a process (schedstat is precise where /proc/PID/stat
 # counts 10 ms ticks).
@@ -47,25 +49,45 @@ nvidia-smi --query-gpu=name,driver_version,memory.total,compute_cap,pcie.link.ge
 rigdeck gpus | tee "$OUT/gpus.txt"
 rigdeck gpus --json >"$OUT/gpus.json" || echo "rigdeck gpus --json failed"
 
-step "daemon CPU cost per 1 s telemetry sample with the real driver (30 s, no browser)"
+step "$BACKEND build of llama.cpp through rigdeck engines build (in the background)"
+# The build is the long step: the daemon's telemetry cost is measured while it runs (CPU time of
+# the daemon's own threads, which the build's load does not add to).
+started=$(date +%s)
+rigdeck engines build --backend "$BACKEND" --source "$LLAMA_SOURCE" --source-sha256 "$LLAMA_SOURCE_SHA256" \
+  -j "$(nproc)" >"$OUT/build.log" 2>&1 &
+build=$!
+
+step "daemon CPU cost per 1 s telemetry sample with the real driver (${SAMPLE_S:=30} s, no browser)"
 # The binary itself in the background (not the wrapper function), so $! is its pid.
 "$RIGDECK_BIN" serve >"$work/serve.log" 2>&1 &
 serve=$!
-sleep 3
+# Past the start (the host's memory bandwidth is probed once then: a second or two of reading).
+sleep 10
 before=$(cpu_ns "$serve")
-sleep 30
+sleep "$SAMPLE_S"
 after=$(cpu_ns "$serve")
-python3 -c "import sys; ns=$after-$before; print(f'rigdeck serve: {ns/30/1e6:.2f} ms CPU per sample, {ns/30e9*100:.3f} % of one core')" | tee "$OUT/serve-cpu.txt"
+python3 -c "import sys; ns=$after-$before; print(f'rigdeck serve: {ns/$SAMPLE_S/1e6:.2f} ms CPU per sample, {ns/$SAMPLE_S/1e9*100:.3f} % of one core')" | tee "$OUT/serve-cpu.txt"
 grep VmHWM /proc/"$serve"/status | tee -a "$OUT/serve-cpu.txt"
+step "synthetic models (zero weights, real tokenizer) while the build runs"
+"$TINY_MODEL_BIN" "$VOCAB" "$work/dense.gguf" --layers 16 --embd 4096 --heads 32 --kv-heads 8 --ff 14336 --zeros
+"$TINY_MODEL_BIN" "$VOCAB" "$work/moe.gguf" --layers 16 --embd 2048 --heads 16 --kv-heads 4 --ff 1024 --experts 64/8 --zeros
+# Models written by the pinned tree's own gguf-py (header only, sparse) for the dry runs below.
+mkdir -p "$work/source"
+tar -xzf "$LLAMA_SOURCE" -C "$work/source" --wildcards '*/gguf-py/*'
+gguf_py=$(find "$work/source" -maxdepth 3 -type d -name gguf-py | head -n 1)
+write_model() { "${PYTHON:-python3}" tests/gguf_py/write_model.py "$gguf_py" "$work/$1.gguf" "$2"; }
+write_model llama '{"arch":"llama","n_vocab":32000,"n_embd":4096,"n_layer":8,"n_head":32,"n_head_kv":8,"head_dim":128,"n_ff":14336}'
+write_model qwen3moe '{"arch":"qwen3moe","n_vocab":151936,"n_embd":2048,"n_layer":8,"n_head":32,"n_head_kv":4,"head_dim":128,"n_ff":6144,"experts":128,"experts_used":8,"expert_ff":768}'
+write_model gemma3 '{"arch":"gemma3","n_vocab":262144,"n_embd":640,"n_layer":6,"n_head":4,"n_head_kv":1,"head_dim":256,"n_ff":2048,"sliding_window":512,"tied":true}'
+write_model glm-dsa '{"arch":"glm-dsa","n_vocab":151936,"n_embd":2048,"n_layer":7,"n_head":64,"n_head_kv":1,"head_dim":576,"n_ff":5632,"context_length":1048576,"mla":{"q_lora_rank":1024,"kv_lora_rank":512,"rope":64,"nope":192,"v_head":256},"indexer":{"heads":32,"head_size":128,"top_k":2048},"dense_lead":3,"experts":32,"experts_used":8,"expert_ff":256,"shared_experts":1,"sigmoid":true,"weights_scale":2.5}'
 
-step "$BACKEND build of llama.cpp through rigdeck engines build"
-started=$(date +%s)
-if ! rigdeck engines build --backend "$BACKEND" --source "$LLAMA_SOURCE" --source-sha256 "$LLAMA_SOURCE_SHA256" \
-  -j "$(nproc)" >"$OUT/build.log" 2>&1; then
+if ! wait "$build"; then
+  build=
   tail -n 60 "$OUT/build.log"
   exit 1
 fi
-echo "built in $(($(date +%s) - started)) s"
+build=
+echo "built in $(($(date +%s) - started)) s" | tee "$OUT/build-time.txt"
 grep -m 3 -i 'cuda_architectures\|arch' "$OUT/build.log" || true
 rigdeck engines list | tee "$OUT/engines.txt"
 rigdeck engines list --json >"$OUT/engines.json"
@@ -73,9 +95,28 @@ engine=$(python3 -c "import json; b=json.load(open('$OUT/engines.json')); print(
 bin=$(python3 -c "import json; b=json.load(open('$OUT/engines.json')); print(b[-1]['location'])")
 bindir=$(dirname "$bin")
 
-step "synthetic models (zero weights, real tokenizer)"
-"$TINY_MODEL_BIN" "$VOCAB" "$work/dense.gguf" --layers 16 --embd 4096 --heads 32 --kv-heads 8 --ff 14336 --zeros
-"$TINY_MODEL_BIN" "$VOCAB" "$work/moe.gguf" --layers 16 --embd 2048 --heads 16 --kv-heads 4 --ff 1024 --experts 64/8 --zeros
+step "gguf-py models: the plan beside llama.cpp's dry run, per device (CUDA0 and the host)"
+# The gguf-py models planned and dry-run by llama-fit-params of the build above, through
+# `rigdeck plan --dry-run`: every layer on the GPU with flash attention on and off, a split
+# between the GPU and the host, and (MoE) two GPU-held layers' experts sent to the host by -ot.
+dry_run() {
+  local model=$1
+  shift
+  printf '\n### %s: -c %s -np 1 %s\n' "$model" "$CTX" "$*"
+  rigdeck plan --rig live --dry-run -- llama-server -m "$work/$model.gguf" -c "$CTX" -np 1 "$@" 2>&1 |
+    sed -n '/llama.cpp dry run/,$p'
+}
+for model in llama qwen3moe gemma3 glm-dsa; do
+  dry_run "$model" -ngl 99 -fa on
+  dry_run "$model" -ngl 99 -fa off
+  dry_run "$model" -ngl 3 -fa on
+done >"$OUT/gguf-py-dry-runs.txt"
+{
+  dry_run qwen3moe -ngl 99 -fa on -ot "$OT"
+  # glm-dsa's first three layers are dense: experts of layers 4 and 5.
+  dry_run glm-dsa -ngl 99 -fa on -ot 'blk\.(4|5)\.ffn_.*_exps\.=CPU'
+} >>"$OUT/gguf-py-dry-runs.txt"
+cat "$OUT/gguf-py-dry-runs.txt"
 
 # One model, one profile: the plan, llama.cpp's own dry run, then the real engine measured.
 check() {
@@ -118,7 +159,6 @@ step "-ot: experts of GPU-held layers in host memory, the CUDA compute buffer be
 # on the CPU. The plan replays those layers on the GPU without the copies. This records CUDA0's
 # compute buffer as llama-fit-params logs it (its last sched_reserve) at -ub 512 and -ub 16, with
 # op offload on and off, beside the plan's CUDA0 compute figure. It states no result: compare.
-OT='blk\.(1|2)\.ffn_.*_exps\.=CPU'
 for ub in 512 16; do
   rigdeck plan --rig live --json -- llama-server -m "$work/moe.gguf" -c "$CTX" -ngl 99 -ub "$ub" -ot "$OT" \
     >"$OUT/plan-ot-ub$ub.json"
