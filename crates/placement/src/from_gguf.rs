@@ -323,6 +323,10 @@ pub fn shape_of(model: &GgufModel, label: &str) -> Result<ModelShape, ShapeError
                     .metadata
                     .get_bool(&format!("{arch}.expert_weights_norm"))
                     .unwrap_or(false),
+                weights_scaled: model
+                    .metadata
+                    .get_f32(&format!("{arch}.expert_weights_scale"))
+                    .is_some_and(|scale| scale != 0.0 && scale != 1.0),
             }),
         architecture: arch,
         tensors,

@@ -169,6 +169,10 @@ pub struct ExpertShape {
     /// `deepseek2`).
     #[serde(default)]
     pub weights_norm: bool,
+    /// Whether the selected experts' weights are scaled (`*.expert_weights_scale` other than 0
+    /// and 1, read where the architecture's graph takes it from the file: `deepseek2`).
+    #[serde(default)]
+    pub weights_scaled: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -88,6 +88,7 @@ pub fn moe_model(n_layer: u32, dense: u32, layer_bytes: u64, expert_bytes: u64) 
             groups: 0,
             groups_used: 0,
             weights_norm: false,
+            weights_scaled: false,
         }),
         tensors,
     }

@@ -131,6 +131,8 @@ pub(crate) struct Graph {
     nodes: Vec<TensorId>,
     /// [`Graph::expand`]'s stack, kept between calls.
     stack: Vec<(TensorId, usize)>,
+    /// Dependency nodes placed right after a node ([`Graph::keep_until`]), as (node, dependency).
+    kept_until: Vec<(TensorId, TensorId)>,
 }
 
 impl Graph {
@@ -142,6 +144,7 @@ impl Graph {
             leafs: Vec::with_capacity(tensors / 2),
             nodes: Vec::with_capacity(tensors),
             stack: Vec::new(),
+            kept_until: Vec::new(),
         }
     }
 
@@ -254,6 +257,11 @@ impl Graph {
         self.view_with(destination, layout, &[source, indices, destination])
     }
 
+    /// The operation's sources of `id`, in order (none for a leaf).
+    pub(crate) fn sources(&self, id: TensorId) -> &[TensorId] {
+        self.tensor(id).sources.as_slice()
+    }
+
     /// The extents of `id` (ggml's `ne`).
     pub(crate) fn extents(&self, id: TensorId) -> [u64; 4] {
         self.tensor(id).layout.ne
@@ -274,6 +282,44 @@ impl Graph {
     /// Marks `id` a graph output (the logits): never freed, never reused in place.
     pub(crate) fn mark_output(&mut self, id: TensorId) {
         self.tensors[id.index()].output = true;
+    }
+
+    /// Keeps `kept` in memory until `until` is computed, as `ggml_backend_sched` does for a
+    /// backend's fusions (`add_alloc_dep`): a node with the kept tensors as sources, which is
+    /// never placed itself, right after `until` (one per [`MAX_SOURCES`] kept tensors).
+    pub(crate) fn keep_until(&mut self, kept: &[TensorId], until: TensorId) {
+        for chunk in kept.chunks(MAX_SOURCES) {
+            let dependency = self.push(Tensor {
+                layout: Layout::contiguous(Element::F32, [0, 1, 1, 1]),
+                computed: true,
+                reuse: Reuse::Fresh,
+                view_of: None,
+                external: true,
+                input: false,
+                output: false,
+                sources: Sources::of(chunk),
+            });
+            self.kept_until.push((until, dependency));
+        }
+    }
+
+    /// The nodes in the order the allocator meets them: the graph's, each
+    /// [`Graph::keep_until`] dependency right after its node.
+    fn allocation_order(&self) -> std::borrow::Cow<'_, [TensorId]> {
+        if self.kept_until.is_empty() {
+            return std::borrow::Cow::Borrowed(&self.nodes);
+        }
+        let mut order = Vec::with_capacity(self.nodes.len() + self.kept_until.len());
+        for &node in &self.nodes {
+            order.push(node);
+            order.extend(
+                self.kept_until
+                    .iter()
+                    .filter(|&&(until, _)| until == node)
+                    .map(|&(_, dependency)| dependency),
+            );
+        }
+        std::borrow::Cow::Owned(order)
     }
 
     /// `ggml_build_forward_expand`: appends `id` after every source not yet in the graph, sources
@@ -423,8 +469,9 @@ impl Replay<'_> {
         for &leaf in &graph.leafs {
             self.allocate(leaf);
         }
+        let nodes = graph.allocation_order();
         // Count children and views; inputs are placed before anything computed.
-        for &node in &graph.nodes {
+        for &node in nodes.iter() {
             let tensor = graph.tensor(node);
             if let Some(root) = tensor.view_of {
                 self.slots[root.index()].views += 1;
@@ -439,7 +486,7 @@ impl Replay<'_> {
                 }
             }
         }
-        for &node in &graph.nodes {
+        for &node in nodes.iter() {
             let sources = graph.tensor(node).sources.as_slice();
             for &source in sources {
                 self.allocate(source);
@@ -586,6 +633,22 @@ mod tests {
         // Without the view `a` would be free here; the view's reader comes last.
         let c = kib(&mut graph, Reuse::Fresh, &[b, half]);
         graph.expand(c);
+        assert_eq!(reserve(&graph, 32), 3 * KIB);
+    }
+
+    #[test]
+    fn a_kept_tensor_lives_until_the_node_it_is_kept_for() {
+        let mut graph = Graph::default();
+        let w = weight(&mut graph);
+        let a = kib(&mut graph, Reuse::Fresh, &[w]);
+        let b = kib(&mut graph, Reuse::InPlace, &[a]);
+        let c = kib(&mut graph, Reuse::Fresh, &[b]);
+        let d = kib(&mut graph, Reuse::Fresh, &[c]);
+        graph.expand(d);
+        assert_eq!(reserve(&graph, 32), 2 * KIB);
+        // Kept until `d`: `b` cannot take `a`'s memory (a second reader), and `a` is still
+        // there beside `b` and `c` (`d` then takes `b`'s block).
+        graph.keep_until(&[a], d);
         assert_eq!(reserve(&graph, 32), 3 * KIB);
     }
 

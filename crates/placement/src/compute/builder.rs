@@ -46,13 +46,15 @@ pub(super) fn replay(
     layers: &LayerDevices,
     g: &ContextGeometry,
     options: &PlacementOptions,
+    host_inputs: HostInputs,
     build: impl FnOnce(Builder, &[usize], bool) -> Builder,
 ) -> Option<u64> {
     let held: Vec<usize> = (0..layers.layers.len())
         .filter(|&il| layers.layers[il] == device)
         .collect();
-    let host = device == DeviceId::Cpu;
-    let mut builder = Builder::new(model, g, options, held.len(), host);
+    let backend = GraphBackend::of(device);
+    let host = backend == GraphBackend::Host;
+    let mut builder = Builder::new(model, g, options, held.len(), backend);
     if !plausible(model, &builder.batch, g) {
         return None;
     }
@@ -63,10 +65,48 @@ pub(super) fn replay(
         }
         // One position per token: M-RoPE's four (the Qwen hybrids) differ by kilobytes.
         let every_layer: Vec<usize> = (0..layers.layers.len()).collect();
-        builder.inputs(model, &every_layer, 1, true, options, g);
+        match host_inputs {
+            HostInputs::Decoder => {
+                builder.inputs(model, &every_layer, 1, true, options, g);
+            }
+            HostInputs::Sparse { width } => {
+                let (_, indexer) = builder.sparse_inputs(model, &every_layer, width, options, g);
+                builder.place_sparse_inputs(indexer);
+            }
+        }
         return Some(builder.reserve());
     }
     Some(build(builder, &held, holds_output).reserve())
+}
+
+/// The inputs the host holds for the devices when it holds no layer itself: a decoder's, or
+/// GLM-5.x's with the indexer's (`width`: its rotation's side).
+#[derive(Clone, Copy)]
+pub(super) enum HostInputs {
+    Decoder,
+    Sparse { width: u64 },
+}
+
+/// What in a device's backend shapes its share of the graph's memory, beside the layers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(super) enum GraphBackend {
+    /// The CPU: it looks the tokens up and holds the graph's inputs.
+    Host,
+    /// A CUDA GPU: the fusions `ggml_backend_cuda_graph_optimize` plans (MoE routing, the
+    /// weighted sum of the experts) keep their tensors alive until the fused group's end.
+    Cuda,
+    /// A lent device (llama.cpp RPC): plain allocation.
+    Remote,
+}
+
+impl GraphBackend {
+    pub(super) fn of(device: DeviceId) -> GraphBackend {
+        match device {
+            DeviceId::Cpu => GraphBackend::Host,
+            DeviceId::Gpu(_) => GraphBackend::Cuda,
+            DeviceId::Rpc(_) => GraphBackend::Remote,
+        }
+    }
 }
 
 /// What the first held layer reads: token ids to look up, or the previous device's output.
@@ -92,8 +132,8 @@ pub(super) struct Builder {
     window_attention: Option<AttentionInputs>,
     /// The rows whose logits are wanted (`build_inp_out_ids`).
     pub(super) output_rows: Option<TensorId>,
-    /// Whether this is the host's graph (it looks the tokens up; the inputs are its).
-    host: bool,
+    /// Whose graph this is: the host's looks the tokens up and holds the inputs.
+    backend: GraphBackend,
 }
 
 /// The inputs `build_attn_inp_kv` adds: positions, the cache rows K and V are written to, the
@@ -125,7 +165,7 @@ impl Builder {
         g: &ContextGeometry,
         options: &PlacementOptions,
         layers: usize,
-        host: bool,
+        backend: GraphBackend,
     ) -> Builder {
         let sequences = u64::from(options.parallel.max(1));
         let ubatch = u64::from(options.ubatch.min(options.batch).max(1));
@@ -148,7 +188,7 @@ impl Builder {
             attention: None,
             window_attention: None,
             output_rows: None,
-            host,
+            backend,
         }
     }
 
@@ -213,6 +253,22 @@ impl Builder {
             rotation: self.graph.input(Element::F32, [width, width, 1, 1]),
         };
         (embedded, indexer)
+    }
+
+    /// Places [`Builder::sparse_inputs`]' leaves, which the layers would meet, in a graph with
+    /// no layer (the host's, holding them for the devices).
+    fn place_sparse_inputs(&mut self, indexer: IndexerInputs) {
+        let attention = self
+            .attention
+            .iter()
+            .flat_map(|a| [a.positions, a.key_rows, a.mask]);
+        let leaves: Vec<TensorId> = attention
+            .chain(self.output_rows)
+            .chain([indexer.key_rows, indexer.mask, indexer.rotation])
+            .collect();
+        for leaf in leaves {
+            self.graph.expand(leaf);
+        }
     }
 
     /// The attention mask's element: f16 for flash attention, f32 for the softmax.
@@ -289,7 +345,7 @@ impl Builder {
     /// embeddings or activations copied from the host or the previous device, placed now.
     fn layer_input(&mut self, held: &[usize]) -> LayerInput {
         let (tokens, n_embd) = (self.batch.tokens, self.n_embd);
-        if self.host && held.first().is_some_and(|&il| il == 0) {
+        if self.backend == GraphBackend::Host && held.first().is_some_and(|&il| il == 0) {
             let ids = self.input(Element::I32, [tokens, 1, 1, 1]);
             // The embeddings input is allocated though token ids feed this graph.
             self.input(Element::F32, [n_embd, tokens, 1, 1]);
@@ -722,6 +778,12 @@ impl Builder {
             .graph
             .view(order, [used, tokens, 1, 1], self.graph.strides(order));
         let mut weights = self.op(Reuse::Fresh, [1, used, tokens, 1], &[per_expert, selected]);
+        // The routing nodes in graph order, from the gating on (CUDA's top-k fusion).
+        let mut routing = vec![probabilities, per_expert];
+        if selection != probabilities {
+            routing.push(selection);
+        }
+        routing.extend([order, selected, weights]);
         if router.softmax_after_selection {
             let flat = self.graph.reshape(weights, [used, tokens, 1, 1]);
             let normed = self.elementwise(flat, &[]);
@@ -730,12 +792,30 @@ impl Builder {
         if router.normalized {
             let flat = self.graph.reshape(weights, [used, tokens, 1, 1]);
             let sum = self.op(Reuse::Fresh, [1, tokens, 1, 1], &[flat]);
-            let sum = self.elementwise(sum, &[]);
-            let normed = self.op(Reuse::InPlace, [used, tokens, 1, 1], &[flat, sum]);
+            let clamped = self.elementwise(sum, &[]);
+            let normed = self.op(Reuse::InPlace, [used, tokens, 1, 1], &[flat, clamped]);
             weights = self.graph.reshape(normed, [1, used, tokens, 1]);
+            routing.extend([flat, sum, clamped, normed, weights]);
+        }
+        if router.scaled {
+            weights = self.elementwise(weights, &[]);
+            routing.push(weights);
         }
         self.graph.expand(weights);
         let x3 = self.graph.reshape(x, [self.n_embd, 1, tokens, 1]);
+        if self.backend == GraphBackend::Cuda && router.fuses_top_k() {
+            // `ggml_backend_cuda_graph_optimize` keeps the fused nodes and their sources until
+            // the node after them: the input's reshape for the expert projections.
+            let mut kept: Vec<TensorId> = Vec::new();
+            for &node in &routing {
+                for &tensor in std::iter::once(&node).chain(self.graph.sources(node)) {
+                    if !kept.contains(&tensor) {
+                        kept.push(tensor);
+                    }
+                }
+            }
+            self.graph.keep_until(&kept, x3);
+        }
         let activated = if fused_gate_up {
             let both = self.expert_matmul(2 * expert_ff, x3, selected);
             let strides = self.graph.strides(both);
@@ -772,6 +852,12 @@ impl Builder {
         }
         if used == 1 {
             sum = self.op(Reuse::Fresh, [self.n_embd, tokens, 1, 1], &[sum]);
+        }
+        if self.backend == GraphBackend::Cuda && (2..=MAX_FUSED_REDUCTION).contains(&used) {
+            // CUDA fuses the weighting and the sum of the experts into one kernel, and keeps
+            // its inputs until the sum is computed (`ggml_cuda_match_moe_weighted_reduction`):
+            // the weighted experts can no longer take the experts' memory.
+            self.graph.keep_until(&[down, weights], sum);
         }
         sum
     }
@@ -867,12 +953,29 @@ pub(super) struct Router {
     /// gpt-oss (`SOFTMAX_WEIGHT`): the experts chosen over the logits, the softmax taken over
     /// the selected ones only.
     pub(super) softmax_after_selection: bool,
+    /// DeepSeek V3: the selected weights scaled (`ggml_scale` by `expert_weights_scale`).
+    pub(super) scaled: bool,
     /// gpt-oss: a bias on the router's logits and on every expert's projections.
     pub(super) biased_logits: bool,
     pub(super) biased_experts: bool,
 }
 
+/// The most experts per token CUDA sums in one fused kernel
+/// (`MOE_WEIGHTED_REDUCTION_MAX_EXPERTS`).
+const MAX_FUSED_REDUCTION: u64 = 15;
+
 impl Router {
+    /// Whether CUDA fuses this routing (`ggml_cuda_topk_moe_fusion` and
+    /// `ggml_cuda_should_use_topk_moe`): the gating over every expert (softmax or sigmoid,
+    /// with a selection bias or not), the top-k, optionally the normalization, with no expert
+    /// groups between them, over a power-of-two count of experts up to 512 (or 288, 576).
+    fn fuses_top_k(&self) -> bool {
+        let count = self.count;
+        let instantiated =
+            (count.is_power_of_two() && count <= 512) || count == 288 || count == 576;
+        instantiated && self.groups.is_none() && !self.softmax_after_selection
+    }
+
     /// The softmax router of `experts`' layers, normalized or not (llama.cpp reads the groups
     /// for every architecture and uses them when there are several that divide the experts).
     pub(super) fn of(experts: &ExpertShape, normalized: bool) -> Router {
@@ -884,6 +987,7 @@ impl Router {
             selection_bias: false,
             groups: grouped.then_some((groups, kept.min(groups))),
             normalized,
+            scaled: false,
             softmax_after_selection: false,
             biased_logits: false,
             biased_experts: false,

@@ -8,7 +8,7 @@
 //! choosing the keys each token attends to.
 
 use super::allocator::{Reuse, TensorId};
-use super::builder::{replay, Builder, IndexerInputs, Router};
+use super::builder::{replay, Builder, HostInputs, IndexerInputs, Router};
 use super::dsa::Indexer;
 use crate::kv::ContextGeometry;
 use crate::layers::LayerDevices;
@@ -131,12 +131,19 @@ pub(super) fn compute_bytes(
     options: &PlacementOptions,
 ) -> Option<u64> {
     let latent = Latent::of(model)?;
+    let host_inputs = match &latent.indexer {
+        Some(indexer) => HostInputs::Sparse {
+            width: indexer.width(),
+        },
+        None => HostInputs::Decoder,
+    };
     replay(
         model,
         device,
         layers,
         g,
         options,
+        host_inputs,
         |mut builder, held, holds_output| {
             let (mut cur, mut sparse) = match &latent.indexer {
                 Some(indexer) => {
@@ -214,6 +221,7 @@ fn layer(
             let width = u64::from(experts.feed_forward_length.max(1));
             let router = Router {
                 selection_bias: latent.selection_bias,
+                scaled: experts.weights_scaled,
                 ..Router::of(&experts, experts.weights_norm)
             };
             let routed = b.routed_experts(router, width, false, normed);

@@ -5,7 +5,7 @@
 //! and a bias on every expert projection; the output rows are selected after the last layer.
 
 use super::allocator::{Reuse, TensorId};
-use super::builder::{layer_heads, replay, Builder, Router};
+use super::builder::{layer_heads, replay, Builder, HostInputs, Router};
 use crate::kv::ContextGeometry;
 use crate::layers::LayerDevices;
 use crate::model::{ExpertShape, ModelShape};
@@ -52,6 +52,7 @@ pub(super) fn compute_bytes(
         layers,
         g,
         options,
+        HostInputs::Decoder,
         |mut builder, held, holds_output| {
             let mut cur = builder.inputs(model, held, 1, holds_output, options, g);
             for &il in held {

@@ -9,7 +9,7 @@
 //! formula (whose logits phase missed the rows llama.cpp leaves below them by up to 5 %).
 
 use super::allocator::{Reuse, TensorId};
-use super::builder::{layer_heads, replay, Builder, Router};
+use super::builder::{layer_heads, replay, Builder, HostInputs, Router};
 use crate::kv::ContextGeometry;
 use crate::layers::LayerDevices;
 use crate::model::ModelShape;
@@ -122,6 +122,7 @@ pub(super) fn compute_bytes(
         layers,
         g,
         options,
+        HostInputs::Decoder,
         |mut builder, held, holds_output| {
             let mut cur = builder.decoder_inputs(model, held, options, g);
             if decoder.gemma && held.first() == Some(&0) {

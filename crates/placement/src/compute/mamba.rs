@@ -6,7 +6,7 @@
 //! FalconMamba, `ssm.dt_b_c_rms`: the scan's dt, B and C RMS-normed); tensor by tensor.
 
 use super::allocator::{Reuse, TensorId};
-use super::builder::{contiguous_strides, replay, Batch, Builder};
+use super::builder::{contiguous_strides, replay, Batch, Builder, HostInputs};
 use crate::kv::ContextGeometry;
 use crate::layers::LayerDevices;
 use crate::model::{ModelShape, RecurrentKind, RecurrentShape};
@@ -70,6 +70,7 @@ pub(super) fn compute_bytes(
         layers,
         g,
         options,
+        HostInputs::Decoder,
         |mut builder, held, holds_output| {
             let mut cur = builder.decoder_inputs(model, held, options, g);
             for &il in held {

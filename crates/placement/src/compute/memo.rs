@@ -7,6 +7,7 @@ use std::cell::RefCell;
 use std::collections::HashMap;
 use std::rc::Rc;
 
+use super::builder::GraphBackend;
 use crate::kv::ContextGeometry;
 use crate::layers::LayerDevices;
 use crate::options::{DeviceId, PlacementOptions};
@@ -15,8 +16,9 @@ use crate::options::{DeviceId, PlacementOptions};
 /// whether it holds the output, the geometry and the options the builders and the formulas read.
 #[derive(Clone, PartialEq, Eq, Hash)]
 struct ShareKey {
-    /// The host's graph looks the tokens up and holds the inputs ([`super::builder::replay`]).
-    host: bool,
+    /// The host's graph looks the tokens up and holds the inputs, a CUDA GPU's fuses
+    /// ([`super::builder::replay`]).
+    backend: GraphBackend,
     held: Vec<u32>,
     holds_output: bool,
     geometry: (u64, u64, u64),
@@ -39,7 +41,7 @@ impl ShareKey {
             .map(|il| il as u32)
             .collect();
         ShareKey {
-            host: device == DeviceId::Cpu,
+            backend: GraphBackend::of(device),
             held,
             holds_output: layers.output == device,
             geometry: (g.n_ctx, g.n_ctx_seq, g.n_stream),

@@ -9,7 +9,7 @@
 use std::ops::{Deref, DerefMut};
 
 use super::allocator::{Reuse, TensorId};
-use super::builder::{contiguous_strides, layer_heads, replay, Batch, Builder, Router};
+use super::builder::{contiguous_strides, layer_heads, replay, Batch, Builder, HostInputs, Router};
 use crate::kv::ContextGeometry;
 use crate::layers::LayerDevices;
 use crate::model::{ModelShape, RecurrentKind, RecurrentShape};
@@ -50,6 +50,7 @@ pub(super) fn compute_bytes(
         layers,
         g,
         options,
+        HostInputs::Decoder,
         |builder, held, holds_output| {
             let mut graph = HybridGraph {
                 builder,
