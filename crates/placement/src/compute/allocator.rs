@@ -119,6 +119,15 @@ struct Tensor {
     input: bool,
     output: bool,
     sources: Sources,
+    /// Bytes the backend allocates past the tensor's own (`get_alloc_size`).
+    extra_bytes: u64,
+}
+
+impl Tensor {
+    /// What the allocator places for the tensor: its bytes and the backend's extra.
+    fn allocated_bytes(&self) -> u64 {
+        self.layout.bytes().saturating_add(self.extra_bytes)
+    }
 }
 
 /// A compute graph built as ggml builds one: tensors are made in a context, and
@@ -168,6 +177,7 @@ impl Graph {
             input,
             output: false,
             sources: Sources::NONE,
+            extra_bytes: 0,
         })
     }
 
@@ -198,6 +208,7 @@ impl Graph {
             input: false,
             output: false,
             sources: Sources::of(sources),
+            extra_bytes: 0,
         })
     }
 
@@ -214,6 +225,7 @@ impl Graph {
             input: false,
             output: false,
             sources: Sources::of(sources),
+            extra_bytes: 0,
         })
     }
 
@@ -257,6 +269,17 @@ impl Graph {
         self.view_with(destination, layout, &[source, indices, destination])
     }
 
+    /// Has the backend allocate `bytes` more for `id` than its elements take (CUDA's flash
+    /// attention keeps its f16 copies of a quantized K and V there).
+    pub(crate) fn allocate_extra(&mut self, id: TensorId, bytes: u64) {
+        self.tensors[id.index()].extra_bytes = bytes;
+    }
+
+    /// The bytes `id`'s elements take (`ggml_nbytes`).
+    pub(crate) fn bytes(&self, id: TensorId) -> u64 {
+        self.tensor(id).layout.bytes()
+    }
+
     /// The operation's sources of `id`, in order (none for a leaf).
     pub(crate) fn sources(&self, id: TensorId) -> &[TensorId] {
         self.tensor(id).sources.as_slice()
@@ -298,6 +321,7 @@ impl Graph {
                 input: false,
                 output: false,
                 sources: Sources::of(chunk),
+                extra_bytes: 0,
             });
             self.kept_until.push((until, dependency));
         }
@@ -517,7 +541,7 @@ impl Replay<'_> {
                 }
             }
         }
-        self.slots[id.index()].offset = self.free.allocate(tensor.layout.bytes());
+        self.slots[id.index()].offset = self.free.allocate(tensor.allocated_bytes());
     }
 
     /// Takes over `parent`'s memory for `id` when ggml would. A view parent never qualifies: the
@@ -567,7 +591,7 @@ impl Replay<'_> {
             return;
         }
         let offset = self.slots[id.index()].offset;
-        self.free.free(offset, tensor.layout.bytes());
+        self.free.free(offset, tensor.allocated_bytes());
         self.slots[id.index()].allocated = false;
     }
 }

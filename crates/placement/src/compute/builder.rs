@@ -93,7 +93,8 @@ pub(super) enum GraphBackend {
     /// The CPU: it looks the tokens up and holds the graph's inputs.
     Host,
     /// A CUDA GPU: the fusions `ggml_backend_cuda_graph_optimize` plans (MoE routing, the
-    /// weighted sum of the experts) keep their tensors alive until the fused group's end.
+    /// weighted sum of the experts) keep their tensors alive until the fused group's end, and
+    /// its flash attention converts a cache of another type than f16 in its own allocation.
     Cuda,
     /// A lent device (llama.cpp RPC): plain allocation.
     Remote,
@@ -123,6 +124,9 @@ pub(super) struct Builder {
     pub(super) n_vocab: u64,
     pub(super) experts_used: u64,
     flash_attention: bool,
+    /// Whether K's and V's caches hold another type than f16 (CUDA's flash attention then
+    /// converts them).
+    cache_not_f16: [bool; 2],
     /// The recurrent layers' state indices (`build_rs_inp`).
     pub(super) state_copy: Option<TensorId>,
     /// Placed whenever a held layer attends (for a sliding-window model, a full-attention one).
@@ -184,6 +188,10 @@ impl Builder {
             n_vocab: u64::from(model.n_vocab),
             experts_used: u64::from(model.experts.map_or(1, |e| e.used).max(1)),
             flash_attention: options.flash_attention,
+            cache_not_f16: [
+                options.cache_type_k != KvType::F16,
+                options.cache_type_v != KvType::F16,
+            ],
             state_copy: None,
             attention: None,
             window_attention: None,
@@ -611,6 +619,7 @@ impl Builder {
                 [value_head, heads, per_stream, streams],
                 &[q, keys, values, inputs.mask],
             );
+            self.convert_cache_for_flash_attention(out, keys, Some(values));
             self.graph.reshape(out, [value_head * heads, tokens, 1, 1])
         } else {
             let scores = self.op(
@@ -678,6 +687,8 @@ impl Builder {
                 [latent, heads, per_stream, streams],
                 &[q, keys, values, mask],
             );
+            // V is K's first columns: converted with K.
+            self.convert_cache_for_flash_attention(out, keys, None);
             self.graph.permute(out, [0, 2, 1, 3])
         } else {
             let scores = self.op(
@@ -713,6 +724,38 @@ impl Builder {
         );
         self.graph.expand(out);
         out
+    }
+
+    /// CUDA's flash attention over a cache of another type than f16, for a micro-batch of more
+    /// than two tokens per sequence (its tensor-core and tile kernels; the vector kernel reads
+    /// a quantized cache as it is): the output's allocation also holds K and V converted to f16,
+    /// each from a 128-byte boundary (`ggml_cuda_flash_attn_ext_get_alloc_size`). `values` is
+    /// `None` when V is a view of K (MLA), converted once.
+    fn convert_cache_for_flash_attention(
+        &mut self,
+        out: TensorId,
+        keys: TensorId,
+        values: Option<TensorId>,
+    ) {
+        let per_stream = self.batch.tokens / self.batch.streams.max(1);
+        if self.backend != GraphBackend::Cuda || per_stream <= 2 {
+            return;
+        }
+        let out_bytes = self.graph.bytes(out);
+        let mut end = out_bytes;
+        let converted = [
+            (Some(keys), self.cache_not_f16[0]),
+            (values, self.cache_not_f16[1]),
+        ];
+        for (tensor, not_f16) in converted {
+            if let (Some(tensor), true) = (tensor, not_f16) {
+                let elements: u64 = self.graph.extents(tensor).iter().product();
+                end = (end.div_ceil(128) * 128).saturating_add(elements.saturating_mul(2));
+            }
+        }
+        if end > out_bytes {
+            self.graph.allocate_extra(out, end - out_bytes);
+        }
     }
 
     /// `llama_mul_mat_hadamard` over a contiguous `x` when there is a rotation: its elements in
