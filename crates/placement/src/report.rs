@@ -6,6 +6,7 @@ use serde::{Deserialize, Serialize};
 use super::ceiling::{ceiling_across, SpeedCeiling};
 use super::compute::{
     cache_types_note, compute_estimate_note, flash_attention_note, host_experts_note,
+    host_layers_note,
 };
 use super::flags::{command_line, to_args_for, FlagError, Offload};
 use super::link::{rpc_servers, RemoteBox};
@@ -71,6 +72,7 @@ pub fn report_across(
     };
     notes.extend(compute_estimate_note(model));
     notes.extend(host_experts_note(model, &plan));
+    notes.extend(host_layers_note(&plan, &options));
     notes.extend(flash_attention_note(model, &options));
     notes.extend(cache_types_note(model, &options));
     let ceiling = ceiling_across(model, &plan, boxes);
@@ -264,6 +266,22 @@ mod tests {
         assert!(moved.contains("of 4 layers held by a GPU"), "{moved}");
         assert_eq!(note("llama-server -m m.gguf -ngl 99"), None);
         // Layers on the CPU with their experts: nothing is offloaded.
+        assert_eq!(note("llama-server -m m.gguf -ngl 0"), None);
+    }
+
+    #[test]
+    fn host_layers_beside_a_gpu_are_noted_past_the_offload_threshold() {
+        let model = moe_model(8, 2, 150 * MIB, 300 * MIB);
+        let note = |command: &str| {
+            let parsed = parse_command(command).unwrap();
+            let r = report(&model, "m.gguf", &gpus(1, 80 * GIB), &parsed.options, false).unwrap();
+            r.notes
+                .into_iter()
+                .find(|n| n.starts_with("Layers in host memory"))
+        };
+        assert!(note("llama-server -m m.gguf -ngl 4").is_some());
+        assert_eq!(note("llama-server -m m.gguf -ngl 4 -ub 16"), None);
+        assert_eq!(note("llama-server -m m.gguf -ngl 99"), None);
         assert_eq!(note("llama-server -m m.gguf -ngl 0"), None);
     }
 

@@ -149,9 +149,32 @@ pub(crate) fn host_experts_note(model: &ModelShape, plan: &Plan) -> Option<Strin
         return None;
     }
     Some(format!(
-        "The routed experts of {} layers held by a GPU are in host memory: llama.cpp runs them on that GPU with their weights copied into its compute buffer for large batches (op offload; --no-op-offload runs them on the CPU), and the compute figures here count them on the GPU without the copies, unchecked against llama.cpp for such a split; leave a margin or check with llama.cpp's dry run.",
+        "The routed experts of {} layers held by a GPU are in host memory: llama.cpp runs them on that GPU with their weights copied into its compute buffer for large batches (op offload; --no-op-offload runs them on the CPU), and the compute figures here count them on the GPU without the copies (measured on an H200: 103 MiB under llama.cpp's for two layers' experts of a qwen3moe at -ub 512, exact with -ub 16); leave a margin or check with llama.cpp's dry run.",
         layers.len()
     ))
+}
+
+/// The micro-batch from which CUDA runs an operation on host weights on the GPU
+/// (`GGML_OP_OFFLOAD_MIN_BATCH`, unless set otherwise).
+const OP_OFFLOAD_MIN_BATCH: u32 = 32;
+
+/// When layers stay in host memory beside a GPU that holds others, for a micro-batch past the
+/// op-offload threshold, the line a plan shows: llama.cpp's scheduler runs the host layers'
+/// matrix products on the first GPU with their weights copied into its compute buffer, which
+/// the replay (each device with its own layers) does not build; `None` otherwise.
+pub(crate) fn host_layers_note(plan: &Plan, options: &PlacementOptions) -> Option<String> {
+    let holds_layers = |wanted: fn(&DeviceId) -> bool| {
+        plan.devices
+            .iter()
+            .any(|d| wanted(&d.spec.id) && !d.usage.layers.is_empty())
+    };
+    let micro_batch = options.ubatch.min(options.batch);
+    let offloaded = holds_layers(|id| matches!(id, DeviceId::Gpu(_)))
+        && holds_layers(|id| *id == DeviceId::Cpu)
+        && micro_batch >= OP_OFFLOAD_MIN_BATCH;
+    offloaded.then(|| {
+        "Layers in host memory beside a GPU: for prompts of 32 tokens or more llama.cpp runs their matrix products on the first GPU, copying each weight into its compute buffer (op offload), which the compute figures here do not count: measured on an H200 with 5 host layers at -ub 512, that GPU's buffer was 100 MiB over the plan for a 4 096-wide llama and 127 MiB for a qwen3moe (none where the output or the attention leads), the host's 80 to 202 MiB under it. With --no-op-offload the host computes its own layers and the figures came within 8 MiB under and 41 MiB over; else leave a margin on the first GPU or check with llama.cpp's dry run.".to_owned()
+    })
 }
 
 /// The compute buffer of `device` in bytes (before any correction from this rig's records).
