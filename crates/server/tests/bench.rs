@@ -100,7 +100,21 @@ async fn a_sweep_on_llama_server_counts_exact_tokens_and_agrees_with_its_decode_
     assert!((ratios[1] - 1.0).abs() < 0.12, "ours / engine: {ratios:?}");
     let summary = &results[0]["summary"];
     assert_eq!(summary["runs"], 2, "the cold run stays out of the summary");
-    assert!(summary["itl_ms"]["n"].as_u64().expect("gaps") >= 2 * 22);
+    // One gap between each two text chunks of the warm runs' requests. llama-server holds back
+    // a token that ends inside a UTF-8 character and sends it with the next, so a random model's
+    // 24 tokens may come in fewer chunks; most still come one by one.
+    let warm_chunks: Vec<u64> = results[0]["runs"]
+        .as_array()
+        .expect("runs")
+        .iter()
+        .skip(1)
+        .flat_map(|r| r["requests"].as_array().cloned().unwrap_or_default())
+        .map(|r| r["chunks"].as_u64().expect("chunks"))
+        .collect();
+    let gaps: u64 = warm_chunks.iter().map(|c| c.saturating_sub(1)).sum();
+    assert_eq!(warm_chunks.len(), 2, "{warm_chunks:?}");
+    assert_eq!(summary["itl_ms"]["n"].as_u64(), Some(gaps));
+    assert!(gaps >= 2 * 12, "{warm_chunks:?}");
     assert!(summary["aggregate_tps"]["median"].as_f64().expect("tok/s") > 0.0);
 
     let context = &run["context"];
