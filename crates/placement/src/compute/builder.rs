@@ -787,6 +787,40 @@ impl Builder {
         fused_gate_up: bool,
         x: TensorId,
     ) -> TensorId {
+        let (tokens, used) = (self.graph.extents(x)[1], self.experts_used);
+        let Routing {
+            selected,
+            weights,
+            nodes,
+        } = self.route(router, x);
+        let x3 = self.graph.reshape(x, [self.n_embd, 1, tokens, 1]);
+        if self.backend == GraphBackend::Cuda && router.fuses_top_k() {
+            // `ggml_backend_cuda_graph_optimize` keeps the fused nodes and their sources until
+            // the node after them: the input's reshape for the expert projections.
+            let kept = self.with_sources(&nodes);
+            self.graph.keep_until(&kept, x3);
+        }
+        let activated = if fused_gate_up {
+            let both = self.expert_matmul(2 * expert_ff, x3, selected);
+            let strides = self.graph.strides(both);
+            let gate = self.graph.view(both, [expert_ff, used, tokens, 1], strides);
+            let up = self.graph.view(both, [expert_ff, used, tokens, 1], strides);
+            self.op(Reuse::Fresh, [expert_ff, used, tokens, 1], &[gate, up])
+        } else {
+            let up = self.expert_matmul(expert_ff, x3, selected);
+            let up = self.expert_bias(router, up, selected);
+            let gate = self.expert_matmul(expert_ff, x3, selected);
+            let gate = self.expert_bias(router, gate, selected);
+            self.op(Reuse::Fresh, [expert_ff, used, tokens, 1], &[gate, up])
+        };
+        let down = self.expert_matmul(self.n_embd, activated, selected);
+        let down = self.expert_bias(router, down, selected);
+        self.weighted_sum(down, weights)
+    }
+
+    /// The router of `build_moe_ffn`: the gating over every expert, the top-k, the selected
+    /// weights (normalized, scaled); the routing nodes from the gating on, in graph order.
+    fn route(&mut self, router: Router, x: TensorId) -> Routing {
         let count = router.count;
         let (tokens, used) = (self.graph.extents(x)[1], self.experts_used);
         let mut logits = self.matmul(count, x);
@@ -821,12 +855,11 @@ impl Builder {
             .graph
             .view(order, [used, tokens, 1, 1], self.graph.strides(order));
         let mut weights = self.op(Reuse::Fresh, [1, used, tokens, 1], &[per_expert, selected]);
-        // The routing nodes in graph order, from the gating on (CUDA's top-k fusion).
-        let mut routing = vec![probabilities, per_expert];
+        let mut nodes = vec![probabilities, per_expert];
         if selection != probabilities {
-            routing.push(selection);
+            nodes.push(selection);
         }
-        routing.extend([order, selected, weights]);
+        nodes.extend([order, selected, weights]);
         if router.softmax_after_selection {
             let flat = self.graph.reshape(weights, [used, tokens, 1, 1]);
             let normed = self.elementwise(flat, &[]);
@@ -838,42 +871,37 @@ impl Builder {
             let clamped = self.elementwise(sum, &[]);
             let normed = self.op(Reuse::InPlace, [used, tokens, 1, 1], &[flat, clamped]);
             weights = self.graph.reshape(normed, [1, used, tokens, 1]);
-            routing.extend([flat, sum, clamped, normed, weights]);
+            nodes.extend([flat, sum, clamped, normed, weights]);
         }
         if router.scaled {
             weights = self.elementwise(weights, &[]);
-            routing.push(weights);
+            nodes.push(weights);
         }
         self.graph.expand(weights);
-        let x3 = self.graph.reshape(x, [self.n_embd, 1, tokens, 1]);
-        if self.backend == GraphBackend::Cuda && router.fuses_top_k() {
-            // `ggml_backend_cuda_graph_optimize` keeps the fused nodes and their sources until
-            // the node after them: the input's reshape for the expert projections.
-            let mut kept: Vec<TensorId> = Vec::new();
-            for &node in &routing {
-                for &tensor in std::iter::once(&node).chain(self.graph.sources(node)) {
-                    if !kept.contains(&tensor) {
-                        kept.push(tensor);
-                    }
+        Routing {
+            selected,
+            weights,
+            nodes,
+        }
+    }
+
+    /// `nodes` and every source of theirs, each once, in order.
+    fn with_sources(&self, nodes: &[TensorId]) -> Vec<TensorId> {
+        let mut all: Vec<TensorId> = Vec::new();
+        for &node in nodes {
+            for &tensor in std::iter::once(&node).chain(self.graph.sources(node)) {
+                if !all.contains(&tensor) {
+                    all.push(tensor);
                 }
             }
-            self.graph.keep_until(&kept, x3);
         }
-        let activated = if fused_gate_up {
-            let both = self.expert_matmul(2 * expert_ff, x3, selected);
-            let strides = self.graph.strides(both);
-            let gate = self.graph.view(both, [expert_ff, used, tokens, 1], strides);
-            let up = self.graph.view(both, [expert_ff, used, tokens, 1], strides);
-            self.op(Reuse::Fresh, [expert_ff, used, tokens, 1], &[gate, up])
-        } else {
-            let up = self.expert_matmul(expert_ff, x3, selected);
-            let up = self.expert_bias(router, up, selected);
-            let gate = self.expert_matmul(expert_ff, x3, selected);
-            let gate = self.expert_bias(router, gate, selected);
-            self.op(Reuse::Fresh, [expert_ff, used, tokens, 1], &[gate, up])
-        };
-        let down = self.expert_matmul(self.n_embd, activated, selected);
-        let down = self.expert_bias(router, down, selected);
+        all
+    }
+
+    /// The experts' outputs `down` weighted and summed over the selected experts (views of
+    /// the weighted rows added in turn, as `build_moe_ffn` orders them).
+    fn weighted_sum(&mut self, down: TensorId, weights: TensorId) -> TensorId {
+        let [_, used, tokens, _] = self.graph.extents(down);
         let weighted = self.elementwise(down, &[weights]);
         self.graph.expand(weighted);
         let strides = self.graph.strides(weighted);
@@ -1001,6 +1029,14 @@ pub(super) struct Router {
     /// gpt-oss: a bias on the router's logits and on every expert's projections.
     pub(super) biased_logits: bool,
     pub(super) biased_experts: bool,
+}
+
+/// What [`Builder::route`] leaves: the selected experts' ids, their weights, and the routing
+/// nodes from the gating on (what CUDA fuses).
+struct Routing {
+    selected: TensorId,
+    weights: TensorId,
+    nodes: Vec<TensorId>,
 }
 
 /// The most experts per token CUDA sums in one fused kernel
