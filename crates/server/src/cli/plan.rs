@@ -344,7 +344,8 @@ fn dry_run(model: &str, report: &PlanReport) -> anyhow::Result<DryRunOutcome> {
     })
 }
 
-/// Ours beside llama.cpp's, per device, in MiB (llama.cpp prints whole MiB).
+/// Ours beside llama.cpp's, per device, in MiB: llama.cpp prints whole MiB rounded down, and
+/// ours are rounded down too, so that equal figures read equal (11.52 MiB was "12/11").
 fn render_dry_run(outcome: &DryRunOutcome) -> String {
     let mut out = String::from("\nllama.cpp dry run");
     if let Some(build) = &outcome.build {
@@ -360,7 +361,7 @@ fn render_dry_run(outcome: &DryRunOutcome) -> String {
         let _ = writeln!(out, "  {error}");
         return out;
     }
-    let mib = |b: u64| format!("{:.0}", b as f64 / (1u64 << 20) as f64);
+    let mib = |b: u64| (b >> 20).to_string();
     let _ = writeln!(
         out,
         "{:<44} {:>17} {:>17} {:>17}",
@@ -475,4 +476,39 @@ pub fn render(r: &PlanReport) -> String {
         let _ = writeln!(out, "problem: {p}");
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rigdeck_core::dry_run::{DeviceComparison, Figures};
+    use rigdeck_core::placement::DeviceId;
+
+    #[test]
+    fn equal_figures_read_equal_beside_llama_cpps_whole_mib() {
+        const MIB: u64 = 1 << 20;
+        let figures = |compute: u64| Figures {
+            model_bytes: 320 * MIB,
+            context_bytes: 0,
+            compute_bytes: compute,
+            compute_estimate_bytes: compute,
+        };
+        let outcome = DryRunOutcome {
+            build: None,
+            dry_run: None,
+            devices: vec![DeviceComparison {
+                id: DeviceId::Cpu,
+                device: "CPU RAM".into(),
+                llama_device: "Host".into(),
+                // 11.52 MiB planned, llama.cpp's table: 11.
+                ours: figures(11 * MIB + 545_260),
+                llama_cpp: figures(11 * MIB),
+            }],
+            error: None,
+            refused: false,
+        };
+        let table = render_dry_run(&outcome);
+        assert!(table.contains(" 11/11"), "{table}");
+        assert!(table.contains("320/320"), "{table}");
+    }
 }
