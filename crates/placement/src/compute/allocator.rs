@@ -333,13 +333,17 @@ impl Graph {
         if self.kept_until.is_empty() {
             return std::borrow::Cow::Borrowed(&self.nodes);
         }
-        let mut order = Vec::with_capacity(self.nodes.len() + self.kept_until.len());
+        let mut kept = self.kept_until.clone();
+        // Stable: a node's dependencies keep the order they were added in.
+        kept.sort_by_key(|&(until, _)| until.0);
+        let mut order = Vec::with_capacity(self.nodes.len() + kept.len());
         for &node in &self.nodes {
             order.push(node);
+            let first = kept.partition_point(|&(until, _)| until.0 < node.0);
             order.extend(
-                self.kept_until
+                kept[first..]
                     .iter()
-                    .filter(|&&(until, _)| until == node)
+                    .take_while(|&&(until, _)| until == node)
                     .map(|&(_, dependency)| dependency),
             );
         }
