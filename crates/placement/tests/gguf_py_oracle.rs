@@ -1089,10 +1089,20 @@ fn rpc_and_host_compute(
 }
 
 #[test]
-fn with_every_layer_on_a_device_the_host_looks_the_tokens_up_and_holds_the_inputs() {
+fn on_a_device_alone_or_after_host_layers_the_plan_is_llama_cpps() {
+    // Every layer on the device: the host looks the tokens up and holds the inputs. Layers on
+    // the host first (-ngl 3, 5): the end of the host's last layer, after its last weight,
+    // runs on the device (the scheduler's expansion), which receives what it reads.
+    for spec in [qwen3moe_with_16_narrow_experts(), llama_of_the_gpu_check()] {
+        check_on_a_device(spec);
+    }
+}
+
+/// `spec`'s model planned and dry-run on the host and a real `rpc-server`'s CPU as `RPC0`.
+fn check_on_a_device(spec: Value) {
     let python = python();
     let dir = tempfile::tempdir().expect("tempdir");
-    let path = write_model(dir.path(), &python, &qwen3moe_with_16_narrow_experts());
+    let path = write_model(dir.path(), &python, &spec);
     let shape = load_shape(&path).unwrap_or_else(|e| panic!("{e}")).shape;
     let rpc = RpcDevice::start();
     let mut rig = host_only();
@@ -1101,7 +1111,7 @@ fn with_every_layer_on_a_device_the_host_looks_the_tokens_up_and_holds_the_input
         name: "RPC0".into(),
         ..rig[0].clone()
     });
-    for (flash, ngl) in [(false, 99), (true, 99), (false, 5)] {
+    for (flash, ngl) in [(false, 99), (true, 99), (false, 5), (false, 3), (true, 3)] {
         let options = PlacementOptions {
             context: 4096,
             parallel: 1,
@@ -1132,7 +1142,8 @@ fn with_every_layer_on_a_device_the_host_looks_the_tokens_up_and_holds_the_input
         ] {
             assert!(
                 (ours - theirs).abs() <= EXACT,
-                "-fa {flash} -ngl {ngl}, {what}: planned {ours:.2} MiB, llama.cpp {theirs} MiB"
+                "{} -fa {flash} -ngl {ngl}, {what}: planned {ours:.2} MiB, llama.cpp {theirs} MiB",
+                spec["arch"]
             );
         }
     }

@@ -280,6 +280,64 @@ impl Graph {
         self.tensor(id).layout.bytes()
     }
 
+    /// How many tensors the graph has made: a watermark, since ids grow in creation order.
+    pub(crate) fn tensor_count(&self) -> usize {
+        self.tensors.len()
+    }
+
+    /// The last node, in graph order, made before `watermark` ([`Graph::tensor_count`]) that
+    /// reads a weight or a cache, or writes a cache: what `ggml_backend_sched` assigns to the
+    /// backend holding that memory.
+    pub(crate) fn last_memory_bound_node_before(&self, watermark: usize) -> Option<TensorId> {
+        let reads_external = |id: TensorId| {
+            let tensor = self.tensor(id);
+            let external = |t: TensorId| self.tensor(t).external;
+            tensor.sources.as_slice().iter().any(|&s| external(s))
+                || tensor.view_of.is_some_and(external)
+        };
+        self.nodes
+            .iter()
+            .rev()
+            .find(|&&id| id.index() < watermark && reads_external(id))
+            .copied()
+    }
+
+    /// Hands the graph up to `cut` (a node) to another device, as `ggml_backend_sched` does
+    /// when the end of the host's last layer runs on the next device: the nodes up to `cut`
+    /// leave this graph, and what the rest reads of them becomes inputs copied in, placed
+    /// first (in the order the rest first reads them), before the graph's other inputs.
+    pub(crate) fn hand_over_through(&mut self, cut: TensorId) {
+        let Some(position) = self.nodes.iter().position(|&id| id == cut) else {
+            return;
+        };
+        let kept = self.nodes.split_off(position + 1);
+        let mut removed = vec![false; self.tensors.len()];
+        for &id in &self.nodes {
+            removed[id.index()] = true;
+        }
+        let mut copied: Vec<TensorId> = Vec::new();
+        let mut read: Vec<bool> = vec![false; self.tensors.len()];
+        for &node in &kept {
+            for &source in self.tensors[node.index()].sources.as_slice() {
+                read[source.index()] = true;
+                if removed[source.index()] && !copied.contains(&source) {
+                    copied.push(source);
+                }
+            }
+        }
+        for &id in &copied {
+            let tensor = &mut self.tensors[id.index()];
+            tensor.computed = false;
+            tensor.input = true;
+            tensor.view_of = None;
+            tensor.sources = Sources::NONE;
+            tensor.extra_bytes = 0;
+        }
+        let others = self.leafs.iter().copied().filter(|&l| read[l.index()]);
+        self.leafs = copied.iter().copied().chain(others).collect();
+        self.nodes = kept;
+    }
+
     /// The operation's sources of `id`, in order (none for a leaf).
     pub(crate) fn sources(&self, id: TensorId) -> &[TensorId] {
         self.tensor(id).sources.as_slice()

@@ -59,6 +59,13 @@ pub(super) fn replay(
         return None;
     }
     let holds_output = layers.output == device;
+    // The end of the host's last layer before this device's first runs here: the scheduler
+    // gives the operations after its last weight to the next device. That layer is built too,
+    // and handed over up to there.
+    let before = held
+        .first()
+        .and_then(|&il| il.checked_sub(1))
+        .filter(|&il| !host && layers.layers.get(il) == Some(&DeviceId::Cpu));
     if held.is_empty() && !holds_output {
         if !host || layers.layers.is_empty() {
             return Some(0);
@@ -76,7 +83,21 @@ pub(super) fn replay(
         }
         return Some(builder.reserve());
     }
-    Some(build(builder, &held, holds_output).reserve())
+    let Some(before) = before else {
+        return Some(build(builder, &held, holds_output).reserve());
+    };
+    let with_before: Vec<usize> = std::iter::once(before)
+        .chain(held.iter().copied())
+        .collect();
+    let mut built = build(builder, &with_before, holds_output);
+    if let Some(cut) = built
+        .layer_starts
+        .get(1)
+        .and_then(|&start| built.graph.last_memory_bound_node_before(start))
+    {
+        built.graph.hand_over_through(cut);
+    }
+    Some(built.reserve())
 }
 
 /// The inputs the host holds for the devices when it holds no layer itself: a decoder's, or
@@ -138,6 +159,8 @@ pub(super) struct Builder {
     pub(super) output_rows: Option<TensorId>,
     /// Whose graph this is: the host's looks the tokens up and holds the inputs.
     backend: GraphBackend,
+    /// Where each built layer's tensors begin ([`Graph::tensor_count`] when it began).
+    layer_starts: Vec<usize>,
 }
 
 /// The inputs `build_attn_inp_kv` adds: positions, the cache rows K and V are written to, the
@@ -197,7 +220,13 @@ impl Builder {
             window_attention: None,
             output_rows: None,
             backend,
+            layer_starts: Vec::new(),
         }
+    }
+
+    /// Marks where a held layer's tensors begin (the architectures call it before each).
+    pub(super) fn begin_layer(&mut self) {
+        self.layer_starts.push(self.graph.tensor_count());
     }
 
     /// The inputs of a decoder whose tokens take one position each, the output rows selected

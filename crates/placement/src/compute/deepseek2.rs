@@ -159,6 +159,7 @@ pub(super) fn compute_bytes(
                 None => (builder.decoder_inputs(model, held, options, g), None),
             };
             for &il in held {
+                builder.begin_layer();
                 let context = LayerContext {
                     model,
                     latent: &latent,

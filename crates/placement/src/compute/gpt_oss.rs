@@ -56,6 +56,7 @@ pub(super) fn compute_bytes(
         |mut builder, held, holds_output| {
             let mut cur = builder.inputs(model, held, 1, holds_output, options, g);
             for &il in held {
+                builder.begin_layer();
                 cur = layer(&mut builder, model, router, expert_ff, il, cur, options, g);
             }
             if holds_output {

@@ -129,6 +129,7 @@ pub(super) fn compute_bytes(
                 cur = builder.elementwise(cur, &[]);
             }
             for &il in held {
+                builder.begin_layer();
                 cur = layer(&mut builder, model, decoder, il, cur, options, g);
             }
             if holds_output {

@@ -74,6 +74,7 @@ pub(super) fn compute_bytes(
         |mut builder, held, holds_output| {
             let mut cur = builder.decoder_inputs(model, held, options, g);
             for &il in held {
+                builder.begin_layer();
                 let normed = builder.rms_norm(cur);
                 let mut mixed = match kind {
                     Layer::Selective => layer(&mut builder, shape, normed),

@@ -172,6 +172,7 @@ impl HybridGraph {
         };
         let mut cur = self.inputs(model, held, positions, holds_output, options, g);
         for &il in held {
+            self.begin_layer();
             cur = self.layer(model, il, cur, options, g);
         }
         if holds_output {
