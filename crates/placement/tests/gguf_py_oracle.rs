@@ -1092,8 +1092,14 @@ fn rpc_and_host_compute(
 fn on_a_device_alone_or_after_host_layers_the_plan_is_llama_cpps() {
     // Every layer on the device: the host looks the tokens up and holds the inputs. Layers on
     // the host first (-ngl 3, 5): the end of the host's last layer, after its last weight,
-    // runs on the device (the scheduler's expansion), which receives what it reads.
-    for spec in [qwen3moe_with_16_narrow_experts(), llama_of_the_gpu_check()] {
+    // runs on the device (the scheduler's expansion), which receives what it reads; and the
+    // host holds every graph input, those only the device reads too (gemma3's full-attention
+    // mask, +8 MiB).
+    for spec in [
+        qwen3moe_with_16_narrow_experts(),
+        llama_of_the_gpu_check(),
+        gemma3_of_the_gpu_check(),
+    ] {
         check_on_a_device(spec);
     }
 }

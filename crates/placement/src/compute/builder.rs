@@ -84,7 +84,11 @@ pub(super) fn replay(
         return Some(builder.reserve());
     }
     let Some(before) = before else {
-        return Some(build(builder, &held, holds_output).reserve());
+        let mut built = build(builder, &held, holds_output);
+        if host && held.len() < layers.layers.len() {
+            built.hold_every_input(model, options, g);
+        }
+        return Some(built.reserve());
     };
     let with_before: Vec<usize> = std::iter::once(before)
         .chain(held.iter().copied())
@@ -290,6 +294,47 @@ impl Builder {
             rotation: self.graph.input(Element::F32, [width, width, 1, 1]),
         };
         (embedded, indexer)
+    }
+
+    /// On the host holding some layers: the inputs only the devices' layers read, which the
+    /// host holds all the same (`ggml_backend_sched` puts every graph input on the CPU) until
+    /// the devices copy them — another kind of attention's (a sliding-window model's full
+    /// attention mask), the output rows.
+    fn hold_every_input(
+        &mut self,
+        model: &ModelShape,
+        options: &PlacementOptions,
+        g: &ContextGeometry,
+    ) {
+        let positions = self
+            .attention
+            .or(self.window_attention)
+            .map(|a| a.positions);
+        let mut held = Vec::new();
+        for il in (0..model.n_layer as usize).filter(|&il| !model.attention.is_recurrent(il)) {
+            let windowed = is_windowed(model, il);
+            let missing = match windowed {
+                true => self.window_attention.is_none(),
+                false => self.attention.is_none(),
+            };
+            if !missing {
+                continue;
+            }
+            let inputs = self.attention_inputs(model, il, 1, positions, options, g);
+            held.extend([inputs.key_rows, inputs.mask]);
+            held.extend(inputs.value_rows);
+            match windowed {
+                true => self.window_attention = Some(inputs),
+                false => self.attention = Some(inputs),
+            }
+        }
+        if self.output_rows.is_none() {
+            let outputs = self.batch.outputs;
+            held.push(self.input(Element::I32, [outputs, 1, 1, 1]));
+        }
+        for input in held {
+            self.graph.expand(input);
+        }
     }
 
     /// Places [`Builder::sparse_inputs`]' leaves, which the layers would meet, in a graph with

@@ -173,7 +173,7 @@ pub(crate) fn host_layers_note(plan: &Plan, options: &PlacementOptions) -> Optio
         && holds_layers(|id| *id == DeviceId::Cpu)
         && micro_batch >= OP_OFFLOAD_MIN_BATCH;
     offloaded.then(|| {
-        "Layers in host memory beside a GPU: for prompts of 32 tokens or more llama.cpp runs their matrix products on the first GPU, copying each weight into its compute buffer (op offload), which the compute figures here do not count: measured on an H200 with 5 host layers at -ub 512, that GPU's buffer was 100 MiB over the plan for a 4 096-wide llama and 127 MiB for a qwen3moe (none where the output or the attention leads), the host's 80 to 202 MiB under it. With --no-op-offload the host computes its own layers: the GPU's figure held to the hundredth and the host's within 8 MiB; else leave a margin on the first GPU or check with llama.cpp's dry run.".to_owned()
+        "Layers in host memory beside a GPU: for prompts of 32 tokens or more llama.cpp runs their matrix products on the first GPU, copying each weight into its compute buffer (op offload), which the compute figures here do not count: measured on an H200 with 5 host layers at -ub 512, that GPU's buffer was 100 MiB over the plan for a 4 096-wide llama and 127 MiB for a qwen3moe (none where the output or the attention leads), the host's 80 to 202 MiB under it. With --no-op-offload the host computes its own layers and the figures held to the hundredth; else leave a margin on the first GPU or check with llama.cpp's dry run.".to_owned()
     })
 }
 
