@@ -253,14 +253,18 @@ mod tests {
     use crate::link::Link;
     use crate::testing::{gpus, lend, moe_model, GIB, MIB};
 
+    /// The note of `command`'s plan (an 8-layer MoE on one 80 GiB GPU) that begins with
+    /// `opening`.
+    fn offload_note(command: &str, opening: &str) -> Option<String> {
+        let model = moe_model(8, 2, 150 * MIB, 300 * MIB);
+        let parsed = parse_command(command).unwrap();
+        let r = report(&model, "m.gguf", &gpus(1, 80 * GIB), &parsed.options, false).unwrap();
+        r.notes.into_iter().find(|n| n.starts_with(opening))
+    }
+
     #[test]
     fn experts_left_in_host_memory_under_gpu_layers_are_noted() {
-        let model = moe_model(8, 2, 150 * MIB, 300 * MIB);
-        let note = |command: &str| {
-            let parsed = parse_command(command).unwrap();
-            let r = report(&model, "m.gguf", &gpus(1, 80 * GIB), &parsed.options, false).unwrap();
-            r.notes.into_iter().find(|n| n.contains("op offload"))
-        };
+        let note = |command: &str| offload_note(command, "The routed experts");
         let moved = note(r"llama-server -m m.gguf -ngl 99 -ot blk\.[4-7]\.ffn_.*_exps\.=CPU");
         let moved = moved.expect("a note on the experts in host memory");
         assert!(moved.contains("of 4 layers held by a GPU"), "{moved}");
@@ -271,14 +275,7 @@ mod tests {
 
     #[test]
     fn host_layers_beside_a_gpu_are_noted_past_the_offload_threshold() {
-        let model = moe_model(8, 2, 150 * MIB, 300 * MIB);
-        let note = |command: &str| {
-            let parsed = parse_command(command).unwrap();
-            let r = report(&model, "m.gguf", &gpus(1, 80 * GIB), &parsed.options, false).unwrap();
-            r.notes
-                .into_iter()
-                .find(|n| n.starts_with("Layers in host memory"))
-        };
+        let note = |command: &str| offload_note(command, "Layers in host memory");
         assert!(note("llama-server -m m.gguf -ngl 4").is_some());
         assert_eq!(note("llama-server -m m.gguf -ngl 4 -ub 16"), None);
         assert_eq!(note("llama-server -m m.gguf -ngl 99"), None);
