@@ -224,6 +224,12 @@ impl Fleet {
         })
     }
 
+    /// Tells the lender `name` to end the lease `lease` that an earlier run of this daemon took
+    /// (its tunnels ended with that run): its `rpc-server` stops now, not at the idle limit.
+    pub async fn end_lease_left(&self, name: &str, lease: &str) -> Result<(), FleetError> {
+        self.tell_lender_released(name, lease).await
+    }
+
     async fn tell_lender_released(&self, name: &str, lease: &str) -> Result<(), FleetError> {
         let peer = self.peer(name).await?;
         let address = peer.address.clone().unwrap_or_default();

@@ -306,6 +306,11 @@ pub async fn start(options: ServeOptions) -> anyhow::Result<RunningServer> {
         )),
         _ => None,
     };
+    // Gangs an earlier daemon left running: their heads here stopped before the API serves.
+    let left_gangs = match &gangs {
+        Some(gangs) => gangs.take_over_left().await,
+        None => Vec::new(),
+    };
     let state = Arc::new(AppState {
         stopping: stop_rx.clone(),
         token: token.clone(),
@@ -352,6 +357,7 @@ pub async fn start(options: ServeOptions) -> anyhow::Result<RunningServer> {
             }));
         }
     }
+    tokio::spawn(http::resume_left(state.clone(), left_gangs));
     let gateway_listener = match options.gateway_bind {
         Some(address) => {
             let listener = bind(address).await?;

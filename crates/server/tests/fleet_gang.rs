@@ -199,7 +199,7 @@ async fn nothing_running(member: &Member, name: &str, dir: &Path) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_gang_starts_followers_first_and_restarts_when_a_member_dies_or_its_rig_returns() {
     let root = tempfile::tempdir().unwrap();
-    let desk = Member::start(root.path(), "desk", "2x5060ti.json").await;
+    let mut desk = Member::start(root.path(), "desk", "2x5060ti.json").await;
     let mut rig = Member::start(root.path(), "mini", "2x5060ti.json").await;
     desk.pair_with(&rig).await;
     let (desk_dir, rig_dir) = (root.path().join("desk-vllm"), root.path().join("mini-vllm"));
@@ -319,6 +319,30 @@ async fn a_gang_starts_followers_first_and_restarts_when_a_member_dies_or_its_ri
         })
         .await;
     assert_eq!(runs(&rig_dir).len(), 3, "{back}");
+
+    // The desk's daemon killed: the next one stops what the gang left on both rigs (the head
+    // here, the follower there) and starts it again, the follower first.
+    let follower_pid = instance(&rig, "big.rank1").await.unwrap()["pid"].as_i64();
+    desk.kill();
+    desk.serve().await;
+    let again = desk
+        .gang_when("big", Duration::from_secs(90), |g| g["phase"] == "ready")
+        .await;
+    assert_eq!(
+        (runs(&desk_dir).len(), runs(&rig_dir).len()),
+        (4, 4),
+        "{again}"
+    );
+    let follower_pid = follower_pid.unwrap();
+    assert!(
+        !alive(follower_pid),
+        "the old follower (pid {follower_pid}) runs on"
+    );
+    let (head, follower) = (runs(&desk_dir), runs(&rig_dir));
+    assert!(
+        started(&follower[3]) <= started(&head[3]),
+        "the follower starts first"
+    );
 
     // A stop: every member, on every rig.
     let (status, stopped) = desk.call("POST", "/api/v1/instances/big/stop", None).await;

@@ -4,8 +4,8 @@
 //! llama-server with `--rpc` to the lease's tunnel endpoint, and answers a completion through
 //! the head's `/v1`. The lender's `rpc-server` killed stops the gang and starts it again (the
 //! time from the kill to ready again is printed), and so does the lender's daemon killed, once
-//! it is back; a stop leaves no `rpc-server` and no
-//! `llama-server` of the test running. A lender on another llama.cpp build is refused naming
+//! it is back, and so does the head's daemon killed and started again; a stop leaves no
+//! `rpc-server` and no `llama-server` of the test running. A lender on another llama.cpp build is refused naming
 //! both builds, and a lender whose daemon is down is refused saying so, before anything starts.
 
 mod support;
@@ -92,20 +92,26 @@ async fn complete_through_the_head(head: &Member, key: &str) -> Value {
     answer
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_lent_cpu_gang_answers_and_restarts_when_its_rpc_server_or_its_rig_dies() {
-    let root = tempdir();
+/// A lender and a head paired, the profile `lent` saved on the head and started: both
+/// daemons and the start's answer.
+async fn start_lent_gang(root: &Path) -> (Member, Member, Value) {
     let program = support::llama_server().await;
-    let (mut lender, _) = member(root.path(), "lender", &program).await;
-    let (head, build) = member(root.path(), "head", &program).await;
+    let (lender, _) = member(root, "lender", &program).await;
+    let (head, build) = member(root, "head", &program).await;
     head.pair_with(&lender).await;
-    let model = support::tiny_runnable(root.path());
-
+    let model = support::tiny_runnable(root);
     let body = lent_profile(build["id"].as_i64().unwrap(), &model, "lender");
     let (status, saved) = head.call("POST", "/api/v1/profiles", Some(body)).await;
     assert_eq!(status, 201, "{saved}");
     let (status, started) = head.call("POST", "/api/v1/profiles/lent/start", None).await;
     assert_eq!(status, 200, "{started}");
+    (lender, head, started)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lent_cpu_gang_answers_and_restarts_when_its_rpc_server_or_its_rig_dies() {
+    let root = tempdir();
+    let (mut lender, head, started) = start_lent_gang(root.path()).await;
     let members = started["members"].as_array().unwrap();
     assert_eq!(members.len(), 2, "{started}");
     assert_eq!(members[1]["kind"], "lease", "{started}");
@@ -210,6 +216,61 @@ async fn a_lent_cpu_gang_answers_and_restarts_when_its_rpc_server_or_its_rig_die
     assert!(lent(&lender).await.is_empty());
     let (_, taken) = head.call("GET", "/api/v1/fleet/rpc", None).await;
     assert_eq!(taken["taken"], json!([]), "{taken}");
+}
+
+/// The head's daemon killed mid-gang: its tunnel went with it, so the head's llama-server left
+/// running has lost its lent device. The daemon started again stops that llama-server (not
+/// adopted as a lone engine), ends the lease the lender still runs for it, and starts the gang
+/// again, lease first.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_gang_whose_head_daemon_was_killed_starts_again_when_it_returns() {
+    let root = tempdir();
+    let (lender, mut head, _) = start_lent_gang(root.path()).await;
+    head.gang_when("lent", Duration::from_secs(120), |g| g["phase"] == "ready")
+        .await;
+    let (head_pid, _) = head_process(&head).await;
+    let rpc_pid = lent(&lender).await[0]["pid"].as_i64().unwrap();
+
+    head.kill();
+    head.serve().await;
+    let killed_at = Instant::now();
+    let back = head
+        .gang_when("lent", Duration::from_secs(120), |g| g["phase"] == "ready")
+        .await;
+    println!(
+        "from the head's daemon back to the gang ready again: {:.2} s ({})",
+        killed_at.elapsed().as_secs_f64(),
+        back["message"]
+    );
+    wait_gone(head_pid, "the head's llama-server the killed daemon left").await;
+    wait_gone(
+        rpc_pid,
+        "the lender's rpc-server of the killed daemon's lease",
+    )
+    .await;
+    let (new_head_pid, argv) = head_process(&head).await;
+    assert_ne!(new_head_pid, head_pid);
+    let leases = lent(&lender).await;
+    assert_eq!(leases.len(), 1, "{leases:?}");
+    let (_, taken) = head.call("GET", "/api/v1/fleet/rpc", None).await;
+    let endpoint = taken["taken"][0]["endpoint"].as_str().unwrap().to_owned();
+    assert!(
+        argv.windows(2).any(|w| w[0] == "--rpc" && w[1] == endpoint),
+        "{argv:?} {taken}"
+    );
+    let key = gateway_key(&head).await;
+    complete_through_the_head(&head, &key).await;
+
+    // Stopped by the user, it stays stopped when the daemon starts again.
+    let (status, stopped) = head.call("POST", "/api/v1/instances/lent/stop", None).await;
+    assert_eq!(status, 200, "{stopped}");
+    let new_rpc_pid = leases[0]["pid"].as_i64().unwrap();
+    wait_gone(new_rpc_pid, "the lender's rpc-server after the stop").await;
+    head.kill();
+    head.serve().await;
+    let (status, gang) = head.call("GET", "/api/v1/gangs/lent", None).await;
+    assert_eq!(status, 404, "{gang}");
+    assert!(lent(&lender).await.is_empty());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

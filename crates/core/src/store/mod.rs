@@ -2,10 +2,12 @@
 //! Every table's queries live here, one module per table group:
 //! - [`history`]: `gpu_history` and `host_history` (10 s telemetry buckets);
 //! - [`engine_builds`]: the installed engine builds;
-//! - [`launch_profiles`]: the launch profiles.
+//! - [`launch_profiles`]: the launch profiles;
+//! - [`gang_runs`]: the gangs this daemon heads while they run.
 
 pub mod downloads;
 pub mod engine_builds;
+pub mod gang_runs;
 pub mod history;
 pub mod launch_profiles;
 pub mod plan_observations;

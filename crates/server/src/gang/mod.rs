@@ -10,11 +10,14 @@
 //! - [`preflight`]: what each box checks before a start (engine version, model, interface).
 //! - [`model_copies`]: the model offered as a download to a follower's rig that lacks it.
 //! - [`lent`]: a llama.cpp gang's preflight: devices lent over RPC, the measured link, the plan.
+//! - [`left`]: what a gang holds on every rig, recorded so a daemon that crashed stops it and
+//!   starts it again.
 //!
 //! A llama.cpp profile with `lenders` is a gang too: its members are the head's llama-server and
 //! one RPC lease per lending rig; the leases are taken first, then the head starts with `--rpc`
 //! to their endpoints, and a lender's `rpc-server` ending (or its rig unreachable) stops it all.
 
+pub mod left;
 pub mod lent;
 pub mod member;
 pub mod model_copies;
@@ -36,6 +39,7 @@ use serde::Serialize;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
+use left::LeftOnRigs;
 use lent::{LentPlacement, LentPlanning};
 use member::{Crew, Member, MemberKind};
 use model_copies::Survey;
@@ -43,6 +47,8 @@ use preflight::CheckRequest;
 
 /// How long each follower may take from its start until it runs.
 pub const MEMBER_START_TIMEOUT: Duration = Duration::from_secs(30);
+/// Why a gang restarts at this daemon's start.
+const LEFT_BY_THE_LAST_DAEMON: &str = "this daemon ended while the gang ran (its tunnels and connections to the gang's members went with it): what was left on every rig was stopped, and the gang starts again";
 /// How long a stop waits for the gang's members to end.
 const STOP_WAIT: Duration = Duration::from_secs(60);
 
@@ -127,6 +133,9 @@ pub struct Gangs {
     /// This rig's downloads: where a gang's model came from, to offer it to a rig lacking it.
     downloads: Option<Downloads>,
     running: Mutex<HashMap<String, Running>>,
+    /// Gangs the last daemon left running, to be started again (by `http::gang`): their status
+    /// until they start, are stopped, or are given up.
+    resuming: Mutex<HashMap<String, GangStatus>>,
 }
 
 impl Gangs {
@@ -145,12 +154,13 @@ impl Gangs {
             store,
             downloads,
             running: Mutex::new(HashMap::new()),
+            resuming: Mutex::new(HashMap::new()),
         })
     }
 
     /// Whether `name` is a gang this daemon started (running or ended).
     pub fn knows(&self, name: &str) -> bool {
-        lock(&self.running).contains_key(name)
+        lock(&self.running).contains_key(name) || self.is_resuming(name)
     }
 
     /// Checks every box, then starts the gang in the background; the status as it starts.
@@ -204,6 +214,7 @@ impl Gangs {
                     task,
                 };
                 running.insert(name.clone(), running_gang);
+                lock(&self.resuming).remove(&name);
                 Ok(())
             }
         };
@@ -223,6 +234,13 @@ impl Gangs {
 
     /// Stops every member and waits (bounded) until they have ended; the final status.
     pub async fn stop(&self, name: &str) -> Result<GangStatus, GangError> {
+        let resuming = lock(&self.resuming).remove(name);
+        if let Some(mut resuming) = resuming {
+            left::forget(&self.store, name).await;
+            resuming.phase = GangPhase::Stopped;
+            resuming.message = None;
+            return Ok(resuming);
+        }
         let (mut status, task) = {
             let mut running = lock(&self.running);
             let Some(gang) = running.get_mut(name) else {
@@ -244,9 +262,10 @@ impl Gangs {
 
     /// The gang's status now.
     pub fn status(&self, name: &str) -> Option<GangStatus> {
-        lock(&self.running)
+        let running = lock(&self.running)
             .get(name)
-            .map(|r| r.status.borrow().clone())
+            .map(|r| r.status.borrow().clone());
+        running.or_else(|| lock(&self.resuming).get(name).cloned())
     }
 
     pub fn list(&self) -> Vec<GangStatus> {
@@ -254,8 +273,74 @@ impl Gangs {
             .values()
             .map(|r| r.status.borrow().clone())
             .collect();
+        all.extend(
+            lock(&self.resuming)
+                .values()
+                .filter(|r| !all.iter().any(|a| a.name == r.name))
+                .cloned()
+                .collect::<Vec<_>>(),
+        );
         all.sort_by(|a, b| a.name.cmp(&b.name));
         all
+    }
+
+    /// The gangs the last daemon recorded and never ended (it crashed, or was killed): each
+    /// one's head left here is stopped (its tunnels and followers' connections ended with that
+    /// daemon; adopted, it would answer with devices it no longer reaches), and each is listed
+    /// as restarting until [`Gangs::clean_up_left`] and a start take it on.
+    pub async fn take_over_left(&self) -> Vec<(String, LeftOnRigs)> {
+        let found = left::found(&self.store).await;
+        for (name, left) in &found {
+            let head = Member {
+                kind: MemberKind::Local,
+                instance: left.head.clone(),
+                seat: None,
+            };
+            if let Err(why) = head.stop(&self.crew).await {
+                tracing::warn!("gang '{name}': the head the last daemon left not stopped: {why}");
+            }
+            let status = GangStatus {
+                name: name.clone(),
+                phase: GangPhase::Restarting,
+                members: Vec::new(),
+                restarts: 0,
+                message: Some(LEFT_BY_THE_LAST_DAEMON.to_owned()),
+                exposes: String::new(),
+                since_ms: rigdeck_core::now_ms(),
+            };
+            lock(&self.resuming).insert(name.clone(), status);
+        }
+        found
+    }
+
+    /// Stops what the gang `name` left on other rigs: its followers, its leases.
+    pub async fn clean_up_left(&self, name: &str, left: &LeftOnRigs) {
+        left::clean_up_elsewhere(&self.crew, name, left).await;
+    }
+
+    /// Whether the gang `name` waits to be started again (not stopped, not started meanwhile).
+    pub fn is_resuming(&self, name: &str) -> bool {
+        lock(&self.resuming).contains_key(name)
+    }
+
+    /// A start of the resuming gang `name` was refused: `why`, and whether it is given up.
+    pub async fn resume_refused(&self, name: &str, why: &str, given_up: bool) {
+        let message = match given_up {
+            false => format!(
+                "{LEFT_BY_THE_LAST_DAEMON}; its start was refused, tried again shortly: {why}"
+            ),
+            true => format!("{LEFT_BY_THE_LAST_DAEMON}; it was not started again: {why}"),
+        };
+        if given_up {
+            left::forget(&self.store, name).await;
+        }
+        if let Some(status) = lock(&self.resuming).get_mut(name) {
+            status.message = Some(message);
+            if given_up {
+                status.phase = GangPhase::Failed;
+            }
+            status.since_ms = rigdeck_core::now_ms();
+        }
     }
 
     /// Stops every gang (orderly daemon shutdown).

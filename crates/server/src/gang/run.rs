@@ -12,6 +12,7 @@ use tokio::sync::watch;
 
 use rigdeck_core::profiles::multi_node::MultiNode;
 
+use super::left;
 use super::member::{Crew, Member, MemberKind, MemberState};
 use super::preflight::CheckRequest;
 use super::{GangPhase, GangPlan, GangStatus, MEMBER_START_TIMEOUT};
@@ -46,7 +47,7 @@ pub(super) async fn run(
     let mut restarts = 0u32;
     let mut ever_ready = false;
     loop {
-        let halt = match bring_up(&crew, &plan, &mut stop).await {
+        let halt = match bring_up(&crew, &store, &plan, &mut stop).await {
             Ok(()) => {
                 ever_ready = true;
                 publish(&status, GangPhase::Ready, None);
@@ -58,6 +59,7 @@ pub(super) async fn run(
         stop_all(&crew, &plan).await;
         let why = match halt {
             Halt::Stopped => {
+                left::forget(&store, &plan.profile.name).await;
                 publish(&status, GangPhase::Stopped, None);
                 return;
             }
@@ -70,6 +72,7 @@ pub(super) async fn run(
             } else {
                 format!("{why}; every member was stopped")
             };
+            left::forget(&store, &plan.profile.name).await;
             publish(&status, GangPhase::Failed, Some(ending));
             return;
         };
@@ -83,6 +86,7 @@ pub(super) async fn run(
         if sleep_or_stop(backoff, &mut stop).await
             || !wait_for_every_rig(&crew, &store, &plan, &status, &mut stop).await
         {
+            left::forget(&store, &plan.profile.name).await;
             publish(&status, GangPhase::Stopped, None);
             return;
         }
@@ -117,12 +121,15 @@ fn next_backoff(policy: RestartPolicy, done: u32) -> Option<Duration> {
 }
 
 /// Followers in order, each waited for; then the head, waited for until it is ready (its
-/// followers joined it), watching the followers meanwhile; then a real completion.
+/// followers joined it), watching the followers meanwhile; then a real completion. What each
+/// holds is recorded as it starts, for a daemon that finds it after a crash.
 async fn bring_up(
     crew: &Crew,
+    store: &Store,
     plan: &GangPlan,
     stop: &mut watch::Receiver<bool>,
 ) -> Result<(), Halt> {
+    left::remember(crew, store, plan).await;
     for (at, follower) in plan.followers().iter().enumerate() {
         // One left by an earlier run (its rig was cut off while the gang was stopped); a lease
         // held now is the one the preflight planned with: kept.
@@ -140,6 +147,7 @@ async fn bring_up(
             .start(crew, &plan.profile, (plan.kind, &plan.version))
             .await
             .map_err(|why| Halt::Failed(format!("{} did not start: {why}", follower.label())))?;
+        left::remember(crew, store, plan).await;
         let timeout = format!(
             "{} did not run within {} s",
             follower.label(),

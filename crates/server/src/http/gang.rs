@@ -7,6 +7,7 @@
 //! head's model download lands here, and queue it).
 
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
@@ -20,6 +21,7 @@ use super::error::ApiError;
 use super::AppState;
 use rigdeck_core::placement::rig::Margins;
 
+use crate::gang::left::LeftOnRigs;
 use crate::gang::lent::LentPlanning;
 use crate::gang::member::FollowerStart;
 use crate::gang::model_copies::{self, CopyRequest};
@@ -63,6 +65,69 @@ pub(super) async fn start(
         .await
         .map_err(gang_error)?;
     Ok(Json(json!(status)))
+}
+
+/// How long a gang the last daemon left running is tried again when its start is refused (a
+/// rig not back yet): its rigs may be restarting too.
+const RESUME_FOR: Duration = Duration::from_secs(600);
+/// The longest wait between two of those tries.
+const RESUME_WAIT_MAX: Duration = Duration::from_secs(15);
+
+/// Starts again each gang the last daemon left running (`Gangs::take_over_left` found them and
+/// stopped their heads here): what is left of it on other rigs is stopped first, then it starts
+/// as the user started it; a refused start is tried again, with why in the gang's status.
+pub(crate) async fn resume_left(state: Arc<AppState>, left: Vec<(String, LeftOnRigs)>) {
+    let Some(gangs) = state.gangs.clone() else {
+        return;
+    };
+    for (name, left) in left {
+        let (state, gangs) = (state.clone(), gangs.clone());
+        tokio::spawn(async move {
+            gangs.clean_up_left(&name, &left).await;
+            start_again(&state, &gangs, &name).await;
+        });
+    }
+}
+
+async fn start_again(state: &AppState, gangs: &Gangs, name: &str) {
+    let deadline = Instant::now() + RESUME_FOR;
+    let mut wait = Duration::from_secs(1);
+    while gangs.is_resuming(name) {
+        let (why, for_good) = match start_by_name(state, name).await {
+            Ok(_) => return,
+            Err(err) if err.code == "already_running" => return,
+            // The profile is gone or no longer valid: no try can start it.
+            Err(err) => (
+                err.message,
+                err.status.is_client_error() && err.status != StatusCode::CONFLICT,
+            ),
+        };
+        let given_up = for_good || Instant::now() >= deadline || !gangs.is_resuming(name);
+        gangs.resume_refused(name, &why, given_up).await;
+        if given_up {
+            tracing::warn!("gang '{name}' left by the last daemon was not started again: {why}");
+            return;
+        }
+        tokio::time::sleep(wait).await;
+        wait = (wait * 2).min(RESUME_WAIT_MAX);
+    }
+}
+
+/// The profile `name` started as a gang.
+async fn start_by_name(state: &AppState, name: &str) -> ApiResult<Json<Value>> {
+    let store = state.store.as_ref().ok_or_else(|| {
+        ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "no_database",
+            "the database could not be opened",
+        )
+    })?;
+    let profile = store
+        .launch_profile(name)
+        .await
+        .map_err(super::instances::store_error)?;
+    let build = super::instances::profile_build(state, &profile).await?;
+    start(state, profile, &build).await
 }
 
 /// What a profile with lenders is planned from: its model's shape and this rig's devices.

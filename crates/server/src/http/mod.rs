@@ -10,6 +10,7 @@ mod fleet_proxy;
 pub(crate) mod fleet_rpc;
 mod gang;
 pub use fleet_rpc::lending_build;
+pub(crate) use gang::resume_left;
 mod gateway;
 mod guard;
 mod host;
