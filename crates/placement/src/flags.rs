@@ -150,6 +150,9 @@ fn push_memory_and_batch(args: &mut Vec<String>, options: &PlacementOptions) {
     if !options.kv_offload {
         args.push("-nkvo".into());
     }
+    if !options.op_offload {
+        args.push("--no-op-offload".into());
+    }
 }
 
 /// One line a user can paste into a shell: quoted where the shell would otherwise interpret.
@@ -360,6 +363,8 @@ pub fn parse_args(words: &[String]) -> Result<ParsedCommand, FlagError> {
             ("-ub" | "--ubatch-size", Some(v)) => o.ubatch = number(&flag, &v)?,
             ("-t" | "--threads", Some(v)) => o.threads = Some(number(&flag, &v)?),
             ("-nkvo" | "--no-kv-offload", None) => o.kv_offload = false,
+            ("--no-op-offload", None) => o.op_offload = false,
+            ("--op-offload", None) => o.op_offload = true,
             (_, value) => {
                 parsed.other_args.push(flag.clone());
                 parsed.other_args.extend(value);
@@ -722,6 +727,19 @@ mod tests {
             vec!["--host", "127.0.0.1", "--port", "8080", "--jinja"]
         );
         assert!(parsed.notes.iter().any(|n| n.contains("4 slots")));
+    }
+
+    #[test]
+    fn op_offload_off_is_read_and_written_back() {
+        let off = parse_command("llama-server -m m.gguf -ngl 3 --no-op-offload").unwrap();
+        assert!(!off.options.op_offload);
+        assert!(off.other_args.is_empty(), "{:?}", off.other_args);
+        let args = to_args("m.gguf", &off.options).unwrap();
+        assert!(args.contains(&"--no-op-offload".to_owned()), "{args:?}");
+        let on = parse_command("llama-server -m m.gguf --no-op-offload --op-offload").unwrap();
+        assert!(on.options.op_offload);
+        let args = to_args("m.gguf", &on.options).unwrap();
+        assert!(!args.iter().any(|a| a.contains("op-offload")), "{args:?}");
     }
 
     #[test]

@@ -256,6 +256,9 @@ pub fn shape_of(model: &GgufModel, label: &str) -> Result<ModelShape, ShapeError
                 bytes: t.info.size_bytes,
                 layer,
                 role,
+                elements: rigdeck_gguf::types::element_count(&t.info.dims).unwrap_or(0),
+                row_length: t.info.dims.first().copied().unwrap_or(0),
+                quantized: t.info.ggml_type.is_quantized(),
             }
         })
         // The MTP blocks' weights stay on disk (see `trunk_layers`).

@@ -29,6 +29,14 @@ pub struct ModelTensor {
     /// `blk.N.` → N; the output tensors count as layer `n_layer`; none for the input.
     pub layer: Option<u32>,
     pub role: TensorRole,
+    /// Its element count and row length (`ne[0]`), and whether its type is quantized: what a
+    /// copy of it takes in a GPU's compute buffer (op offload); 0 when not known.
+    #[serde(default)]
+    pub elements: u64,
+    #[serde(default)]
+    pub row_length: u64,
+    #[serde(default)]
+    pub quantized: bool,
 }
 
 /// Per-layer attention geometry, enough for the KV cache formulas.

@@ -168,6 +168,10 @@ pub struct PlacementOptions {
     pub ubatch: u32,
     /// `-nkvo` turns this off: the KV cache then stays in host memory.
     pub kv_offload: bool,
+    /// `--no-op-offload` turns this off: a GPU then never runs an operation on weights in host
+    /// memory (with it on, llama.cpp's scheduler runs those of a batch of 32 or more on the
+    /// first GPU, each weight copied into its compute buffer).
+    pub op_offload: bool,
     /// `-t`; `None` = llama.cpp's default.
     pub threads: Option<u32>,
     /// `--rpc`: servers lending devices from other boxes, in order.
@@ -194,6 +198,7 @@ impl Default for PlacementOptions {
             batch: 2048,
             ubatch: 512,
             kv_offload: true,
+            op_offload: true,
             threads: None,
             rpc_servers: Vec::new(),
             devices: Vec::new(),

@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 
 use std::rc::Rc;
 
-use super::compute::{compute_estimate, remembered_matches};
+use super::compute::{compute_estimate, remembered_matches, OpOffload};
 use super::correction::Correction;
 use super::kv::{self, KvError};
 use super::layers::{assign_layers, LayerDevices};
@@ -285,8 +285,16 @@ pub fn plan(
             }
         }
     }
+    let ids: Vec<DeviceId> = devices.iter().map(|d| d.id).collect();
+    let offload = OpOffload::of(model, &ids, &layer_devices, &tensor_devices, options);
     for spec in devices {
-        let compute = compute_estimate(model, spec.id, &layer_devices, &geometry, options);
+        let compute = compute_estimate(
+            model,
+            spec.id,
+            &layer_devices,
+            &geometry,
+            (options, &offload),
+        );
         if let Some(u) = ledger.at(spec.id) {
             u.expert_layers.sort_unstable();
             u.compute_estimate_bytes = compute;

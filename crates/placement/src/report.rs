@@ -71,7 +71,7 @@ pub fn report_across(
         (options, plan, Vec::new())
     };
     notes.extend(compute_estimate_note(model));
-    notes.extend(host_experts_note(model, &plan));
+    notes.extend(host_experts_note(model, &plan, &options));
     notes.extend(host_layers_note(&plan, &options));
     notes.extend(flash_attention_note(model, &options));
     notes.extend(cache_types_note(model, &options));
@@ -263,23 +263,34 @@ mod tests {
     }
 
     #[test]
-    fn experts_left_in_host_memory_under_gpu_layers_are_noted() {
+    fn experts_left_in_host_memory_and_run_there_are_noted() {
         let note = |command: &str| offload_note(command, "The routed experts");
-        let moved = note(r"llama-server -m m.gguf -ngl 99 -ot blk\.[4-7]\.ffn_.*_exps\.=CPU");
-        let moved = moved.expect("a note on the experts in host memory");
-        assert!(moved.contains("of 4 layers held by a GPU"), "{moved}");
-        assert_eq!(note("llama-server -m m.gguf -ngl 99"), None);
-        // Layers on the CPU with their experts: nothing is offloaded.
-        assert_eq!(note("llama-server -m m.gguf -ngl 0"), None);
+        let experts = r"-ot blk\.[4-7]\.ffn_.*_exps\.=CPU";
+        for run_on_the_host in ["-ub 16", "--no-op-offload"] {
+            let command = format!("llama-server -m m.gguf -ngl 99 {experts} {run_on_the_host}");
+            let moved = note(&command).expect("a note on the experts run on the CPU");
+            assert!(moved.contains("of 4 layers held by a GPU"), "{moved}");
+        }
+        // Op offload runs them on the GPU, as the plan replays it.
+        assert_eq!(
+            note(&format!("llama-server -m m.gguf -ngl 99 {experts}")),
+            None
+        );
+        assert_eq!(note("llama-server -m m.gguf -ngl 99 -ub 16"), None);
+        // Layers on the CPU with their experts: no GPU layer's experts are there.
+        assert_eq!(note("llama-server -m m.gguf -ngl 0 -ub 16"), None);
     }
 
     #[test]
-    fn host_layers_beside_a_gpu_are_noted_past_the_offload_threshold() {
+    fn host_layers_beside_a_gpu_are_noted_under_the_offload_threshold() {
         let note = |command: &str| offload_note(command, "Layers in host memory");
-        assert!(note("llama-server -m m.gguf -ngl 4").is_some());
-        assert_eq!(note("llama-server -m m.gguf -ngl 4 -ub 16"), None);
-        assert_eq!(note("llama-server -m m.gguf -ngl 99"), None);
-        assert_eq!(note("llama-server -m m.gguf -ngl 0"), None);
+        assert!(note("llama-server -m m.gguf -ngl 4 -ub 16").is_some());
+        assert_eq!(note("llama-server -m m.gguf -ngl 4"), None);
+        assert_eq!(
+            note("llama-server -m m.gguf -ngl 4 -ub 16 --no-op-offload"),
+            None
+        );
+        assert_eq!(note("llama-server -m m.gguf -ngl 99 -ub 16"), None);
     }
 
     #[test]

@@ -14,6 +14,9 @@ fn tensor(name: String, bytes: u64, n_layer: u32) -> ModelTensor {
         bytes,
         layer,
         role,
+        elements: 0,
+        row_length: 0,
+        quantized: false,
     }
 }
 

@@ -21,6 +21,8 @@ pub(crate) enum Element {
     F16,
     I32,
     I64,
+    /// Bytes (a copy whose element type does not matter here).
+    I8,
 }
 
 impl Element {
@@ -29,6 +31,7 @@ impl Element {
             Element::F32 | Element::I32 => 4,
             Element::F16 => 2,
             Element::I64 => 8,
+            Element::I8 => 1,
         }
     }
 }
@@ -121,6 +124,14 @@ struct Tensor {
     sources: Sources,
     /// Bytes the backend allocates past the tensor's own (`get_alloc_size`).
     extra_bytes: u64,
+    /// For a weight or cache in host memory that this device's operations read (llama.cpp's op
+    /// offload): the bytes of the copy its scheduler makes of it in the compute buffer.
+    host_copy: u64,
+    /// That tensor is a cache (read through views), not a weight: reading it starts no split.
+    host_cache: bool,
+    /// A node that runs on the host (a write into a cache in host memory): the device's split
+    /// ends there, and what it computes is not in the device's buffer.
+    on_host: bool,
 }
 
 impl Tensor {
@@ -178,6 +189,9 @@ impl Graph {
             output: false,
             sources: Sources::NONE,
             extra_bytes: 0,
+            host_copy: 0,
+            host_cache: false,
+            on_host: false,
         })
     }
 
@@ -189,6 +203,12 @@ impl Graph {
     /// A graph input the compute buffer holds (token ids, positions, the mask, state indices).
     pub(crate) fn input(&mut self, element: Element, ne: [u64; 4]) -> TensorId {
         self.leaf(element, ne, false, true)
+    }
+
+    /// A tensor the graph makes without an operation (a block of zeros a later one fills),
+    /// placed with the leaves in this device's buffer: not a graph input the host holds.
+    pub(crate) fn scratch(&mut self, element: Element, ne: [u64; 4]) -> TensorId {
+        self.leaf(element, ne, false, false)
     }
 
     /// An operation's contiguous result.
@@ -209,6 +229,9 @@ impl Graph {
             output: false,
             sources: Sources::of(sources),
             extra_bytes: 0,
+            host_copy: 0,
+            host_cache: false,
+            on_host: false,
         })
     }
 
@@ -226,6 +249,9 @@ impl Graph {
             output: false,
             sources: Sources::of(sources),
             extra_bytes: 0,
+            host_copy: 0,
+            host_cache: false,
+            on_host: false,
         })
     }
 
@@ -273,6 +299,132 @@ impl Graph {
     /// attention keeps its f16 copies of a quantized K and V there).
     pub(crate) fn allocate_extra(&mut self, id: TensorId, bytes: u64) {
         self.tensors[id.index()].extra_bytes = bytes;
+    }
+
+    /// A weight (or, `cache`, a cache) `of` this device reads from host memory: the split of
+    /// the graph that reads it first gets a copy of `bytes` ([`Graph::copy_from_host`]).
+    pub(crate) fn in_host_memory(&mut self, of: TensorId, bytes: u64, cache: bool) {
+        let tensor = &mut self.tensors[of.index()];
+        tensor.host_copy = bytes;
+        tensor.host_cache = cache;
+    }
+
+    /// `id` (a write into a cache in host memory) runs on the host.
+    pub(crate) fn run_on_host(&mut self, id: TensorId) {
+        self.tensors[id.index()].on_host = true;
+    }
+
+    /// The scheduler's copy of `source` (`ggml_dup_tensor_layout`), `bytes` large: its layout
+    /// where that is what the copy takes (so an operation may work in place on it), else
+    /// plain bytes (a weight or cache whose type the graph does not carry).
+    fn copy_of(&mut self, source: TensorId, bytes: u64) -> TensorId {
+        let layout = self.tensor(source).layout;
+        let copy = self.op(Reuse::Fresh, Element::I8, [bytes, 1, 1, 1], &[]);
+        if layout.bytes() == bytes {
+            self.tensors[copy.index()].layout = layout;
+        }
+        copy
+    }
+
+    /// A view, reshape or permutation (one source, whose memory it shares), as against an
+    /// operation whose result is a view of its destination (a copy, a row write).
+    fn is_plain_view(&self, id: TensorId) -> bool {
+        let tensor = self.tensor(id);
+        tensor.view_of.is_some() && tensor.sources.len == 1
+    }
+
+    /// What `id` costs to copy from host memory: its own copy bytes, or for a view of a tensor
+    /// in host memory the view's share of them; 0 for anything this device holds.
+    fn host_copy_bytes(&self, id: TensorId) -> u64 {
+        let tensor = self.tensor(id);
+        if tensor.host_copy > 0 {
+            return tensor.host_copy;
+        }
+        let Some(root) = tensor.view_of.map(|root| self.tensor(root)) else {
+            return 0;
+        };
+        if root.host_copy == 0 || root.layout.bytes() == 0 {
+            return 0;
+        }
+        let share = u128::from(tensor.layout.bytes()) * u128::from(root.host_copy)
+            / u128::from(root.layout.bytes());
+        u64::try_from(share).unwrap_or(u64::MAX)
+    }
+
+    /// llama.cpp's op offload as `ggml_backend_sched` splits the graph: a node reading a weight
+    /// in host memory starts a split, and so does the first node after ones run on the host;
+    /// every tensor in host memory a split reads is copied into the compute buffer at the
+    /// split's start (once: a later split reads the same copy), in the order the split first
+    /// reads them, and freed after its last reader. The copies become nodes and their readers
+    /// read them instead. The graph's inputs, which the scheduler keeps on the host, come in
+    /// the same way (with one split, as without op offload, that is all of them first).
+    pub(crate) fn copy_from_host(&mut self) {
+        if !self.tensors.iter().any(|t| t.host_copy > 0) {
+            return;
+        }
+        for leaf in std::mem::take(&mut self.leafs) {
+            let tensor = &mut self.tensors[leaf.index()];
+            if tensor.input {
+                // Held by the host now: only its copies are in this buffer.
+                tensor.host_copy = tensor.layout.bytes();
+                tensor.host_cache = true;
+                tensor.input = false;
+                tensor.external = true;
+            } else {
+                self.leafs.push(leaf);
+            }
+        }
+        let nodes = std::mem::take(&mut self.nodes);
+        let mut order: Vec<TensorId> = Vec::with_capacity(nodes.len() * 2);
+        // The split being gathered: its copies go before its nodes.
+        let (mut copied_in, mut split): (Vec<TensorId>, Vec<TensorId>) = Default::default();
+        let mut copies: std::collections::HashMap<TensorId, TensorId> = Default::default();
+        let mut after_host = false;
+        for node in nodes {
+            if self.tensor(node).on_host {
+                // What it reads of the inputs (the cache's row indices) stays on the host.
+                let kept: Vec<TensorId> = (self.sources(node).iter())
+                    .copied()
+                    .filter(|&s| !self.tensor(s).input)
+                    .collect();
+                self.tensors[node.index()].sources = Sources::of(&kept);
+                after_host = true;
+                split.push(node);
+                continue;
+            }
+            if self.is_plain_view(node) {
+                // A view reads nothing: what reads it gets the copy (of the view).
+                split.push(node);
+                continue;
+            }
+            let sources = self.tensors[node.index()].sources;
+            let reads_host_weight = sources.as_slice().iter().any(|&s| {
+                let source = self.tensor(s);
+                source.host_copy > 0 && !source.host_cache
+            });
+            if after_host || (reads_host_weight && !split.is_empty()) {
+                order.append(&mut copied_in);
+                order.append(&mut split);
+                after_host = false;
+            }
+            let mut rewired = sources;
+            for (slot, &source) in rewired.ids.iter_mut().zip(sources.as_slice()) {
+                let bytes = self.host_copy_bytes(source);
+                if bytes == 0 {
+                    continue;
+                }
+                *slot = *copies.entry(source).or_insert_with(|| {
+                    let copy = self.copy_of(source, bytes);
+                    copied_in.push(copy);
+                    copy
+                });
+            }
+            self.tensors[node.index()].sources = rewired;
+            split.push(node);
+        }
+        order.append(&mut copied_in);
+        order.append(&mut split);
+        self.nodes = order;
     }
 
     /// The bytes `id`'s elements take (`ggml_nbytes`).
@@ -380,6 +532,9 @@ impl Graph {
                 output: false,
                 sources: Sources::of(chunk),
                 extra_bytes: 0,
+                host_copy: 0,
+                host_cache: false,
+                on_host: false,
             });
             self.kept_until.push((until, dependency));
         }
@@ -748,6 +903,56 @@ mod tests {
         let c = kib(&mut graph, Reuse::Fresh, &[b]);
         graph.expand(c);
         assert_eq!(reserve(&graph, 32), 3 * KIB);
+    }
+
+    #[test]
+    fn a_weight_in_host_memory_is_copied_in_as_the_split_reading_it_starts() {
+        // x = input; a = w1 · x; b = w2 · a; the weights 4 KiB each in host memory.
+        let mut graph = Graph::default();
+        let x = graph.input(Element::F32, [256, 1, 1, 1]);
+        let w1 = weight(&mut graph);
+        let a = kib(&mut graph, Reuse::Fresh, &[w1, x]);
+        let w2 = weight(&mut graph);
+        let b = kib(&mut graph, Reuse::Fresh, &[w2, a]);
+        graph.expand(b);
+        graph.in_host_memory(w1, 4 * KIB, false);
+        graph.in_host_memory(w2, 4 * KIB, false);
+        graph.copy_from_host();
+        // w1's copy and x's (one split, in the order a reads them), then a; then w2's copy (a
+        // split of its own), then b.
+        let bytes: Vec<u64> = graph.nodes.iter().map(|&n| graph.bytes(n)).collect();
+        assert_eq!(bytes, [4 * KIB, KIB, KIB, 4 * KIB, KIB]);
+        assert!(graph.leafs.is_empty(), "the input is the host's now");
+        // At b: w2's copy where w1's and x's were, and b beside a.
+        assert_eq!(reserve(&graph, 32), 6 * KIB);
+    }
+
+    #[test]
+    fn a_host_cache_joins_the_split_and_a_write_on_the_host_ends_one() {
+        // k = w · x; written into a host cache (on the host); then q = w2 · x; s = cache · q.
+        let mut graph = Graph::default();
+        let x = kib(&mut graph, Reuse::Fresh, &[]);
+        let w = weight(&mut graph);
+        let k = kib(&mut graph, Reuse::Fresh, &[w, x]);
+        let destination = weight(&mut graph);
+        let written = graph.write_rows(destination, k, k);
+        graph.run_on_host(written);
+        let cache = weight(&mut graph);
+        graph.in_host_memory(cache, 2 * KIB, true);
+        let scaled = kib(&mut graph, Reuse::Fresh, &[x]);
+        let scores = kib(&mut graph, Reuse::Fresh, &[cache, scaled]);
+        graph.expand(written);
+        graph.expand(scores);
+        graph.in_host_memory(w, 4 * KIB, false);
+        graph.copy_from_host();
+        // After the write on the host, the next split begins at `scaled`: the cache's copy
+        // (2 KiB) goes before it, not before `scores`.
+        let order: Vec<u64> = graph.nodes.iter().map(|&n| graph.bytes(n)).collect();
+        let copy_at = order
+            .iter()
+            .position(|&b| b == 2 * KIB)
+            .expect("the cache's copy");
+        assert_eq!(graph.nodes[copy_at + 1], scaled, "{order:?}");
     }
 
     #[test]

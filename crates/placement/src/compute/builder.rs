@@ -4,6 +4,8 @@
 //! [`super::llama`]) strings them together as its `src/models/*.cpp` does.
 
 use super::allocator::{self, Element, Graph, Reuse, TensorId};
+pub(super) use super::op_offload::CacheKind;
+use super::op_offload::{FromHost, HostWeights, OpOffload};
 use crate::kv::{self, ContextGeometry};
 use crate::layers::LayerDevices;
 use crate::model::{ExpertShape, ModelShape};
@@ -46,26 +48,48 @@ pub(super) fn replay(
     layers: &LayerDevices,
     g: &ContextGeometry,
     options: &PlacementOptions,
-    host_inputs: HostInputs,
+    (host_inputs, offload): (HostInputs, &OpOffload),
     build: impl FnOnce(Builder, &[usize], bool) -> Builder,
 ) -> Option<u64> {
-    let held: Vec<usize> = (0..layers.layers.len())
-        .filter(|&il| layers.layers[il] == device)
-        .collect();
     let backend = GraphBackend::of(device);
     let host = backend == GraphBackend::Host;
-    let mut builder = Builder::new(model, g, options, held.len(), backend);
+    let mut builder = Builder::new(model, g, options, layers.layers.len(), backend);
     if !plausible(model, &builder.batch, g) {
         return None;
     }
-    let holds_output = layers.output == device;
+    let tokens = builder.batch.tokens;
+    let from_host = HostWeights::of(
+        model,
+        device,
+        layers,
+        offload,
+        options,
+        (tokens, backend == GraphBackend::Cuda),
+    );
+    // With op offload the host's layers (and output) run on the first GPU, built there.
+    let runs_here = |on: DeviceId, il: usize| {
+        on == device
+            || from_host
+                .as_ref()
+                .is_some_and(|h| h.reads(il) == FromHost::Everything)
+    };
+    let taken_from_host = host && offload.takes_host_layers(tokens);
+    let held: Vec<usize> = (0..layers.layers.len())
+        .filter(|&il| runs_here(layers.layers[il], il) && !taken_from_host)
+        .collect();
+    let holds_output = runs_here(layers.output, layers.layers.len()) && !taken_from_host;
+    builder.host_weights = from_host;
     // The end of the host's last layer before this device's first runs here: the scheduler
     // gives the operations after its last weight to the next device. That layer is built too,
     // and handed over up to there.
     let before = held
         .first()
         .and_then(|&il| il.checked_sub(1))
-        .filter(|&il| !host && layers.layers.get(il) == Some(&DeviceId::Cpu));
+        .filter(|&il| {
+            !host
+                && !offload.takes_host_layers(tokens)
+                && layers.layers.get(il) == Some(&DeviceId::Cpu)
+        });
     if held.is_empty() && !holds_output {
         if !host || layers.layers.is_empty() {
             return Some(0);
@@ -102,6 +126,11 @@ pub(super) fn replay(
         built.graph.hand_over_through(cut);
     }
     Some(built.reserve())
+}
+
+/// The output's index among [`HostWeights`]' layers: after the last layer.
+fn host_output_layer(host: &HostWeights) -> usize {
+    host.layer_count()
 }
 
 /// The inputs the host holds for the devices when it holds no layer itself: a decoder's, or
@@ -163,6 +192,14 @@ pub(super) struct Builder {
     pub(super) output_rows: Option<TensorId>,
     /// Whose graph this is: the host's looks the tokens up and holds the inputs.
     backend: GraphBackend,
+    /// What this graph reads from host memory (op offload), and the layer being built (the
+    /// output as layer `n_layer`).
+    host_weights: Option<HostWeights>,
+    layer: usize,
+    /// Routed experts per layer (the first dimension of an experts tensor past its matrix).
+    expert_count: u64,
+    /// A model with sliding-window layers: its attention is built over the interleaved caches.
+    interleaved_window: bool,
     /// Where each built layer's tensors begin ([`Graph::tensor_count`] when it began).
     layer_starts: Vec<usize>,
 }
@@ -224,13 +261,33 @@ impl Builder {
             window_attention: None,
             output_rows: None,
             backend,
+            host_weights: None,
+            layer: 0,
+            expert_count: u64::from(model.experts.map_or(0, |e| e.count)),
+            interleaved_window: model.attention.sliding_window.is_some()
+                && model.attention.swa_layers.contains(&true),
             layer_starts: Vec::new(),
         }
     }
 
     /// Marks where a held layer's tensors begin (the architectures call it before each).
-    pub(super) fn begin_layer(&mut self) {
+    pub(super) fn begin_layer(&mut self, il: usize) {
+        self.layer = il;
         self.layer_starts.push(self.graph.tensor_count());
+    }
+
+    /// The output's tensors follow (its weights are the model's last "layer").
+    pub(super) fn begin_output(&mut self) {
+        self.layer = usize::MAX;
+    }
+
+    /// What this graph reads from host memory of the layer being built.
+    fn reads_from_host(&self) -> FromHost {
+        match &self.host_weights {
+            Some(host) if self.layer == usize::MAX => host.reads(host_output_layer(host)),
+            Some(host) => host.reads(self.layer),
+            None => FromHost::Nothing,
+        }
     }
 
     /// The inputs of a decoder whose tokens take one position each, the output rows selected
@@ -384,7 +441,7 @@ impl Builder {
             .graph
             .view(selected, [top_k, per_stream, streams, 1], selected_strides);
         let zeros_shape = [1, top_k, per_stream, streams];
-        let zeros = self.graph.input(Element::F32, zeros_shape);
+        let zeros = self.graph.scratch(Element::F32, zeros_shape);
         let zeros = self.op(Reuse::InPlace, zeros_shape, &[zeros]);
         let unmasked = self.graph.write_rows(as_rows, zeros, by_token);
         let unmasked = self.graph.view(
@@ -554,8 +611,9 @@ impl Builder {
         self.elementwise(x, &positions)
     }
 
-    /// The compute buffer this graph needs.
-    pub(super) fn reserve(&self) -> u64 {
+    /// The compute buffer this graph needs (with the copies of what it reads from host memory).
+    pub(super) fn reserve(mut self) -> u64 {
+        self.graph.copy_from_host();
         allocator::reserve(&self.graph, ALIGNMENT)
     }
 
@@ -566,9 +624,46 @@ impl Builder {
         id
     }
 
-    /// A weight: memory outside the compute buffer.
+    /// A weight: memory outside the compute buffer (of the host, copied in when this graph
+    /// runs the layer for it).
     pub(super) fn weight(&mut self, ne: [u64; 4]) -> TensorId {
-        self.graph.external(Element::F32, ne)
+        let weight = self.graph.external(Element::F32, ne);
+        if self.reads_from_host() == FromHost::Everything {
+            self.copy_weight_from_host(weight, ne.iter().product());
+        }
+        weight
+    }
+
+    /// `weight` (of `elements`) is read from host memory: a copy of it comes in.
+    fn copy_weight_from_host(&mut self, weight: TensorId, elements: u64) {
+        if let Some(host) = &self.host_weights {
+            let layer = match self.layer {
+                usize::MAX => host_output_layer(host),
+                il => il,
+            };
+            let bytes = host.weight_bytes(layer, elements);
+            self.graph.in_host_memory(weight, bytes, false);
+        }
+    }
+
+    /// A cache of the layer being built, `ne` elements of `kind`: when the layer's cache is in
+    /// host memory, a copy of it comes in before its attention.
+    pub(super) fn cache_read(&mut self, ne: [u64; 4], kind: CacheKind) -> TensorId {
+        let cache = self.graph.external(Element::F16, ne);
+        if self.reads_from_host() == FromHost::Everything {
+            if let Some(host) = &self.host_weights {
+                let bytes = host.cache_bytes(ne.iter().product(), kind);
+                self.graph.in_host_memory(cache, bytes, true);
+            }
+        }
+        cache
+    }
+
+    /// A write into the layer's cache: run on the host when that cache is there.
+    pub(super) fn cache_written(&mut self, written: TensorId) {
+        if self.reads_from_host() == FromHost::Everything {
+            self.graph.run_on_host(written);
+        }
     }
 
     /// An f32 result of `ne` from `sources`.
@@ -656,10 +751,16 @@ impl Builder {
         let q = self.rotate(q, inputs.key_rotation);
         let k = self.rotate(k, inputs.key_rotation);
         let v = self.rotate(v, inputs.value_rotation);
-        // `build_attn` expands Q, then V, then K (so that RoPE may write K into the cache).
+        // `build_attn` expands Q, then V, then K (so that RoPE may write K into the cache); the
+        // sliding-window models' (`llm_graph_input_attn_kv_iswa`) Q, K, then V.
         self.graph.expand(q);
-        self.graph.expand(v);
-        self.graph.expand(k);
+        if self.interleaved_window {
+            self.graph.expand(k);
+            self.graph.expand(v);
+        } else {
+            self.graph.expand(v);
+            self.graph.expand(k);
+        }
         // Without flash attention V is written transposed: a V that is a view of a fused QKV
         // projection is first made contiguous (`cpy_v`).
         let rows = [
@@ -680,13 +781,13 @@ impl Builder {
                 .graph
                 .external(Element::F16, [head * kv_heads, cells, 1, 1]);
             let written = self.graph.write_rows(cache, flat, rows);
+            self.cache_written(written);
             self.graph.expand(written);
         }
         let q = self.graph.reshape(q, [head, heads, per_stream, streams]);
         let q = self.graph.permute(q, [0, 2, 1, 3]);
-        let cache = [head, cells, kv_heads, streams];
-        let keys = self.graph.external(Element::F16, cache);
-        let values = self.graph.external(Element::F16, cache);
+        let keys = self.cache_read([head, cells, kv_heads, streams], CacheKind::Key);
+        let values = self.cache_read([value_head, cells, kv_heads, streams], CacheKind::Value);
         let attended = if self.flash_attention {
             let out = self.op(
                 Reuse::Fresh,
@@ -746,12 +847,11 @@ impl Builder {
         let flat = self.graph.reshape(k, [width, tokens, 1, 1]);
         let cache = self.graph.external(Element::F16, [width, cells, 1, 1]);
         let written = self.graph.write_rows(cache, flat, inputs.key_rows);
+        self.cache_written(written);
         self.graph.expand(written);
         let q = self.graph.reshape(q, [width, heads, per_stream, streams]);
         let q = self.graph.permute(q, [0, 2, 1, 3]);
-        let keys = self
-            .graph
-            .external(Element::F16, [width, cells, 1, streams]);
+        let keys = self.cache_read([width, cells, 1, streams], CacheKind::Key);
         let values = self
             .graph
             .view(keys, [latent, cells, 1, streams], self.graph.strides(keys));
@@ -1075,7 +1175,11 @@ impl Builder {
     /// `ggml_mul_mat_id`: `rows` outputs per selected expert and token.
     fn expert_matmul(&mut self, rows: u64, x: TensorId, selected: TensorId) -> TensorId {
         let ne = self.graph.extents(x);
-        let weight = self.weight([ne[0], rows, 1, 1]);
+        let weight = self.graph.external(Element::F32, [ne[0], rows, 1, 1]);
+        if self.reads_from_host() != FromHost::Nothing {
+            let elements = ne[0] * rows * self.expert_count;
+            self.copy_weight_from_host(weight, elements);
+        }
         let [used, tokens, ..] = self.graph.extents(selected);
         self.op(
             Reuse::Fresh,

@@ -10,6 +10,7 @@
 use super::allocator::{Reuse, TensorId};
 use super::builder::{replay, Builder, HostInputs, IndexerInputs, Router};
 use super::dsa::Indexer;
+use super::op_offload::OpOffload;
 use crate::kv::ContextGeometry;
 use crate::layers::LayerDevices;
 use crate::model::ModelShape;
@@ -128,7 +129,7 @@ pub(super) fn compute_bytes(
     device: DeviceId,
     layers: &LayerDevices,
     g: &ContextGeometry,
-    options: &PlacementOptions,
+    (options, offload): (&PlacementOptions, &OpOffload),
 ) -> Option<u64> {
     let latent = Latent::of(model)?;
     let host_inputs = match &latent.indexer {
@@ -143,7 +144,7 @@ pub(super) fn compute_bytes(
         layers,
         g,
         options,
-        host_inputs,
+        (host_inputs, offload),
         |mut builder, held, holds_output| {
             let (mut cur, mut sparse) = match &latent.indexer {
                 Some(indexer) => {
@@ -159,7 +160,7 @@ pub(super) fn compute_bytes(
                 None => (builder.decoder_inputs(model, held, options, g), None),
             };
             for &il in held {
-                builder.begin_layer();
+                builder.begin_layer(il);
                 let context = LayerContext {
                     model,
                     latent: &latent,
@@ -169,6 +170,7 @@ pub(super) fn compute_bytes(
                 cur = layer(&mut builder, context, il, cur, sparse.as_mut());
             }
             if holds_output {
+                builder.begin_output();
                 let n_vocab = builder.n_vocab;
                 let normed = builder.rms_norm(cur);
                 builder.graph.mark_output(normed);

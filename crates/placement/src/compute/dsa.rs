@@ -5,7 +5,7 @@
 //! the best `top_k` keys selected; a "shared" layer reuses the last full layer's selection.
 
 use super::allocator::{Element, Reuse, TensorId};
-use super::builder::{Builder, IndexerInputs};
+use super::builder::{Builder, CacheKind, IndexerInputs};
 use crate::model::ModelShape;
 
 /// The indexer's shape, from the header.
@@ -77,11 +77,10 @@ impl Indexer {
         let flat = b.graph.reshape(k, [self.width, tokens, 1, 1]);
         let cache = b.graph.external(Element::F16, [self.width, cells, 1, 1]);
         let written = b.graph.write_rows(cache, flat, inputs.key_rows);
+        b.cache_written(written);
         b.graph.expand(written);
         let weights = b.matmul(self.heads, normed);
-        let keys = b
-            .graph
-            .external(Element::F16, [self.width, 1, cells, streams]);
+        let keys = b.cache_read([self.width, 1, cells, streams], CacheKind::Key);
         let [q_0, q_1, q_2, q_3] = b.graph.strides(q);
         let q = b.graph.view(
             q,

@@ -6,6 +6,7 @@
 
 use super::allocator::{Reuse, TensorId};
 use super::builder::{layer_heads, replay, Builder, HostInputs, Router};
+use super::op_offload::OpOffload;
 use crate::kv::ContextGeometry;
 use crate::layers::LayerDevices;
 use crate::model::{ExpertShape, ModelShape};
@@ -33,7 +34,7 @@ pub(super) fn compute_bytes(
     device: DeviceId,
     layers: &LayerDevices,
     g: &ContextGeometry,
-    options: &PlacementOptions,
+    (options, offload): (&PlacementOptions, &OpOffload),
 ) -> Option<u64> {
     let experts = experts(model)?;
     let router = Router {
@@ -52,14 +53,15 @@ pub(super) fn compute_bytes(
         layers,
         g,
         options,
-        HostInputs::Decoder,
+        (HostInputs::Decoder, offload),
         |mut builder, held, holds_output| {
             let mut cur = builder.inputs(model, held, 1, holds_output, options, g);
             for &il in held {
-                builder.begin_layer();
+                builder.begin_layer(il);
                 cur = layer(&mut builder, model, router, expert_ff, il, cur, options, g);
             }
             if holds_output {
+                builder.begin_output();
                 output(&mut builder, cur);
             }
             builder

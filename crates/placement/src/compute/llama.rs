@@ -10,6 +10,7 @@
 
 use super::allocator::{Reuse, TensorId};
 use super::builder::{layer_heads, replay, Builder, HostInputs, Router};
+use super::op_offload::OpOffload;
 use crate::kv::ContextGeometry;
 use crate::layers::LayerDevices;
 use crate::model::ModelShape;
@@ -113,7 +114,7 @@ pub(super) fn compute_bytes(
     device: DeviceId,
     layers: &LayerDevices,
     g: &ContextGeometry,
-    options: &PlacementOptions,
+    (options, offload): (&PlacementOptions, &OpOffload),
 ) -> Option<u64> {
     let decoder = decoder(model)?;
     replay(
@@ -122,17 +123,18 @@ pub(super) fn compute_bytes(
         layers,
         g,
         options,
-        HostInputs::Decoder,
+        (HostInputs::Decoder, offload),
         |mut builder, held, holds_output| {
             let mut cur = builder.decoder_inputs(model, held, options, g);
             if decoder.gemma && held.first() == Some(&0) {
                 cur = builder.elementwise(cur, &[]);
             }
             for &il in held {
-                builder.begin_layer();
+                builder.begin_layer(il);
                 cur = layer(&mut builder, model, decoder, il, cur, options, g);
             }
             if holds_output {
+                builder.begin_output();
                 output(&mut builder, decoder, cur);
             }
             builder

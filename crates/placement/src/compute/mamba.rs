@@ -7,6 +7,7 @@
 
 use super::allocator::{Reuse, TensorId};
 use super::builder::{contiguous_strides, replay, Batch, Builder, HostInputs};
+use super::op_offload::OpOffload;
 use crate::kv::ContextGeometry;
 use crate::layers::LayerDevices;
 use crate::model::{ModelShape, RecurrentKind, RecurrentShape};
@@ -61,7 +62,7 @@ pub(super) fn compute_bytes(
     device: DeviceId,
     layers: &LayerDevices,
     g: &ContextGeometry,
-    options: &PlacementOptions,
+    (options, offload): (&PlacementOptions, &OpOffload),
 ) -> Option<u64> {
     let (shape, kind) = scan(model)?;
     replay(
@@ -70,11 +71,11 @@ pub(super) fn compute_bytes(
         layers,
         g,
         options,
-        HostInputs::Decoder,
+        (HostInputs::Decoder, offload),
         |mut builder, held, holds_output| {
             let mut cur = builder.decoder_inputs(model, held, options, g);
             for &il in held {
-                builder.begin_layer();
+                builder.begin_layer(il);
                 let normed = builder.rms_norm(cur);
                 let mut mixed = match kind {
                     Layer::Selective => layer(&mut builder, shape, normed),
@@ -90,6 +91,7 @@ pub(super) fn compute_bytes(
                 cur = builder.elementwise(mixed, &[residual]);
             }
             if holds_output {
+                builder.begin_output();
                 let n_vocab = builder.n_vocab;
                 let normed = builder.rms_norm(cur);
                 builder.graph.mark_output(normed);

@@ -12,6 +12,8 @@ use crate::kv::ContextGeometry;
 use crate::layers::LayerDevices;
 use crate::options::{DeviceId, PlacementOptions};
 
+use super::op_offload::OpOffload;
+
 /// Everything of a device's share that its graph reads besides the model: the layers it holds,
 /// whether it holds the output, the geometry and the options the builders and the formulas read.
 #[derive(Clone, PartialEq, Eq, Hash)]
@@ -27,6 +29,11 @@ struct ShareKey {
     flash_attention: bool,
     /// K's and V's cache types, by name.
     cache_types: (&'static str, &'static str),
+    /// Where op offload goes: what it changes is in the device's graph.
+    offload: OpOffload,
+    /// The devices of the host's layers and of the output (op offload runs them elsewhere).
+    host_layers: Vec<u32>,
+    output_on_host: bool,
 }
 
 impl ShareKey {
@@ -34,7 +41,7 @@ impl ShareKey {
         device: DeviceId,
         layers: &LayerDevices,
         g: &ContextGeometry,
-        options: &PlacementOptions,
+        (options, offload): (&PlacementOptions, &OpOffload),
     ) -> ShareKey {
         let held: Vec<u32> = (0..layers.layers.len())
             .filter(|&il| layers.layers[il] == device)
@@ -49,6 +56,12 @@ impl ShareKey {
             kv_unified: options.kv_unified,
             flash_attention: options.flash_attention,
             cache_types: (options.cache_type_k.name(), options.cache_type_v.name()),
+            offload: offload.clone(),
+            host_layers: (0..layers.layers.len())
+                .filter(|&il| layers.layers[il] == DeviceId::Cpu)
+                .map(|il| il as u32)
+                .collect(),
+            output_on_host: layers.output == DeviceId::Cpu,
         }
     }
 }
@@ -103,13 +116,13 @@ pub(super) fn recall(
     device: DeviceId,
     layers: &LayerDevices,
     g: &ContextGeometry,
-    options: &PlacementOptions,
+    share: (&PlacementOptions, &OpOffload),
     estimate: impl FnOnce() -> u64,
 ) -> u64 {
     if !active() {
         return estimate();
     }
-    let key = ShareKey::of(device, layers, g, options);
+    let key = ShareKey::of(device, layers, g, share);
     let known = REMEMBERED.with(|memo| memo.borrow().as_ref()?.shares.get(&key).copied());
     if let Some(bytes) = known {
         return bytes;

@@ -18,9 +18,11 @@ mod gpt_oss;
 mod llama;
 mod mamba;
 mod memo;
+mod op_offload;
 mod qwen_hybrid;
 
 pub(crate) use memo::{remembered_matches, remembering};
+pub(crate) use op_offload::OpOffload;
 
 use super::kv::{self, ContextGeometry};
 use super::layers::LayerDevices;
@@ -119,11 +121,25 @@ pub(crate) fn cache_types_note(model: &ModelShape, options: &PlacementOptions) -
 }
 
 /// When the plan leaves the routed experts of layers a GPU holds in host memory (`-ot …=CPU`,
-/// `-ncmoe`, or the automatic placement), the line a plan shows: llama.cpp's scheduler then runs
-/// those operations on the GPU with the weights copied into its compute buffer (op offload, for a
-/// batch past the GPU's threshold) or on the CPU, and neither is what the replay builds (it
-/// counts them on the GPU without the copies); `None` when no such layer.
-pub(crate) fn host_experts_note(model: &ModelShape, plan: &Plan) -> Option<String> {
+/// `-ncmoe`, or the automatic placement) and they run on the CPU (a micro-batch under the
+/// op-offload threshold, or `--no-op-offload`), the line a plan shows: the host's compute buffer
+/// then holds their intermediate tensors, which the replay does not build (it counts them on the
+/// GPU); `None` otherwise (op offload runs them on the GPU, as the replay builds).
+pub(crate) fn host_experts_note(
+    model: &ModelShape,
+    plan: &Plan,
+    options: &PlacementOptions,
+) -> Option<String> {
+    let offloaded =
+        options.op_offload && u64::from(options.ubatch.min(options.batch)) >= op_offload::MIN_BATCH;
+    if offloaded
+        || !plan
+            .devices
+            .iter()
+            .any(|d| matches!(d.spec.id, DeviceId::Gpu(_)))
+    {
+        return None;
+    }
     let mut holder: Vec<Option<DeviceId>> = vec![None; model.n_layer as usize];
     for device in &plan.devices {
         for &il in &device.usage.layers {
@@ -149,31 +165,33 @@ pub(crate) fn host_experts_note(model: &ModelShape, plan: &Plan) -> Option<Strin
         return None;
     }
     Some(format!(
-        "The routed experts of {} layers held by a GPU are in host memory: llama.cpp runs them on that GPU with their weights copied into its compute buffer for large batches (op offload; --no-op-offload runs them on the CPU), and the compute figures here count them on the GPU without the copies (measured on an H200: 103 MiB under llama.cpp's for two layers' experts of a qwen3moe at -ub 512, exact with -ub 16); leave a margin or check with llama.cpp's dry run.",
-        layers.len()
+        "The routed experts of {} layers held by a GPU are in host memory, and at this micro-batch (under {} tokens, or with --no-op-offload) llama.cpp runs them on the CPU: the host's compute buffer then holds their intermediate tensors, which the figures here count on the GPU instead (measured on an H200 with two layers' experts of a qwen3moe at -ub 512 and --no-op-offload: the host's buffer 80.01 MiB where the plan has 16.01); leave that margin in host memory, or check with llama.cpp's dry run.",
+        layers.len(),
+        op_offload::MIN_BATCH
     ))
 }
 
-/// The micro-batch from which CUDA runs an operation on host weights on the GPU
-/// (`GGML_OP_OFFLOAD_MIN_BATCH`, unless set otherwise).
-const OP_OFFLOAD_MIN_BATCH: u32 = 32;
-
-/// When layers stay in host memory beside a GPU that holds others, for a micro-batch past the
-/// op-offload threshold, the line a plan shows: llama.cpp's scheduler runs the host layers'
-/// matrix products on the first GPU with their weights copied into its compute buffer, which
-/// the replay (each device with its own layers) does not build; `None` otherwise.
+/// When layers stay in host memory beside a GPU for a micro-batch under the op-offload
+/// threshold, the line a plan shows: the host computes its layers, but llama.cpp's scheduler
+/// still runs their operations over many rows (the per-head norms) on the first GPU, with small
+/// copies the replay does not build; `None` otherwise (past the threshold op offload is
+/// replayed, and with `--no-op-offload` the host computes everything it holds).
 pub(crate) fn host_layers_note(plan: &Plan, options: &PlacementOptions) -> Option<String> {
     let holds_layers = |wanted: fn(&DeviceId) -> bool| {
         plan.devices
             .iter()
             .any(|d| wanted(&d.spec.id) && !d.usage.layers.is_empty())
     };
-    let micro_batch = options.ubatch.min(options.batch);
-    let offloaded = holds_layers(|id| matches!(id, DeviceId::Gpu(_)))
+    let micro_batch = u64::from(options.ubatch.min(options.batch));
+    let partly = options.op_offload
+        && micro_batch < op_offload::MIN_BATCH
         && holds_layers(|id| *id == DeviceId::Cpu)
-        && micro_batch >= OP_OFFLOAD_MIN_BATCH;
-    offloaded.then(|| {
-        "Layers in host memory beside a GPU: for prompts of 32 tokens or more llama.cpp runs their matrix products on the first GPU, copying each weight into its compute buffer (op offload), which the compute figures here do not count: measured on an H200 with 5 host layers at -ub 512, that GPU's buffer was 100 MiB over the plan for a 4 096-wide llama and 127 MiB for a qwen3moe (none where the output or the attention leads), the host's 80 to 202 MiB under it. With --no-op-offload the host computes its own layers and the figures held to the hundredth; else leave a margin on the first GPU or check with llama.cpp's dry run.".to_owned()
+        && plan
+            .devices
+            .iter()
+            .any(|d| matches!(d.spec.id, DeviceId::Gpu(_)));
+    partly.then(|| {
+        format!("Layers in host memory beside a GPU at a micro-batch under {} tokens: the host computes them, but llama.cpp still runs their operations over many rows (the per-head norms of Q and K) on the first GPU, copying those small weights and activations into its compute buffer, which the figures here do not count (measured on an H200: 1.27 MiB over the plan for a qwen3moe with 5 host layers at -ub 16). Leave that margin on the first GPU, or use --no-op-offload.", op_offload::MIN_BATCH)
     })
 }
 
@@ -195,7 +213,7 @@ pub(crate) fn compute_estimate(
     device: DeviceId,
     layers: &LayerDevices,
     g: &ContextGeometry,
-    options: &PlacementOptions,
+    (options, offload): (&PlacementOptions, &OpOffload),
 ) -> u64 {
     let with_flash_attention;
     let options = if needs_flash_attention(model, options) {
@@ -207,8 +225,8 @@ pub(crate) fn compute_estimate(
     } else {
         options
     };
-    memo::recall(device, layers, g, options, || {
-        estimate(model, device, layers, g, options)
+    memo::recall(device, layers, g, (options, offload), || {
+        estimate(model, device, layers, g, (options, offload))
     })
 }
 
@@ -218,13 +236,14 @@ fn estimate(
     device: DeviceId,
     layers: &LayerDevices,
     g: &ContextGeometry,
-    options: &PlacementOptions,
+    (options, offload): (&PlacementOptions, &OpOffload),
 ) -> u64 {
-    let replayed = qwen_hybrid::compute_bytes(model, device, layers, g, options)
-        .or_else(|| llama::compute_bytes(model, device, layers, g, options))
-        .or_else(|| deepseek2::compute_bytes(model, device, layers, g, options))
-        .or_else(|| gpt_oss::compute_bytes(model, device, layers, g, options))
-        .or_else(|| mamba::compute_bytes(model, device, layers, g, options));
+    let share = (options, offload);
+    let replayed = qwen_hybrid::compute_bytes(model, device, layers, g, share)
+        .or_else(|| llama::compute_bytes(model, device, layers, g, share))
+        .or_else(|| deepseek2::compute_bytes(model, device, layers, g, share))
+        .or_else(|| gpt_oss::compute_bytes(model, device, layers, g, share))
+        .or_else(|| mamba::compute_bytes(model, device, layers, g, share));
     if let Some(bytes) = replayed {
         return bytes;
     }
@@ -651,6 +670,9 @@ mod tests {
             bytes: 512 * 4,
             layer: Some(0),
             role: crate::model::TensorRole::Layer,
+            elements: 512,
+            row_length: 512,
+            quantized: false,
         });
         assert_eq!(compute_estimate_note(&full_heads), None);
         // With MLA its graph is replayed.

@@ -10,6 +10,7 @@ use std::ops::{Deref, DerefMut};
 
 use super::allocator::{Reuse, TensorId};
 use super::builder::{contiguous_strides, layer_heads, replay, Batch, Builder, HostInputs, Router};
+use super::op_offload::OpOffload;
 use crate::kv::ContextGeometry;
 use crate::layers::LayerDevices;
 use crate::model::{ModelShape, RecurrentKind, RecurrentShape};
@@ -34,7 +35,7 @@ pub(super) fn compute_bytes(
     device: DeviceId,
     layers: &LayerDevices,
     g: &ContextGeometry,
-    options: &PlacementOptions,
+    (options, offload): (&PlacementOptions, &OpOffload),
 ) -> Option<u64> {
     let linear = model
         .attention
@@ -50,7 +51,7 @@ pub(super) fn compute_bytes(
         layers,
         g,
         options,
-        HostInputs::Decoder,
+        (HostInputs::Decoder, offload),
         |builder, held, holds_output| {
             let mut graph = HybridGraph {
                 builder,
@@ -172,10 +173,11 @@ impl HybridGraph {
         };
         let mut cur = self.inputs(model, held, positions, holds_output, options, g);
         for &il in held {
-            self.begin_layer();
+            self.begin_layer(il);
             cur = self.layer(model, il, cur, options, g);
         }
         if holds_output {
+            self.begin_output();
             self.output(cur);
         }
     }

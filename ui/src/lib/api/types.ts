@@ -574,6 +574,7 @@ export interface PlacementOptions {
   batch: number;
   ubatch: number;
   kv_offload: boolean;
+  op_offload: boolean;
   threads: number | null;
   /** `--rpc`: servers lending devices of other boxes (absent: none). */
   rpc_servers?: RpcServer[];

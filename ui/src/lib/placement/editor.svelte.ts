@@ -36,6 +36,7 @@ export function defaultOptions(): PlacementOptions {
     batch: 2048,
     ubatch: 512,
     kv_offload: true,
+    op_offload: true,
     threads: null,
   };
 }
