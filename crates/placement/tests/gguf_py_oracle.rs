@@ -1094,11 +1094,14 @@ fn on_a_device_alone_or_after_host_layers_the_plan_is_llama_cpps() {
     // the host first (-ngl 3, 5): the end of the host's last layer, after its last weight,
     // runs on the device (the scheduler's expansion), which receives what it reads; and the
     // host holds every graph input, those only the device reads too (gemma3's full-attention
-    // mask, +8 MiB).
+    // mask, +8 MiB). GLM-5.2-shaped: each shared-indexer layer on the device reads its own
+    // copy of the selection the host's last full-indexer layer made, and the device places
+    // the leaves it makes before what it receives, received in the order it is read.
     for spec in [
         qwen3moe_with_16_narrow_experts(),
         llama_of_the_gpu_check(),
         gemma3_of_the_gpu_check(),
+        glm_5_2_style(),
     ] {
         check_on_a_device(spec);
     }
@@ -1153,6 +1156,116 @@ fn check_on_a_device(spec: Value) {
             );
         }
     }
+}
+
+#[test]
+fn across_two_devices_after_host_layers_the_plan_is_llama_cpps() {
+    // Two real rpc-servers as RPC0 and RPC1 (-ts 1,1), host layers first (-ngl 5, 3: no
+    // pipeline parallelism then). Where one device's layers end and the next one's begin, the
+    // first device also runs the next layer's norm (the scheduler's expansion: no weight
+    // places it), and the next device receives that norm first, then the last layer's output
+    // where its residual reads it.
+    let python = python();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let servers = [RpcDevice::start(), RpcDevice::start()];
+    let mut rig = host_only();
+    for (index, _) in servers.iter().enumerate() {
+        rig.push(DeviceSpec {
+            id: DeviceId::Rpc(index as u32),
+            name: format!("RPC{index}"),
+            ..rig[0].clone()
+        });
+    }
+    let mut missed = Vec::new();
+    for spec in [
+        llama_of_the_gpu_check(),
+        qwen3moe_of_the_gpu_check(),
+        gemma3_of_the_gpu_check(),
+        glm_5_2_style(),
+    ] {
+        let path = write_model(dir.path(), &python, &spec);
+        let shape = load_shape(&path).unwrap_or_else(|e| panic!("{e}")).shape;
+        for (flash, ngl) in [(true, 5), (false, 5), (true, 3)] {
+            let options = PlacementOptions {
+                context: 8192,
+                parallel: 1,
+                flash_attention: flash,
+                n_gpu_layers: Some(ngl),
+                tensor_split: vec![1.0, 1.0],
+                devices: vec![DeviceId::Rpc(0), DeviceId::Rpc(1)],
+                rpc_servers: servers
+                    .iter()
+                    .map(|s| RpcServer {
+                        endpoint: s.endpoint.clone(),
+                        devices: 1,
+                    })
+                    .collect(),
+                ..Default::default()
+            };
+            let planned = plan(&shape, &rig, &options).unwrap_or_else(|e| panic!("{e}"));
+            let theirs = devices_compute(&path, &servers, &options, ngl);
+            let ids = [DeviceId::Rpc(0), DeviceId::Rpc(1), DeviceId::Cpu];
+            for (id, theirs) in ids.into_iter().zip(theirs) {
+                let ours = planned
+                    .device(id)
+                    .expect("the device")
+                    .usage
+                    .compute_estimate_bytes as f64
+                    / MIB as f64;
+                if (ours - theirs).abs() > EXACT {
+                    missed.push(format!(
+                        "{} -fa {flash} -ngl {ngl}, {id:?}: planned {ours:.2} MiB, llama.cpp {theirs} MiB",
+                        spec["arch"]
+                    ));
+                }
+            }
+        }
+    }
+    assert!(missed.is_empty(), "{}", missed.join("\n"));
+}
+
+/// llama.cpp's compute buffers (MiB to the hundredth, its log's last `sched_reserve`) of each
+/// of `servers` (as `RPC0`, `RPC1`, … with `-ts` from `options`) and of the host.
+fn devices_compute(
+    model: &Path,
+    servers: &[RpcDevice],
+    options: &PlacementOptions,
+    ngl: u32,
+) -> Vec<f64> {
+    let flash = if options.flash_attention { "on" } else { "off" };
+    let endpoints: Vec<&str> = servers.iter().map(|s| s.endpoint.as_str()).collect();
+    let names: Vec<String> = (0..servers.len()).map(|i| format!("RPC{i}")).collect();
+    let split: Vec<String> = options.tensor_split.iter().map(|t| t.to_string()).collect();
+    let bin = fit_params_binary();
+    for _ in 0..5 {
+        let out = Command::new(&bin)
+            .args(fit_params_args(model, options, flash))
+            .args(["--rpc", &endpoints.join(","), "-dev", &names.join(",")])
+            .args(["-ts", &split.join(","), "-ngl", &ngl.to_string()])
+            .output()
+            .unwrap_or_else(|e| panic!("cannot run {}: {e}", bin.display()));
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let log = String::from_utf8_lossy(&out.stderr);
+        let last = |device: &str| -> Option<f64> {
+            log.lines()
+                .filter(|l| l.contains(&format!("{device} compute buffer size =")))
+                .filter_map(|l| l.split('=').nth(1)?.split_whitespace().next()?.parse().ok())
+                .next_back()
+        };
+        let mut figures: Vec<Option<f64>> = endpoints
+            .iter()
+            .map(|endpoint| last(&format!("{endpoint}]")))
+            .collect();
+        figures.push(last(" CPU"));
+        if let Some(all) = figures.into_iter().collect::<Option<Vec<f64>>>() {
+            return all;
+        }
+    }
+    panic!("llama-fit-params logged no compute buffer sizes in 5 runs");
 }
 
 /// The qwen3moe of the GPU check (`tests/gpu/planned_vs_measured.sh`): 8 layers, 2 048 wide,

@@ -132,6 +132,14 @@ struct Tensor {
     /// A node that runs on the host (a write into a cache in host memory): the device's split
     /// ends there, and what it computes is not in the device's buffer.
     on_host: bool,
+    /// A weight (not a cache): what reads it runs where it is used.
+    weight: bool,
+    /// A weight whose readers run on another device ([`Graph::used_elsewhere`]).
+    used_elsewhere: bool,
+    /// The first node after layers this graph does not hold ([`Graph::after_gap`]).
+    after_gap: bool,
+    /// Set by [`Graph::split_across_devices`]: the node runs on another device (or the host).
+    elsewhere: bool,
 }
 
 impl Tensor {
@@ -153,6 +161,8 @@ pub(crate) struct Graph {
     stack: Vec<(TensorId, usize)>,
     /// Dependency nodes placed right after a node ([`Graph::keep_until`]), as (node, dependency).
     kept_until: Vec<(TensorId, TensorId)>,
+    /// The next computed tensor made is the first after a gap ([`Graph::after_gap`]).
+    gap_pending: bool,
 }
 
 impl Graph {
@@ -165,10 +175,15 @@ impl Graph {
             nodes: Vec::with_capacity(tensors),
             stack: Vec::new(),
             kept_until: Vec::new(),
+            gap_pending: false,
         }
     }
 
-    fn push(&mut self, tensor: Tensor) -> TensorId {
+    fn push(&mut self, mut tensor: Tensor) -> TensorId {
+        if self.gap_pending && tensor.computed && tensor.view_of.is_none() {
+            tensor.after_gap = true;
+            self.gap_pending = false;
+        }
         self.tensors.push(tensor);
         self.visited.push(false);
         TensorId(u32::try_from(self.tensors.len() - 1).unwrap_or(u32::MAX))
@@ -192,12 +207,24 @@ impl Graph {
             host_copy: 0,
             host_cache: false,
             on_host: false,
+            weight: false,
+            used_elsewhere: false,
+            after_gap: false,
+            elsewhere: false,
         })
     }
 
     /// A weight or a cache: memory of its own outside the compute buffer.
     pub(crate) fn external(&mut self, element: Element, ne: [u64; 4]) -> TensorId {
         self.leaf(element, ne, true, false)
+    }
+
+    /// A weight of the model: memory of its own outside the compute buffer, and what reads it
+    /// runs where it is used (`ggml_backend_sched`'s first pass).
+    pub(crate) fn weight(&mut self, element: Element, ne: [u64; 4]) -> TensorId {
+        let id = self.leaf(element, ne, true, false);
+        self.tensors[id.index()].weight = true;
+        id
     }
 
     /// A graph input the compute buffer holds (token ids, positions, the mask, state indices).
@@ -232,6 +259,10 @@ impl Graph {
             host_copy: 0,
             host_cache: false,
             on_host: false,
+            weight: false,
+            used_elsewhere: false,
+            after_gap: false,
+            elsewhere: false,
         })
     }
 
@@ -252,6 +283,10 @@ impl Graph {
             host_copy: 0,
             host_cache: false,
             on_host: false,
+            weight: false,
+            used_elsewhere: false,
+            after_gap: false,
+            elsewhere: false,
         })
     }
 
@@ -302,7 +337,7 @@ impl Graph {
     }
 
     /// A weight (or, `cache`, a cache) `of` this device reads from host memory: the split of
-    /// the graph that reads it first gets a copy of `bytes` ([`Graph::copy_from_host`]).
+    /// the graph that reads it first gets a copy of `bytes` ([`Graph::split_across_devices`]).
     pub(crate) fn in_host_memory(&mut self, of: TensorId, bytes: u64, cache: bool) {
         let tensor = &mut self.tensors[of.index()];
         tensor.host_copy = bytes;
@@ -312,6 +347,113 @@ impl Graph {
     /// `id` (a write into a cache in host memory) runs on the host.
     pub(crate) fn run_on_host(&mut self, id: TensorId) {
         self.tensors[id.index()].on_host = true;
+    }
+
+    /// The weight `of` is another device's, or in host memory for another device to run:
+    /// what reads it runs there.
+    pub(crate) fn used_elsewhere(&mut self, of: TensorId) {
+        self.tensors[of.index()].used_elsewhere = true;
+    }
+
+    /// The next node made follows layers this graph does not hold: it runs where they ran
+    /// (elsewhere) unless it reads a weight of this device's.
+    pub(crate) fn after_gap(&mut self) {
+        self.gap_pending = true;
+    }
+
+    /// The graph as `ggml_backend_sched` splits it between this device and others, when it
+    /// reads weights in host memory (op offload) or builds a layer another device holds (whose
+    /// experts in host memory this device runs). Each node runs where the weight it reads is
+    /// used (here for a weight in host memory, elsewhere for another device's), a write into a
+    /// cache in host memory on the host, and any other node where the one before it ran (the
+    /// scheduler's expansion; after a write on the host, here). A node reading a weight in host
+    /// memory starts a split, and so does the first node here after ones run elsewhere; every
+    /// tensor in host memory or computed elsewhere that a split reads is copied into this
+    /// buffer at the split's start (once: a later split reads the same copy), in the order the
+    /// split first reads them, and freed after its last reader. The graph's inputs, which the
+    /// scheduler keeps on the host, come in the same way (with one split, as without op
+    /// offload, that is all of them first). Nodes run elsewhere take no memory here.
+    pub(crate) fn split_across_devices(&mut self) {
+        let split_up = |t: &Tensor| t.host_copy > 0 || t.used_elsewhere;
+        if !self.tensors.iter().any(split_up) {
+            return;
+        }
+        for leaf in std::mem::take(&mut self.leafs) {
+            let tensor = &mut self.tensors[leaf.index()];
+            if tensor.input {
+                // Held by the host now: only its copies are in this buffer.
+                tensor.host_copy = tensor.layout.bytes();
+                tensor.host_cache = true;
+                tensor.input = false;
+                tensor.external = true;
+            } else {
+                self.leafs.push(leaf);
+            }
+        }
+        let nodes = std::mem::take(&mut self.nodes);
+        let mut order: Vec<TensorId> = Vec::with_capacity(nodes.len() * 2);
+        // The split being gathered: its copies go before its nodes.
+        let (mut copied_in, mut split): (Vec<TensorId>, Vec<TensorId>) = Default::default();
+        let mut copies: std::collections::HashMap<TensorId, TensorId> = Default::default();
+        let (mut after_elsewhere, mut here) = (false, true);
+        for node in nodes {
+            if self.is_plain_view(node) {
+                // A view reads nothing: what reads it gets the copy (of the view).
+                let root = self.tensor(node).view_of.map(|r| self.tensor(r).elsewhere);
+                self.tensors[node.index()].elsewhere = root.unwrap_or(false);
+                split.push(node);
+                continue;
+            }
+            if self.tensor(node).on_host {
+                after_elsewhere = true;
+                self.tensors[node.index()].elsewhere = true;
+                split.push(node);
+                continue;
+            }
+            if self.tensor(node).after_gap {
+                here = false;
+            }
+            let sources = self.tensors[node.index()].sources;
+            let reads = |wanted: fn(&Tensor) -> bool| {
+                sources.as_slice().iter().any(|&s| wanted(self.tensor(s)))
+            };
+            let reads_host_weight = reads(|t| t.host_copy > 0 && !t.host_cache);
+            here = if reads(|t| t.used_elsewhere) {
+                false
+            } else if reads_host_weight || reads(|t| t.weight) {
+                true
+            } else {
+                here
+            };
+            if !here {
+                self.tensors[node.index()].elsewhere = true;
+                after_elsewhere = true;
+                split.push(node);
+                continue;
+            }
+            if after_elsewhere || (reads_host_weight && !split.is_empty()) {
+                order.append(&mut copied_in);
+                order.append(&mut split);
+                after_elsewhere = false;
+            }
+            let mut rewired = sources;
+            for (slot, &source) in rewired.ids.iter_mut().zip(sources.as_slice()) {
+                let bytes = self.copy_bytes(source);
+                if bytes == 0 {
+                    continue;
+                }
+                *slot = *copies.entry(source).or_insert_with(|| {
+                    let copy = self.copy_of(source, bytes);
+                    copied_in.push(copy);
+                    copy
+                });
+            }
+            self.tensors[node.index()].sources = rewired;
+            split.push(node);
+        }
+        order.append(&mut copied_in);
+        order.append(&mut split);
+        self.nodes = order;
     }
 
     /// The scheduler's copy of `source` (`ggml_dup_tensor_layout`), `bytes` large: its layout
@@ -333,12 +475,16 @@ impl Graph {
         tensor.view_of.is_some() && tensor.sources.len == 1
     }
 
-    /// What `id` costs to copy from host memory: its own copy bytes, or for a view of a tensor
-    /// in host memory the view's share of them; 0 for anything this device holds.
-    fn host_copy_bytes(&self, id: TensorId) -> u64 {
+    /// What a node here reading `id` copies in: a tensor in host memory (its copy's bytes, or
+    /// for a view of one the view's share of them), one computed elsewhere (its own bytes); 0
+    /// for anything this device holds.
+    fn copy_bytes(&self, id: TensorId) -> u64 {
         let tensor = self.tensor(id);
         if tensor.host_copy > 0 {
             return tensor.host_copy;
+        }
+        if tensor.elsewhere {
+            return tensor.layout.bytes();
         }
         let Some(root) = tensor.view_of.map(|root| self.tensor(root)) else {
             return 0;
@@ -351,80 +497,27 @@ impl Graph {
         u64::try_from(share).unwrap_or(u64::MAX)
     }
 
-    /// llama.cpp's op offload as `ggml_backend_sched` splits the graph: a node reading a weight
-    /// in host memory starts a split, and so does the first node after ones run on the host;
-    /// every tensor in host memory a split reads is copied into the compute buffer at the
-    /// split's start (once: a later split reads the same copy), in the order the split first
-    /// reads them, and freed after its last reader. The copies become nodes and their readers
-    /// read them instead. The graph's inputs, which the scheduler keeps on the host, come in
-    /// the same way (with one split, as without op offload, that is all of them first).
-    pub(crate) fn copy_from_host(&mut self) {
-        if !self.tensors.iter().any(|t| t.host_copy > 0) {
-            return;
-        }
-        for leaf in std::mem::take(&mut self.leafs) {
-            let tensor = &mut self.tensors[leaf.index()];
-            if tensor.input {
-                // Held by the host now: only its copies are in this buffer.
-                tensor.host_copy = tensor.layout.bytes();
-                tensor.host_cache = true;
-                tensor.input = false;
-                tensor.external = true;
-            } else {
-                self.leafs.push(leaf);
+    /// A device's graph: the leaves it makes itself (scratch) come before what it receives,
+    /// which the scheduler copies in as its first split starts, in the order the graph first
+    /// reads them (the host holds the graph's inputs, placed before everything on its own).
+    pub(crate) fn place_scratch_first(&mut self) {
+        let mut first_read = vec![usize::MAX; self.tensors.len()];
+        for (at, &node) in self.nodes.iter().enumerate() {
+            for &source in self.tensors[node.index()].sources.as_slice() {
+                let slot = &mut first_read[source.index()];
+                *slot = (*slot).min(at);
             }
         }
-        let nodes = std::mem::take(&mut self.nodes);
-        let mut order: Vec<TensorId> = Vec::with_capacity(nodes.len() * 2);
-        // The split being gathered: its copies go before its nodes.
-        let (mut copied_in, mut split): (Vec<TensorId>, Vec<TensorId>) = Default::default();
-        let mut copies: std::collections::HashMap<TensorId, TensorId> = Default::default();
-        let mut after_host = false;
-        for node in nodes {
-            if self.tensor(node).on_host {
-                // What it reads of the inputs (the cache's row indices) stays on the host.
-                let kept: Vec<TensorId> = (self.sources(node).iter())
-                    .copied()
-                    .filter(|&s| !self.tensor(s).input)
-                    .collect();
-                self.tensors[node.index()].sources = Sources::of(&kept);
-                after_host = true;
-                split.push(node);
-                continue;
-            }
-            if self.is_plain_view(node) {
-                // A view reads nothing: what reads it gets the copy (of the view).
-                split.push(node);
-                continue;
-            }
-            let sources = self.tensors[node.index()].sources;
-            let reads_host_weight = sources.as_slice().iter().any(|&s| {
-                let source = self.tensor(s);
-                source.host_copy > 0 && !source.host_cache
-            });
-            if after_host || (reads_host_weight && !split.is_empty()) {
-                order.append(&mut copied_in);
-                order.append(&mut split);
-                after_host = false;
-            }
-            let mut rewired = sources;
-            for (slot, &source) in rewired.ids.iter_mut().zip(sources.as_slice()) {
-                let bytes = self.host_copy_bytes(source);
-                if bytes == 0 {
-                    continue;
-                }
-                *slot = *copies.entry(source).or_insert_with(|| {
-                    let copy = self.copy_of(source, bytes);
-                    copied_in.push(copy);
-                    copy
-                });
-            }
-            self.tensors[node.index()].sources = rewired;
-            split.push(node);
-        }
-        order.append(&mut copied_in);
-        order.append(&mut split);
-        self.nodes = order;
+        let tensors = &self.tensors;
+        self.leafs.sort_by_key(|&leaf| {
+            let input = tensors[leaf.index()].input;
+            (input, if input { first_read[leaf.index()] } else { 0 })
+        });
+    }
+
+    /// Whether `id` is a graph input (made elsewhere, copied in).
+    pub(crate) fn is_input(&self, id: TensorId) -> bool {
+        self.tensor(id).input
     }
 
     /// The bytes `id`'s elements take (`ggml_nbytes`).
@@ -462,11 +555,22 @@ impl Graph {
         let Some(position) = self.nodes.iter().position(|&id| id == cut) else {
             return;
         };
-        let kept = self.nodes.split_off(position + 1);
+        let mut kept = self.nodes.split_off(position + 1);
         let mut removed = vec![false; self.tensors.len()];
         for &id in &self.nodes {
             removed[id.index()] = true;
         }
+        // A view of what left is that device's too: each is copied in apart.
+        kept.retain(|&id| {
+            let tensor = &self.tensors[id.index()];
+            let left = tensor.view_of.is_some()
+                && tensor.sources.len == 1
+                && tensor.sources.as_slice().iter().all(|s| removed[s.index()]);
+            if left {
+                removed[id.index()] = true;
+            }
+            !left
+        });
         let mut copied: Vec<TensorId> = Vec::new();
         let mut read: Vec<bool> = vec![false; self.tensors.len()];
         for &node in &kept {
@@ -535,6 +639,10 @@ impl Graph {
                 host_copy: 0,
                 host_cache: false,
                 on_host: false,
+                weight: false,
+                used_elsewhere: false,
+                after_gap: false,
+                elsewhere: false,
             });
             self.kept_until.push((until, dependency));
         }
@@ -747,7 +855,7 @@ impl Replay<'_> {
     /// the parent has no other consumer, else a block from the free list.
     fn allocate(&mut self, id: TensorId) {
         let tensor = self.graph.tensor(id);
-        if tensor.external || tensor.view_of.is_some() || self.is_own(id) {
+        if tensor.external || tensor.elsewhere || tensor.view_of.is_some() || self.is_own(id) {
             return;
         }
         self.slots[id.index()].allocated = true;
@@ -917,7 +1025,7 @@ mod tests {
         graph.expand(b);
         graph.in_host_memory(w1, 4 * KIB, false);
         graph.in_host_memory(w2, 4 * KIB, false);
-        graph.copy_from_host();
+        graph.split_across_devices();
         // w1's copy and x's (one split, in the order a reads them), then a; then w2's copy (a
         // split of its own), then b.
         let bytes: Vec<u64> = graph.nodes.iter().map(|&n| graph.bytes(n)).collect();
@@ -944,7 +1052,7 @@ mod tests {
         graph.expand(written);
         graph.expand(scores);
         graph.in_host_memory(w, 4 * KIB, false);
-        graph.copy_from_host();
+        graph.split_across_devices();
         // After the write on the host, the next split begins at `scaled`: the cache's copy
         // (2 KiB) goes before it, not before `scores`.
         let order: Vec<u64> = graph.nodes.iter().map(|&n| graph.bytes(n)).collect();

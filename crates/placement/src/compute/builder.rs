@@ -71,13 +71,27 @@ pub(super) fn replay(
         on == device
             || from_host
                 .as_ref()
-                .is_some_and(|h| h.reads(il) == FromHost::Everything)
+                .is_some_and(|h| matches!(h.reads(il), FromHost::Everything | FromHost::Foreign))
     };
     let taken_from_host = host && offload.takes_host_layers(tokens);
     let held: Vec<usize> = (0..layers.layers.len())
         .filter(|&il| runs_here(layers.layers[il], il) && !taken_from_host)
         .collect();
     let holds_output = runs_here(layers.output, layers.layers.len()) && !taken_from_host;
+    // A device after another device's layers (or the host's, run by the first GPU) receives
+    // their last layer's output and its next norm.
+    let after_device = |il: usize| match layers.layers.get(il) {
+        Some(DeviceId::Cpu) => {
+            offload.takes_host_layers(tokens) && offload.target.is_some_and(|t| t != device)
+        }
+        Some(&other) => other != device,
+        None => false,
+    };
+    builder.normed_arrives = !host
+        && held
+            .first()
+            .and_then(|&il| il.checked_sub(1))
+            .is_some_and(after_device);
     builder.host_weights = from_host;
     // The end of the host's last layer before this device's first runs here: the scheduler
     // gives the operations after its last weight to the next device. That layer is built too,
@@ -198,6 +212,10 @@ pub(super) struct Builder {
     layer: usize,
     /// Routed experts per layer (the first dimension of an experts tensor past its matrix).
     expert_count: u64,
+    /// The first held layer follows another device's (not the host's): that device ran its
+    /// norm, which arrives with its input ([`Builder::hand_on`]).
+    normed_arrives: bool,
+    arrived_norm: Option<TensorId>,
     /// A model with sliding-window layers: its attention is built over the interleaved caches.
     interleaved_window: bool,
     /// Where each built layer's tensors begin ([`Graph::tensor_count`] when it began).
@@ -264,6 +282,8 @@ impl Builder {
             host_weights: None,
             layer: 0,
             expert_count: u64::from(model.experts.map_or(0, |e| e.count)),
+            normed_arrives: false,
+            arrived_norm: None,
             interleaved_window: model.attention.sliding_window.is_some()
                 && model.attention.swa_layers.contains(&true),
             layer_starts: Vec::new(),
@@ -272,13 +292,39 @@ impl Builder {
 
     /// Marks where a held layer's tensors begin (the architectures call it before each).
     pub(super) fn begin_layer(&mut self, il: usize) {
+        self.follow(il);
         self.layer = il;
         self.layer_starts.push(self.graph.tensor_count());
     }
 
+    /// A device's last layer's output `cur`, which the next device reads: it stays here until
+    /// the next layer's first operation (its norm, which reads no weight) has run here too, as
+    /// the scheduler's expansion places it. The host hands its last layer's end to the device
+    /// instead ([`replay`]).
+    pub(super) fn hand_on(&mut self, cur: TensorId) {
+        if self.backend == GraphBackend::Host {
+            return;
+        }
+        let ne = self.graph.extents(cur);
+        let normed = self.op(Reuse::Fresh, ne, &[cur]);
+        self.graph.expand(normed);
+    }
+
     /// The output's tensors follow (its weights are the model's last "layer").
     pub(super) fn begin_output(&mut self) {
+        if let Some(host) = &self.host_weights {
+            self.follow(host.layer_count());
+        }
         self.layer = usize::MAX;
+    }
+
+    /// Layer `il` is built next: when the layer before it is not in this graph (it ran on
+    /// another device), its first operation runs where that one ran.
+    fn follow(&mut self, il: usize) {
+        let built_before = !self.layer_starts.is_empty() && self.layer.checked_add(1) == Some(il);
+        if il > 0 && !built_before {
+            self.graph.after_gap();
+        }
     }
 
     /// What this graph reads from host memory of the layer being built.
@@ -441,7 +487,11 @@ impl Builder {
             .graph
             .view(selected, [top_k, per_stream, streams, 1], selected_strides);
         let zeros_shape = [1, top_k, per_stream, streams];
-        let zeros = self.graph.scratch(Element::F32, zeros_shape);
+        // In another device's layer (built here for its experts) the zeros are that device's.
+        let zeros = match self.reads_from_host() {
+            FromHost::Foreign => self.graph.external(Element::F32, zeros_shape),
+            _ => self.graph.scratch(Element::F32, zeros_shape),
+        };
         let zeros = self.op(Reuse::InPlace, zeros_shape, &[zeros]);
         let unmasked = self.graph.write_rows(as_rows, zeros, by_token);
         let unmasked = self.graph.view(
@@ -489,6 +539,11 @@ impl Builder {
             // The embeddings input is allocated though token ids feed this graph.
             self.input(Element::F32, [n_embd, tokens, 1, 1]);
             LayerInput::Tokens(ids)
+        } else if self.normed_arrives {
+            // The norm arrives first, read first; the output itself is placed where the graph
+            // first reads it (the first layer's residual).
+            self.arrived_norm = Some(self.input(Element::F32, [n_embd, tokens, 1, 1]));
+            LayerInput::Received(self.graph.input(Element::F32, [n_embd, tokens, 1, 1]))
         } else {
             LayerInput::Received(self.input(Element::F32, [n_embd, tokens, 1, 1]))
         }
@@ -613,7 +668,10 @@ impl Builder {
 
     /// The compute buffer this graph needs (with the copies of what it reads from host memory).
     pub(super) fn reserve(mut self) -> u64 {
-        self.graph.copy_from_host();
+        if self.backend != GraphBackend::Host {
+            self.graph.place_scratch_first();
+        }
+        self.graph.split_across_devices();
         allocator::reserve(&self.graph, ALIGNMENT)
     }
 
@@ -627,9 +685,11 @@ impl Builder {
     /// A weight: memory outside the compute buffer (of the host, copied in when this graph
     /// runs the layer for it).
     pub(super) fn weight(&mut self, ne: [u64; 4]) -> TensorId {
-        let weight = self.graph.external(Element::F32, ne);
-        if self.reads_from_host() == FromHost::Everything {
-            self.copy_weight_from_host(weight, ne.iter().product());
+        let weight = self.graph.weight(Element::F32, ne);
+        match self.reads_from_host() {
+            FromHost::Everything => self.copy_weight_from_host(weight, ne.iter().product()),
+            FromHost::Foreign => self.graph.used_elsewhere(weight),
+            _ => {}
         }
         weight
     }
@@ -681,9 +741,20 @@ impl Builder {
     /// `build_norm(x, weight, LLM_NORM_RMS)`: the norm, then the weight applied in place.
     pub(super) fn rms_norm(&mut self, x: TensorId) -> TensorId {
         let ne = self.graph.extents(x);
-        let norm = self.op(Reuse::InPlace, ne, &[x]);
+        let norm = match self.arrived_norm(ne) {
+            Some(arrived) => arrived,
+            None => self.op(Reuse::InPlace, ne, &[x]),
+        };
         let weight = self.weight([ne[0], 1, 1, 1]);
         self.op(Reuse::InPlace, ne, &[norm, weight])
+    }
+
+    /// The first held layer's norm, when the previous device computed it (its expansion runs
+    /// the next layer's first operation): an input of this graph, placed where it is read.
+    fn arrived_norm(&mut self, ne: [u64; 4]) -> Option<TensorId> {
+        self.arrived_norm
+            .take()
+            .filter(|&arrived| self.graph.extents(arrived) == ne)
     }
 
     /// `build_rs`: each sequence's stored state gathered by the state-copy indices.
@@ -707,7 +778,10 @@ impl Builder {
     /// the weight applied in place.
     pub(super) fn layer_norm(&mut self, x: TensorId) -> TensorId {
         let ne = self.graph.extents(x);
-        let norm = self.op(Reuse::Fresh, ne, &[x]);
+        let norm = match self.arrived_norm(ne) {
+            Some(arrived) => arrived,
+            None => self.op(Reuse::Fresh, ne, &[x]),
+        };
         let weight = self.weight([ne[0], 1, 1, 1]);
         self.op(Reuse::InPlace, ne, &[norm, weight])
     }
@@ -1175,10 +1249,14 @@ impl Builder {
     /// `ggml_mul_mat_id`: `rows` outputs per selected expert and token.
     fn expert_matmul(&mut self, rows: u64, x: TensorId, selected: TensorId) -> TensorId {
         let ne = self.graph.extents(x);
-        let weight = self.graph.external(Element::F32, [ne[0], rows, 1, 1]);
-        if self.reads_from_host() != FromHost::Nothing {
-            let elements = ne[0] * rows * self.expert_count;
-            self.copy_weight_from_host(weight, elements);
+        let weight = self.graph.weight(Element::F32, [ne[0], rows, 1, 1]);
+        match self.reads_from_host() {
+            FromHost::Nothing => {}
+            FromHost::ExpertsElsewhere => self.graph.used_elsewhere(weight),
+            _ => {
+                let elements = ne[0] * rows * self.expert_count;
+                self.copy_weight_from_host(weight, elements);
+            }
         }
         let [used, tokens, ..] = self.graph.extents(selected);
         self.op(

@@ -55,7 +55,8 @@ impl Indexer {
     /// The keys layer `il` attends to (`[top-k, tokens per stream, 1, streams]` I32): on a full
     /// layer the indexer's selection over `normed` (the layer's normed input) and `queries` (the
     /// normed compressed queries), its key written to the indexer cache at once; on a shared
-    /// layer `previous`, or when the full layer is on another device, the selection received.
+    /// layer `previous`, or when the full layer is on another device, the selection received
+    /// (a copy for each shared layer).
     pub(super) fn select(
         &self,
         b: &mut Builder,
@@ -70,7 +71,15 @@ impl Indexer {
         let per_stream = b.batch.tokens / streams;
         let selected = [self.top_k.min(cells), per_stream, 1, streams];
         if !self.full.get(il).copied().unwrap_or(false) {
-            return previous.unwrap_or_else(|| b.graph.input(Element::I32, selected));
+            // Each shared layer reads its own view of the selection: made on another device,
+            // each view is copied here apart.
+            return match previous {
+                Some(made_here) if !b.graph.is_input(made_here) => {
+                    let strides = b.graph.strides(made_here);
+                    b.graph.view(made_here, selected, strides)
+                }
+                _ => b.graph.input(Element::I32, selected),
+            };
         }
         let [q, k] = self.rotated_query_and_key(b, inputs, normed, queries);
         let tokens = b.batch.tokens;

@@ -63,6 +63,8 @@ pub(super) fn compute_bytes(
             if holds_output {
                 builder.begin_output();
                 output(&mut builder, cur);
+            } else {
+                builder.hand_on(cur);
             }
             builder
         },

@@ -98,6 +98,8 @@ pub(super) fn compute_bytes(
                 let logits = builder.matmul(n_vocab, normed);
                 builder.graph.mark_output(logits);
                 builder.graph.expand(logits);
+            } else {
+                builder.hand_on(cur);
             }
             builder
         },

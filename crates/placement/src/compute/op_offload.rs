@@ -4,7 +4,7 @@
 //! and a host layer's other operations follow it there; only the writes into the host layer's
 //! cache stay on the host. The GPU's buffer gets a copy of each weight (and of a host layer's
 //! cache before its attention) at the start of the split that reads it ([`super::allocator`]'s
-//! `Graph::copy_from_host`); the host's holds its graph inputs alone. `--no-op-offload` turns
+//! `Graph::split_across_devices`); the host's holds its graph inputs alone. `--no-op-offload` turns
 //! it off: the host then computes its own layers.
 
 use std::collections::HashMap;
@@ -86,8 +86,13 @@ pub(super) enum FromHost {
     Nothing,
     /// Every weight and the cache: a host layer (or the host's output) run here.
     Everything,
-    /// The routed experts only.
+    /// The routed experts of a layer this device holds, run here.
     Experts,
+    /// The routed experts of a layer this device holds, run on the first GPU.
+    ExpertsElsewhere,
+    /// Another device's layer, whose routed experts (and what follows them up to the next
+    /// weight of that device) run here.
+    Foreign,
 }
 
 /// What one device's graph reads from host memory, layer by layer (the output as layer
@@ -111,28 +116,31 @@ impl HostWeights {
         options: &PlacementOptions,
         (tokens, cuda): (u64, bool),
     ) -> Option<HostWeights> {
-        if offload.target != Some(device) || !offload.takes_host_layers(tokens) {
+        let target = offload
+            .target
+            .filter(|_| offload.takes_host_layers(tokens))?;
+        if device == DeviceId::Cpu {
             return None;
         }
-        let mut reads: Vec<FromHost> = layers
-            .layers
-            .iter()
-            .map(|&d| match d {
-                DeviceId::Cpu => FromHost::Everything,
-                _ => FromHost::Nothing,
-            })
-            .collect();
-        for &il in &offload.host_experts {
-            if let Some(read) = reads.get_mut(il as usize) {
-                if layers.layers[il as usize] == device {
-                    *read = FromHost::Experts;
-                }
-            }
-        }
-        reads.push(match layers.output {
-            DeviceId::Cpu => FromHost::Everything,
+        let of_target = |on: DeviceId| match on {
+            DeviceId::Cpu if device == target => FromHost::Everything,
             _ => FromHost::Nothing,
-        });
+        };
+        let mut reads: Vec<FromHost> = layers.layers.iter().map(|&d| of_target(d)).collect();
+        for &il in &offload.host_experts {
+            let (Some(read), Some(&holder)) =
+                (reads.get_mut(il as usize), layers.layers.get(il as usize))
+            else {
+                continue;
+            };
+            *read = match (holder == device, device == target) {
+                (true, true) => FromHost::Experts,
+                (true, false) => FromHost::ExpertsElsewhere,
+                (false, true) => FromHost::Foreign,
+                (false, false) => FromHost::Nothing,
+            };
+        }
+        reads.push(of_target(layers.output));
         if reads.iter().all(|&r| r == FromHost::Nothing) {
             return None;
         }

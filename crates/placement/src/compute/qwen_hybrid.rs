@@ -179,6 +179,8 @@ impl HybridGraph {
         if holds_output {
             self.begin_output();
             self.output(cur);
+        } else {
+            self.hand_on(cur);
         }
     }
 
