@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 
 use std::rc::Rc;
 
-use super::compute::{compute_estimate, remembered_matches, OpOffload};
+use super::compute::{compute_estimate, remembered_matches, Scheduler};
 use super::correction::Correction;
 use super::kv::{self, KvError};
 use super::layers::{assign_layers, LayerDevices};
@@ -286,14 +286,14 @@ pub fn plan(
         }
     }
     let ids: Vec<DeviceId> = devices.iter().map(|d| d.id).collect();
-    let offload = OpOffload::of(model, &ids, &layer_devices, &tensor_devices, options);
+    let scheduler = Scheduler::of(model, &ids, &layer_devices, &tensor_devices, options);
     for spec in devices {
         let compute = compute_estimate(
             model,
             spec.id,
             &layer_devices,
             &geometry,
-            (options, &offload),
+            (options, &scheduler),
         );
         if let Some(u) = ledger.at(spec.id) {
             u.expert_layers.sort_unstable();

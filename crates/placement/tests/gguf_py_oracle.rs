@@ -1159,12 +1159,13 @@ fn check_on_a_device(spec: Value) {
 }
 
 #[test]
-fn across_two_devices_after_host_layers_the_plan_is_llama_cpps() {
-    // Two real rpc-servers as RPC0 and RPC1 (-ts 1,1), host layers first (-ngl 5, 3: no
-    // pipeline parallelism then). Where one device's layers end and the next one's begin, the
-    // first device also runs the next layer's norm (the scheduler's expansion: no weight
-    // places it), and the next device receives that norm first, then the last layer's output
-    // where its residual reads it.
+fn across_two_devices_the_plan_is_llama_cpps() {
+    // Two real rpc-servers as RPC0 and RPC1. Host layers first (-ngl 5, 3): where one device's
+    // layers end and the next one's begin, the first device also runs the next layer's norm
+    // (the scheduler's expansion: no weight places it), and the next device receives that norm
+    // first, then the last layer's output where its residual reads it. Every layer on the
+    // devices (-ngl 99): pipeline parallelism, each device (and the host) holding four copies
+    // of every input it receives, allocated first and kept.
     let python = python();
     let dir = tempfile::tempdir().expect("tempdir");
     let servers = [RpcDevice::start(), RpcDevice::start()];
@@ -1185,13 +1186,23 @@ fn across_two_devices_after_host_layers_the_plan_is_llama_cpps() {
     ] {
         let path = write_model(dir.path(), &python, &spec);
         let shape = load_shape(&path).unwrap_or_else(|e| panic!("{e}")).shape;
-        for (flash, ngl) in [(true, 5), (false, 5), (true, 3)] {
+        let runs = [
+            (true, 5, 1.0, 1),
+            (false, 5, 1.0, 1),
+            (true, 3, 1.0, 1),
+            (true, 99, 1.0, 1),
+            (false, 99, 1.0, 1),
+            (true, 99, 3.0, 2),
+        ];
+        for (flash, ngl, first_share, parallel) in runs {
             let options = PlacementOptions {
                 context: 8192,
-                parallel: 1,
+                parallel,
+                // llama-fit-params' -np keeps a cache per slot (no -kvu).
+                kv_unified: parallel == 1,
                 flash_attention: flash,
                 n_gpu_layers: Some(ngl),
-                tensor_split: vec![1.0, 1.0],
+                tensor_split: vec![first_share, 1.0],
                 devices: vec![DeviceId::Rpc(0), DeviceId::Rpc(1)],
                 rpc_servers: servers
                     .iter()
@@ -1214,7 +1225,7 @@ fn across_two_devices_after_host_layers_the_plan_is_llama_cpps() {
                     / MIB as f64;
                 if (ours - theirs).abs() > EXACT {
                     missed.push(format!(
-                        "{} -fa {flash} -ngl {ngl}, {id:?}: planned {ours:.2} MiB, llama.cpp {theirs} MiB",
+                        "{} -fa {flash} -ngl {ngl} -ts {first_share},1 -np {parallel}, {id:?}: planned {ours:.2} MiB, llama.cpp {theirs} MiB",
                         spec["arch"]
                     ));
                 }

@@ -394,7 +394,8 @@ impl Graph {
         let mut order: Vec<TensorId> = Vec::with_capacity(nodes.len() * 2);
         // The split being gathered: its copies go before its nodes.
         let (mut copied_in, mut split): (Vec<TensorId>, Vec<TensorId>) = Default::default();
-        let mut copies: std::collections::HashMap<TensorId, TensorId> = Default::default();
+        // Each tensor's copy here, by index (made when a split first reads it).
+        let mut copies: Vec<Option<TensorId>> = vec![None; self.tensors.len()];
         let (mut after_elsewhere, mut here) = (false, true);
         for node in nodes {
             if self.is_plain_view(node) {
@@ -442,11 +443,15 @@ impl Graph {
                 if bytes == 0 {
                     continue;
                 }
-                *slot = *copies.entry(source).or_insert_with(|| {
-                    let copy = self.copy_of(source, bytes);
-                    copied_in.push(copy);
-                    copy
-                });
+                *slot = match copies[source.index()] {
+                    Some(copy) => copy,
+                    None => {
+                        let copy = self.copy_of(source, bytes);
+                        copied_in.push(copy);
+                        copies[source.index()] = Some(copy);
+                        copy
+                    }
+                };
             }
             self.tensors[node.index()].sources = rewired;
             split.push(node);
@@ -513,6 +518,31 @@ impl Graph {
             let input = tensors[leaf.index()].input;
             (input, if input { first_read[leaf.index()] } else { 0 })
         });
+    }
+
+    /// Pipeline parallelism (`n_copies` > 1 in `ggml_backend_sched`): each input is held
+    /// `copies` times, allocated before anything else (the inputs first, in the order read)
+    /// and never freed.
+    pub(crate) fn keep_input_copies(&mut self, copies: u32, alignment: u64) {
+        self.place_scratch_first();
+        let inputs: Vec<TensorId> = self
+            .leafs
+            .iter()
+            .copied()
+            .filter(|&leaf| self.tensors[leaf.index()].input)
+            .collect();
+        let scratch = self
+            .leafs
+            .iter()
+            .copied()
+            .filter(|&l| !self.tensors[l.index()].input);
+        self.leafs = inputs.iter().copied().chain(scratch).collect();
+        for leaf in inputs {
+            let tensor = &mut self.tensors[leaf.index()];
+            let aligned = tensor.layout.bytes().div_ceil(alignment.max(1)) * alignment.max(1);
+            tensor.extra_bytes = aligned.saturating_mul(u64::from(copies.saturating_sub(1)));
+            tensor.output = true;
+        }
     }
 
     /// Whether `id` is a graph input (made elsewhere, copied in).

@@ -5,7 +5,8 @@
 
 use super::allocator::{self, Element, Graph, Reuse, TensorId};
 pub(super) use super::op_offload::CacheKind;
-use super::op_offload::{FromHost, HostWeights, OpOffload};
+use super::op_offload::{FromHost, HostWeights};
+use super::scheduler::Scheduler;
 use crate::kv::{self, ContextGeometry};
 use crate::layers::LayerDevices;
 use crate::model::{ExpertShape, ModelShape};
@@ -48,7 +49,7 @@ pub(super) fn replay(
     layers: &LayerDevices,
     g: &ContextGeometry,
     options: &PlacementOptions,
-    (host_inputs, offload): (HostInputs, &OpOffload),
+    (host_inputs, scheduler): (HostInputs, &Scheduler),
     build: impl FnOnce(Builder, &[usize], bool) -> Builder,
 ) -> Option<u64> {
     let backend = GraphBackend::of(device);
@@ -58,6 +59,8 @@ pub(super) fn replay(
         return None;
     }
     let tokens = builder.batch.tokens;
+    let offload = &scheduler.offload;
+    builder.input_copies = scheduler.copies;
     let from_host = HostWeights::of(
         model,
         device,
@@ -147,6 +150,17 @@ fn host_output_layer(host: &HostWeights) -> usize {
     host.layer_count()
 }
 
+/// The rows whose logits the reserved batch computes: `min(n_ctx, ubatch)`.
+fn batch_outputs(g: &ContextGeometry, options: &PlacementOptions) -> u64 {
+    u64::from(options.ubatch.min(options.batch).max(1)).min(g.n_ctx.max(1))
+}
+
+/// The reserved batch's tokens: [`batch_outputs`] rounded up to a multiple of the sequences.
+pub(super) fn batch_tokens(g: &ContextGeometry, options: &PlacementOptions) -> u64 {
+    let sequences = u64::from(options.parallel.max(1));
+    batch_outputs(g, options).div_ceil(sequences) * sequences
+}
+
 /// The inputs the host holds for the devices when it holds no layer itself: a decoder's, or
 /// GLM-5.x's with the indexer's (`width`: its rotation's side).
 #[derive(Clone, Copy)]
@@ -216,6 +230,8 @@ pub(super) struct Builder {
     /// norm, which arrives with its input ([`Builder::hand_on`]).
     normed_arrives: bool,
     arrived_norm: Option<TensorId>,
+    /// The copies the scheduler keeps of each input (pipeline parallelism: 4).
+    input_copies: u32,
     /// A model with sliding-window layers: its attention is built over the interleaved caches.
     interleaved_window: bool,
     /// Where each built layer's tensors begin ([`Graph::tensor_count`] when it began).
@@ -254,9 +270,8 @@ impl Builder {
         backend: GraphBackend,
     ) -> Builder {
         let sequences = u64::from(options.parallel.max(1));
-        let ubatch = u64::from(options.ubatch.min(options.batch).max(1));
-        let outputs = ubatch.min(g.n_ctx.max(1));
-        let tokens = outputs.div_ceil(sequences) * sequences;
+        let outputs = batch_outputs(g, options);
+        let tokens = batch_tokens(g, options);
         Builder {
             graph: Graph::with_capacity(TENSORS_PER_LAYER * (layers + 1)),
             batch: Batch {
@@ -284,6 +299,7 @@ impl Builder {
             expert_count: u64::from(model.experts.map_or(0, |e| e.count)),
             normed_arrives: false,
             arrived_norm: None,
+            input_copies: 1,
             interleaved_window: model.attention.sliding_window.is_some()
                 && model.attention.swa_layers.contains(&true),
             layer_starts: Vec::new(),
@@ -295,6 +311,19 @@ impl Builder {
         self.follow(il);
         self.layer = il;
         self.layer_starts.push(self.graph.tensor_count());
+    }
+
+    /// In another device's layer (built here for its experts), its attention over `normed`,
+    /// all of which runs there: one stand-in result of the layer's width, made there; `None`
+    /// in a layer this graph runs.
+    pub(super) fn attention_elsewhere(&mut self, normed: TensorId) -> Option<TensorId> {
+        if self.reads_from_host() != FromHost::Foreign {
+            return None;
+        }
+        let theirs = self.graph.weight(Element::F32, [1, 1, 1, 1]);
+        self.graph.used_elsewhere(theirs);
+        let ne = [self.n_embd, self.batch.tokens, 1, 1];
+        Some(self.op(Reuse::Fresh, ne, &[normed, theirs]))
     }
 
     /// A device's last layer's output `cur`, which the next device reads: it stays here until
@@ -668,7 +697,10 @@ impl Builder {
 
     /// The compute buffer this graph needs (with the copies of what it reads from host memory).
     pub(super) fn reserve(mut self) -> u64 {
-        if self.backend != GraphBackend::Host {
+        if self.input_copies > 1 {
+            // Pipeline parallelism: every input's copies first, kept for the whole graph.
+            self.graph.keep_input_copies(self.input_copies, ALIGNMENT);
+        } else if self.backend != GraphBackend::Host {
             self.graph.place_scratch_first();
         }
         self.graph.split_across_devices();

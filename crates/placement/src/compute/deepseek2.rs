@@ -10,7 +10,7 @@
 use super::allocator::{Reuse, TensorId};
 use super::builder::{replay, Builder, HostInputs, IndexerInputs, Router};
 use super::dsa::Indexer;
-use super::op_offload::OpOffload;
+use super::scheduler::Scheduler;
 use crate::kv::ContextGeometry;
 use crate::layers::LayerDevices;
 use crate::model::ModelShape;
@@ -129,7 +129,7 @@ pub(super) fn compute_bytes(
     device: DeviceId,
     layers: &LayerDevices,
     g: &ContextGeometry,
-    (options, offload): (&PlacementOptions, &OpOffload),
+    (options, scheduler): (&PlacementOptions, &Scheduler),
 ) -> Option<u64> {
     let latent = Latent::of(model)?;
     let host_inputs = match &latent.indexer {
@@ -144,7 +144,7 @@ pub(super) fn compute_bytes(
         layers,
         g,
         options,
-        (host_inputs, offload),
+        (host_inputs, scheduler),
         |mut builder, held, holds_output| {
             let (mut cur, mut sparse) = match &latent.indexer {
                 Some(indexer) => {
@@ -259,6 +259,13 @@ fn attention(
     } = *latent;
     let head = nope + rope;
     let normed = b.rms_norm(input);
+    if let Some(elsewhere) = b.attention_elsewhere(normed) {
+        // A selection made there reaches a later layer here as a copy.
+        if let Some(sparse) = sparse.filter(|s| s.indexer.selects(il)) {
+            sparse.selected = None;
+        }
+        return elsewhere;
+    }
     let queries = if latent.query_rank > 0 {
         let compressed = b.matmul(latent.query_rank, normed);
         b.rms_norm(compressed)

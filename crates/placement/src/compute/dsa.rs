@@ -47,6 +47,11 @@ impl Indexer {
         built.then_some(indexer)
     }
 
+    /// Whether layer `il` makes its own selection (a full indexer layer).
+    pub(super) fn selects(&self, il: usize) -> bool {
+        self.full.get(il).copied().unwrap_or(false)
+    }
+
     /// The width of the indexer's heads (its rotation is this square).
     pub(super) fn width(&self) -> u64 {
         self.width
@@ -70,7 +75,7 @@ impl Indexer {
         let streams = b.batch.streams;
         let per_stream = b.batch.tokens / streams;
         let selected = [self.top_k.min(cells), per_stream, 1, streams];
-        if !self.full.get(il).copied().unwrap_or(false) {
+        if !self.selects(il) {
             // Each shared layer reads its own view of the selection: made on another device,
             // each view is copied here apart.
             return match previous {

@@ -6,7 +6,7 @@
 
 use super::allocator::{Reuse, TensorId};
 use super::builder::{layer_heads, replay, Builder, HostInputs, Router};
-use super::op_offload::OpOffload;
+use super::scheduler::Scheduler;
 use crate::kv::ContextGeometry;
 use crate::layers::LayerDevices;
 use crate::model::{ExpertShape, ModelShape};
@@ -34,7 +34,7 @@ pub(super) fn compute_bytes(
     device: DeviceId,
     layers: &LayerDevices,
     g: &ContextGeometry,
-    (options, offload): (&PlacementOptions, &OpOffload),
+    (options, scheduler): (&PlacementOptions, &Scheduler),
 ) -> Option<u64> {
     let experts = experts(model)?;
     let router = Router {
@@ -53,7 +53,7 @@ pub(super) fn compute_bytes(
         layers,
         g,
         options,
-        (HostInputs::Decoder, offload),
+        (HostInputs::Decoder, scheduler),
         |mut builder, held, holds_output| {
             let mut cur = builder.inputs(model, held, 1, holds_output, options, g);
             for &il in held {

@@ -10,7 +10,7 @@
 
 use super::allocator::{Reuse, TensorId};
 use super::builder::{layer_heads, replay, Builder, HostInputs, Router};
-use super::op_offload::OpOffload;
+use super::scheduler::Scheduler;
 use crate::kv::ContextGeometry;
 use crate::layers::LayerDevices;
 use crate::model::ModelShape;
@@ -114,7 +114,7 @@ pub(super) fn compute_bytes(
     device: DeviceId,
     layers: &LayerDevices,
     g: &ContextGeometry,
-    (options, offload): (&PlacementOptions, &OpOffload),
+    (options, scheduler): (&PlacementOptions, &Scheduler),
 ) -> Option<u64> {
     let decoder = decoder(model)?;
     replay(
@@ -123,7 +123,7 @@ pub(super) fn compute_bytes(
         layers,
         g,
         options,
-        (HostInputs::Decoder, offload),
+        (HostInputs::Decoder, scheduler),
         |mut builder, held, holds_output| {
             let mut cur = builder.decoder_inputs(model, held, options, g);
             if decoder.gemma && held.first() == Some(&0) {
@@ -157,25 +157,16 @@ fn layer(
     options: &PlacementOptions,
     g: &ContextGeometry,
 ) -> TensorId {
-    let (head, heads, kv_heads) = layer_heads(model, il);
     let normed = if decoder.parallel {
         b.layer_norm(input)
     } else {
         b.rms_norm(input)
     };
-    let [q, k, v] = projections(b, decoder, [head, heads, kv_heads], normed);
-    let [q, k] = [q, k].map(|x| {
-        let x = if decoder.qk_norm { b.rms_norm(x) } else { x };
-        b.rope(x)
-    });
-    let q = if decoder.gemma || decoder.phi {
-        b.elementwise(q, &[])
-    } else {
-        q
-    };
-    let attended = b.attend(model, il, [q, k, v], options, g);
     let n_embd = b.n_embd;
-    let mut mixed = b.matmul(n_embd, attended);
+    let mut mixed = match b.attention_elsewhere(normed) {
+        Some(elsewhere) => elsewhere,
+        None => attention(b, model, decoder, il, normed, options, g),
+    };
     let mut residual = input;
     let last = il + 1 == model.n_layer as usize;
     if decoder.parallel {
@@ -219,6 +210,33 @@ fn layer(
     } else {
         b.elementwise(feed_forward, &[feed_forward_input])
     }
+}
+
+/// The attention of a layer over its `normed` input: Q, K and V (with their biases or
+/// per-head norms, RoPE), [`Builder::attend`], the output projection.
+fn attention(
+    b: &mut Builder,
+    model: &ModelShape,
+    decoder: Decoder,
+    il: usize,
+    normed: TensorId,
+    options: &PlacementOptions,
+    g: &ContextGeometry,
+) -> TensorId {
+    let (head, heads, kv_heads) = layer_heads(model, il);
+    let [q, k, v] = projections(b, decoder, [head, heads, kv_heads], normed);
+    let [q, k] = [q, k].map(|x| {
+        let x = if decoder.qk_norm { b.rms_norm(x) } else { x };
+        b.rope(x)
+    });
+    let q = if decoder.gemma || decoder.phi {
+        b.elementwise(q, &[])
+    } else {
+        q
+    };
+    let attended = b.attend(model, il, [q, k, v], options, g);
+    let n_embd = b.n_embd;
+    b.matmul(n_embd, attended)
 }
 
 /// Command R's rest of a layer: on the last layer the output rows of the attention's output, the

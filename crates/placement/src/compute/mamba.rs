@@ -7,7 +7,7 @@
 
 use super::allocator::{Reuse, TensorId};
 use super::builder::{contiguous_strides, replay, Batch, Builder, HostInputs};
-use super::op_offload::OpOffload;
+use super::scheduler::Scheduler;
 use crate::kv::ContextGeometry;
 use crate::layers::LayerDevices;
 use crate::model::{ModelShape, RecurrentKind, RecurrentShape};
@@ -62,7 +62,7 @@ pub(super) fn compute_bytes(
     device: DeviceId,
     layers: &LayerDevices,
     g: &ContextGeometry,
-    (options, offload): (&PlacementOptions, &OpOffload),
+    (options, scheduler): (&PlacementOptions, &Scheduler),
 ) -> Option<u64> {
     let (shape, kind) = scan(model)?;
     replay(
@@ -71,7 +71,7 @@ pub(super) fn compute_bytes(
         layers,
         g,
         options,
-        (HostInputs::Decoder, offload),
+        (HostInputs::Decoder, scheduler),
         |mut builder, held, holds_output| {
             let mut cur = builder.decoder_inputs(model, held, options, g);
             for &il in held {

@@ -12,7 +12,8 @@ use crate::kv::ContextGeometry;
 use crate::layers::LayerDevices;
 use crate::options::{DeviceId, PlacementOptions};
 
-use super::op_offload::OpOffload;
+use super::op_offload::{reads_from_host, FromHost};
+use super::scheduler::Scheduler;
 
 /// Everything of a device's share that its graph reads besides the model: the layers it holds,
 /// whether it holds the output, the geometry and the options the builders and the formulas read.
@@ -29,11 +30,13 @@ struct ShareKey {
     flash_attention: bool,
     /// K's and V's cache types, by name.
     cache_types: (&'static str, &'static str),
-    /// Where op offload goes: what it changes is in the device's graph.
-    offload: OpOffload,
-    /// The devices of the host's layers and of the output (op offload runs them elsewhere).
-    host_layers: Vec<u32>,
-    output_on_host: bool,
+    /// What the scheduler changes in this device's graph: what it reads from host memory
+    /// (op offload), the device of the layer before its first (the host's, another's), the
+    /// GPU that runs the host's layers for this batch, and the copies of each input.
+    from_host: Option<Vec<FromHost>>,
+    before: Option<DeviceId>,
+    host_layers_run_on: Option<DeviceId>,
+    copies: u32,
 }
 
 impl ShareKey {
@@ -41,12 +44,17 @@ impl ShareKey {
         device: DeviceId,
         layers: &LayerDevices,
         g: &ContextGeometry,
-        (options, offload): (&PlacementOptions, &OpOffload),
+        (options, scheduler): (&PlacementOptions, &Scheduler),
     ) -> ShareKey {
         let held: Vec<u32> = (0..layers.layers.len())
             .filter(|&il| layers.layers[il] == device)
             .map(|il| il as u32)
             .collect();
+        let tokens = super::builder::batch_tokens(g, options);
+        let before = held
+            .first()
+            .and_then(|&il| il.checked_sub(1))
+            .and_then(|il| layers.layers.get(il as usize).copied());
         ShareKey {
             backend: GraphBackend::of(device),
             held,
@@ -56,12 +64,13 @@ impl ShareKey {
             kv_unified: options.kv_unified,
             flash_attention: options.flash_attention,
             cache_types: (options.cache_type_k.name(), options.cache_type_v.name()),
-            offload: offload.clone(),
-            host_layers: (0..layers.layers.len())
-                .filter(|&il| layers.layers[il] == DeviceId::Cpu)
-                .map(|il| il as u32)
-                .collect(),
-            output_on_host: layers.output == DeviceId::Cpu,
+            from_host: reads_from_host(device, layers, &scheduler.offload, tokens),
+            before,
+            host_layers_run_on: scheduler
+                .offload
+                .target
+                .filter(|_| scheduler.offload.takes_host_layers(tokens)),
+            copies: scheduler.copies,
         }
     }
 }
@@ -116,7 +125,7 @@ pub(super) fn recall(
     device: DeviceId,
     layers: &LayerDevices,
     g: &ContextGeometry,
-    share: (&PlacementOptions, &OpOffload),
+    share: (&PlacementOptions, &Scheduler),
     estimate: impl FnOnce() -> u64,
 ) -> u64 {
     if !active() {

@@ -20,9 +20,10 @@ mod mamba;
 mod memo;
 mod op_offload;
 mod qwen_hybrid;
+mod scheduler;
 
 pub(crate) use memo::{remembered_matches, remembering};
-pub(crate) use op_offload::OpOffload;
+pub(crate) use scheduler::Scheduler;
 
 use super::kv::{self, ContextGeometry};
 use super::layers::LayerDevices;
@@ -213,7 +214,7 @@ pub(crate) fn compute_estimate(
     device: DeviceId,
     layers: &LayerDevices,
     g: &ContextGeometry,
-    (options, offload): (&PlacementOptions, &OpOffload),
+    (options, scheduler): (&PlacementOptions, &Scheduler),
 ) -> u64 {
     let with_flash_attention;
     let options = if needs_flash_attention(model, options) {
@@ -225,8 +226,8 @@ pub(crate) fn compute_estimate(
     } else {
         options
     };
-    memo::recall(device, layers, g, (options, offload), || {
-        estimate(model, device, layers, g, (options, offload))
+    memo::recall(device, layers, g, (options, scheduler), || {
+        estimate(model, device, layers, g, (options, scheduler))
     })
 }
 
@@ -236,9 +237,9 @@ fn estimate(
     device: DeviceId,
     layers: &LayerDevices,
     g: &ContextGeometry,
-    (options, offload): (&PlacementOptions, &OpOffload),
+    (options, scheduler): (&PlacementOptions, &Scheduler),
 ) -> u64 {
-    let share = (options, offload);
+    let share = (options, scheduler);
     let replayed = qwen_hybrid::compute_bytes(model, device, layers, g, share)
         .or_else(|| llama::compute_bytes(model, device, layers, g, share))
         .or_else(|| deepseek2::compute_bytes(model, device, layers, g, share))

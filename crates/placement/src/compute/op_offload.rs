@@ -80,8 +80,44 @@ pub(crate) enum CacheKind {
     Value,
 }
 
+/// What `device`'s graph reads of each layer (and of the output, last) from host memory for a
+/// batch of `tokens` under `offload`; `None` when nothing.
+pub(super) fn reads_from_host(
+    device: DeviceId,
+    layers: &LayerDevices,
+    offload: &OpOffload,
+    tokens: u64,
+) -> Option<Vec<FromHost>> {
+    let target = offload
+        .target
+        .filter(|_| offload.takes_host_layers(tokens))?;
+    if device == DeviceId::Cpu {
+        return None;
+    }
+    let of_target = |on: DeviceId| match on {
+        DeviceId::Cpu if device == target => FromHost::Everything,
+        _ => FromHost::Nothing,
+    };
+    let mut reads: Vec<FromHost> = layers.layers.iter().map(|&d| of_target(d)).collect();
+    for &il in &offload.host_experts {
+        let (Some(read), Some(&holder)) =
+            (reads.get_mut(il as usize), layers.layers.get(il as usize))
+        else {
+            continue;
+        };
+        *read = match (holder == device, device == target) {
+            (true, true) => FromHost::Experts,
+            (true, false) => FromHost::ExpertsElsewhere,
+            (false, true) => FromHost::Foreign,
+            (false, false) => FromHost::Nothing,
+        };
+    }
+    reads.push(of_target(layers.output));
+    (!reads.iter().all(|&r| r == FromHost::Nothing)).then_some(reads)
+}
+
 /// What a device's graph reads of one layer from host memory.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub(super) enum FromHost {
     Nothing,
     /// Every weight and the cache: a host layer (or the host's output) run here.
@@ -116,39 +152,21 @@ impl HostWeights {
         options: &PlacementOptions,
         (tokens, cuda): (u64, bool),
     ) -> Option<HostWeights> {
-        let target = offload
-            .target
-            .filter(|_| offload.takes_host_layers(tokens))?;
-        if device == DeviceId::Cpu {
-            return None;
-        }
-        let of_target = |on: DeviceId| match on {
-            DeviceId::Cpu if device == target => FromHost::Everything,
-            _ => FromHost::Nothing,
-        };
-        let mut reads: Vec<FromHost> = layers.layers.iter().map(|&d| of_target(d)).collect();
-        for &il in &offload.host_experts {
-            let (Some(read), Some(&holder)) =
-                (reads.get_mut(il as usize), layers.layers.get(il as usize))
-            else {
-                continue;
-            };
-            *read = match (holder == device, device == target) {
-                (true, true) => FromHost::Experts,
-                (true, false) => FromHost::ExpertsElsewhere,
-                (false, true) => FromHost::Foreign,
-                (false, false) => FromHost::Nothing,
-            };
-        }
-        reads.push(of_target(layers.output));
-        if reads.iter().all(|&r| r == FromHost::Nothing) {
-            return None;
-        }
+        let reads = reads_from_host(device, layers, offload, tokens)?;
         let mut copies = HashMap::new();
         for tensor in &model.tensors {
             let (Some(layer), true) = (tensor.layer, tensor.elements > 0) else {
                 continue;
             };
+            // Only what this graph copies in: a host layer's weights, experts run here.
+            let wanted = match reads.get(layer as usize) {
+                Some(FromHost::Everything) => true,
+                Some(FromHost::Experts | FromHost::Foreign) => tensor.role == TensorRole::Experts,
+                _ => false,
+            };
+            if !wanted {
+                continue;
+            }
             let padded = cuda && tensor.quantized && tensor.row_length % CUDA_ROW_PADDING != 0;
             let padding = if padded {
                 (CUDA_ROW_PADDING - tensor.row_length % CUDA_ROW_PADDING) * tensor.bytes

@@ -10,7 +10,7 @@ use std::ops::{Deref, DerefMut};
 
 use super::allocator::{Reuse, TensorId};
 use super::builder::{contiguous_strides, layer_heads, replay, Batch, Builder, HostInputs, Router};
-use super::op_offload::OpOffload;
+use super::scheduler::Scheduler;
 use crate::kv::ContextGeometry;
 use crate::layers::LayerDevices;
 use crate::model::{ModelShape, RecurrentKind, RecurrentShape};
@@ -35,7 +35,7 @@ pub(super) fn compute_bytes(
     device: DeviceId,
     layers: &LayerDevices,
     g: &ContextGeometry,
-    (options, offload): (&PlacementOptions, &OpOffload),
+    (options, scheduler): (&PlacementOptions, &Scheduler),
 ) -> Option<u64> {
     let linear = model
         .attention
@@ -51,7 +51,7 @@ pub(super) fn compute_bytes(
         layers,
         g,
         options,
-        (HostInputs::Decoder, offload),
+        (HostInputs::Decoder, scheduler),
         |builder, held, holds_output| {
             let mut graph = HybridGraph {
                 builder,
@@ -585,8 +585,12 @@ mod tests {
     #[test]
     fn split_layers_give_each_device_its_own_smaller_graph() {
         let model = three_layers(TinyQwen3Next::with_linear_heads(3, 2048, 16, 32));
+        // The output on the host, computed there: no pipeline parallelism (its copies of every
+        // input would outgrow the whole graph) and no op offload.
         let options = PlacementOptions {
             tensor_split: vec![2.0, 1.0],
+            n_gpu_layers: Some(3),
+            op_offload: false,
             ..options(1, true)
         };
         let whole = compute_on_the_host(&model, &options);
