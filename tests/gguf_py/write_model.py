@@ -5,10 +5,10 @@ sparse file: `llama-fit-params` reads only the header.
 
 Usage: write_model.py GGUF_PY_DIR OUT.gguf SPEC_JSON
 
-SPEC_JSON keys: arch (gemma3, qwen2, qwen3, qwen3moe, llama, phi3, command-r, deepseek2, glm-dsa,
-gpt-oss, mamba, mamba2), n_vocab, n_embd, n_layer, n_head, n_head_kv, head_dim, n_ff, and optionally context_length,
-sliding_window (gemma3, gpt-oss), sliding_window_pattern (gemma3: a list of booleans, one per
-layer), experts, experts_used, expert_ff, expert_groups ([groups, groups kept]), tied (no output
+SPEC_JSON keys: arch (gemma, gemma2, gemma3, qwen2, qwen3, qwen3moe, llama, phi3, command-r,
+deepseek2, glm-dsa, gpt-oss, mamba, mamba2), n_vocab, n_embd, n_layer, n_head, n_head_kv, head_dim, n_ff, and optionally context_length,
+sliding_window (gemma2, gemma3, gpt-oss), sliding_window_pattern (gemma3: a list of booleans, one
+per layer), soft_caps (gemma2: [attention logits, final logits]), experts, experts_used, expert_ff, expert_groups ([groups, groups kept]), tied (no output
 tensor: the embedding is reused).
 deepseek2 (MLA, the cache holding the latent and the roped key) also takes mla = {q_lora_rank
 (0: one Q projection), kv_lora_rank, rope, nope, v_head}, dense_lead (leading layers with a
@@ -78,6 +78,9 @@ def describe(writer, gguf, spec) -> None:
     if spec["arch"] == "command-r":
         writer.add_layer_norm_eps(1e-5)
         writer.add_logit_scale(0.0625)
+    if "soft_caps" in spec:
+        writer.add_attn_logit_softcapping(spec["soft_caps"][0])
+        writer.add_final_logit_softcapping(spec["soft_caps"][1])
     writer.add_rope_freq_base(1_000_000.0)
     writer.add_file_type(gguf.LlamaFileType.MOSTLY_F16)
     if "sliding_window" in spec:
@@ -202,7 +205,7 @@ def tensors(gguf, spec):
                 (name(T.ATTN_Q_NORM, il), (spec["head_dim"],), np.float32),
                 (name(T.ATTN_K_NORM, il), (spec["head_dim"],), np.float32),
             ]
-        if arch == "gemma3":
+        if arch in ("gemma2", "gemma3"):
             out += [
                 (name(T.ATTN_POST_NORM, il), (e,), np.float32),
                 (name(T.FFN_POST_NORM, il), (e,), np.float32),

@@ -420,6 +420,39 @@ fn gemma3_with_many_narrow_heads_matches_llama_cpp() {
 }
 
 #[test]
+fn gemma2_with_soft_caps_and_a_window_on_every_other_layer_matches_llama_cpp() {
+    // Gemma 2 2B's layout (2 304 wide, 8 heads of 256 over 4, n_ff 9 216, a 4 096-token window
+    // on every other layer, the output tied, the logits and the scores without flash attention
+    // soft-capped) under its 256 000-token vocabulary.
+    assert_exact(json!({
+        "arch": "gemma2", "n_vocab": 256_000, "n_embd": 2304, "n_layer": 6, "n_head": 8,
+        "n_head_kv": 4, "head_dim": 256, "n_ff": 9216, "sliding_window": 4096,
+        "soft_caps": [50.0, 30.0], "tied": true,
+    }));
+}
+
+#[test]
+fn gemma2_with_wide_layers_matches_llama_cpp() {
+    // Gemma 2 9B's layers (3 584 wide, 16 heads of 256 over 8, n_ff 14 336) under a small
+    // vocabulary, so the layers lead.
+    assert_exact(json!({
+        "arch": "gemma2", "n_vocab": 32_000, "n_embd": 3584, "n_layer": 6, "n_head": 16,
+        "n_head_kv": 8, "head_dim": 256, "n_ff": 14_336, "sliding_window": 4096,
+        "soft_caps": [50.0, 30.0], "tied": true,
+    }));
+}
+
+#[test]
+fn gemma_of_the_first_version_matches_llama_cpp() {
+    // Gemma 2B's layout (2 048 wide, 8 heads of 256 over one KV head, n_ff 16 384, no window,
+    // no norms after the attention or the feed-forward) under a 256 000-token vocabulary.
+    assert_exact(json!({
+        "arch": "gemma", "n_vocab": 256_000, "n_embd": 2048, "n_layer": 6, "n_head": 8,
+        "n_head_kv": 1, "head_dim": 256, "n_ff": 16_384, "tied": true,
+    }));
+}
+
+#[test]
 fn the_real_gemma3_270m_matches_llama_cpp() {
     let script = repository().join("tests/fixtures/gemma3_270m.sh");
     let out = Command::new("bash").arg(&script).output().expect("bash");

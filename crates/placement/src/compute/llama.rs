@@ -23,9 +23,12 @@ struct Decoder {
     qkv_bias: bool,
     /// `qwen3`, `qwen3moe`, `gemma3`: Q and K RMS-normed per head before RoPE.
     qk_norm: bool,
-    /// `gemma3`: the embeddings and the queries scaled, an RMS norm after the attention and
-    /// after the feed-forward.
+    /// `gemma`, `gemma2`, `gemma3`: the embeddings and the queries scaled.
     gemma: bool,
+    /// `gemma2`, `gemma3`: an RMS norm after the attention and after the feed-forward. (Gemma
+    /// 2's soft caps on the scores and the logits, a scale, a tanh and a scale each, work in
+    /// place: they take no memory of their own.)
+    post_norms: bool,
     /// `phi3`: the queries scaled after RoPE, gate and up in one projection twice `n_ff` wide.
     phi: bool,
     /// `command-r`: layer norms, the attention and the feed-forward side by side on the same
@@ -50,6 +53,7 @@ fn decoder(model: &ModelShape) -> Option<Decoder> {
         qkv_bias: false,
         qk_norm: false,
         gemma: false,
+        post_norms: false,
         phi: false,
         parallel: false,
         fused_qkv,
@@ -82,9 +86,19 @@ fn decoder(model: &ModelShape) -> Option<Decoder> {
                 ..plain
             }
         }
+        "gemma" if model.experts.is_none() => Decoder {
+            gemma: true,
+            ..plain
+        },
+        "gemma2" if model.experts.is_none() => Decoder {
+            gemma: true,
+            post_norms: true,
+            ..plain
+        },
         "gemma3" if model.experts.is_none() => Decoder {
             qk_norm: true,
             gemma: true,
+            post_norms: true,
             ..plain
         },
         _ => return None,
@@ -177,7 +191,7 @@ fn layer(
         mixed = b.op(Reuse::Fresh, [n_embd, outputs, 1, 1], &[mixed, rows]);
         residual = b.op(Reuse::Fresh, [n_embd, outputs, 1, 1], &[residual, rows]);
     }
-    if decoder.gemma {
+    if decoder.post_norms {
         mixed = b.rms_norm(mixed);
     }
     let feed_forward_input = b.elementwise(mixed, &[residual]);
@@ -201,7 +215,7 @@ fn layer(
         // SwiGLU or (Gemma) GeGLU: the same tensors.
         None => b.dense_feed_forward(u64::from(model.n_ff), normed),
     };
-    if decoder.gemma {
+    if decoder.post_norms {
         feed_forward = b.rms_norm(feed_forward);
     }
     // Phi-3 adds the feed-forward to the residual (the residual first: its memory is reused).
