@@ -5,8 +5,7 @@ use serde::{Deserialize, Serialize};
 
 use super::ceiling::{ceiling_across, SpeedCeiling};
 use super::compute::{
-    cache_types_note, compute_estimate_note, flash_attention_note, host_experts_note,
-    host_layers_note,
+    cache_types_note, compute_estimate_note, flash_attention_note, host_layers_note,
 };
 use super::flags::{command_line, to_args_for, FlagError, Offload};
 use super::link::{rpc_servers, RemoteBox};
@@ -71,7 +70,6 @@ pub fn report_across(
         (options, plan, Vec::new())
     };
     notes.extend(compute_estimate_note(model));
-    notes.extend(host_experts_note(model, &plan, &options));
     notes.extend(host_layers_note(&plan, &options));
     notes.extend(flash_attention_note(model, &options));
     notes.extend(cache_types_note(model, &options));
@@ -260,25 +258,6 @@ mod tests {
         let parsed = parse_command(command).unwrap();
         let r = report(&model, "m.gguf", &gpus(1, 80 * GIB), &parsed.options, false).unwrap();
         r.notes.into_iter().find(|n| n.starts_with(opening))
-    }
-
-    #[test]
-    fn experts_left_in_host_memory_and_run_there_are_noted() {
-        let note = |command: &str| offload_note(command, "The routed experts");
-        let experts = r"-ot blk\.[4-7]\.ffn_.*_exps\.=CPU";
-        for run_on_the_host in ["-ub 16", "--no-op-offload"] {
-            let command = format!("llama-server -m m.gguf -ngl 99 {experts} {run_on_the_host}");
-            let moved = note(&command).expect("a note on the experts run on the CPU");
-            assert!(moved.contains("of 4 layers held by a GPU"), "{moved}");
-        }
-        // Op offload runs them on the GPU, as the plan replays it.
-        assert_eq!(
-            note(&format!("llama-server -m m.gguf -ngl 99 {experts}")),
-            None
-        );
-        assert_eq!(note("llama-server -m m.gguf -ngl 99 -ub 16"), None);
-        // Layers on the CPU with their experts: no GPU layer's experts are there.
-        assert_eq!(note("llama-server -m m.gguf -ngl 0 -ub 16"), None);
     }
 
     #[test]

@@ -136,10 +136,15 @@ struct Tensor {
     weight: bool,
     /// A weight whose readers run on another device ([`Graph::used_elsewhere`]).
     used_elsewhere: bool,
+    /// A weight in host memory whose readers run on the host ([`Graph::used_by_host`]).
+    used_by_host: bool,
     /// The first node after layers this graph does not hold ([`Graph::after_gap`]).
     after_gap: bool,
     /// Set by [`Graph::split_across_devices`]: the node runs on another device (or the host).
     elsewhere: bool,
+    /// The device whose layer made the tensor ([`Graph::made_for`]): a tensor of this buffer
+    /// read on several other devices is copied to each.
+    made_for: u32,
 }
 
 impl Tensor {
@@ -163,6 +168,8 @@ pub(crate) struct Graph {
     kept_until: Vec<(TensorId, TensorId)>,
     /// The next computed tensor made is the first after a gap ([`Graph::after_gap`]).
     gap_pending: bool,
+    /// The device whose layer is being built ([`Graph::made_for`]).
+    making_for: u32,
 }
 
 impl Graph {
@@ -176,10 +183,12 @@ impl Graph {
             stack: Vec::new(),
             kept_until: Vec::new(),
             gap_pending: false,
+            making_for: 0,
         }
     }
 
     fn push(&mut self, mut tensor: Tensor) -> TensorId {
+        tensor.made_for = self.making_for;
         if self.gap_pending && tensor.computed && tensor.view_of.is_none() {
             tensor.after_gap = true;
             self.gap_pending = false;
@@ -209,8 +218,10 @@ impl Graph {
             on_host: false,
             weight: false,
             used_elsewhere: false,
+            used_by_host: false,
             after_gap: false,
             elsewhere: false,
+            made_for: 0,
         })
     }
 
@@ -261,8 +272,10 @@ impl Graph {
             on_host: false,
             weight: false,
             used_elsewhere: false,
+            used_by_host: false,
             after_gap: false,
             elsewhere: false,
+            made_for: 0,
         })
     }
 
@@ -285,8 +298,10 @@ impl Graph {
             on_host: false,
             weight: false,
             used_elsewhere: false,
+            used_by_host: false,
             after_gap: false,
             elsewhere: false,
+            made_for: 0,
         })
     }
 
@@ -355,6 +370,17 @@ impl Graph {
         self.tensors[of.index()].used_elsewhere = true;
     }
 
+    /// The tensors made from now are for the layer of the device `device` (any number that
+    /// tells devices apart).
+    pub(crate) fn made_for(&mut self, device: u32) {
+        self.making_for = device;
+    }
+
+    /// The weight `of` is in host memory and what reads it runs on the host (no op offload).
+    pub(crate) fn used_by_host(&mut self, of: TensorId) {
+        self.tensors[of.index()].used_by_host = true;
+    }
+
     /// The next node made follows layers this graph does not hold: it runs where they ran
     /// (elsewhere) unless it reads a weight of this device's.
     pub(crate) fn after_gap(&mut self) {
@@ -373,12 +399,17 @@ impl Graph {
     /// split first reads them, and freed after its last reader. The graph's inputs, which the
     /// scheduler keeps on the host, come in the same way (with one split, as without op
     /// offload, that is all of them first). Nodes run elsewhere take no memory here.
-    pub(crate) fn split_across_devices(&mut self) {
-        let split_up = |t: &Tensor| t.host_copy > 0 || t.used_elsewhere;
+    /// `host`: this is the host's graph, which holds the graph's inputs itself.
+    pub(crate) fn split_across_devices(&mut self, host: bool) {
+        let split_up = |t: &Tensor| t.host_copy > 0 || t.used_elsewhere || t.used_by_host;
         if !self.tensors.iter().any(split_up) {
             return;
         }
         for leaf in std::mem::take(&mut self.leafs) {
+            if host {
+                self.leafs.push(leaf);
+                continue;
+            }
             let tensor = &mut self.tensors[leaf.index()];
             if tensor.input {
                 // Held by the host now: only its copies are in this buffer.
@@ -391,13 +422,17 @@ impl Graph {
             }
         }
         let nodes = std::mem::take(&mut self.nodes);
+        let places = self.place(&nodes, host);
         let mut order: Vec<TensorId> = Vec::with_capacity(nodes.len() * 2);
         // The split being gathered: its copies go before its nodes.
         let (mut copied_in, mut split): (Vec<TensorId>, Vec<TensorId>) = Default::default();
         // Each tensor's copy here, by index (made when a split first reads it).
         let mut copies: Vec<Option<TensorId>> = vec![None; self.tensors.len()];
-        let (mut after_elsewhere, mut here) = (false, true);
-        for node in nodes {
+        let mut after_elsewhere = false;
+        // What of this buffer has been copied out, and for which devices' layers (a bit each):
+        // a later reader there reads that copy.
+        let mut copied_out = vec![0u64; self.tensors.len()];
+        for (&node, place) in nodes.iter().zip(places) {
             if self.is_plain_view(node) {
                 // A view reads nothing: what reads it gets the copy (of the view).
                 let root = self.tensor(node).view_of.map(|r| self.tensor(r).elsewhere);
@@ -405,33 +440,30 @@ impl Graph {
                 split.push(node);
                 continue;
             }
-            if self.tensor(node).on_host {
-                after_elsewhere = true;
+            if place != Some(Place::Here) {
                 self.tensors[node.index()].elsewhere = true;
+                after_elsewhere = true;
+                let reader = 1u64 << self.tensor(node).made_for.min(63);
+                let sources = self.tensors[node.index()].sources;
+                let mut kept = Sources::NONE;
+                for &source in sources.as_slice() {
+                    let seen = &mut copied_out[source.index()];
+                    let first = *seen & reader == 0;
+                    *seen |= reader;
+                    if first || self.tensor(source).elsewhere {
+                        kept.ids[usize::from(kept.len)] = source;
+                        kept.len += 1;
+                    }
+                }
+                self.tensors[node.index()].sources = kept;
                 split.push(node);
                 continue;
-            }
-            if self.tensor(node).after_gap {
-                here = false;
             }
             let sources = self.tensors[node.index()].sources;
-            let reads = |wanted: fn(&Tensor) -> bool| {
-                sources.as_slice().iter().any(|&s| wanted(self.tensor(s)))
-            };
-            let reads_host_weight = reads(|t| t.host_copy > 0 && !t.host_cache);
-            here = if reads(|t| t.used_elsewhere) {
-                false
-            } else if reads_host_weight || reads(|t| t.weight) {
-                true
-            } else {
-                here
-            };
-            if !here {
-                self.tensors[node.index()].elsewhere = true;
-                after_elsewhere = true;
-                split.push(node);
-                continue;
-            }
+            let reads_host_weight = sources.as_slice().iter().any(|&s| {
+                let source = self.tensor(s);
+                source.host_copy > 0 && !source.host_cache
+            });
             if after_elsewhere || (reads_host_weight && !split.is_empty()) {
                 order.append(&mut copied_in);
                 order.append(&mut split);
@@ -459,6 +491,76 @@ impl Graph {
         order.append(&mut copied_in);
         order.append(&mut split);
         self.nodes = order;
+    }
+
+    /// Where each of `nodes` runs, as `ggml_backend_sched` assigns it (a view: `None`, it runs
+    /// where what it views is): first by the weight it reads (here for this device's or one
+    /// copied in from host memory, there for another device's) or the cache in host memory it
+    /// writes (the host); then the others by their neighbours, the devices' assignments
+    /// expanded down and up the graph, the host's only where no device's reached (the first
+    /// node after a gap follows the layers that ran elsewhere).
+    fn place(&self, nodes: &[TensorId], host: bool) -> Vec<Option<Place>> {
+        // The host's own backend, which the devices' expansion passes over.
+        let cpu = if host { Place::Here } else { Place::Host };
+        let mut places: Vec<Option<Place>> = nodes
+            .iter()
+            .map(|&node| {
+                let tensor = self.tensor(node);
+                if self.is_plain_view(node) {
+                    return None;
+                }
+                if tensor.on_host {
+                    return Some(Place::Host);
+                }
+                let reads = |wanted: fn(&Tensor) -> bool| {
+                    tensor
+                        .sources
+                        .as_slice()
+                        .iter()
+                        .any(|&s| wanted(self.tensor(s)))
+                };
+                if reads(|t| t.used_elsewhere) {
+                    Some(Place::There)
+                } else if reads(|t| t.used_by_host) {
+                    Some(Place::Host)
+                } else if reads(|t| t.weight || (t.host_copy > 0 && !t.host_cache)) {
+                    Some(Place::Here)
+                } else {
+                    None
+                }
+            })
+            .collect();
+        let expand = |places: &mut Vec<Option<Place>>, down: bool, devices_only: bool| {
+            let mut current: Option<Place> = None;
+            let count = nodes.len();
+            for step in 0..count {
+                let i = if down { step } else { count - 1 - step };
+                let node = nodes[i];
+                if self.is_plain_view(node) {
+                    continue;
+                }
+                // The first node after a gap follows the layers that ran elsewhere (met first
+                // in the first pass, before anything assigned it).
+                if down && devices_only && self.tensor(node).after_gap && places[i].is_none() {
+                    current = Some(Place::There);
+                }
+                match places[i] {
+                    Some(place) if devices_only && place == cpu => current = None,
+                    Some(place) => current = Some(place),
+                    None => places[i] = current,
+                }
+            }
+        };
+        expand(&mut places, true, true);
+        expand(&mut places, false, true);
+        expand(&mut places, true, false);
+        expand(&mut places, false, false);
+        for (place, &node) in places.iter_mut().zip(nodes) {
+            if place.is_none() && !self.is_plain_view(node) {
+                *place = Some(Place::Here);
+            }
+        }
+        places
     }
 
     /// The scheduler's copy of `source` (`ggml_dup_tensor_layout`), `bytes` large: its layout
@@ -671,8 +773,10 @@ impl Graph {
                 on_host: false,
                 weight: false,
                 used_elsewhere: false,
+                used_by_host: false,
                 after_gap: false,
                 elsewhere: false,
+                made_for: 0,
             });
             self.kept_until.push((until, dependency));
         }
@@ -740,6 +844,14 @@ struct Slot {
     views: u32,
     allocated: bool,
     offset: u64,
+}
+
+/// Where a node runs, from one device's graph: on it, on another device, or on the host.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Place {
+    Here,
+    There,
+    Host,
 }
 
 /// The free list of one buffer (`ggml_dyn_tallocr` with a single chunk, as on the CPU and on any
@@ -1055,7 +1167,7 @@ mod tests {
         graph.expand(b);
         graph.in_host_memory(w1, 4 * KIB, false);
         graph.in_host_memory(w2, 4 * KIB, false);
-        graph.split_across_devices();
+        graph.split_across_devices(false);
         // w1's copy and x's (one split, in the order a reads them), then a; then w2's copy (a
         // split of its own), then b.
         let bytes: Vec<u64> = graph.nodes.iter().map(|&n| graph.bytes(n)).collect();
@@ -1079,10 +1191,14 @@ mod tests {
         graph.in_host_memory(cache, 2 * KIB, true);
         let scaled = kib(&mut graph, Reuse::Fresh, &[x]);
         let scores = kib(&mut graph, Reuse::Fresh, &[cache, scaled]);
+        // A weight of this device's read last: the scheduler's expansion up from it runs the
+        // nodes after the write here, not on the host.
+        let own = graph.weight(Element::F32, [256, 1, 1, 1]);
+        let out = kib(&mut graph, Reuse::Fresh, &[own, scores]);
         graph.expand(written);
-        graph.expand(scores);
+        graph.expand(out);
         graph.in_host_memory(w, 4 * KIB, false);
-        graph.split_across_devices();
+        graph.split_across_devices(false);
         // After the write on the host, the next split begins at `scaled`: the cache's copy
         // (2 KiB) goes before it, not before `scores`.
         let order: Vec<u64> = graph.nodes.iter().map(|&n| graph.bytes(n)).collect();

@@ -71,10 +71,7 @@ pub(super) fn replay(
     );
     // With op offload the host's layers (and output) run on the first GPU, built there.
     let runs_here = |on: DeviceId, il: usize| {
-        on == device
-            || from_host
-                .as_ref()
-                .is_some_and(|h| matches!(h.reads(il), FromHost::Everything | FromHost::Foreign))
+        on == device || from_host.as_ref().is_some_and(|h| h.reads(il).built_here())
     };
     let taken_from_host = host && offload.takes_host_layers(tokens);
     let held: Vec<usize> = (0..layers.layers.len())
@@ -96,6 +93,13 @@ pub(super) fn replay(
             .and_then(|&il| il.checked_sub(1))
             .is_some_and(after_device);
     builder.host_weights = from_host;
+    builder.layer_holders = (layers.layers.iter().chain([&layers.output]))
+        .map(|&d| match d {
+            DeviceId::Cpu => 0,
+            DeviceId::Gpu(n) => n.saturating_add(1).min(31),
+            DeviceId::Rpc(n) => n.saturating_add(32).min(63),
+        })
+        .collect();
     // The end of the host's last layer before this device's first runs here: the scheduler
     // gives the operations after its last weight to the next device. That layer is built too,
     // and handed over up to there.
@@ -232,6 +236,8 @@ pub(super) struct Builder {
     arrived_norm: Option<TensorId>,
     /// The copies the scheduler keeps of each input (pipeline parallelism: 4).
     input_copies: u32,
+    /// Each layer's device (the output's last), as numbers that tell devices apart.
+    layer_holders: Vec<u32>,
     /// A model with sliding-window layers: its attention is built over the interleaved caches.
     interleaved_window: bool,
     /// Where each built layer's tensors begin ([`Graph::tensor_count`] when it began).
@@ -300,6 +306,7 @@ impl Builder {
             normed_arrives: false,
             arrived_norm: None,
             input_copies: 1,
+            layer_holders: Vec::new(),
             interleaved_window: model.attention.sliding_window.is_some()
                 && model.attention.swa_layers.contains(&true),
             layer_starts: Vec::new(),
@@ -310,20 +317,40 @@ impl Builder {
     pub(super) fn begin_layer(&mut self, il: usize) {
         self.follow(il);
         self.layer = il;
+        self.graph
+            .made_for(self.layer_holders.get(il).copied().unwrap_or(0));
         self.layer_starts.push(self.graph.tensor_count());
     }
 
     /// In another device's layer (built here for its experts), its attention over `normed`,
     /// all of which runs there: one stand-in result of the layer's width, made there; `None`
     /// in a layer this graph runs.
-    pub(super) fn attention_elsewhere(&mut self, normed: TensorId) -> Option<TensorId> {
-        if self.reads_from_host() != FromHost::Foreign {
+    pub(super) fn attention_elsewhere(
+        &mut self,
+        normed: TensorId,
+        indexer: Option<IndexerInputs>,
+    ) -> Option<TensorId> {
+        if !self.reads_from_host().another_devices() {
             return None;
         }
         let theirs = self.graph.weight(Element::F32, [1, 1, 1, 1]);
         self.graph.used_elsewhere(theirs);
+        // It reads the attention's inputs (the host's copies go to that device then).
+        let mut sources = vec![normed, theirs];
+        if let Some(indexer) = indexer {
+            sources.extend([indexer.rotation, indexer.key_rows, indexer.mask]);
+        }
+        for inputs in [self.attention, self.window_attention]
+            .into_iter()
+            .flatten()
+        {
+            sources.extend([inputs.positions, inputs.key_rows, inputs.mask]);
+            sources.extend(inputs.value_rows);
+            sources.extend(inputs.key_rotation);
+            sources.extend(inputs.value_rotation);
+        }
         let ne = [self.n_embd, self.batch.tokens, 1, 1];
-        Some(self.op(Reuse::Fresh, ne, &[normed, theirs]))
+        Some(self.op(Reuse::Fresh, ne, &sources))
     }
 
     /// A device's last layer's output `cur`, which the next device reads: it stays here until
@@ -344,6 +371,8 @@ impl Builder {
         if let Some(host) = &self.host_weights {
             self.follow(host.layer_count());
         }
+        self.graph
+            .made_for(self.layer_holders.last().copied().unwrap_or(0));
         self.layer = usize::MAX;
     }
 
@@ -518,7 +547,7 @@ impl Builder {
         let zeros_shape = [1, top_k, per_stream, streams];
         // In another device's layer (built here for its experts) the zeros are that device's.
         let zeros = match self.reads_from_host() {
-            FromHost::Foreign => self.graph.external(Element::F32, zeros_shape),
+            read if read.another_devices() => self.graph.external(Element::F32, zeros_shape),
             _ => self.graph.scratch(Element::F32, zeros_shape),
         };
         let zeros = self.op(Reuse::InPlace, zeros_shape, &[zeros]);
@@ -585,7 +614,7 @@ impl Builder {
             LayerInput::Tokens(ids) => {
                 let table = self
                     .graph
-                    .external(Element::F32, [n_embd, self.n_vocab, 1, 1]);
+                    .weight(Element::F32, [n_embd, self.n_vocab, 1, 1]);
                 let embedded = self.op(Reuse::Fresh, [n_embd, tokens, 1, 1], &[table, ids]);
                 // `build_inp_embd` expands the lookup at once (`ggml_build_forward_select`):
                 // it comes before a first layer's recurrent state, which its layer expands
@@ -703,7 +732,8 @@ impl Builder {
         } else if self.backend != GraphBackend::Host {
             self.graph.place_scratch_first();
         }
-        self.graph.split_across_devices();
+        self.graph
+            .split_across_devices(self.backend == GraphBackend::Host);
         allocator::reserve(&self.graph, ALIGNMENT)
     }
 
@@ -720,7 +750,7 @@ impl Builder {
         let weight = self.graph.weight(Element::F32, ne);
         match self.reads_from_host() {
             FromHost::Everything => self.copy_weight_from_host(weight, ne.iter().product()),
-            FromHost::Foreign => self.graph.used_elsewhere(weight),
+            read if read.another_devices() => self.graph.used_elsewhere(weight),
             _ => {}
         }
         weight
@@ -1283,8 +1313,9 @@ impl Builder {
         let ne = self.graph.extents(x);
         let weight = self.graph.weight(Element::F32, [ne[0], rows, 1, 1]);
         match self.reads_from_host() {
-            FromHost::Nothing => {}
-            FromHost::ExpertsElsewhere => self.graph.used_elsewhere(weight),
+            FromHost::Nothing | FromHost::DeviceExpertsHere => {}
+            FromHost::ExpertsElsewhere | FromHost::Device => self.graph.used_elsewhere(weight),
+            FromHost::ExpertsOnTheHost => self.graph.used_by_host(weight),
             _ => {
                 let elements = ne[0] * rows * self.expert_count;
                 self.copy_weight_from_host(weight, elements);

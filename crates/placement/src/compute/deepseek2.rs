@@ -259,7 +259,8 @@ fn attention(
     } = *latent;
     let head = nope + rope;
     let normed = b.rms_norm(input);
-    if let Some(elsewhere) = b.attention_elsewhere(normed) {
+    let indexer = sparse.as_ref().map(|s| s.inputs);
+    if let Some(elsewhere) = b.attention_elsewhere(normed, indexer) {
         // A selection made there reaches a later layer here as a copy.
         if let Some(sparse) = sparse.filter(|s| s.indexer.selects(il)) {
             sparse.selected = None;

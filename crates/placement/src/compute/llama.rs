@@ -177,7 +177,7 @@ fn layer(
         b.rms_norm(input)
     };
     let n_embd = b.n_embd;
-    let mut mixed = match b.attention_elsewhere(normed) {
+    let mut mixed = match b.attention_elsewhere(normed, None) {
         Some(elsewhere) => elsewhere,
         None => attention(b, model, decoder, il, normed, options, g),
     };

@@ -27,7 +27,7 @@ pub(crate) use scheduler::Scheduler;
 
 use super::kv::{self, ContextGeometry};
 use super::layers::LayerDevices;
-use super::model::{ModelShape, RecurrentKind, TensorRole};
+use super::model::{ModelShape, RecurrentKind};
 use super::options::{DeviceId, PlacementOptions};
 use super::plan::Plan;
 
@@ -118,57 +118,6 @@ pub(crate) fn cache_types_note(model: &ModelShape, options: &PlacementOptions) -
     Some(format!(
         "llama.cpp refuses to start with this cache: this {} model caches K and V as one (MLA), so -ctk and -ctv must be the same type (here {k} and {v}): set both to {k}, or both to {v}.",
         model.architecture
-    ))
-}
-
-/// When the plan leaves the routed experts of layers a GPU holds in host memory (`-ot …=CPU`,
-/// `-ncmoe`, or the automatic placement) and they run on the CPU (a micro-batch under the
-/// op-offload threshold, or `--no-op-offload`), the line a plan shows: the host's compute buffer
-/// then holds their intermediate tensors, which the replay does not build (it counts them on the
-/// GPU); `None` otherwise (op offload runs them on the GPU, as the replay builds).
-pub(crate) fn host_experts_note(
-    model: &ModelShape,
-    plan: &Plan,
-    options: &PlacementOptions,
-) -> Option<String> {
-    let offloaded =
-        options.op_offload && u64::from(options.ubatch.min(options.batch)) >= op_offload::MIN_BATCH;
-    if offloaded
-        || !plan
-            .devices
-            .iter()
-            .any(|d| matches!(d.spec.id, DeviceId::Gpu(_)))
-    {
-        return None;
-    }
-    let mut holder: Vec<Option<DeviceId>> = vec![None; model.n_layer as usize];
-    for device in &plan.devices {
-        for &il in &device.usage.layers {
-            if let Some(slot) = holder.get_mut(il as usize) {
-                *slot = Some(device.spec.id);
-            }
-        }
-    }
-    let mut layers: Vec<u32> = model
-        .tensors
-        .iter()
-        .zip(&plan.tensor_devices)
-        .filter(|(t, &device)| t.role == TensorRole::Experts && device == DeviceId::Cpu)
-        .filter_map(|(t, _)| {
-            let il = t.layer?;
-            let held_by = holder.get(il as usize).copied().flatten()?;
-            held_by.is_offload().then_some(il)
-        })
-        .collect();
-    layers.sort_unstable();
-    layers.dedup();
-    if layers.is_empty() {
-        return None;
-    }
-    Some(format!(
-        "The routed experts of {} layers held by a GPU are in host memory, and at this micro-batch (under {} tokens, or with --no-op-offload) llama.cpp runs them on the CPU: the host's compute buffer then holds their intermediate tensors, which the figures here count on the GPU instead (measured on an H200 with two layers' experts of a qwen3moe at -ub 512 and --no-op-offload: the host's buffer 80.01 MiB where the plan has 16.01); leave that margin in host memory, or check with llama.cpp's dry run.",
-        layers.len(),
-        op_offload::MIN_BATCH
     ))
 }
 

@@ -88,9 +88,9 @@ pub(super) fn reads_from_host(
     offload: &OpOffload,
     tokens: u64,
 ) -> Option<Vec<FromHost>> {
-    let target = offload
-        .target
-        .filter(|_| offload.takes_host_layers(tokens))?;
+    let Some(target) = offload.target.filter(|_| offload.takes_host_layers(tokens)) else {
+        return experts_run_on_the_host(device, layers, offload);
+    };
     if device == DeviceId::Cpu {
         return None;
     }
@@ -116,6 +116,60 @@ pub(super) fn reads_from_host(
     (!reads.iter().all(|&r| r == FromHost::Nothing)).then_some(reads)
 }
 
+/// Without op offload for this batch, routed experts in host memory under a device's layer run
+/// on the host: the device's graph leaves them to it, and the host's is the whole graph, its
+/// own layers and the experts it runs for the devices here, the rest on them.
+fn experts_run_on_the_host(
+    device: DeviceId,
+    layers: &LayerDevices,
+    offload: &OpOffload,
+) -> Option<Vec<FromHost>> {
+    if offload.host_experts.is_empty() {
+        return None;
+    }
+    let host_runs = |il: usize| offload.host_experts.contains(&(il as u32));
+    let mut reads: Vec<FromHost> = layers
+        .layers
+        .iter()
+        .enumerate()
+        .map(|(il, &holder)| match (device, holder) {
+            (DeviceId::Cpu, DeviceId::Cpu) => FromHost::Nothing,
+            (DeviceId::Cpu, _) if host_runs(il) => FromHost::DeviceExpertsHere,
+            (DeviceId::Cpu, _) => FromHost::Device,
+            (_, holder) if holder == device && host_runs(il) => FromHost::ExpertsOnTheHost,
+            _ => FromHost::Nothing,
+        })
+        .collect();
+    reads.push(match (device, layers.output) {
+        (DeviceId::Cpu, DeviceId::Cpu) => FromHost::Nothing,
+        (DeviceId::Cpu, _) => FromHost::Device,
+        _ => FromHost::Nothing,
+    });
+    (!reads.iter().all(|&r| r == FromHost::Nothing)).then_some(reads)
+}
+
+impl FromHost {
+    /// Whether the graph builds the layer though this device does not hold it.
+    pub(super) fn built_here(self) -> bool {
+        matches!(
+            self,
+            FromHost::Everything
+                | FromHost::Foreign
+                | FromHost::Device
+                | FromHost::DeviceExpertsHere
+        )
+    }
+
+    /// Whether the layer is another device's: its weights (but the experts run here) are used
+    /// there.
+    pub(super) fn another_devices(self) -> bool {
+        matches!(
+            self,
+            FromHost::Foreign | FromHost::Device | FromHost::DeviceExpertsHere
+        )
+    }
+}
+
 /// What a device's graph reads of one layer from host memory.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub(super) enum FromHost {
@@ -129,6 +183,13 @@ pub(super) enum FromHost {
     /// Another device's layer, whose routed experts (and what follows them up to the next
     /// weight of that device) run here.
     Foreign,
+    /// The routed experts of a layer this device holds, run on the host (no op offload).
+    ExpertsOnTheHost,
+    /// In the host's graph: a device's layer, all of it run there.
+    Device,
+    /// In the host's graph: a device's layer whose routed experts (in host memory) the host
+    /// runs.
+    DeviceExpertsHere,
 }
 
 /// What one device's graph reads from host memory, layer by layer (the output as layer
