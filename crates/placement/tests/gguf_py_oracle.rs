@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use rigdeck_placement::from_gguf::load_shape;
-use rigdeck_placement::plan::{plan, DeviceSpec};
+use rigdeck_placement::plan::{plan, DeviceSpec, Plan};
 use rigdeck_placement::{DeviceId, KvType, PlacementOptions, RpcServer, TensorOverride};
 use serde_json::{json, Value};
 
@@ -1249,20 +1249,12 @@ fn across_two_devices_the_plan_is_llama_cpps() {
             let planned = plan(&shape, &rig, &options).unwrap_or_else(|e| panic!("{e}"));
             let theirs = devices_compute(&path, &servers, &options, ngl);
             let ids = [DeviceId::Rpc(0), DeviceId::Rpc(1), DeviceId::Cpu];
-            for (id, theirs) in ids.into_iter().zip(theirs) {
-                let ours = planned
-                    .device(id)
-                    .expect("the device")
-                    .usage
-                    .compute_estimate_bytes as f64
-                    / MIB as f64;
-                if (ours - theirs).abs() > EXACT {
-                    missed.push(format!(
-                        "{} -fa {flash} -ngl {ngl} -ts {first_share},1 -np {parallel}, {id:?}: planned {ours:.2} MiB, llama.cpp {theirs} MiB",
-                        spec["arch"]
-                    ));
-                }
-            }
+            let run = format!(
+                "{} -fa {flash} -ngl {ngl} -ts {first_share},1 -np {parallel}",
+                spec["arch"]
+            );
+            let figures = ids.into_iter().zip(theirs.into_iter().map(Some));
+            missed.extend(misses_per_device(&planned, figures, &run, "llama.cpp"));
         }
     }
     assert!(missed.is_empty(), "{}", missed.join("\n"));
@@ -1312,20 +1304,10 @@ fn experts_in_host_memory_under_a_lent_device_run_on_the_host_as_planned() {
             let planned = plan(&shape, &rig, &options).unwrap_or_else(|e| panic!("{e}"));
             let ot = format!("{pattern}=CPU");
             let theirs = devices_compute_with(&path, &servers, &options, ngl, &["-ot", &ot]);
-            for (id, theirs) in [DeviceId::Rpc(0), DeviceId::Cpu].into_iter().zip(theirs) {
-                let ours = planned
-                    .device(id)
-                    .expect("the device")
-                    .usage
-                    .compute_estimate_bytes as f64
-                    / MIB as f64;
-                if (ours - theirs).abs() > EXACT {
-                    missed.push(format!(
-                        "{} -fa {flash} -ngl {ngl} -ot {ot}, {id:?}: planned {ours:.2} MiB, llama.cpp {theirs} MiB",
-                        spec["arch"]
-                    ));
-                }
-            }
+            let run = format!("{} -fa {flash} -ngl {ngl} -ot {ot}", spec["arch"]);
+            let ids = [DeviceId::Rpc(0), DeviceId::Cpu];
+            let figures = ids.into_iter().zip(theirs.into_iter().map(Some));
+            missed.extend(misses_per_device(&planned, figures, &run, "llama.cpp"));
         }
     }
     assert!(missed.is_empty(), "{}", missed.join("\n"));
@@ -1448,6 +1430,33 @@ fn gpu_check_shapes() -> [PlacementOptions; 5] {
     ]
 }
 
+/// For each device and llama.cpp's figure for it (MiB; `None`: not one to check), a line when
+/// `planned`'s compute buffer there is not that figure to the hundredth; `run` names the run,
+/// `source` where the figure comes from.
+fn misses_per_device(
+    planned: &Plan,
+    figures: impl IntoIterator<Item = (DeviceId, Option<f64>)>,
+    run: &str,
+    source: &str,
+) -> Vec<String> {
+    let mut missed = Vec::new();
+    for (id, theirs) in figures {
+        let Some(theirs) = theirs else { continue };
+        let ours = planned
+            .device(id)
+            .expect("the device")
+            .usage
+            .compute_estimate_bytes as f64
+            / MIB as f64;
+        if (ours - theirs).abs() > EXACT {
+            missed.push(format!(
+                "{run}, {id:?}: planned {ours:.2} MiB, {source} {theirs} MiB"
+            ));
+        }
+    }
+    missed
+}
+
 /// A command and llama.cpp's compute buffers for it: CUDA0's, and the host's where it is the
 /// plan's to check.
 type Recorded = (String, (f64, Option<f64>));
@@ -1542,21 +1551,13 @@ fn with_weights_in_host_memory_on_a_cuda_gpu_the_plan_is_what_llama_cpp_reserved
                 .options;
             let planned = plan(&shape, &rig, &options).unwrap_or_else(|e| panic!("{e}"));
             let figures = [(DeviceId::Gpu(0), Some(cuda0)), (DeviceId::Cpu, host)];
-            for (id, theirs) in figures {
-                let Some(theirs) = theirs else { continue };
-                let ours = planned
-                    .device(id)
-                    .expect("the device")
-                    .usage
-                    .compute_estimate_bytes as f64
-                    / MIB as f64;
-                if (ours - theirs).abs() > EXACT {
-                    missed.push(format!(
-                        "{} `{command}`, {id:?}: planned {ours:.2} MiB, llama.cpp on the H200 {theirs} MiB",
-                        spec["arch"]
-                    ));
-                }
-            }
+            let run = format!("{} `{command}`", spec["arch"]);
+            missed.extend(misses_per_device(
+                &planned,
+                figures,
+                &run,
+                "llama.cpp on the H200",
+            ));
         }
     }
     assert!(missed.is_empty(), "{}", missed.join("\n"));
@@ -1623,20 +1624,17 @@ fn on_a_cuda_gpu_the_plan_is_what_llama_cpp_reserved_on_an_h200() {
         let shape = load_shape(&path).unwrap_or_else(|e| panic!("{e}")).shape;
         for (options, (cuda0, host)) in gpu_check_shapes().into_iter().zip(figures) {
             let planned = plan(&shape, &rig, &options).unwrap_or_else(|e| panic!("{e}"));
-            for (id, theirs) in [(DeviceId::Gpu(0), cuda0), (DeviceId::Cpu, host)] {
-                let ours = planned
-                    .device(id)
-                    .expect("the device")
-                    .usage
-                    .compute_estimate_bytes as f64
-                    / MIB as f64;
-                if (ours - theirs).abs() > EXACT {
-                    missed.push(format!(
-                        "{} -fa {} -ub {} -ctk {:?}, {id:?}: planned {ours:.2} MiB, llama.cpp on the H200 {theirs} MiB",
-                        spec["arch"], options.flash_attention, options.ubatch, options.cache_type_k
-                    ));
-                }
-            }
+            let figures = [(DeviceId::Gpu(0), Some(cuda0)), (DeviceId::Cpu, Some(host))];
+            let run = format!(
+                "{} -fa {} -ub {} -ctk {:?}",
+                spec["arch"], options.flash_attention, options.ubatch, options.cache_type_k
+            );
+            missed.extend(misses_per_device(
+                &planned,
+                figures,
+                &run,
+                "llama.cpp on the H200",
+            ));
         }
     }
     assert!(missed.is_empty(), "{}", missed.join("\n"));

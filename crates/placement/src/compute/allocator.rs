@@ -148,6 +148,30 @@ struct Tensor {
 }
 
 impl Tensor {
+    /// A leaf of `layout` that nothing marks: every flag off, no sources, no extra bytes.
+    fn of(layout: Layout) -> Tensor {
+        Tensor {
+            layout,
+            computed: false,
+            reuse: Reuse::Fresh,
+            view_of: None,
+            external: false,
+            input: false,
+            output: false,
+            sources: Sources::NONE,
+            extra_bytes: 0,
+            host_copy: 0,
+            host_cache: false,
+            on_host: false,
+            weight: false,
+            used_elsewhere: false,
+            used_by_host: false,
+            after_gap: false,
+            elsewhere: false,
+            made_for: 0,
+        }
+    }
+
     /// What the allocator places for the tensor: its bytes and the backend's extra.
     fn allocated_bytes(&self) -> u64 {
         self.layout.bytes().saturating_add(self.extra_bytes)
@@ -204,24 +228,9 @@ impl Graph {
 
     fn leaf(&mut self, element: Element, ne: [u64; 4], external: bool, input: bool) -> TensorId {
         self.push(Tensor {
-            layout: Layout::contiguous(element, ne),
-            computed: false,
-            reuse: Reuse::Fresh,
-            view_of: None,
             external,
             input,
-            output: false,
-            sources: Sources::NONE,
-            extra_bytes: 0,
-            host_copy: 0,
-            host_cache: false,
-            on_host: false,
-            weight: false,
-            used_elsewhere: false,
-            used_by_host: false,
-            after_gap: false,
-            elsewhere: false,
-            made_for: 0,
+            ..Tensor::of(Layout::contiguous(element, ne))
         })
     }
 
@@ -258,24 +267,10 @@ impl Graph {
         sources: &[TensorId],
     ) -> TensorId {
         self.push(Tensor {
-            layout: Layout::contiguous(element, ne),
             computed: true,
             reuse,
-            view_of: None,
-            external: false,
-            input: false,
-            output: false,
             sources: Sources::of(sources),
-            extra_bytes: 0,
-            host_copy: 0,
-            host_cache: false,
-            on_host: false,
-            weight: false,
-            used_elsewhere: false,
-            used_by_host: false,
-            after_gap: false,
-            elsewhere: false,
-            made_for: 0,
+            ..Tensor::of(Layout::contiguous(element, ne))
         })
     }
 
@@ -284,24 +279,10 @@ impl Graph {
     fn view_with(&mut self, of: TensorId, layout: Layout, sources: &[TensorId]) -> TensorId {
         let root = self.tensor(of).view_of.unwrap_or(of);
         self.push(Tensor {
-            layout,
             computed: true,
-            reuse: Reuse::Fresh,
             view_of: Some(root),
-            external: false,
-            input: false,
-            output: false,
             sources: Sources::of(sources),
-            extra_bytes: 0,
-            host_copy: 0,
-            host_cache: false,
-            on_host: false,
-            weight: false,
-            used_elsewhere: false,
-            used_by_host: false,
-            after_gap: false,
-            elsewhere: false,
-            made_for: 0,
+            ..Tensor::of(layout)
         })
     }
 
@@ -759,24 +740,10 @@ impl Graph {
     pub(crate) fn keep_until(&mut self, kept: &[TensorId], until: TensorId) {
         for chunk in kept.chunks(MAX_SOURCES) {
             let dependency = self.push(Tensor {
-                layout: Layout::contiguous(Element::F32, [0, 1, 1, 1]),
                 computed: true,
-                reuse: Reuse::Fresh,
-                view_of: None,
                 external: true,
-                input: false,
-                output: false,
                 sources: Sources::of(chunk),
-                extra_bytes: 0,
-                host_copy: 0,
-                host_cache: false,
-                on_host: false,
-                weight: false,
-                used_elsewhere: false,
-                used_by_host: false,
-                after_gap: false,
-                elsewhere: false,
-                made_for: 0,
+                ..Tensor::of(Layout::contiguous(Element::F32, [0, 1, 1, 1]))
             });
             self.kept_until.push((until, dependency));
         }

@@ -149,11 +149,6 @@ pub(super) fn replay(
     Some(built.reserve())
 }
 
-/// The output's index among [`HostWeights`]' layers: after the last layer.
-fn host_output_layer(host: &HostWeights) -> usize {
-    host.layer_count()
-}
-
 /// The rows whose logits the reserved batch computes: `min(n_ctx, ubatch)`.
 fn batch_outputs(g: &ContextGeometry, options: &PlacementOptions) -> u64 {
     u64::from(options.ubatch.min(options.batch).max(1)).min(g.n_ctx.max(1))
@@ -228,6 +223,8 @@ pub(super) struct Builder {
     /// output as layer `n_layer`).
     host_weights: Option<HostWeights>,
     layer: usize,
+    /// The model's layers: the output's index as a "layer".
+    n_layer: usize,
     /// Routed experts per layer (the first dimension of an experts tensor past its matrix).
     expert_count: u64,
     /// The first held layer follows another device's (not the host's): that device ran its
@@ -302,6 +299,7 @@ impl Builder {
             backend,
             host_weights: None,
             layer: 0,
+            n_layer: model.n_layer as usize,
             expert_count: u64::from(model.experts.map_or(0, |e| e.count)),
             normed_arrives: false,
             arrived_norm: None,
@@ -368,12 +366,11 @@ impl Builder {
 
     /// The output's tensors follow (its weights are the model's last "layer").
     pub(super) fn begin_output(&mut self) {
-        if let Some(host) = &self.host_weights {
-            self.follow(host.layer_count());
-        }
+        let output = self.n_layer;
+        self.follow(output);
         self.graph
-            .made_for(self.layer_holders.last().copied().unwrap_or(0));
-        self.layer = usize::MAX;
+            .made_for(self.layer_holders.get(output).copied().unwrap_or(0));
+        self.layer = output;
     }
 
     /// Layer `il` is built next: when the layer before it is not in this graph (it ran on
@@ -388,7 +385,6 @@ impl Builder {
     /// What this graph reads from host memory of the layer being built.
     fn reads_from_host(&self) -> FromHost {
         match &self.host_weights {
-            Some(host) if self.layer == usize::MAX => host.reads(host_output_layer(host)),
             Some(host) => host.reads(self.layer),
             None => FromHost::Nothing,
         }
@@ -759,11 +755,7 @@ impl Builder {
     /// `weight` (of `elements`) is read from host memory: a copy of it comes in.
     fn copy_weight_from_host(&mut self, weight: TensorId, elements: u64) {
         if let Some(host) = &self.host_weights {
-            let layer = match self.layer {
-                usize::MAX => host_output_layer(host),
-                il => il,
-            };
-            let bytes = host.weight_bytes(layer, elements);
+            let bytes = host.weight_bytes(self.layer, elements);
             self.graph.in_host_memory(weight, bytes, false);
         }
     }

@@ -246,11 +246,6 @@ impl HostWeights {
         })
     }
 
-    /// The layers, the output's index.
-    pub(super) fn layer_count(&self) -> usize {
-        self.reads.len().saturating_sub(1)
-    }
-
     /// What the graph reads of `layer` from host memory.
     pub(super) fn reads(&self, layer: usize) -> FromHost {
         self.reads.get(layer).copied().unwrap_or(FromHost::Nothing)

@@ -115,14 +115,7 @@ async fn start_again(state: &AppState, gangs: &Gangs, name: &str) {
 
 /// The profile `name` started as a gang.
 async fn start_by_name(state: &AppState, name: &str) -> ApiResult<Json<Value>> {
-    let store = state.store.as_ref().ok_or_else(|| {
-        ApiError::new(
-            StatusCode::SERVICE_UNAVAILABLE,
-            "no_database",
-            "the database could not be opened",
-        )
-    })?;
-    let profile = store
+    let profile = super::instances::store(state)?
         .launch_profile(name)
         .await
         .map_err(super::instances::store_error)?;

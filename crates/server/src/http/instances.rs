@@ -32,7 +32,7 @@ use super::AppState;
 
 type ApiResult<T> = Result<T, ApiError>;
 
-fn store(state: &AppState) -> ApiResult<&Store> {
+pub(super) fn store(state: &AppState) -> ApiResult<&Store> {
     state.store.as_ref().ok_or_else(no_database)
 }
 
