@@ -5,7 +5,7 @@ sparse file: `llama-fit-params` reads only the header.
 
 Usage: write_model.py GGUF_PY_DIR OUT.gguf SPEC_JSON
 
-SPEC_JSON keys: arch (gemma, gemma2, gemma3, qwen2, qwen3, qwen3moe, llama, phi3, command-r,
+SPEC_JSON keys: arch (gemma, gemma2, gemma3, gemma4, qwen2, qwen3, qwen3moe, llama, phi3, command-r,
 deepseek2, glm-dsa, gpt-oss, mamba, mamba2), n_vocab, n_embd, n_layer, n_head, n_head_kv, head_dim, n_ff, and optionally context_length,
 sliding_window (gemma2, gemma3, gpt-oss), sliding_window_pattern (gemma3: a list of booleans, one
 per layer), soft_caps (gemma2: [attention logits, final logits]), experts, experts_used, expert_ff, expert_groups ([groups, groups kept]), tied (no output
@@ -30,6 +30,12 @@ norms over dt, B and C, weightless)} (n_head, n_head_kv, head_dim and n_ff are u
 mamba2 takes ssm = {d_conv, d_inner, d_state, dt_rank (the heads), n_group}: one projection to
 z, x, B, C and dt, the convolution over x, B and C, per-head A, D and dt bias, the gated output's
 norm over each group.
+gemma4 takes head_dim and n_head_kv for its full-attention layers and head_dim_swa and n_head_kv_swa
+for its sliding ones, sliding_window and sliding_window_pattern (required), k_eq_v (the full
+layers have no V projection: V is K's, as Gemma 4's larger models), and optionally experts,
+experts_used, expert_ff (every layer's routed experts beside its dense feed-forward, n_ff wide, as
+the 26B-A4B), fused_gate_up (one ffn_gate_up_exps per layer), expert_scales (a per-expert scale on
+the down projection), layer_scale (a scalar per layer) and soft_caps ([0, final logits]).
 """
 
 import json
@@ -59,7 +65,8 @@ def describe(writer, gguf, spec) -> None:
     writer.add_block_count(spec["n_layer"])
     writer.add_feed_forward_length(spec["n_ff"])
     writer.add_head_count(spec["n_head"])
-    writer.add_head_count_kv(spec["n_head_kv"])
+    if spec["arch"] != "gemma4":
+        writer.add_head_count_kv(spec["n_head_kv"])
     if "ssm" in spec:
         ssm = spec["ssm"]
         writer.add_ssm_conv_kernel(ssm["d_conv"])
@@ -70,6 +77,8 @@ def describe(writer, gguf, spec) -> None:
             writer.add_ssm_group_count(ssm["n_group"])
         if ssm.get("dt_b_c_rms"):
             writer.add_ssm_dt_b_c_rms(True)
+    elif spec["arch"] == "gemma4":
+        gemma4_attention(writer, spec)
     elif "mla" not in spec:
         writer.add_key_length(spec["head_dim"])
         writer.add_value_length(spec["head_dim"])
@@ -157,6 +166,9 @@ def tensors(gguf, spec):
         return out + [t for il in range(spec["n_layer"]) for t in mamba_layer(gguf, spec, il)]
     if arch == "mamba2":
         return out + [t for il in range(spec["n_layer"]) for t in mamba2_layer(gguf, spec, il)]
+    if arch == "gemma4":
+        rope_freqs = (name(T.ROPE_FREQS), (spec["head_dim"] // 2,), np.float32)
+        return out + [rope_freqs] + [t for il in range(spec["n_layer"]) for t in gemma4_layer(gguf, spec, il)]
     for il in range(spec["n_layer"]):
         if arch == "command-r":
             out += [
@@ -224,6 +236,74 @@ def tensors(gguf, spec):
                 (name(T.FFN_UP, il), (ff, e), np.float16),
                 (name(T.FFN_DOWN, il), (e, ff), np.float16),
             ]
+    return out
+
+
+def gemma4_attention(writer, spec) -> None:
+    """Gemma 4's heads: full-attention layers `head_dim` wide with `n_head_kv` KV heads, sliding
+    ones `head_dim_swa` wide with `n_head_kv_swa` (one KV head count per layer)."""
+    pattern = spec["sliding_window_pattern"]
+    writer.add_head_count_kv([spec["n_head_kv_swa"] if swa else spec["n_head_kv"] for swa in pattern])
+    writer.add_key_length(spec["head_dim"])
+    writer.add_value_length(spec["head_dim"])
+    writer.add_key_length_swa(spec["head_dim_swa"])
+    writer.add_value_length_swa(spec["head_dim_swa"])
+    writer.add_rope_dimension_count(spec["head_dim"])
+    writer.add_rope_dimension_count_swa(spec["head_dim_swa"])
+    writer.add_shared_kv_layers(0)
+    writer.add_embedding_length_per_layer_input(0)
+
+
+def gemma4_layer(gguf, spec, il):
+    """A Gemma 4 layer as `llama_model_gemma4::load_arch_tensors` reads it: Q, K (and V, but on
+    a full layer of a k_eq_v model) with per-head norms, the norms after the attention and the
+    feed-forward, the dense feed-forward, and the routed experts beside it with their router's
+    scale and their own norms."""
+    T = gguf.MODEL_TENSOR
+    name = lambda t, kind="weight": f"{gguf.TENSOR_NAMES[t].format(bid=il)}.{kind}"
+    e, ff = spec["n_embd"], spec["n_ff"]
+    swa = spec["sliding_window_pattern"][il]
+    head = spec["head_dim_swa"] if swa else spec["head_dim"]
+    kv = head * (spec["n_head_kv_swa"] if swa else spec["n_head_kv"])
+    q = spec["n_head"] * head
+    out = [
+        (name(T.ATTN_NORM), (e,), np.float32),
+        (name(T.ATTN_Q), (q, e), np.float16),
+        (name(T.ATTN_K), (kv, e), np.float16),
+        (name(T.ATTN_OUT), (e, q), np.float16),
+        (name(T.ATTN_Q_NORM), (head,), np.float32),
+        (name(T.ATTN_K_NORM), (head,), np.float32),
+        (name(T.ATTN_POST_NORM), (e,), np.float32),
+        (name(T.FFN_NORM), (e,), np.float32),
+        (name(T.FFN_GATE), (ff, e), np.float16),
+        (name(T.FFN_UP), (ff, e), np.float16),
+        (name(T.FFN_DOWN), (e, ff), np.float16),
+        (name(T.FFN_POST_NORM), (e,), np.float32),
+    ]
+    if swa or not spec.get("k_eq_v"):
+        out.append((name(T.ATTN_V), (kv, e), np.float16))
+    if spec.get("layer_scale"):
+        out.append((name(T.LAYER_OUT_SCALE), (1,), np.float32))
+    if "experts" not in spec:
+        return out
+    n, w = spec["experts"], spec["expert_ff"]
+    out += [
+        (name(T.FFN_GATE_INP), (n, e), np.float16),
+        (name(T.FFN_GATE_INP, "scale"), (e,), np.float32),
+        (name(T.FFN_PRE_NORM_2), (e,), np.float32),
+        (name(T.FFN_POST_NORM_1), (e,), np.float32),
+        (name(T.FFN_POST_NORM_2), (e,), np.float32),
+        (name(T.FFN_DOWN_EXP), (n, e, w), np.float16),
+    ]
+    if spec.get("fused_gate_up"):
+        out.append((name(T.FFN_GATE_UP_EXP), (n, 2 * w, e), np.float16))
+    else:
+        out += [
+            (name(T.FFN_GATE_EXP), (n, w, e), np.float16),
+            (name(T.FFN_UP_EXP), (n, w, e), np.float16),
+        ]
+    if spec.get("expert_scales"):
+        out.append((name(T.FFN_DOWN_EXP, "scale"), (n,), np.float32))
     return out
 
 

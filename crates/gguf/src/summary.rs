@@ -150,6 +150,13 @@ pub struct ModelSummary {
     pub key_length: Option<u64>,
     /// `{arch}.attention.value_length`.
     pub value_length: Option<u64>,
+    /// `{arch}.attention.key_length_swa` and `value_length_swa`: the heads of the
+    /// sliding-window layers where they differ from the others' (Gemma 4).
+    pub key_length_swa: Option<u64>,
+    pub value_length_swa: Option<u64>,
+    /// `{arch}.attention.shared_kv_layers`: the last layers, which read an earlier layer's
+    /// cache and keep none of their own (Gemma 3n, Gemma 4's smaller models).
+    pub shared_kv_layers: Option<u64>,
     /// MLA parameters, where present.
     pub mla: Option<Mla>,
     /// `{arch}.attention.sliding_window`.
@@ -223,6 +230,9 @@ fn summarise<'a>(
         head_count_kv: per_layer(md.get(&key("attention.head_count_kv"))),
         key_length: u("attention.key_length"),
         value_length: u("attention.value_length"),
+        key_length_swa: u("attention.key_length_swa"),
+        value_length_swa: u("attention.value_length_swa"),
+        shared_kv_layers: u("attention.shared_kv_layers"),
         mla: mla(md, &arch),
         sliding_window: u("attention.sliding_window"),
         sliding_window_pattern: sliding_pattern(md.get(&key("attention.sliding_window_pattern"))),

@@ -166,6 +166,15 @@ fn check_bounds(
     widest("vocab_size", summary.vocab_size)?;
     widest("key_length", summary.key_length)?;
     widest("value_length", summary.value_length)?;
+    widest("attention.key_length_swa", summary.key_length_swa)?;
+    widest("attention.value_length_swa", summary.value_length_swa)?;
+    if let Some(n) = summary
+        .shared_kv_layers
+        .filter(|&n| n > 0 && summary.layers.is_some_and(|layers| n >= layers))
+    {
+        let why = "leaves no layer a cache of its own to share: it must be fewer than block_count";
+        return Err(refuse("attention.shared_kv_layers", n, why.to_owned()));
+    }
     widest(
         "feed_forward_length",
         summary.feed_forward_length.as_ref().map(PerLayer::max),
@@ -282,6 +291,9 @@ pub fn shape_of(model: &GgufModel, label: &str) -> Result<ModelShape, ShapeError
             head_count,
             key_length,
             value_length,
+            key_length_swa: u32_of(summary.key_length_swa).unwrap_or(0),
+            value_length_swa: u32_of(summary.value_length_swa).unwrap_or(0),
+            shared_kv_layers: u32_of(summary.shared_kv_layers).unwrap_or(0),
             mla: summary.mla.as_ref().is_some_and(|m| m.active),
             mla_key_length: mla_width(summary.mla.as_ref(), |m| m.key_length_mla),
             mla_value_length: mla_width(summary.mla.as_ref(), |m| m.value_length_mla),
@@ -602,6 +614,7 @@ mod tests {
             "attention.head_count",
             "expert_count",
             "feed_forward_length",
+            "attention.key_length_swa",
         ] {
             let e = tiny_with(key, Value::U32(3_000_000_000)).unwrap_err();
             assert!(
@@ -616,6 +629,19 @@ mod tests {
             e.to_string().contains("is beyond any trained context"),
             "{e}"
         );
+    }
+
+    #[test]
+    fn a_header_sharing_every_layers_cache_is_refused() {
+        let e = tiny_with("attention.shared_kv_layers", Value::U32(4)).unwrap_err();
+        assert!(
+            e.to_string().contains(
+                "glm-dsa.attention.shared_kv_layers = 4, which leaves no layer a cache of its own"
+            ),
+            "{e}"
+        );
+        let shape = tiny_with("attention.shared_kv_layers", Value::U32(1)).unwrap();
+        assert!(shape.attention.has_kv(2) && !shape.attention.has_kv(3));
     }
 
     #[test]

@@ -127,21 +127,20 @@ fn attention_kv_bytes(
     options: &PlacementOptions,
     g: &ContextGeometry,
 ) -> Result<Vec<u64>, KvError> {
+    let v_width = |il: usize, heads: u32| {
+        u64::from(heads).saturating_mul(u64::from(attention.head_lengths(il).1))
+    };
     // Without flash attention llama.cpp stores V transposed, every layer as wide as the widest.
-    let v_width_max = attention
-        .head_count_kv
-        .iter()
-        .map(|&h| u64::from(h).saturating_mul(u64::from(attention.value_length)))
-        .max()
-        .unwrap_or(0);
+    let v_width_max = attention.value_width_max();
     (0..attention.head_count_kv.len())
         .map(|il| {
-            let heads = u64::from(attention.head_count_kv.get(il).copied().unwrap_or(0));
-            if heads == 0 {
+            let heads = attention.head_count_kv.get(il).copied().unwrap_or(0);
+            if heads == 0 || !attention.has_kv(il) {
                 return Ok(0);
             }
             let c = cells(attention, il, options, g).saturating_mul(g.n_stream);
-            let k_width = u64::from(attention.key_length).saturating_mul(heads);
+            let (key_length, _) = attention.head_lengths(il);
+            let k_width = u64::from(key_length).saturating_mul(u64::from(heads));
             let row = |kind: KvType, width: u64| {
                 row_bytes(kind, width).ok_or(KvError::RowNotDivisible {
                     kind: kind.name(),
@@ -155,7 +154,7 @@ fn attention_kv_bytes(
                 0
             } else {
                 let width = if options.flash_attention {
-                    u64::from(attention.value_length).saturating_mul(heads)
+                    v_width(il, heads)
                 } else {
                     v_width_max
                 };
@@ -186,6 +185,9 @@ mod tests {
             head_count: vec![kv_heads * 8; n_layer],
             key_length: head,
             value_length: head,
+            key_length_swa: 0,
+            value_length_swa: 0,
+            shared_kv_layers: 0,
             mla: false,
             mla_key_length: 0,
             mla_value_length: 0,
@@ -294,6 +296,39 @@ mod tests {
         let row = 2 * 8 * 128 * 2; // K + V, f16
         assert_eq!(per_layer[0], row * 1536);
         assert_eq!(per_layer[5], row * 32_768);
+    }
+
+    #[test]
+    fn gemma4_sliding_layers_have_their_own_heads_and_shared_layers_no_cache() {
+        // Gemma 4 E-style: sliding layers 8 heads of 256, the full one 2 of 512; the last two
+        // layers read an earlier cache.
+        let mut attention = dense(8, 8, 512);
+        attention.head_count_kv[5] = 2;
+        attention.key_length_swa = 256;
+        attention.value_length_swa = 256;
+        attention.shared_kv_layers = 2;
+        attention.sliding_window = Some(1024);
+        attention.swa_layers = (0..8).map(|il| il != 5).collect();
+        let flash = PlacementOptions {
+            context: 4096,
+            parallel: 1,
+            ubatch: 512,
+            flash_attention: true,
+            ..Default::default()
+        };
+        let g = geometry(&flash, 0);
+        let per_layer = layer_kv_bytes(&attention, &flash, &g).unwrap();
+        assert_eq!(per_layer[0], 2 * (8 * 256 * 2) * 1536);
+        assert_eq!(per_layer[5], 2 * (2 * 512 * 2) * 4096);
+        assert_eq!(per_layer[6..], [0, 0], "the shared layers keep no cache");
+        // Without flash attention V is stored transposed, as wide as the widest layer's V
+        // (the sliding layers' 8 × 256), on the full layer too.
+        let transposed = PlacementOptions {
+            flash_attention: false,
+            ..flash
+        };
+        let per_layer = layer_kv_bytes(&attention, &transposed, &g).unwrap();
+        assert_eq!(per_layer[5], (2 * 512 * 2 + 8 * 256 * 2) * 4096);
     }
 
     fn mamba(n_layer: usize) -> AttentionLayout {

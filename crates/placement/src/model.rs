@@ -48,6 +48,17 @@ pub struct AttentionLayout {
     pub head_count: Vec<u32>,
     pub key_length: u32,
     pub value_length: u32,
+    /// The sliding-window layers' K and V head widths where the file gives them apart
+    /// (`attention.key_length_swa`, Gemma 4: 256 beside its full layers' 512); 0 = as the
+    /// others'.
+    #[serde(default)]
+    pub key_length_swa: u32,
+    #[serde(default)]
+    pub value_length_swa: u32,
+    /// The last layers that keep no cache of their own, reading an earlier layer's
+    /// (`attention.shared_kv_layers`: Gemma 3n, Gemma 4's E2B and E4B).
+    #[serde(default)]
+    pub shared_kv_layers: u32,
     /// MLA (DeepSeek-style): the cache holds one compressed K row per token and no V.
     pub mla: bool,
     /// With MLA, a head's query and key width and its value width once decompressed
@@ -79,6 +90,34 @@ pub struct AttentionLayout {
 }
 
 impl AttentionLayout {
+    /// Layer `il`'s K and V head widths (`llama_hparams::n_embd_head_k(il)`): a sliding layer's
+    /// own where the file gives them, else the model's.
+    pub fn head_lengths(&self, il: usize) -> (u32, u32) {
+        let windowed =
+            self.sliding_window.is_some() && self.swa_layers.get(il).copied().unwrap_or(false);
+        let own = |swa: u32, all: u32| if windowed && swa > 0 { swa } else { all };
+        (
+            own(self.key_length_swa, self.key_length),
+            own(self.value_length_swa, self.value_length),
+        )
+    }
+
+    /// The widest layer's V row (`n_embd_v_gqa_max`): without flash attention llama.cpp stores
+    /// V transposed, every layer's cache this wide.
+    pub fn value_width_max(&self) -> u64 {
+        (self.head_count_kv.iter().enumerate())
+            .map(|(il, &heads)| u64::from(heads).saturating_mul(u64::from(self.head_lengths(il).1)))
+            .max()
+            .unwrap_or(0)
+    }
+
+    /// Whether layer `il` keeps a KV cache of its own (`llama_hparams::has_kv`): all but the
+    /// last [`Self::shared_kv_layers`].
+    pub fn has_kv(&self, il: usize) -> bool {
+        let layers = self.head_count_kv.len();
+        il < layers.saturating_sub(self.shared_kv_layers as usize)
+    }
+
     /// Whether layer `il` keeps a recurrent state.
     pub fn is_recurrent(&self, il: usize) -> bool {
         self.recurrent.is_some() && self.recurrent_layers.get(il).copied().unwrap_or(false)
@@ -211,6 +250,13 @@ impl ModelShape {
     /// `output.weight` (tied embeddings), on the output layer's device.
     pub fn ties_output_to_embedding(&self) -> bool {
         !self.tensors.iter().any(|t| t.name == "output.weight")
+    }
+
+    /// Whether a tied output is a copy of its own even on the embedding's device: `gemma3n` and
+    /// `gemma4` load the output before the embedding, so llama.cpp's loader finds no tensor of
+    /// that name to share and allocates both.
+    pub fn copies_tied_output_everywhere(&self) -> bool {
+        matches!(self.architecture.as_str(), "gemma3n" | "gemma4")
     }
 
     pub fn embedding_bytes(&self) -> u64 {

@@ -257,9 +257,12 @@ pub fn plan(
     for (t, &device) in model.tensors.iter().zip(&tensor_devices) {
         ledger.add_weights(device, t.bytes, t.role, t.layer, &row_split);
     }
-    if model.ties_output_to_embedding() && layer_devices.output != DeviceId::Cpu {
+    let output_copied =
+        layer_devices.output != DeviceId::Cpu || model.copies_tied_output_everywhere();
+    if model.ties_output_to_embedding() && output_copied {
         // llama.cpp uses token_embd as the output matrix too; on the CPU that is the same
-        // tensor, but an output layer on a GPU gets its own copy there.
+        // tensor (but for the architectures that load the output first), while an output
+        // layer on a GPU gets its own copy there.
         ledger.add_weights(
             layer_devices.output,
             model.embedding_bytes(),

@@ -125,6 +125,10 @@ fn write_model(dir: &Path, python: &str, spec: &Value) -> PathBuf {
 struct Measured {
     mib: u64,
     logged_mib: f64,
+    /// The whole MiB of the Host line's context column: the KV cache (and recurrent state).
+    context_mib: u64,
+    /// The whole MiB of its model column: the weights.
+    model_mib: u64,
 }
 
 /// llama.cpp's log is written by a thread of its own, which the process sometimes ends before
@@ -169,18 +173,26 @@ fn fit_params_run(model: &Path, options: &PlacementOptions, flash: &str) -> Opti
         .lines()
         .find(|l| l.starts_with("Host "))
         .unwrap_or_else(|| panic!("no Host line in: {stdout}"));
-    let mib = host
-        .split_whitespace()
-        .nth(3)
-        .and_then(|n| n.parse().ok())
-        .unwrap_or_else(|| panic!("no compute figure in {host:?}"));
+    let column = |n: usize, what: &str| {
+        host.split_whitespace()
+            .nth(n)
+            .and_then(|n| n.parse().ok())
+            .unwrap_or_else(|| panic!("no {what} figure in {host:?}"))
+    };
+    let (model_mib, context_mib) = (column(1, "model"), column(2, "context"));
+    let mib = column(3, "compute");
     let log = String::from_utf8_lossy(&out.stderr);
     let logged_mib = log
         .lines()
         .filter(|l| l.contains("CPU compute buffer size ="))
         .filter_map(|l| l.split('=').nth(1)?.split_whitespace().next()?.parse().ok())
         .next_back()?;
-    Some(Measured { mib, logged_mib })
+    Some(Measured {
+        mib,
+        logged_mib,
+        context_mib,
+        model_mib,
+    })
 }
 
 /// Asserts that `llama-fit-params` refuses `options` with `-fa flash`, logging `reason` (its
@@ -312,26 +324,36 @@ fn shapes(key_only_cache: bool) -> Vec<Shape> {
 }
 
 /// Plans the model at `path` at every [`shapes`] entry beside llama.cpp and returns one line per
-/// shape that misses the whole MiB llama.cpp prints, or the figure it logs to the hundredth of a
-/// MiB by more than `tolerance` MiB (empty when all match); prints the table.
+/// shape whose compute buffer misses the whole MiB llama.cpp prints, or the figure it logs to the
+/// hundredth of a MiB by more than `tolerance` MiB, or whose KV cache or weights miss the whole
+/// MiB of llama.cpp's context or model (empty when all match); prints the table.
 fn misses(family: &str, path: &Path, tolerance: f64) -> Vec<String> {
     let shape = load_shape(path).unwrap_or_else(|e| panic!("{e}")).shape;
     let mut missed = Vec::new();
     for Shape { label, options } in shapes(shape.attention.mla) {
         let plan = plan(&shape, &host_only(), &options).unwrap_or_else(|e| panic!("{e}"));
-        let ours = plan
-            .device(DeviceId::Cpu)
-            .expect("the host")
-            .usage
-            .compute_estimate_bytes;
+        let usage = &plan.device(DeviceId::Cpu).expect("the host").usage;
+        let (ours, kv, weights) = (
+            usage.compute_estimate_bytes,
+            usage.kv_bytes,
+            usage.weights_bytes,
+        );
         let theirs = fit_params_compute(path, &options);
         let ours_mib = ours as f64 / MIB as f64;
         let line = format!(
-            "{family} {label}: ours {ours_mib:.2} MiB, llama.cpp {:.2} MiB ({} printed)",
-            theirs.logged_mib, theirs.mib
+            "{family} {label}: ours {ours_mib:.2} MiB, llama.cpp {:.2} MiB ({} printed); KV ours {}, llama.cpp {} MiB; weights ours {}, llama.cpp {} MiB",
+            theirs.logged_mib,
+            theirs.mib,
+            kv / MIB,
+            theirs.context_mib,
+            weights / MIB,
+            theirs.model_mib,
         );
         println!("{line}");
-        if ours / MIB != theirs.mib || (ours_mib - theirs.logged_mib).abs() > tolerance {
+        let compute_missed =
+            ours / MIB != theirs.mib || (ours_mib - theirs.logged_mib).abs() > tolerance;
+        let memory_missed = kv / MIB != theirs.context_mib || weights / MIB != theirs.model_mib;
+        if compute_missed || memory_missed {
             missed.push(line);
         }
     }
@@ -449,6 +471,52 @@ fn gemma_of_the_first_version_matches_llama_cpp() {
     assert_exact(json!({
         "arch": "gemma", "n_vocab": 256_000, "n_embd": 2048, "n_layer": 6, "n_head": 8,
         "n_head_kv": 1, "head_dim": 256, "n_ff": 16_384, "tied": true,
+    }));
+}
+
+/// Gemma 4 26B-A4B's layout in 6 layers: 2 816 wide, 16 heads of 256 over 8 KV heads on the
+/// five sliding layers (a 1 024-token window) and 16 of 512 over 2 on the full one, whose V is
+/// its K; beside each layer's dense feed-forward (2 112 wide), 128 experts of 704 with 8
+/// active in one gate-and-up projection, a scale per expert and per layer; the logits
+/// soft-capped, the output tied to the 262 144-token embedding.
+fn gemma4_26b_a4b_style() -> Value {
+    json!({
+        "arch": "gemma4", "n_vocab": 262_144, "n_embd": 2816, "n_layer": 6, "n_head": 16,
+        "n_head_kv": 2, "n_head_kv_swa": 8, "head_dim": 512, "head_dim_swa": 256, "n_ff": 2112,
+        "sliding_window": 1024, "sliding_window_pattern": [true, true, true, true, true, false],
+        "k_eq_v": true, "experts": 128, "experts_used": 8, "expert_ff": 704,
+        "fused_gate_up": true, "expert_scales": true, "layer_scale": true,
+        "soft_caps": [0, 30.0], "tied": true,
+    })
+}
+
+#[test]
+fn gemma4_with_experts_beside_a_dense_feed_forward_matches_llama_cpp() {
+    assert_exact(gemma4_26b_a4b_style());
+}
+
+#[test]
+fn gemma4_with_experts_under_a_small_vocabulary_matches_llama_cpp() {
+    // The same layers under a 32 000-token vocabulary, so the experts lead, with gate and up
+    // apart and no scales.
+    let mut spec = gemma4_26b_a4b_style();
+    spec["n_vocab"] = json!(32_000);
+    spec["fused_gate_up"] = json!(false);
+    spec["expert_scales"] = json!(false);
+    spec["layer_scale"] = json!(false);
+    assert_exact(spec);
+}
+
+#[test]
+fn gemma4_dense_with_separate_projections_matches_llama_cpp() {
+    // Gemma 4 31B's layers (5 376 wide, 32 heads of 256 over 16 sliding, of 512 over 4 full,
+    // n_ff 21 504) with a V projection on every layer, gate and up apart, no soft cap, under a
+    // 32 000-token vocabulary so the layers lead.
+    assert_exact(json!({
+        "arch": "gemma4", "n_vocab": 32_000, "n_embd": 5376, "n_layer": 7, "n_head": 32,
+        "n_head_kv": 4, "n_head_kv_swa": 16, "head_dim": 512, "head_dim_swa": 256,
+        "n_ff": 21_504, "sliding_window": 1024,
+        "sliding_window_pattern": [true, true, true, true, true, false, true],
     }));
 }
 
@@ -1216,6 +1284,7 @@ fn across_two_devices_the_plan_is_llama_cpps() {
         qwen3moe_of_the_gpu_check(),
         gemma3_of_the_gpu_check(),
         glm_5_2_style(),
+        gemma4_26b_a4b_style(),
     ] {
         let path = write_model(dir.path(), &python, &spec);
         let shape = load_shape(&path).unwrap_or_else(|e| panic!("{e}")).shape;

@@ -660,6 +660,14 @@ impl Graph {
             .copied()
     }
 
+    /// Ends the graph at `cut` (a node): the nodes after it run on another device, which copies
+    /// what they read of this graph.
+    pub(crate) fn end_at(&mut self, cut: TensorId) {
+        if let Some(position) = self.nodes.iter().position(|&id| id == cut) {
+            self.nodes.truncate(position + 1);
+        }
+    }
+
     /// Hands the graph up to `cut` (a node) to another device, as `ggml_backend_sched` does
     /// when the end of the host's last layer runs on the next device: the nodes up to `cut`
     /// leave this graph, and what the rest reads of them becomes inputs copied in, placed

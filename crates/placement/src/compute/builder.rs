@@ -353,10 +353,15 @@ impl Builder {
 
     /// A device's last layer's output `cur`, which the next device reads: it stays here until
     /// the next layer's first operation (its norm, which reads no weight) has run here too, as
-    /// the scheduler's expansion places it. The host hands its last layer's end to the device
-    /// instead ([`replay`]).
+    /// the scheduler's expansion places it. The host runs its last layer up to its last
+    /// operation on a weight or a cache and hands the rest to the device ([`replay`]).
     pub(super) fn hand_on(&mut self, cur: TensorId) {
         if self.backend == GraphBackend::Host {
+            self.graph.expand(cur);
+            let end = self.graph.tensor_count();
+            if let Some(cut) = self.graph.last_memory_bound_node_before(end) {
+                self.graph.end_at(cut);
+            }
             return;
         }
         let ne = self.graph.extents(cur);
@@ -676,19 +681,19 @@ impl Builder {
         };
         // The K rotation is met before the positions (the rotated Q's first source), the V one
         // after.
-        let key_rotation = rotation(options.cache_type_k, attention.key_length, true)
+        let (key_length, value_length) = attention.head_lengths(il);
+        let key_rotation = rotation(options.cache_type_k, key_length, true)
             .map(|block| self.input(Element::F32, [block, block, 1, 1]));
         let positions = positions
             .unwrap_or_else(|| self.input(Element::I32, [tokens * positions_per_token, 1, 1, 1]));
-        let value_rotation = rotation(options.cache_type_v, attention.value_length, false)
+        let value_rotation = rotation(options.cache_type_v, value_length, false)
             .map(|block| self.input(Element::F32, [block, block, 1, 1]));
         let key_rows = self.input(Element::I64, [tokens, 1, 1, 1]);
         // Without flash attention V is stored transposed, written element by element.
         let value_rows = if self.flash_attention {
             tokens
         } else {
-            let (_, _, kv_heads) = layer_heads(model, il);
-            tokens * kv_heads * u64::from(attention.value_length)
+            tokens * attention.value_width_max()
         };
         let value_rows = (!key_only).then(|| self.input(Element::I64, [value_rows, 1, 1, 1]));
         let cells = kv::cells(attention, il, options, g);
@@ -873,7 +878,7 @@ impl Builder {
         } = self.batch;
         let (head, heads, kv_heads) = layer_heads(model, il);
         // DeepSeek's older conversions cache values narrower than keys.
-        let value_head = u64::from(model.attention.value_length);
+        let value_head = u64::from(model.attention.head_lengths(il).1);
         let cells = kv::cells(&model.attention, il, options, g);
         let per_stream = tokens / streams;
         let q = self.rotate(q, inputs.key_rotation);
@@ -900,11 +905,19 @@ impl Builder {
             .filter_map(|(p, r, t, h)| Some((p, r?, t, h)))
         {
             let width = [head * kv_heads, tokens, 1, 1];
-            let flat = if transposed && !self.graph.is_contiguous(projection) {
+            let mut flat = if transposed && !self.graph.is_contiguous(projection) {
                 self.op(Reuse::Fresh, width, &[projection])
             } else {
                 self.graph.reshape(projection, width)
             };
+            // A transposed V narrower than the cache's rows is padded to them (Gemma 4's full
+            // layers beside its wider sliding ones).
+            if transposed {
+                let widest = model.attention.value_width_max();
+                if head * kv_heads < widest {
+                    flat = self.op(Reuse::Fresh, [widest, tokens, 1, 1], &[flat]);
+                }
+            }
             let cache = self
                 .graph
                 .external(Element::F16, [head * kv_heads, cells, 1, 1]);
@@ -1116,8 +1129,24 @@ impl Builder {
             self.op(Reuse::Fresh, [expert_ff, used, tokens, 1], &[gate, up])
         };
         let down = self.expert_matmul(self.n_embd, activated, selected);
+        let down = self.expert_scale(router, down, selected);
         let down = self.expert_bias(router, down, selected);
         self.weighted_sum(down, weights)
+    }
+
+    /// `build_lora_mm_id`'s scale: each selected expert's scale (`[count]`, repeated over the
+    /// tokens, its rows gathered) multiplied into its output, when the experts have one.
+    fn expert_scale(&mut self, router: Router, x: TensorId, selected: TensorId) -> TensorId {
+        if !router.down_scaled {
+            return x;
+        }
+        let ne = self.graph.extents(x);
+        let [used, tokens, ..] = self.graph.extents(selected);
+        let scales = self.weight([router.count, 1, 1, 1]);
+        let scales = self.graph.reshape(scales, [1, router.count, 1, 1]);
+        let repeated = self.op(Reuse::Fresh, [1, router.count, tokens, 1], &[scales]);
+        let picked = self.op(Reuse::Fresh, [1, used, tokens, 1], &[repeated, selected]);
+        self.op(Reuse::InPlace, ne, &[x, picked])
     }
 
     /// The router of `build_moe_ffn`: the gating over every expert, the top-k, the selected
@@ -1125,7 +1154,10 @@ impl Builder {
     fn route(&mut self, router: Router, x: TensorId) -> Routing {
         let count = router.count;
         let (tokens, used) = (self.graph.extents(x)[1], self.experts_used);
-        let mut logits = self.matmul(count, x);
+        let mut logits = match router.logits {
+            Some(given) => given,
+            None => self.matmul(count, x),
+        };
         if router.biased_logits {
             let bias = self.weight([count, 1, 1, 1]);
             logits = self.elementwise(logits, &[bias]);
@@ -1340,6 +1372,10 @@ pub(super) struct Router {
     /// gpt-oss: a bias on the router's logits and on every expert's projections.
     pub(super) biased_logits: bool,
     pub(super) biased_experts: bool,
+    /// Gemma 4: the router's logits, computed by the graph apart (`probs_in`).
+    pub(super) logits: Option<TensorId>,
+    /// Gemma 4: each expert's output scaled (`ffn_down_exps.scale`).
+    pub(super) down_scaled: bool,
 }
 
 /// What [`Builder::route`] leaves: the selected experts' ids, their weights, and the routing
@@ -1381,6 +1417,8 @@ impl Router {
             softmax_after_selection: false,
             biased_logits: false,
             biased_experts: false,
+            logits: None,
+            down_scaled: false,
         }
     }
 }
@@ -1399,6 +1437,8 @@ fn plausible(model: &ModelShape, batch: &Batch, g: &ContextGeometry) -> bool {
     let head = [
         attention.key_length,
         attention.value_length,
+        attention.key_length_swa,
+        attention.value_length_swa,
         attention.mla_key_length,
         attention.mla_value_length,
     ]
@@ -1464,7 +1504,7 @@ pub(super) fn layer_heads(model: &ModelShape, il: usize) -> (u64, u64, u64) {
     let attention = &model.attention;
     let count = |counts: &[u32]| u64::from(counts.get(il).copied().unwrap_or(0));
     (
-        u64::from(attention.key_length),
+        u64::from(attention.head_lengths(il).0),
         count(&attention.head_count),
         count(&attention.head_count_kv),
     )

@@ -4,7 +4,8 @@
 //! against `llama-fit-params -fitp on` on the CPU backend. Where the planner knows the graph
 //! llama.cpp builds (`llama`, `qwen2`, `qwen3`, `qwen3moe`, `gemma3` with its sliding window,
 //! `phi3`, `command-r`: [`llama`]; `deepseek2` with MLA and `glm-dsa` with its indexer:
-//! [`deepseek2`], [`dsa`]; `gpt-oss`: [`gpt_oss`];
+//! [`deepseek2`], [`dsa`]; `gpt-oss`: [`gpt_oss`]; `gemma4`, dense or with experts beside the
+//! dense feed-forward: [`gemma4`];
 //! `mamba` and `mamba2`: [`mamba`]; Qwen3-Next and Qwen3.5, whose
 //! linear-attention layers defeated such formulas: [`qwen_hybrid`]), it replays ggml's allocator
 //! over it instead
@@ -14,6 +15,7 @@ mod allocator;
 mod builder;
 mod deepseek2;
 mod dsa;
+mod gemma4;
 mod gpt_oss;
 mod llama;
 mod mamba;
@@ -52,6 +54,7 @@ pub(crate) fn compute_estimate_note(model: &ModelShape) -> Option<String> {
         llama::replays,
         deepseek2::replays,
         gpt_oss::replays,
+        gemma4::replays,
         mamba::replays,
     ];
     if replayed.iter().any(|replays| replays(model)) {
@@ -193,6 +196,7 @@ fn estimate(
         .or_else(|| llama::compute_bytes(model, device, layers, g, share))
         .or_else(|| deepseek2::compute_bytes(model, device, layers, g, share))
         .or_else(|| gpt_oss::compute_bytes(model, device, layers, g, share))
+        .or_else(|| gemma4::compute_bytes(model, device, layers, g, share))
         .or_else(|| mamba::compute_bytes(model, device, layers, g, share));
     if let Some(bytes) = replayed {
         return bytes;

@@ -390,6 +390,11 @@ export interface ModelSummary {
   head_count_kv: PerLayer | null;
   key_length: number | null;
   value_length: number | null;
+  /** The sliding-window layers' heads where they differ (Gemma 4). Absent from older daemons. */
+  key_length_swa?: number | null;
+  value_length_swa?: number | null;
+  /** The last layers that read an earlier layer's cache (Gemma 3n, Gemma 4 E2B/E4B). */
+  shared_kv_layers?: number | null;
   mla: Mla | null;
   sliding_window: number | null;
   sliding_window_pattern: SlidingWindowPattern | null;
