@@ -695,32 +695,34 @@ impl<R: Read> Parser<R> {
             .file_size
             .map_or(self.max_header, |size| size.min(self.max_header));
         let buffered = self.input.unread();
-        let (mut used, mut done) = (0usize, 0u64);
+        // A string must end within the header limit (and the file): no further than `room`.
+        let room = usize::try_from(limit.saturating_sub(self.pos))
+            .unwrap_or(usize::MAX)
+            .min(buffered.len());
+        let mut rest = buffered.get(..room).unwrap_or_default();
+        let mut done = 0u64;
         while done < most {
-            let Some(len) = buffered
-                .get(used..used.saturating_add(8))
-                .and_then(|b| <[u8; 8]>::try_from(b).ok())
-                .map(u64::from_le_bytes)
-                .filter(|&len| len <= MAX_STRING_LEN)
+            let Some((length, tail)) = rest.split_first_chunk::<8>() else {
+                break;
+            };
+            let len = u64::from_le_bytes(*length);
+            // len ≤ MAX_STRING_LEN fits a usize.
+            let Some(bytes) = (len <= MAX_STRING_LEN)
+                .then(|| tail.get(..len as usize))
+                .flatten()
             else {
                 break;
             };
-            // len ≤ MAX_STRING_LEN: these sums cannot overflow.
-            let start = used.saturating_add(8);
-            let end = start.saturating_add(len as usize);
-            let Some(bytes) = buffered.get(start..end) else {
-                break;
-            };
-            if self.pos.saturating_add(end as u64) > limit {
-                break;
-            }
+            // The window may run past the string (and the room): it is read ahead, not used.
+            let start = buffered.len() - tail.len();
             let window = buffered
                 .get(start..start.saturating_add(16))
                 .and_then(|w| <&[u8; 16]>::try_from(w).ok());
             each(bytes, window);
-            used = end;
+            rest = tail.get(bytes.len()..).unwrap_or_default();
             done += 1;
         }
+        let used = room - rest.len();
         self.input.consume(used);
         self.pos = self.pos.saturating_add(used as u64);
         done
