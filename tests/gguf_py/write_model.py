@@ -35,7 +35,10 @@ for its sliding ones, sliding_window and sliding_window_pattern (required), k_eq
 layers have no V projection: V is K's, as Gemma 4's larger models), and optionally experts,
 experts_used, expert_ff (every layer's routed experts beside its dense feed-forward, n_ff wide, as
 the 26B-A4B), fused_gate_up (one ffn_gate_up_exps per layer), expert_scales (a per-expert scale on
-the down projection), layer_scale (a scalar per layer) and soft_caps ([0, final logits]).
+the down projection), layer_scale (a scalar per layer) and soft_caps ([0, final logits]); the
+smaller models' per_layer (the width of each layer's own token embedding, as E2B's and E4B's 256)
+and shared_kv_layers (the last layers, reading the cache of the last sliding or full layer
+before them, their feed-forward twice n_ff wide).
 """
 
 import json
@@ -63,7 +66,8 @@ def describe(writer, gguf, spec) -> None:
     writer.add_context_length(spec.get("context_length", 131072))
     writer.add_embedding_length(spec["n_embd"])
     writer.add_block_count(spec["n_layer"])
-    writer.add_feed_forward_length(spec["n_ff"])
+    if not spec.get("shared_kv_layers"):
+        writer.add_feed_forward_length(spec["n_ff"])
     writer.add_head_count(spec["n_head"])
     if spec["arch"] != "gemma4":
         writer.add_head_count_kv(spec["n_head_kv"])
@@ -167,8 +171,15 @@ def tensors(gguf, spec):
     if arch == "mamba2":
         return out + [t for il in range(spec["n_layer"]) for t in mamba2_layer(gguf, spec, il)]
     if arch == "gemma4":
-        rope_freqs = (name(T.ROPE_FREQS), (spec["head_dim"] // 2,), np.float32)
-        return out + [rope_freqs] + [t for il in range(spec["n_layer"]) for t in gemma4_layer(gguf, spec, il)]
+        out.append((name(T.ROPE_FREQS), (spec["head_dim"] // 2,), np.float32))
+        if spec.get("per_layer"):
+            ple = spec["per_layer"] * spec["n_layer"]
+            out += [
+                (name(T.PER_LAYER_TOKEN_EMBD), (v, ple), np.float16),
+                (name(T.PER_LAYER_MODEL_PROJ), (ple, e), np.float16),
+                (name(T.PER_LAYER_PROJ_NORM), (spec["per_layer"],), np.float32),
+            ]
+        return out + [t for il in range(spec["n_layer"]) for t in gemma4_layer(gguf, spec, il)]
     for il in range(spec["n_layer"]):
         if arch == "command-r":
             out += [
@@ -250,8 +261,14 @@ def gemma4_attention(writer, spec) -> None:
     writer.add_value_length_swa(spec["head_dim_swa"])
     writer.add_rope_dimension_count(spec["head_dim"])
     writer.add_rope_dimension_count_swa(spec["head_dim_swa"])
-    writer.add_shared_kv_layers(0)
-    writer.add_embedding_length_per_layer_input(0)
+    shared = spec.get("shared_kv_layers", 0)
+    writer.add_shared_kv_layers(shared)
+    writer.add_embedding_length_per_layer_input(spec.get("per_layer", 0))
+    if shared:
+        first_shared = spec["n_layer"] - shared
+        writer.add_feed_forward_length(
+            [spec["n_ff"] * (2 if il >= first_shared else 1) for il in range(spec["n_layer"])]
+        )
 
 
 def gemma4_layer(gguf, spec, il):
@@ -266,13 +283,14 @@ def gemma4_layer(gguf, spec, il):
     head = spec["head_dim_swa"] if swa else spec["head_dim"]
     kv = head * (spec["n_head_kv_swa"] if swa else spec["n_head_kv"])
     q = spec["n_head"] * head
+    shared = il >= spec["n_layer"] - spec.get("shared_kv_layers", 0)
+    if shared:
+        ff *= 2
     out = [
         (name(T.ATTN_NORM), (e,), np.float32),
         (name(T.ATTN_Q), (q, e), np.float16),
-        (name(T.ATTN_K), (kv, e), np.float16),
         (name(T.ATTN_OUT), (e, q), np.float16),
         (name(T.ATTN_Q_NORM), (head,), np.float32),
-        (name(T.ATTN_K_NORM), (head,), np.float32),
         (name(T.ATTN_POST_NORM), (e,), np.float32),
         (name(T.FFN_NORM), (e,), np.float32),
         (name(T.FFN_GATE), (ff, e), np.float16),
@@ -280,8 +298,19 @@ def gemma4_layer(gguf, spec, il):
         (name(T.FFN_DOWN), (e, ff), np.float16),
         (name(T.FFN_POST_NORM), (e,), np.float32),
     ]
-    if swa or not spec.get("k_eq_v"):
-        out.append((name(T.ATTN_V), (kv, e), np.float16))
+    if not shared:
+        out += [
+            (name(T.ATTN_K), (kv, e), np.float16),
+            (name(T.ATTN_K_NORM), (head,), np.float32),
+        ]
+        if swa or not spec.get("k_eq_v"):
+            out.append((name(T.ATTN_V), (kv, e), np.float16))
+    if spec.get("per_layer"):
+        out += [
+            (name(T.PER_LAYER_INP_GATE), (spec["per_layer"], e), np.float16),
+            (name(T.PER_LAYER_PROJ), (e, spec["per_layer"]), np.float16),
+            (name(T.PER_LAYER_POST_NORM), (e,), np.float32),
+        ]
     if spec.get("layer_scale"):
         out.append((name(T.LAYER_OUT_SCALE), (1,), np.float32))
     if "experts" not in spec:

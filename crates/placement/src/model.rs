@@ -284,6 +284,8 @@ pub fn classify(name: &str, n_layer: u32) -> (Option<u32>, TensorRole) {
     }
     match name.split('.').next() {
         Some("token_embd") => (None, TensorRole::TokenEmbedding),
+        // Gemma 4's projection into each layer's own embeddings goes with layer 0.
+        Some("per_layer_model_proj" | "per_layer_proj_norm") => (Some(0), TensorRole::Layer),
         Some("output") | Some("output_norm") => (Some(n_layer), TensorRole::Output),
         _ => (None, TensorRole::Other),
     }
@@ -324,6 +326,16 @@ mod tests {
             (Some(40), TensorRole::Output)
         );
         assert_eq!(classify("rope_freqs.weight", 40), (None, TensorRole::Other));
+        // Gemma 4's per-layer embeddings: the table stays with the input, its projection goes
+        // with layer 0.
+        assert_eq!(
+            classify("per_layer_token_embd.weight", 35),
+            (None, TensorRole::Other)
+        );
+        assert_eq!(
+            classify("per_layer_model_proj.weight", 35),
+            (Some(0), TensorRole::Layer)
+        );
     }
 
     #[test]

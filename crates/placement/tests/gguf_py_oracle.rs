@@ -507,6 +507,39 @@ fn gemma4_with_experts_under_a_small_vocabulary_matches_llama_cpp() {
     assert_exact(spec);
 }
 
+/// Gemma 4 E2B's layout in 10 layers: 1 536 wide, 8 heads over one KV head (256 wide sliding,
+/// 512 full, a full layer every fifth), each layer's own 256-wide token embedding projected in,
+/// the last 5 layers reading the caches of layers 3 and 4 with feed-forwards twice as wide.
+fn gemma4_e2b_style() -> Value {
+    json!({
+        "arch": "gemma4", "n_vocab": 262_144, "n_embd": 1536, "n_layer": 10, "n_head": 8,
+        "n_head_kv": 1, "n_head_kv_swa": 1, "head_dim": 512, "head_dim_swa": 256, "n_ff": 6144,
+        "sliding_window": 512,
+        "sliding_window_pattern": [true, true, true, true, false, true, true, true, true, false],
+        "per_layer": 256, "shared_kv_layers": 5, "layer_scale": true, "soft_caps": [0, 30.0],
+        "tied": true,
+    })
+}
+
+#[test]
+fn gemma4_with_per_layer_embeddings_and_shared_caches_matches_llama_cpp() {
+    assert_exact(gemma4_e2b_style());
+}
+
+#[test]
+fn gemma4_e4b_style_under_a_small_vocabulary_matches_llama_cpp() {
+    // E4B's layers (2 560 wide, 8 heads over 2 KV heads, n_ff 10 240) under 32 000 tokens, so
+    // the layers lead.
+    let mut spec = gemma4_e2b_style();
+    spec["n_vocab"] = json!(32_000);
+    spec["n_embd"] = json!(2560);
+    spec["n_head_kv"] = json!(2);
+    spec["n_head_kv_swa"] = json!(2);
+    spec["n_ff"] = json!(10_240);
+    spec["tied"] = json!(false);
+    assert_exact(spec);
+}
+
 #[test]
 fn gemma4_dense_with_separate_projections_matches_llama_cpp() {
     // Gemma 4 31B's layers (5 376 wide, 32 heads of 256 over 16 sliding, of 512 over 4 full,
@@ -1204,12 +1237,59 @@ fn on_a_device_alone_or_after_host_layers_the_plan_is_llama_cpps() {
         gemma3_of_the_gpu_check(),
         glm_5_2_style(),
     ] {
-        check_on_a_device(spec);
+        check_on_a_device(
+            spec,
+            &[(false, 99), (true, 99), (false, 5), (false, 3), (true, 3)],
+        );
     }
 }
 
-/// `spec`'s model planned and dry-run on the host and a real `rpc-server`'s CPU as `RPC0`.
-fn check_on_a_device(spec: Value) {
+#[test]
+fn gemma4_with_own_embeddings_on_a_device_is_llama_cpps_and_a_split_cache_is_an_estimate() {
+    // E2B-shaped: the host looks up each layer's own embeddings, the device holding layer 0
+    // receives them and projects them in (its weights go with layer 0), a later device
+    // receives each layer's slice. -ngl 99: all on RPC0; -ngl 8: layers 0-2 on the host.
+    check_on_a_device(
+        gemma4_e2b_style(),
+        &[(false, 99), (true, 99), (false, 8), (true, 8)],
+    );
+    // -ngl 5: the last layers on RPC0, the layers whose caches they read on the host, where
+    // llama.cpp then runs their attention: the plan says its figures are estimates.
+    let python = python();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let shape = load_shape(&write_model(dir.path(), &python, &gemma4_e2b_style()))
+        .unwrap_or_else(|e| panic!("{e}"))
+        .shape;
+    let mut rig = host_only();
+    rig.push(DeviceSpec {
+        id: DeviceId::Rpc(0),
+        name: "RPC0".into(),
+        ..rig[0].clone()
+    });
+    let options = PlacementOptions {
+        n_gpu_layers: Some(5),
+        devices: vec![DeviceId::Rpc(0)],
+        rpc_servers: vec![RpcServer {
+            endpoint: "127.0.0.1:50052".into(),
+            devices: 1,
+        }],
+        ..Default::default()
+    };
+    let split = rigdeck_placement::report::report(&shape, "e2b.gguf", &rig, &options, false)
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert!(
+        split
+            .notes
+            .iter()
+            .any(|n| n.contains("read the cache of an earlier layer on another device")),
+        "{:?}",
+        split.notes
+    );
+}
+
+/// `spec`'s model planned and dry-run on the host and a real `rpc-server`'s CPU as `RPC0`, with
+/// flash attention on or off and `-ngl` as each of `runs` says.
+fn check_on_a_device(spec: Value, runs: &[(bool, u32)]) {
     let python = python();
     let dir = tempfile::tempdir().expect("tempdir");
     let path = write_model(dir.path(), &python, &spec);
@@ -1221,7 +1301,7 @@ fn check_on_a_device(spec: Value) {
         name: "RPC0".into(),
         ..rig[0].clone()
     });
-    for (flash, ngl) in [(false, 99), (true, 99), (false, 5), (false, 3), (true, 3)] {
+    for &(flash, ngl) in runs {
         let options = PlacementOptions {
             context: 4096,
             parallel: 1,

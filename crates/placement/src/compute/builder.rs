@@ -121,6 +121,10 @@ pub(super) fn replay(
             HostInputs::Decoder => {
                 builder.inputs(model, &every_layer, 1, true, options, g);
             }
+            HostInputs::PerLayer { width, layers } => {
+                builder.inputs(model, &every_layer, 1, true, options, g);
+                builder.looked_up_per_layer(width, layers);
+            }
             HostInputs::Sparse { width } => {
                 let (_, indexer) = builder.sparse_inputs(model, &every_layer, width, options, g);
                 builder.place_sparse_inputs(indexer);
@@ -161,11 +165,13 @@ pub(super) fn batch_tokens(g: &ContextGeometry, options: &PlacementOptions) -> u
 }
 
 /// The inputs the host holds for the devices when it holds no layer itself: a decoder's, or
-/// GLM-5.x's with the indexer's (`width`: its rotation's side).
+/// GLM-5.x's with the indexer's (`width`: its rotation's side), or Gemma 4's with each layer's
+/// own token embeddings looked up too (`width` each, for `layers` layers).
 #[derive(Clone, Copy)]
 pub(super) enum HostInputs {
     Decoder,
     Sparse { width: u64 },
+    PerLayer { width: u64, layers: u64 },
 }
 
 /// What in a device's backend shapes its share of the graph's memory, beside the layers.
@@ -738,6 +744,24 @@ impl Builder {
         allocator::reserve(&self.graph, ALIGNMENT)
     }
 
+    /// Each layer's own token embeddings, `[width, layers, tokens]`: looked up here on the
+    /// host, with token ids of their own (`build_inp_per_layer`; `ggml_backend_sched` never
+    /// offloads `GET_ROWS`), else received from it (a copy of that shape: no view).
+    pub(super) fn looked_up_per_layer(&mut self, width: u64, layers: u64) -> TensorId {
+        let tokens = self.batch.tokens;
+        let ne = [width, layers, tokens, 1];
+        if self.backend != GraphBackend::Host {
+            return self.input(Element::F32, ne);
+        }
+        let ids = self.input(Element::I32, [tokens, 1, 1, 1]);
+        let table = self
+            .graph
+            .weight(Element::F32, [width * layers, self.n_vocab, 1, 1]);
+        let rows = self.op(Reuse::Fresh, [width * layers, tokens, 1, 1], &[table, ids]);
+        self.graph.expand(rows);
+        self.graph.reshape(rows, ne)
+    }
+
     /// A graph input, met (and so placed) now.
     pub(super) fn input(&mut self, element: Element, ne: [u64; 4]) -> TensorId {
         let id = self.graph.input(element, ne);
@@ -864,6 +888,32 @@ impl Builder {
         options: &PlacementOptions,
         g: &ContextGeometry,
     ) -> TensorId {
+        self.attend_cache(model, il, q, Some([k, v]), options, g)
+    }
+
+    /// [`Builder::attend`] for a layer that keeps no cache of its own (Gemma 4's last layers):
+    /// Q over the cache of the earlier layer it reads, nothing written.
+    pub(super) fn attend_shared(
+        &mut self,
+        model: &ModelShape,
+        il: usize,
+        q: TensorId,
+        options: &PlacementOptions,
+        g: &ContextGeometry,
+    ) -> TensorId {
+        self.attend_cache(model, il, q, None, options, g)
+    }
+
+    /// [`Builder::attend`], with K and V `written` into the cache or none.
+    fn attend_cache(
+        &mut self,
+        model: &ModelShape,
+        il: usize,
+        q: TensorId,
+        written: Option<[TensorId; 2]>,
+        options: &PlacementOptions,
+        g: &ContextGeometry,
+    ) -> TensorId {
         let inputs = if is_windowed(model, il) {
             self.window_attention
         } else {
@@ -882,11 +932,56 @@ impl Builder {
         let cells = kv::cells(&model.attention, il, options, g);
         let per_stream = tokens / streams;
         let q = self.rotate(q, inputs.key_rotation);
-        let k = self.rotate(k, inputs.key_rotation);
-        let v = self.rotate(v, inputs.value_rotation);
-        // `build_attn` expands Q, then V, then K (so that RoPE may write K into the cache); the
-        // sliding-window models' (`llm_graph_input_attn_kv_iswa`) Q, K, then V.
         self.graph.expand(q);
+        if let Some([k, v]) = written {
+            let k = self.rotate(k, inputs.key_rotation);
+            let v = self.rotate(v, inputs.value_rotation);
+            self.write_cache(model, [k, v], inputs, [head, kv_heads, value_head, cells]);
+        }
+        let q = self.graph.reshape(q, [head, heads, per_stream, streams]);
+        let q = self.graph.permute(q, [0, 2, 1, 3]);
+        let keys = self.cache_read([head, cells, kv_heads, streams], CacheKind::Key);
+        let values = self.cache_read([value_head, cells, kv_heads, streams], CacheKind::Value);
+        let attended = if self.flash_attention {
+            let out = self.op(
+                Reuse::Fresh,
+                [value_head, heads, per_stream, streams],
+                &[q, keys, values, inputs.mask],
+            );
+            self.convert_cache_for_flash_attention(out, keys, Some(values));
+            self.graph.reshape(out, [value_head * heads, tokens, 1, 1])
+        } else {
+            let scores = self.op(
+                Reuse::Fresh,
+                [cells, per_stream, heads, streams],
+                &[keys, q],
+            );
+            let weights = self.elementwise(scores, &[inputs.mask]);
+            let mixed = self.op(
+                Reuse::Fresh,
+                [value_head, per_stream, heads, streams],
+                &[values, weights],
+            );
+            let mixed = self.graph.permute(mixed, [0, 2, 1, 3]);
+            self.op(Reuse::Fresh, [value_head * heads, tokens, 1, 1], &[mixed])
+        };
+        // `build_attn_mha` ends by expanding its output: in a graph whose feed-forward does not
+        // read the attention (Command R's), the attention comes first.
+        self.graph.expand(attended);
+        self.rotate(attended, inputs.value_rotation)
+    }
+
+    /// K and V (roped, rotated) written into the layer's cache rows (`cpy_k`, `cpy_v`), after
+    /// `build_attn` expands them: V, then K (so that RoPE may write K into the cache); the
+    /// sliding-window models' (`llm_graph_input_attn_kv_iswa`) K, then V.
+    fn write_cache(
+        &mut self,
+        model: &ModelShape,
+        [k, v]: [TensorId; 2],
+        inputs: AttentionInputs,
+        [head, kv_heads, value_head, cells]: [u64; 4],
+    ) {
+        let tokens = self.batch.tokens;
         if self.interleaved_window {
             self.graph.expand(k);
             self.graph.expand(v);
@@ -925,37 +1020,6 @@ impl Builder {
             self.cache_written(written);
             self.graph.expand(written);
         }
-        let q = self.graph.reshape(q, [head, heads, per_stream, streams]);
-        let q = self.graph.permute(q, [0, 2, 1, 3]);
-        let keys = self.cache_read([head, cells, kv_heads, streams], CacheKind::Key);
-        let values = self.cache_read([value_head, cells, kv_heads, streams], CacheKind::Value);
-        let attended = if self.flash_attention {
-            let out = self.op(
-                Reuse::Fresh,
-                [value_head, heads, per_stream, streams],
-                &[q, keys, values, inputs.mask],
-            );
-            self.convert_cache_for_flash_attention(out, keys, Some(values));
-            self.graph.reshape(out, [value_head * heads, tokens, 1, 1])
-        } else {
-            let scores = self.op(
-                Reuse::Fresh,
-                [cells, per_stream, heads, streams],
-                &[keys, q],
-            );
-            let weights = self.elementwise(scores, &[inputs.mask]);
-            let mixed = self.op(
-                Reuse::Fresh,
-                [value_head, per_stream, heads, streams],
-                &[values, weights],
-            );
-            let mixed = self.graph.permute(mixed, [0, 2, 1, 3]);
-            self.op(Reuse::Fresh, [value_head * heads, tokens, 1, 1], &[mixed])
-        };
-        // `build_attn_mha` ends by expanding its output: in a graph whose feed-forward does not
-        // read the attention (Command R's), the attention comes first.
-        self.graph.expand(attended);
-        self.rotate(attended, inputs.value_rotation)
     }
 
     /// `build_attn` over MLA's K-only cache (`llm_graph_input_attn_k`, DeepSeek's absorbed

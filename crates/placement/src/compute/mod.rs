@@ -4,8 +4,8 @@
 //! against `llama-fit-params -fitp on` on the CPU backend. Where the planner knows the graph
 //! llama.cpp builds (`llama`, `qwen2`, `qwen3`, `qwen3moe`, `gemma3` with its sliding window,
 //! `phi3`, `command-r`: [`llama`]; `deepseek2` with MLA and `glm-dsa` with its indexer:
-//! [`deepseek2`], [`dsa`]; `gpt-oss`: [`gpt_oss`]; `gemma4`, dense or with experts beside the
-//! dense feed-forward: [`gemma4`];
+//! [`deepseek2`], [`dsa`]; `gpt-oss`: [`gpt_oss`]; `gemma4`, dense, with experts beside the
+//! dense feed-forward or with each layer's own embeddings and shared caches: [`gemma4`];
 //! `mamba` and `mamba2`: [`mamba`]; Qwen3-Next and Qwen3.5, whose
 //! linear-attention layers defeated such formulas: [`qwen_hybrid`]), it replays ggml's allocator
 //! over it instead
@@ -73,6 +73,21 @@ pub(crate) fn compute_estimate_note(model: &ModelShape) -> Option<String> {
         "The compute buffer of this {} model is an estimate (llama.cpp's graph is not replayed for its architecture): {missed}; leave a margin or check with llama.cpp's dry run.",
         model.architecture
     ))
+}
+
+/// When a Gemma 4 layer that keeps no cache is on another device than the layer whose cache it
+/// reads, the line a plan shows: its attention runs where that cache is, which the replay does
+/// not build, so the figures are estimates; `None` otherwise.
+pub(crate) fn shared_cache_note(model: &ModelShape, plan: &Plan) -> Option<String> {
+    let device_of = |il: usize| {
+        plan.devices
+            .iter()
+            .find(|d| d.usage.layers.contains(&(il as u32)))
+            .map(|d| d.spec.id)
+    };
+    gemma4::shared_cache_elsewhere(model, device_of).then(|| {
+        "The last layers of this model read the cache of an earlier layer on another device, where llama.cpp then runs their attention: the compute figures are estimates here (the replay builds such a split's graphs only with those layers on one device). Keep the last layers with the ones before them, or check with llama.cpp's dry run.".to_owned()
+    })
 }
 
 /// Whether llama.cpp runs `options`' cache with flash attention though `-fa` is off: a quantized
