@@ -5,7 +5,7 @@ sparse file: `llama-fit-params` reads only the header.
 
 Usage: write_model.py GGUF_PY_DIR OUT.gguf SPEC_JSON
 
-SPEC_JSON keys: arch (gemma, gemma2, gemma3, gemma4, qwen2, qwen3, qwen3moe, llama, phi3, command-r,
+SPEC_JSON keys: arch (gemma, gemma2, gemma3, gemma4, minimax-m2, qwen2, qwen3, qwen3moe, llama, phi3, command-r,
 deepseek2, glm-dsa, gpt-oss, mamba, mamba2), n_vocab, n_embd, n_layer, n_head, n_head_kv, head_dim, n_ff, and optionally context_length,
 sliding_window (gemma2, gemma3, gpt-oss), sliding_window_pattern (gemma3: a list of booleans, one
 per layer), soft_caps (gemma2: [attention logits, final logits]), experts, experts_used, expert_ff, expert_groups ([groups, groups kept]), tied (no output
@@ -30,6 +30,8 @@ norms over dt, B and C, weightless)} (n_head, n_head_kv, head_dim and n_ff are u
 mamba2 takes ssm = {d_conv, d_inner, d_state, dt_rank (the heads), n_group}: one projection to
 z, x, B, C and dt, the convolution over x, B and C, per-head A, D and dt bias, the gated output's
 norm over each group.
+minimax-m2: Q and K normed over all their heads at once, partial rotary (rope: the rotated
+width), routed experts n_ff wide chosen by sigmoid gating over a selection bias.
 gemma4 takes head_dim and n_head_kv for its full-attention layers and head_dim_swa and n_head_kv_swa
 for its sliding ones, sliding_window and sliding_window_pattern (required), k_eq_v (the full
 layers have no V projection: V is K's, as Gemma 4's larger models), and optionally experts,
@@ -86,7 +88,7 @@ def describe(writer, gguf, spec) -> None:
     elif "mla" not in spec:
         writer.add_key_length(spec["head_dim"])
         writer.add_value_length(spec["head_dim"])
-        writer.add_rope_dimension_count(spec["head_dim"])
+        writer.add_rope_dimension_count(spec.get("rope", spec["head_dim"]))
     writer.add_layer_norm_rms_eps(1e-6)
     if spec["arch"] == "command-r":
         writer.add_layer_norm_eps(1e-5)
@@ -127,6 +129,8 @@ def describe(writer, gguf, spec) -> None:
         writer.add_indexer_top_k(indexer["top_k"])
         if "types" in indexer:
             writer.add_indexer_types(indexer["types"])
+    if spec["arch"] == "minimax-m2":
+        writer.add_expert_gating_func(gguf.ExpertGatingFuncType.SIGMOID)
     if "experts" in spec:
         writer.add_expert_count(spec["experts"])
         writer.add_expert_used_count(spec["experts_used"])
@@ -227,6 +231,12 @@ def tensors(gguf, spec):
             out += [
                 (name(T.ATTN_Q_NORM, il), (spec["head_dim"],), np.float32),
                 (name(T.ATTN_K_NORM, il), (spec["head_dim"],), np.float32),
+            ]
+        if arch == "minimax-m2":
+            out += [
+                (name(T.ATTN_Q_NORM, il), (q,), np.float32),
+                (name(T.ATTN_K_NORM, il), (kv,), np.float32),
+                (name(T.FFN_EXP_PROBS_B, il, "bias"), (spec["experts"],), np.float32),
             ]
         if arch in ("gemma2", "gemma3"):
             out += [

@@ -541,6 +541,28 @@ fn gemma4_e4b_style_under_a_small_vocabulary_matches_llama_cpp() {
 }
 
 #[test]
+fn minimax_m2_with_whole_qk_norms_and_sigmoid_routing_matches_llama_cpp() {
+    // MiniMax-M2's layout in 4 layers: 3 072 wide, 48 heads of 128 over 8 (64 of each rotated),
+    // Q and K normed whole, 256 experts of 1 536 with 8 active chosen by sigmoid gating over a
+    // selection bias, a 200 064-token vocabulary.
+    assert_exact(json!({
+        "arch": "minimax-m2", "n_vocab": 200_064, "n_embd": 3072, "n_layer": 4, "n_head": 48,
+        "n_head_kv": 8, "head_dim": 128, "rope": 64, "n_ff": 1536, "experts": 256,
+        "experts_used": 8, "expert_ff": 1536,
+    }));
+}
+
+#[test]
+fn minimax_m2_under_a_small_vocabulary_matches_llama_cpp() {
+    // The same layers under 32 000 tokens, so the attention and the experts lead.
+    assert_exact(json!({
+        "arch": "minimax-m2", "n_vocab": 32_000, "n_embd": 3072, "n_layer": 4, "n_head": 48,
+        "n_head_kv": 8, "head_dim": 128, "rope": 64, "n_ff": 1536, "experts": 256,
+        "experts_used": 8, "expert_ff": 1536,
+    }));
+}
+
+#[test]
 fn gemma4_dense_with_separate_projections_matches_llama_cpp() {
     // Gemma 4 31B's layers (5 376 wide, 32 heads of 256 over 16 sliding, of 512 over 4 full,
     // n_ff 21 504) with a V projection on every layer, gate and up apart, no soft cap, under a

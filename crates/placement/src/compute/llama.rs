@@ -4,7 +4,9 @@
 //! `qwen3moe.cpp`: Q and K normed per head; `gemma3.cpp`: those norms, scaled embeddings and
 //! queries, norms after the attention and the feed-forward, and a sliding window on most layers;
 //! `phi3.cpp`: one QKV projection, scaled queries, gate and up in one projection;
-//! `command-r.cpp`: layer norms, the attention and the feed-forward side by side),
+//! `command-r.cpp`: layer norms, the attention and the feed-forward side by side;
+//! `minimax-m2.cpp`: Q and K normed over all their heads at once, experts chosen by sigmoid
+//! gating over a selection bias),
 //! tensor by tensor, so that the compute buffer is llama.cpp's own byte count rather than a phase
 //! formula (whose logits phase missed the rows llama.cpp leaves below them by up to 5 %).
 
@@ -23,6 +25,11 @@ struct Decoder {
     qkv_bias: bool,
     /// `qwen3`, `qwen3moe`, `gemma3`: Q and K RMS-normed per head before RoPE.
     qk_norm: bool,
+    /// `minimax-m2`: Q and K RMS-normed over all their heads, before they are split into heads.
+    qk_norm_whole: bool,
+    /// `minimax-m2`: the router chooses the experts over its probabilities plus a bias
+    /// (`exp_probs_b`).
+    selection_bias: bool,
     /// `gemma`, `gemma2`, `gemma3`: the embeddings and the queries scaled.
     gemma: bool,
     /// `gemma2`, `gemma3`: an RMS norm after the attention and after the feed-forward. (Gemma
@@ -52,6 +59,8 @@ fn decoder(model: &ModelShape) -> Option<Decoder> {
     let plain = Decoder {
         qkv_bias: false,
         qk_norm: false,
+        qk_norm_whole: false,
+        selection_bias: false,
         gemma: false,
         post_norms: false,
         phi: false,
@@ -79,6 +88,11 @@ fn decoder(model: &ModelShape) -> Option<Decoder> {
             ..plain
         },
         "phi3" if model.experts.is_none() => Decoder { phi: true, ..plain },
+        "minimax-m2" if model.experts.is_some() && !fused_qkv => Decoder {
+            qk_norm_whole: true,
+            selection_bias: true,
+            ..plain
+        },
         // Command R+'s per-head layer norms on Q and K are not built here.
         "command-r" if model.experts.is_none() && !has_tensor(model, ".attn_q_norm.weight") => {
             Decoder {
@@ -199,7 +213,11 @@ fn layer(
     let mut feed_forward = match model.experts {
         // llama.cpp's llama and qwen3moe graphs pass no fused gate/up tensor.
         Some(experts) => {
-            b.routed_experts(Router::of(&experts, true), decoder.expert_ff, false, normed)
+            let router = Router {
+                selection_bias: decoder.selection_bias,
+                ..Router::of(&experts, true)
+            };
+            b.routed_experts(router, decoder.expert_ff, false, normed)
         }
         // Phi-3: gate and up in one projection, SwiGLU over its halves.
         None if decoder.phi => {
@@ -303,9 +321,16 @@ fn projections(
             )
         });
     }
+    // MiniMax M2 norms Q and K whole, before they are split into heads.
+    let normed_whole = [decoder.qk_norm_whole, decoder.qk_norm_whole, false];
+    let mut normed = normed_whole.into_iter();
     counts.map(|count| {
         let projected = b.matmul(head * count, x);
         let projected = biased(b, projected);
+        let projected = match normed.next() {
+            Some(true) => b.rms_norm(projected),
+            _ => projected,
+        };
         b.graph.reshape(projected, [head, count, tokens, 1])
     })
 }

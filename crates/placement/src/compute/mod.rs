@@ -3,8 +3,8 @@
 //! phase with what is alive beside it, not the sum of the phases. Each phase below was measured
 //! against `llama-fit-params -fitp on` on the CPU backend. Where the planner knows the graph
 //! llama.cpp builds (`llama`, `qwen2`, `qwen3`, `qwen3moe`, `gemma3` with its sliding window,
-//! `phi3`, `command-r`: [`llama`]; `deepseek2` with MLA and `glm-dsa` with its indexer:
-//! [`deepseek2`], [`dsa`]; `gpt-oss`: [`gpt_oss`]; `gemma4`, dense, with experts beside the
+//! `phi3`, `command-r`, `minimax-m2`: [`llama`]; `deepseek2` with MLA and `glm-dsa` with its
+//! indexer: [`deepseek2`], [`dsa`]; `gpt-oss`: [`gpt_oss`]; `gemma4`, dense, with experts beside the
 //! dense feed-forward or with each layer's own embeddings and shared caches: [`gemma4`];
 //! `mamba` and `mamba2`: [`mamba`]; Qwen3-Next and Qwen3.5, whose
 //! linear-attention layers defeated such formulas: [`qwen_hybrid`]), it replays ggml's allocator
