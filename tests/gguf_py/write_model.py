@@ -5,7 +5,7 @@ sparse file: `llama-fit-params` reads only the header.
 
 Usage: write_model.py GGUF_PY_DIR OUT.gguf SPEC_JSON
 
-SPEC_JSON keys: arch (gemma, gemma2, gemma3, gemma4, minimax-m2, qwen2, qwen3, qwen3moe, llama, phi3, command-r,
+SPEC_JSON keys: arch (gemma, gemma2, gemma3, gemma4, minimax-m2, minimax-m3, qwen2, qwen3, qwen3moe, llama, phi3, command-r,
 deepseek2, glm-dsa, gpt-oss, mamba, mamba2), n_vocab, n_embd, n_layer, n_head, n_head_kv, head_dim, n_ff, and optionally context_length,
 sliding_window (gemma2, gemma3, gpt-oss), sliding_window_pattern (gemma3: a list of booleans, one
 per layer), soft_caps (gemma2: [attention logits, final logits]), experts, experts_used, expert_ff, expert_groups ([groups, groups kept]), tied (no output
@@ -32,6 +32,10 @@ z, x, B, C and dt, the convolution over x, B and C, per-head A, D and dt bias, t
 norm over each group.
 minimax-m2: Q and K normed over all their heads at once, partial rotary (rope: the rotated
 width), routed experts n_ff wide chosen by sigmoid gating over a selection bias.
+minimax-m3: MiniMax-M2's attention with per-head norms, dense_lead leading dense layers, then
+routed experts (expert_ff wide, sigmoid gating over a selection bias, weights_scale) beside
+shared_experts, and on those layers the sparse attention's indexer = {heads (one per KV head), head_size, top_k
+(blocks), block_size, local_blocks}.
 gemma4 takes head_dim and n_head_kv for its full-attention layers and head_dim_swa and n_head_kv_swa
 for its sliding ones, sliding_window and sliding_window_pattern (required), k_eq_v (the full
 layers have no V projection: V is K's, as Gemma 4's larger models), and optionally experts,
@@ -129,8 +133,16 @@ def describe(writer, gguf, spec) -> None:
         writer.add_indexer_top_k(indexer["top_k"])
         if "types" in indexer:
             writer.add_indexer_types(indexer["types"])
-    if spec["arch"] == "minimax-m2":
+    if spec["arch"] in ("minimax-m2", "minimax-m3"):
         writer.add_expert_gating_func(gguf.ExpertGatingFuncType.SIGMOID)
+    if spec["arch"] == "minimax-m3":
+        indexer = spec["indexer"]
+        writer.add_leading_dense_block_count(spec.get("dense_lead", 0))
+        writer.add_expert_shared_count(spec.get("shared_experts", 1))
+        writer.add_expert_weights_scale(spec.get("weights_scale", 1.0))
+        writer.add_expert_weights_norm(True)
+        writer.add_indexer_block_size(indexer["block_size"])
+        writer.add_indexer_local_blocks(indexer["local_blocks"])
     if "experts" in spec:
         writer.add_expert_count(spec["experts"])
         writer.add_expert_used_count(spec["experts_used"])
@@ -174,6 +186,8 @@ def tensors(gguf, spec):
         return out + [t for il in range(spec["n_layer"]) for t in mamba_layer(gguf, spec, il)]
     if arch == "mamba2":
         return out + [t for il in range(spec["n_layer"]) for t in mamba2_layer(gguf, spec, il)]
+    if arch == "minimax-m3":
+        return out + [t for il in range(spec["n_layer"]) for t in minimax_m3_layer(gguf, spec, il)]
     if arch == "gemma4":
         out.append((name(T.ROPE_FREQS), (spec["head_dim"] // 2,), np.float32))
         if spec.get("per_layer"):
@@ -258,6 +272,50 @@ def tensors(gguf, spec):
                 (name(T.FFN_DOWN, il), (e, ff), np.float16),
             ]
     return out
+
+
+def minimax_m3_layer(gguf, spec, il):
+    """A MiniMax-M3 layer as `llama_model_minimax_m3::load_arch_tensors` reads it: the attention
+    with per-head Q and K norms, then a leading layer's dense feed-forward, or routed experts
+    with a selection bias beside the shared expert and the sparse attention's indexer."""
+    T = gguf.MODEL_TENSOR
+    name = lambda t, kind="weight": f"{gguf.TENSOR_NAMES[t].format(bid=il)}.{kind}"
+    e, head = spec["n_embd"], spec["head_dim"]
+    q, kv = spec["n_head"] * head, spec["n_head_kv"] * head
+    out = [
+        (name(T.ATTN_NORM), (e,), np.float32),
+        (name(T.ATTN_Q), (q, e), np.float16),
+        (name(T.ATTN_K), (kv, e), np.float16),
+        (name(T.ATTN_V), (kv, e), np.float16),
+        (name(T.ATTN_OUT), (e, q), np.float16),
+        (name(T.ATTN_Q_NORM), (head,), np.float32),
+        (name(T.ATTN_K_NORM), (head,), np.float32),
+        (name(T.FFN_NORM), (e,), np.float32),
+    ]
+    ff = spec["n_ff"]
+    if il < spec.get("dense_lead", 0):
+        return out + [
+            (name(T.FFN_GATE), (ff, e), np.float16),
+            (name(T.FFN_UP), (ff, e), np.float16),
+            (name(T.FFN_DOWN), (e, ff), np.float16),
+        ]
+    n, w = spec["experts"], spec["expert_ff"]
+    shared = w * spec.get("shared_experts", 1)
+    size = spec["indexer"]["head_size"]
+    return out + [
+        (name(T.FFN_GATE_INP), (n, e), np.float32),
+        (name(T.FFN_EXP_PROBS_B, "bias"), (n,), np.float32),
+        (name(T.FFN_GATE_EXP), (n, w, e), np.float16),
+        (name(T.FFN_UP_EXP), (n, w, e), np.float16),
+        (name(T.FFN_DOWN_EXP), (n, e, w), np.float16),
+        (name(T.FFN_GATE_SHEXP), (shared, e), np.float16),
+        (name(T.FFN_UP_SHEXP), (shared, e), np.float16),
+        (name(T.FFN_DOWN_SHEXP), (e, shared), np.float16),
+        (name(T.INDEXER_Q_PROJ), (spec["indexer"]["heads"] * size, e), np.float32),
+        (name(T.INDEXER_K_PROJ), (size, e), np.float32),
+        (name(T.INDEXER_Q_NORM), (size,), np.float32),
+        (name(T.INDEXER_K_NORM), (size,), np.float32),
+    ]
 
 
 def gemma4_attention(writer, spec) -> None:

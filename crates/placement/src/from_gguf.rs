@@ -305,6 +305,13 @@ pub fn shape_of(model: &GgufModel, label: &str) -> Result<ModelShape, ShapeError
                 n_layer,
             ),
             indexer_key_length: indexer(model, &arch, n_layer, summary.context_length),
+            // MiniMax-M3's indexer cache is a whole cache of one head: a V as wide as the
+            // model's beside the K.
+            indexer_value_length: if arch == "minimax-m3" {
+                value_length
+            } else {
+                0
+            },
             indexer_heads: model
                 .metadata
                 .get_u32(&format!("{arch}.attention.indexer.head_count"))
@@ -452,6 +459,14 @@ fn indexer(model: &GgufModel, arch: &str, n_layer: u32, context: Option<u64>) ->
         Some(one) => {
             let on = one.as_u64().map(|x| x != 0).or_else(|| one.as_bool());
             vec![on.unwrap_or(false); n]
+        }
+        // MiniMax-M3: an indexer on every layer after the leading dense ones.
+        None if arch == "minimax-m3" => {
+            let dense = model
+                .metadata
+                .get_u32(&format!("{arch}.leading_dense_block_count"))
+                .unwrap_or(0) as usize;
+            (0..n).map(|il| il >= dense).collect()
         }
         None if context.unwrap_or(0) < 1_048_576 => vec![true; n],
         None => (0..n).map(glm_5_2_full_indexer).collect(),

@@ -163,7 +163,13 @@ fn attention_kv_bytes(
             let indexer_width =
                 u64::from(attention.indexer_key_length.get(il).copied().unwrap_or(0));
             let indexer = if indexer_width > 0 {
+                let value_width = u64::from(attention.indexer_value_length);
+                let value = match value_width {
+                    0 => 0,
+                    width => row(options.cache_type_v, width)?,
+                };
                 row(options.cache_type_k, indexer_width)?
+                    .saturating_add(value)
                     .saturating_mul(g.n_ctx_seq)
                     .saturating_mul(g.n_stream)
             } else {
@@ -194,6 +200,7 @@ mod tests {
             sliding_window: None,
             swa_layers: vec![false; n_layer],
             indexer_key_length: vec![0; n_layer],
+            indexer_value_length: 0,
             indexer_heads: 0,
             indexer_top_k: 0,
             recurrent: None,

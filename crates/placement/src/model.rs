@@ -73,6 +73,10 @@ pub struct AttentionLayout {
     pub swa_layers: Vec<bool>,
     /// Extra K-only cache per layer (the DSA indexer of GLM-5.x), in elements per token; 0 = none.
     pub indexer_key_length: Vec<u32>,
+    /// Beside an indexer's K, a V of this width per token (MiniMax-M3's indexer cache keeps one
+    /// head of the model's V width); 0 = K only.
+    #[serde(default)]
+    pub indexer_value_length: u32,
     /// The DSA indexer's heads and the keys it selects per query (its scores are a compute
     /// buffer term that grows with the context).
     #[serde(default)]

@@ -80,6 +80,7 @@ pub fn moe_model(n_layer: u32, dense: u32, layer_bytes: u64, expert_bytes: u64) 
             sliding_window: None,
             swa_layers: vec![false; n_layer as usize],
             indexer_key_length: vec![0; n_layer as usize],
+            indexer_value_length: 0,
             indexer_heads: 0,
             indexer_top_k: 0,
             recurrent: None,

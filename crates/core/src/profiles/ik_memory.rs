@@ -106,6 +106,7 @@ mod tests {
             sliding_window: None,
             swa_layers: Vec::new(),
             indexer_key_length: Vec::new(),
+            indexer_value_length: 0,
             indexer_heads: 0,
             indexer_top_k: 0,
             recurrent: None,
