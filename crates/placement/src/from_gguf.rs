@@ -320,6 +320,10 @@ pub fn shape_of(model: &GgufModel, label: &str) -> Result<ModelShape, ShapeError
                 .metadata
                 .get_u32(&format!("{arch}.attention.indexer.top_k"))
                 .unwrap_or(0),
+            indexer_block_size: model
+                .metadata
+                .get_u32(&format!("{arch}.attention.indexer.block_size"))
+                .unwrap_or(0),
             recurrent: recurrent.shape,
             recurrent_layers: recurrent.layers,
         },

@@ -203,6 +203,7 @@ mod tests {
             indexer_value_length: 0,
             indexer_heads: 0,
             indexer_top_k: 0,
+            indexer_block_size: 0,
             recurrent: None,
             recurrent_layers: Vec::new(),
         }

@@ -83,6 +83,10 @@ pub struct AttentionLayout {
     pub indexer_heads: u32,
     #[serde(default)]
     pub indexer_top_k: u32,
+    /// MiniMax-M3's sparse attention: tokens per block of the cache it selects
+    /// (`attention.indexer.block_size`; its `indexer_top_k` counts blocks); 0 = none.
+    #[serde(default)]
+    pub indexer_block_size: u32,
     /// The recurrent geometry (Mamba-style SSM or gated delta net), for models with recurrent
     /// layers (`mamba`, `qwen3next`, `jamba`, …); `None` for pure transformers.
     #[serde(default)]

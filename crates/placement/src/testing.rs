@@ -83,6 +83,7 @@ pub fn moe_model(n_layer: u32, dense: u32, layer_bytes: u64, expert_bytes: u64) 
             indexer_value_length: 0,
             indexer_heads: 0,
             indexer_top_k: 0,
+            indexer_block_size: 0,
             recurrent: None,
             recurrent_layers: Vec::new(),
         },

@@ -252,6 +252,11 @@ impl Graph {
         self.leaf(element, ne, false, true)
     }
 
+    /// Takes `leaf` out of the graph's leaves: nothing reads it, so it takes no memory.
+    pub(crate) fn drop_leaf(&mut self, leaf: TensorId) {
+        self.leafs.retain(|&l| l != leaf);
+    }
+
     /// A tensor the graph makes without an operation (a block of zeros a later one fills),
     /// placed with the leaves in this device's buffer: not a graph input the host holds.
     pub(crate) fn scratch(&mut self, element: Element, ne: [u64; 4]) -> TensorId {
@@ -307,6 +312,15 @@ impl Graph {
             nb[axis] = source.nb[i];
         }
         self.view(of, ne, nb)
+    }
+
+    /// An in-place operation on `of` (`ggml_add_inplace`) reading `others` too: the result is
+    /// a view of `of`.
+    pub(crate) fn in_place(&mut self, of: TensorId, others: &[TensorId]) -> TensorId {
+        let layout = self.tensor(of).layout;
+        let mut sources = vec![of];
+        sources.extend_from_slice(others);
+        self.view_with(of, layout, &sources)
     }
 
     /// `ggml_cpy(source, destination)`: the result is a view of the destination.

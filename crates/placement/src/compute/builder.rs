@@ -125,6 +125,16 @@ pub(super) fn replay(
                 builder.inputs(model, &every_layer, 1, true, options, g);
                 builder.looked_up_per_layer(width, layers);
             }
+            HostInputs::BlockSparse { positions, blocks } => {
+                builder.inputs(model, &every_layer, 1, true, options, g);
+                let (tokens, streams) = (builder.batch.tokens, builder.batch.streams);
+                let cells = kv::cells(&model.attention, 0, options, g);
+                builder.input(Element::I64, [tokens, 1, 1, 1]);
+                builder.input(Element::I32, [positions, streams, 1, 1]);
+                builder.input(Element::F32, [positions, tokens, 1, 1]);
+                builder.input(Element::F32, [blocks, tokens, 1, 1]);
+                builder.input(Element::I32, [cells, streams, 1, 1]);
+            }
             HostInputs::Sparse { width } => {
                 let (_, indexer) = builder.sparse_inputs(model, &every_layer, width, options, g);
                 builder.place_sparse_inputs(indexer);
@@ -166,12 +176,15 @@ pub(super) fn batch_tokens(g: &ContextGeometry, options: &PlacementOptions) -> u
 
 /// The inputs the host holds for the devices when it holds no layer itself: a decoder's, or
 /// GLM-5.x's with the indexer's (`width`: its rotation's side), or Gemma 4's with each layer's
-/// own token embeddings looked up too (`width` each, for `layers` layers).
+/// own token embeddings looked up too (`width` each, for `layers` layers), or MiniMax-M3's with
+/// its sparse attention's (the indexer cache's rows, position to cell, visibility by position,
+/// the local bias over `blocks` blocks of `positions`, cell to block).
 #[derive(Clone, Copy)]
 pub(super) enum HostInputs {
     Decoder,
     Sparse { width: u64 },
     PerLayer { width: u64, layers: u64 },
+    BlockSparse { positions: u64, blocks: u64 },
 }
 
 /// What in a device's backend shapes its share of the graph's memory, beside the layers.
@@ -762,6 +775,20 @@ impl Builder {
         self.graph.reshape(rows, ne)
     }
 
+    /// Leaves the attention's mask out of this graph: nothing here reads it (MiniMax-M3's
+    /// sparse layers after the first device's read a copy made from it there).
+    pub(super) fn drop_attention_mask(&mut self) {
+        if let Some(mask) = self.attention.map(|a| a.mask) {
+            self.graph.drop_leaf(mask);
+        }
+    }
+
+    /// Whether this is the host's graph, which holds the graph's inputs (a device receives
+    /// copies of what it reads of them).
+    pub(super) fn is_host(&self) -> bool {
+        self.backend == GraphBackend::Host
+    }
+
     /// A graph input, met (and so placed) now.
     pub(super) fn input(&mut self, element: Element, ne: [u64; 4]) -> TensorId {
         let id = self.graph.input(element, ne);
@@ -936,7 +963,9 @@ impl Builder {
         if let Some([k, v]) = written {
             let k = self.rotate(k, inputs.key_rotation);
             let v = self.rotate(v, inputs.value_rotation);
-            self.write_cache(model, [k, v], inputs, [head, kv_heads, value_head, cells]);
+            let interleaved = self.interleaved_window;
+            let dims = [head, kv_heads, value_head, cells];
+            self.write_cache(model, [k, v], inputs, dims, interleaved);
         }
         let q = self.graph.reshape(q, [head, heads, per_stream, streams]);
         let q = self.graph.permute(q, [0, 2, 1, 3]);
@@ -971,18 +1000,44 @@ impl Builder {
         self.rotate(attended, inputs.value_rotation)
     }
 
+    /// Layer `il`'s Q, K and V (`[head, heads, tokens]`, roped) rotated around a quantized
+    /// cache, Q, K and V expanded and K and V written into the layer's cache (MiniMax-M3's sparse
+    /// attention, which then reads the cache itself): Q rotated, the cache's mask, and the V
+    /// rotation its output is rotated back by.
+    pub(super) fn write_layer_cache(
+        &mut self,
+        model: &ModelShape,
+        il: usize,
+        [q, k, v]: [TensorId; 3],
+        options: &PlacementOptions,
+        g: &ContextGeometry,
+    ) -> Option<(TensorId, TensorId, Option<TensorId>)> {
+        let inputs = self.attention?;
+        let (head, _, kv_heads) = layer_heads(model, il);
+        let value_head = u64::from(model.attention.head_lengths(il).1);
+        let cells = kv::cells(&model.attention, il, options, g);
+        let q = self.rotate(q, inputs.key_rotation);
+        let k = self.rotate(k, inputs.key_rotation);
+        let v = self.rotate(v, inputs.value_rotation);
+        self.graph.expand(q);
+        let dims = [head, kv_heads, value_head, cells];
+        self.write_cache(model, [k, v], inputs, dims, true);
+        Some((q, inputs.mask, inputs.value_rotation))
+    }
+
     /// K and V (roped, rotated) written into the layer's cache rows (`cpy_k`, `cpy_v`), after
     /// `build_attn` expands them: V, then K (so that RoPE may write K into the cache); the
-    /// sliding-window models' (`llm_graph_input_attn_kv_iswa`) K, then V.
+    /// sliding-window models' (`llm_graph_input_attn_kv_iswa`, `interleaved`) K, then V.
     fn write_cache(
         &mut self,
         model: &ModelShape,
         [k, v]: [TensorId; 2],
         inputs: AttentionInputs,
         [head, kv_heads, value_head, cells]: [u64; 4],
+        interleaved: bool,
     ) {
         let tokens = self.batch.tokens;
-        if self.interleaved_window {
+        if interleaved {
             self.graph.expand(k);
             self.graph.expand(v);
         } else {
@@ -1139,7 +1194,7 @@ impl Builder {
 
     /// `llama_mul_mat_hadamard` over a contiguous `x` when there is a rotation: its elements in
     /// rows of the rotation's width, multiplied by it, in `x`'s shape again.
-    fn rotate(&mut self, x: TensorId, rotation: Option<TensorId>) -> TensorId {
+    pub(super) fn rotate(&mut self, x: TensorId, rotation: Option<TensorId>) -> TensorId {
         let Some(rotation) = rotation else {
             return x;
         };

@@ -6,6 +6,7 @@
 //! `phi3`, `command-r`, `minimax-m2`: [`llama`]; `deepseek2` with MLA and `glm-dsa` with its
 //! indexer: [`deepseek2`], [`dsa`]; `gpt-oss`: [`gpt_oss`]; `gemma4`, dense, with experts beside the
 //! dense feed-forward or with each layer's own embeddings and shared caches: [`gemma4`];
+//! `minimax-m3` with its sparse attention: [`minimax_m3`];
 //! `mamba` and `mamba2`: [`mamba`]; Qwen3-Next and Qwen3.5, whose
 //! linear-attention layers defeated such formulas: [`qwen_hybrid`]), it replays ggml's allocator
 //! over it instead
@@ -20,6 +21,7 @@ mod gpt_oss;
 mod llama;
 mod mamba;
 mod memo;
+mod minimax_m3;
 mod op_offload;
 mod qwen_hybrid;
 mod scheduler;
@@ -55,6 +57,7 @@ pub(crate) fn compute_estimate_note(model: &ModelShape) -> Option<String> {
         deepseek2::replays,
         gpt_oss::replays,
         gemma4::replays,
+        minimax_m3::replays,
         mamba::replays,
     ];
     if replayed.iter().any(|replays| replays(model)) {
@@ -217,6 +220,7 @@ fn estimate(
         .or_else(|| deepseek2::compute_bytes(model, device, layers, g, share))
         .or_else(|| gpt_oss::compute_bytes(model, device, layers, g, share))
         .or_else(|| gemma4::compute_bytes(model, device, layers, g, share))
+        .or_else(|| minimax_m3::compute_bytes(model, device, layers, g, share))
         .or_else(|| mamba::compute_bytes(model, device, layers, g, share));
     if let Some(bytes) = replayed {
         return bytes;
