@@ -533,3 +533,41 @@ fn cell_mask(
         &[combined],
     )
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::model::{ModelTensor, TensorRole};
+    use crate::plan::plan;
+    use crate::testing::{gpus, moe_model, GIB};
+    use crate::{DeviceId, PlacementOptions};
+
+    #[test]
+    fn a_hostile_indexer_header_plans_as_too_big() {
+        // A MiniMax-M3 header whose indexer claims 4 G-wide keys: replayed with sizes that
+        // stay in range (no overflow, no panic), it needs more than any GPU has.
+        let mut model = moe_model(4, 1, 100 << 20, 300 << 20);
+        model.architecture = "minimax-m3".into();
+        let attention = &mut model.attention;
+        attention.mla = false;
+        (attention.key_length, attention.value_length) = (128, 128);
+        attention.head_count_kv = vec![8; 4];
+        attention.indexer_heads = 8;
+        attention.indexer_block_size = 64;
+        attention.indexer_top_k = 16;
+        attention.indexer_key_length = vec![0, u32::MAX, u32::MAX, u32::MAX];
+        model.tensors.push(ModelTensor {
+            name: "blk.1.ffn_up_shexp.weight".into(),
+            bytes: 1 << 20,
+            layer: Some(1),
+            role: TensorRole::SharedExperts,
+            elements: 6144 * 1536,
+            row_length: 6144,
+            quantized: false,
+        });
+        assert!(super::replays(&model), "the header reads as MiniMax-M3's");
+        let plan = plan(&model, &gpus(1, 24 * GIB), &PlacementOptions::default()).expect("a plan");
+        let gpu = &plan.device(DeviceId::Gpu(0)).expect("the GPU").usage;
+        assert!(gpu.compute_estimate_bytes > 24 * GIB, "{gpu:?}");
+        assert!(!plan.fits());
+    }
+}
