@@ -292,13 +292,8 @@ def minimax_m3_layer(gguf, spec, il):
         (name(T.ATTN_K_NORM), (head,), np.float32),
         (name(T.FFN_NORM), (e,), np.float32),
     ]
-    ff = spec["n_ff"]
     if il < spec.get("dense_lead", 0):
-        return out + [
-            (name(T.FFN_GATE), (ff, e), np.float16),
-            (name(T.FFN_UP), (ff, e), np.float16),
-            (name(T.FFN_DOWN), (e, ff), np.float16),
-        ]
+        return out + dense_feed_forward(name, T, e, spec["n_ff"])
     n, w = spec["experts"], spec["expert_ff"]
     shared = w * spec.get("shared_experts", 1)
     size = spec["indexer"]["head_size"]
@@ -404,6 +399,15 @@ def gemma4_layer(gguf, spec, il):
     return out
 
 
+def dense_feed_forward(name, T, e, ff):
+    """A leading dense layer's gate, up and down projections, `ff` wide."""
+    return [
+        (name(T.FFN_GATE), (ff, e), np.float16),
+        (name(T.FFN_UP), (ff, e), np.float16),
+        (name(T.FFN_DOWN), (e, ff), np.float16),
+    ]
+
+
 def mla_layer(gguf, spec, il):
     """A deepseek2 or glm-dsa layer: the low-rank Q (or one Q projection), the latent KV with its
     roped key, the absorbed K and V decompressions per head, a glm-dsa full layer's indexer, then
@@ -444,13 +448,8 @@ def mla_layer(gguf, spec, il):
             (name(T.INDEXER_ATTN_K), (size, e), np.float16),
             (name(T.INDEXER_ATTN_Q_B), (heads * size, q_lora), np.float16),
         ]
-    ff = spec["n_ff"]
     if il < spec.get("dense_lead", 0):
-        return out + [
-            (name(T.FFN_GATE), (ff, e), np.float16),
-            (name(T.FFN_UP), (ff, e), np.float16),
-            (name(T.FFN_DOWN), (e, ff), np.float16),
-        ]
+        return out + dense_feed_forward(name, T, e, spec["n_ff"])
     n, w = spec["experts"], spec["expert_ff"]
     shared = w * spec.get("shared_experts", 0)
     out += [

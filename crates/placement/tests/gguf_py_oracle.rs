@@ -540,26 +540,28 @@ fn gemma4_e4b_style_under_a_small_vocabulary_matches_llama_cpp() {
     assert_exact(spec);
 }
 
-#[test]
-fn minimax_m2_with_whole_qk_norms_and_sigmoid_routing_matches_llama_cpp() {
-    // MiniMax-M2's layout in 4 layers: 3 072 wide, 48 heads of 128 over 8 (64 of each rotated),
-    // Q and K normed whole, 256 experts of 1 536 with 8 active chosen by sigmoid gating over a
-    // selection bias, a 200 064-token vocabulary.
-    assert_exact(json!({
+/// MiniMax-M2's layout in 4 layers: 3 072 wide, 48 heads of 128 over 8 (64 of each rotated),
+/// Q and K normed whole, 256 experts of 1 536 with 8 active chosen by sigmoid gating over a
+/// selection bias, a 200 064-token vocabulary.
+fn minimax_m2_style() -> Value {
+    json!({
         "arch": "minimax-m2", "n_vocab": 200_064, "n_embd": 3072, "n_layer": 4, "n_head": 48,
         "n_head_kv": 8, "head_dim": 128, "rope": 64, "n_ff": 1536, "experts": 256,
         "experts_used": 8, "expert_ff": 1536,
-    }));
+    })
+}
+
+#[test]
+fn minimax_m2_with_whole_qk_norms_and_sigmoid_routing_matches_llama_cpp() {
+    assert_exact(minimax_m2_style());
 }
 
 #[test]
 fn minimax_m2_under_a_small_vocabulary_matches_llama_cpp() {
     // The same layers under 32 000 tokens, so the attention and the experts lead.
-    assert_exact(json!({
-        "arch": "minimax-m2", "n_vocab": 32_000, "n_embd": 3072, "n_layer": 4, "n_head": 48,
-        "n_head_kv": 8, "head_dim": 128, "rope": 64, "n_ff": 1536, "experts": 256,
-        "experts_used": 8, "expert_ff": 1536,
-    }));
+    let mut spec = minimax_m2_style();
+    spec["n_vocab"] = json!(32_000);
+    assert_exact(spec);
 }
 
 /// MiniMax-M3's layout in 4 layers (its attention as M2's with per-head norms, a dense first
