@@ -127,9 +127,6 @@ fn attention_kv_bytes(
     options: &PlacementOptions,
     g: &ContextGeometry,
 ) -> Result<Vec<u64>, KvError> {
-    let v_width = |il: usize, heads: u32| {
-        u64::from(heads).saturating_mul(u64::from(attention.head_lengths(il).1))
-    };
     // Without flash attention llama.cpp stores V transposed, every layer as wide as the widest.
     let v_width_max = attention.value_width_max();
     (0..attention.head_count_kv.len())
@@ -154,7 +151,7 @@ fn attention_kv_bytes(
                 0
             } else {
                 let width = if options.flash_attention {
-                    v_width(il, heads)
+                    attention.value_width(il)
                 } else {
                     v_width_max
                 };

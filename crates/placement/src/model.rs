@@ -110,13 +110,26 @@ impl AttentionLayout {
         )
     }
 
+    /// Layer `il`'s V row: its KV heads times their V width (`n_embd_v_gqa`).
+    pub fn value_width(&self, il: usize) -> u64 {
+        let heads = self.head_count_kv.get(il).copied().unwrap_or(0);
+        u64::from(heads).saturating_mul(u64::from(self.head_lengths(il).1))
+    }
+
     /// The widest layer's V row (`n_embd_v_gqa_max`): without flash attention llama.cpp stores
     /// V transposed, every layer's cache this wide.
     pub fn value_width_max(&self) -> u64 {
-        (self.head_count_kv.iter().enumerate())
-            .map(|(il, &heads)| u64::from(heads).saturating_mul(u64::from(self.head_lengths(il).1)))
+        (0..self.head_count_kv.len())
+            .map(|il| self.value_width(il))
             .max()
             .unwrap_or(0)
+    }
+
+    /// Whether layer `il` has an indexer cache (GLM-5.x's DSA, MiniMax-M3's sparse attention).
+    pub fn has_indexer(&self, il: usize) -> bool {
+        self.indexer_key_length
+            .get(il)
+            .is_some_and(|&width| width > 0)
     }
 
     /// Whether layer `il` keeps a KV cache of its own (`llama_hparams::has_kv`): all but the
@@ -228,6 +241,17 @@ pub struct ExpertShape {
     /// and 1, read where the architecture's graph takes it from the file: `deepseek2`).
     #[serde(default)]
     pub weights_scaled: bool,
+}
+
+impl ExpertShape {
+    /// One routed expert's feed-forward width: `expert_feed_forward_length`, or the model's
+    /// `n_ff` where the file gives none (Mixtral-style).
+    pub fn width(&self, n_ff: u32) -> u64 {
+        u64::from(match self.feed_forward_length {
+            0 => n_ff,
+            width => width,
+        })
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -256,6 +256,8 @@ pub(super) struct Builder {
     layer_holders: Vec<u32>,
     /// A model with sliding-window layers: its attention is built over the interleaved caches.
     interleaved_window: bool,
+    /// The widest layer's V row, as wide as every transposed V cache row (no flash attention).
+    value_width_max: u64,
     /// Where each built layer's tensors begin ([`Graph::tensor_count`] when it began).
     layer_starts: Vec<usize>,
 }
@@ -324,6 +326,7 @@ impl Builder {
             arrived_norm: None,
             input_copies: 1,
             layer_holders: Vec::new(),
+            value_width_max: model.attention.value_width_max(),
             interleaved_window: model.attention.sliding_window.is_some()
                 && model.attention.swa_layers.contains(&true),
             layer_starts: Vec::new(),
@@ -712,7 +715,7 @@ impl Builder {
         let value_rows = if self.flash_attention {
             tokens
         } else {
-            tokens * attention.value_width_max()
+            tokens * self.value_width_max
         };
         let value_rows = (!key_only).then(|| self.input(Element::I64, [value_rows, 1, 1, 1]));
         let cells = kv::cells(attention, il, options, g);
@@ -834,6 +837,15 @@ impl Builder {
         if self.reads_from_host() == FromHost::Everything {
             self.graph.run_on_host(written);
         }
+    }
+
+    /// The logits of `normed` (the final norm, or the output rows of it), both graph outputs,
+    /// the logits expanded: the graph's end.
+    pub(super) fn logits(&mut self, normed: TensorId) {
+        self.graph.mark_output(normed);
+        let logits = self.matmul(self.n_vocab, normed);
+        self.graph.mark_output(logits);
+        self.graph.expand(logits);
     }
 
     /// An f32 result of `ne` from `sources`.
@@ -965,7 +977,7 @@ impl Builder {
             let v = self.rotate(v, inputs.value_rotation);
             let interleaved = self.interleaved_window;
             let dims = [head, kv_heads, value_head, cells];
-            self.write_cache(model, [k, v], inputs, dims, interleaved);
+            self.write_cache([k, v], inputs, dims, interleaved);
         }
         let q = self.graph.reshape(q, [head, heads, per_stream, streams]);
         let q = self.graph.permute(q, [0, 2, 1, 3]);
@@ -1021,7 +1033,7 @@ impl Builder {
         let v = self.rotate(v, inputs.value_rotation);
         self.graph.expand(q);
         let dims = [head, kv_heads, value_head, cells];
-        self.write_cache(model, [k, v], inputs, dims, true);
+        self.write_cache([k, v], inputs, dims, true);
         Some((q, inputs.mask, inputs.value_rotation))
     }
 
@@ -1030,7 +1042,6 @@ impl Builder {
     /// sliding-window models' (`llm_graph_input_attn_kv_iswa`, `interleaved`) K, then V.
     fn write_cache(
         &mut self,
-        model: &ModelShape,
         [k, v]: [TensorId; 2],
         inputs: AttentionInputs,
         [head, kv_heads, value_head, cells]: [u64; 4],
@@ -1062,11 +1073,9 @@ impl Builder {
             };
             // A transposed V narrower than the cache's rows is padded to them (Gemma 4's full
             // layers beside its wider sliding ones).
-            if transposed {
-                let widest = model.attention.value_width_max();
-                if head * kv_heads < widest {
-                    flat = self.op(Reuse::Fresh, [widest, tokens, 1, 1], &[flat]);
-                }
+            let widest = self.value_width_max;
+            if transposed && head * kv_heads < widest {
+                flat = self.op(Reuse::Fresh, [widest, tokens, 1, 1], &[flat]);
             }
             let cache = self
                 .graph

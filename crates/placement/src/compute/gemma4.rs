@@ -257,10 +257,7 @@ impl Layer {
             down_scaled: self.tensors.down_scale,
             ..Router::of(&experts, true)
         };
-        let expert_ff = match experts.feed_forward_length {
-            0 => u64::from(model.n_ff),
-            width => u64::from(width),
-        };
+        let expert_ff = experts.width(model.n_ff);
         let out = b.routed_experts(router, expert_ff, self.tensors.fused_gate_up, input);
         b.rms_norm(out)
     }
@@ -344,7 +341,7 @@ fn own_embedding(
 /// selected from it (a graph output), the logits (their soft cap, a scale, a tanh and a scale,
 /// works in place: no memory of its own).
 fn output(b: &mut Builder, x: TensorId) {
-    let (n_embd, n_vocab) = (b.n_embd, b.n_vocab);
+    let n_embd = b.n_embd;
     let normed = b.rms_norm(x);
     b.graph.mark_output(normed);
     let rows = match b.output_rows {
@@ -355,8 +352,5 @@ fn output(b: &mut Builder, x: TensorId) {
         ),
         None => normed,
     };
-    b.graph.mark_output(rows);
-    let logits = b.matmul(n_vocab, rows);
-    b.graph.mark_output(logits);
-    b.graph.expand(logits);
+    b.logits(rows);
 }

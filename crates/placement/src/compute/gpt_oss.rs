@@ -43,10 +43,7 @@ pub(super) fn compute_bytes(
         biased_experts: true,
         ..Router::of(&experts, false)
     };
-    let expert_ff = match experts.feed_forward_length {
-        0 => u64::from(model.n_ff),
-        width => u64::from(width),
-    };
+    let expert_ff = experts.width(model.n_ff);
     replay(
         model,
         device,
@@ -109,15 +106,12 @@ fn layer(
 /// The last layer's output (a graph output: the graph hands it on as `t_h_nextn`), the output
 /// rows selected from it, the final norm (a graph output) and the logits.
 fn output(b: &mut Builder, x: TensorId) {
-    let (n_embd, n_vocab) = (b.n_embd, b.n_vocab);
+    let n_embd = b.n_embd;
     b.graph.mark_output(x);
     let rows = match b.output_rows {
         Some(rows) => b.op(Reuse::Fresh, [n_embd, b.batch.outputs, 1, 1], &[x, rows]),
         None => x,
     };
     let normed = b.rms_norm(rows);
-    b.graph.mark_output(normed);
-    let logits = b.matmul(n_vocab, normed);
-    b.graph.mark_output(logits);
-    b.graph.expand(logits);
+    b.logits(normed);
 }

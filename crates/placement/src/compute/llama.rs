@@ -80,11 +80,7 @@ fn decoder(model: &ModelShape) -> Option<Decoder> {
         },
         "qwen3moe" => Decoder {
             qk_norm: true,
-            expert_ff: model
-                .experts
-                .map(|e| u64::from(e.feed_forward_length))
-                .filter(|&width| width > 0)
-                .unwrap_or(n_ff),
+            expert_ff: model.experts.map_or(n_ff, |e| e.width(model.n_ff)),
             ..plain
         },
         "phi3" if model.experts.is_none() => Decoder { phi: true, ..plain },

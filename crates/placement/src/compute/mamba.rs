@@ -92,12 +92,8 @@ pub(super) fn compute_bytes(
             }
             if holds_output {
                 builder.begin_output();
-                let n_vocab = builder.n_vocab;
                 let normed = builder.rms_norm(cur);
-                builder.graph.mark_output(normed);
-                let logits = builder.matmul(n_vocab, normed);
-                builder.graph.mark_output(logits);
-                builder.graph.expand(logits);
+                builder.logits(normed);
             } else {
                 builder.hand_on(cur);
             }

@@ -92,10 +92,7 @@ pub(super) fn compute_bytes(
         },
         false => HostInputs::Decoder,
     };
-    let expert_ff = match experts.feed_forward_length {
-        0 => u64::from(model.n_ff),
-        width => u64::from(width),
-    };
+    let expert_ff = experts.width(model.n_ff);
     replay(
         model,
         device,
@@ -109,13 +106,10 @@ pub(super) fn compute_bytes(
                 .last()
                 .is_some_and(|&il| il + 1 == model.n_layer as usize);
             let mut cur = builder.inputs(model, held, 1, false, options, g);
-            let indexed = |il: &&usize| {
-                let widths = &model.attention.indexer_key_length;
-                widths.get(**il).is_some_and(|&w| w > 0)
-            };
-            let sparse_held = held.iter().filter(indexed).count();
+            let indexed = |il: usize| model.attention.has_indexer(il);
+            let sparse_held = held.iter().filter(|&&il| indexed(il)).count();
             // The f32 mask is made with the first sparse layer; a later device receives it.
-            let first_sparse = (0..model.n_layer as usize).find(|il| indexed(&il));
+            let first_sparse = (0..model.n_layer as usize).find(|&il| indexed(il));
             let receives_mask = first_sparse.is_some_and(|first| !held.contains(&first));
             let mut inputs = (enabled && sparse_held > 0).then(|| {
                 let layers = (shape, sparse_held, receives_mask);
@@ -138,11 +132,7 @@ pub(super) fn compute_bytes(
             if holds_output {
                 builder.begin_output();
                 let normed = builder.rms_norm(cur);
-                builder.graph.mark_output(normed);
-                let n_vocab = builder.n_vocab;
-                let logits = builder.matmul(n_vocab, normed);
-                builder.graph.mark_output(logits);
-                builder.graph.expand(logits);
+                builder.logits(normed);
             } else {
                 builder.hand_on(cur);
             }
@@ -256,13 +246,7 @@ impl Layer {
         g: &ContextGeometry,
     ) -> TensorId {
         let normed = b.rms_norm(input);
-        let indexed = model
-            .attention
-            .indexer_key_length
-            .get(self.il)
-            .copied()
-            .unwrap_or(0)
-            > 0;
+        let indexed = model.attention.has_indexer(self.il);
         let attended = match b.attention_elsewhere(normed, None) {
             Some(elsewhere) => elsewhere,
             None => match sparse.filter(|_| indexed) {

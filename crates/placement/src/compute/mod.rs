@@ -380,10 +380,7 @@ fn feed_forward_width(model: &ModelShape) -> u64 {
     let Some(experts) = model.experts else {
         return dense;
     };
-    let expert_ff = match experts.feed_forward_length {
-        0 => dense,
-        ff => u64::from(ff),
-    };
+    let expert_ff = experts.width(model.n_ff);
     dense.max(expert_ff.saturating_mul(u64::from(experts.used)))
 }
 
