@@ -391,6 +391,24 @@ impl Builder {
         self.graph.expand(normed);
     }
 
+    /// The graph's end after the held layers' output `cur`: on the device holding the output,
+    /// `output` over it (its tensors the output "layer"'s), elsewhere `cur` handed on
+    /// ([`Builder::hand_on`]).
+    pub(super) fn finish(
+        mut self,
+        cur: TensorId,
+        holds_output: bool,
+        output: impl FnOnce(&mut Builder, TensorId),
+    ) -> Builder {
+        if holds_output {
+            self.begin_output();
+            output(&mut self, cur);
+        } else {
+            self.hand_on(cur);
+        }
+        self
+    }
+
     /// The output's tensors follow (its weights are the model's last "layer").
     pub(super) fn begin_output(&mut self) {
         let output = self.n_layer;

@@ -137,13 +137,7 @@ pub(super) fn compute_bytes(
                 };
                 cur = layer.build(&mut builder, model, cur, options, g);
             }
-            if holds_output {
-                builder.begin_output();
-                output(&mut builder, cur);
-            } else {
-                builder.hand_on(cur);
-            }
-            builder
+            builder.finish(cur, holds_output, output)
         },
     )
 }

@@ -57,13 +57,7 @@ pub(super) fn compute_bytes(
                 builder.begin_layer(il);
                 cur = layer(&mut builder, model, router, expert_ff, il, cur, options, g);
             }
-            if holds_output {
-                builder.begin_output();
-                output(&mut builder, cur);
-            } else {
-                builder.hand_on(cur);
-            }
-            builder
+            builder.finish(cur, holds_output, output)
         },
     )
 }

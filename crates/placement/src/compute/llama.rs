@@ -157,13 +157,7 @@ pub(super) fn compute_bytes(
                 builder.begin_layer(il);
                 cur = layer(&mut builder, model, decoder, il, cur, options, g);
             }
-            if holds_output {
-                builder.begin_output();
-                output(&mut builder, decoder, cur);
-            } else {
-                builder.hand_on(cur);
-            }
-            builder
+            builder.finish(cur, holds_output, |b, x| output(b, decoder, x))
         },
     )
 }

@@ -90,14 +90,10 @@ pub(super) fn compute_bytes(
                 }
                 cur = builder.elementwise(mixed, &[residual]);
             }
-            if holds_output {
-                builder.begin_output();
-                let normed = builder.rms_norm(cur);
-                builder.logits(normed);
-            } else {
-                builder.hand_on(cur);
-            }
-            builder
+            builder.finish(cur, holds_output, |b, x| {
+                let normed = b.rms_norm(x);
+                b.logits(normed);
+            })
         },
     )
 }

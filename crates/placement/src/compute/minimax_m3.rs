@@ -129,14 +129,10 @@ pub(super) fn compute_bytes(
                 };
                 cur = layer.build(&mut builder, model, cur, inputs.as_mut(), options, g);
             }
-            if holds_output {
-                builder.begin_output();
-                let normed = builder.rms_norm(cur);
-                builder.logits(normed);
-            } else {
-                builder.hand_on(cur);
-            }
-            builder
+            builder.finish(cur, holds_output, |b, x| {
+                let normed = b.rms_norm(x);
+                b.logits(normed);
+            })
         },
     )
 }
