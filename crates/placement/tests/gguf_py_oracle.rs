@@ -1295,7 +1295,7 @@ fn on_a_device_alone_or_after_host_layers_the_plan_is_llama_cpps() {
     ] {
         check_on_a_device(
             spec,
-            &[(false, 99), (true, 99), (false, 5), (false, 3), (true, 3)],
+            &[(false, 1), (false, 99), (true, 99), (false, 5), (false, 3), (true, 3)],
         );
     }
 }

@@ -105,7 +105,8 @@ pub(super) fn replay(
     // and handed over up to there.
     let before = held
         .first()
-        .and_then(|&il| il.checked_sub(1))
+        .map_or(holds_output.then_some(layers.layers.len()), |&il| Some(il))
+        .and_then(|il| il.checked_sub(1))
         .filter(|&il| {
             !host
                 && !offload.takes_host_layers(tokens)
@@ -144,7 +145,7 @@ pub(super) fn replay(
     }
     let Some(before) = before else {
         let mut built = build(builder, &held, holds_output);
-        if host && held.len() < layers.layers.len() {
+        if host && (held.len() < layers.layers.len() || !holds_output) {
             built.hold_every_input(model, options, g);
         }
         return Some(built.reserve());
@@ -153,10 +154,9 @@ pub(super) fn replay(
         .chain(held.iter().copied())
         .collect();
     let mut built = build(builder, &with_before, holds_output);
-    if let Some(cut) = built
-        .layer_starts
-        .get(1)
-        .and_then(|&start| built.graph.last_memory_bound_node_before(start))
+    if let Some(cut) = (built.layer_starts.get(1).copied())
+        .or(built.output_start)
+        .and_then(|start| built.graph.last_memory_bound_node_before(start))
     {
         built.graph.hand_over_through(cut);
     }
@@ -258,8 +258,10 @@ pub(super) struct Builder {
     interleaved_window: bool,
     /// The widest layer's V row, as wide as every transposed V cache row (no flash attention).
     value_width_max: u64,
-    /// Where each built layer's tensors begin ([`Graph::tensor_count`] when it began).
+    /// Where each built layer's tensors begin ([`Graph::tensor_count`] when it began), and the
+    /// output's.
     layer_starts: Vec<usize>,
+    output_start: Option<usize>,
 }
 
 /// The inputs `build_attn_inp_kv` adds: positions, the cache rows K and V are written to, the
@@ -330,6 +332,7 @@ impl Builder {
             interleaved_window: model.attention.sliding_window.is_some()
                 && model.attention.swa_layers.contains(&true),
             layer_starts: Vec::new(),
+            output_start: None,
         }
     }
 
@@ -412,6 +415,7 @@ impl Builder {
     /// The output's tensors follow (its weights are the model's last "layer").
     pub(super) fn begin_output(&mut self) {
         let output = self.n_layer;
+        self.output_start = Some(self.graph.tensor_count());
         self.follow(output);
         self.graph
             .made_for(self.layer_holders.get(output).copied().unwrap_or(0));
