@@ -5,7 +5,7 @@ sparse file: `llama-fit-params` reads only the header.
 
 Usage: write_model.py GGUF_PY_DIR OUT.gguf SPEC_JSON
 
-SPEC_JSON keys: arch (gemma, gemma2, gemma3, gemma4, minimax-m2, minimax-m3, qwen2, qwen3, qwen3moe, llama, phi3, command-r,
+SPEC_JSON keys: arch (gemma, gemma2, gemma3, gemma3n, gemma4, minimax-m2, minimax-m3, qwen2, qwen3, qwen3moe, llama, phi3, command-r,
 deepseek2, glm-dsa, gpt-oss, mamba, mamba2), n_vocab, n_embd, n_layer, n_head, n_head_kv, head_dim, n_ff, and optionally context_length,
 sliding_window (gemma2, gemma3, gpt-oss), sliding_window_pattern (gemma3: a list of booleans, one
 per layer), soft_caps (gemma2: [attention logits, final logits]), experts, experts_used, expert_ff, expert_groups ([groups, groups kept]), tied (no output
@@ -45,12 +45,21 @@ the down projection), layer_scale (a scalar per layer) and soft_caps ([0, final 
 smaller models' per_layer (the width of each layer's own token embedding, as E2B's and E4B's 256)
 and shared_kv_layers (the last layers, reading the cache of the last sliding or full layer
 before them, their feed-forward twice n_ff wide).
+gemma3n takes gemma3's keys (sliding_window and sliding_window_pattern required) and gives every
+layer what Gemma 3n's layers load: AltUp's four streams (predict and correct coefficients, router
+and its norm, the scale of the corrected stream; the projections in and out beside the output),
+Laurel's rank-64 low-rank path, each layer's own 256-wide token embedding; llama.cpp caches the
+first 20 layers, later ones read theirs (shared_kv_layers is written as n_layer - 20).
 """
 
 import json
 import sys
 
 import numpy as np
+
+# What llama.cpp's Gemma 3n takes as fixed (`llama_hparams`, `llama_model_gemma3n`): AltUp's
+# streams, Laurel's rank, each layer's own embedding width, the layers with a cache of their own.
+GEMMA3N_ALTUP, GEMMA3N_LAUREL_RANK, GEMMA3N_PER_LAYER, GEMMA3N_CACHED_LAYERS = 4, 64, 256, 20
 
 
 def main() -> None:
@@ -72,7 +81,7 @@ def describe(writer, gguf, spec) -> None:
     writer.add_context_length(spec.get("context_length", 131072))
     writer.add_embedding_length(spec["n_embd"])
     writer.add_block_count(spec["n_layer"])
-    if not spec.get("shared_kv_layers"):
+    if spec["arch"] != "gemma4" or not spec.get("shared_kv_layers"):
         writer.add_feed_forward_length(spec["n_ff"])
     writer.add_head_count(spec["n_head"])
     if spec["arch"] != "gemma4":
@@ -133,6 +142,11 @@ def describe(writer, gguf, spec) -> None:
         writer.add_indexer_top_k(indexer["top_k"])
         if "types" in indexer:
             writer.add_indexer_types(indexer["types"])
+    if spec["arch"] == "gemma3n":
+        writer.add_shared_kv_layers(max(spec["n_layer"] - GEMMA3N_CACHED_LAYERS, 0))
+        writer.add_altup_active_idx(0)
+        writer.add_altup_num_inputs(GEMMA3N_ALTUP)
+        writer.add_embedding_length_per_layer_input(GEMMA3N_PER_LAYER)
     if spec["arch"] in ("minimax-m2", "minimax-m3"):
         writer.add_expert_gating_func(gguf.ExpertGatingFuncType.SIGMOID)
     if spec["arch"] == "minimax-m3":
@@ -188,6 +202,16 @@ def tensors(gguf, spec):
         return out + [t for il in range(spec["n_layer"]) for t in mamba2_layer(gguf, spec, il)]
     if arch == "minimax-m3":
         return out + [t for il in range(spec["n_layer"]) for t in minimax_m3_layer(gguf, spec, il)]
+    if arch == "gemma3n":
+        ple, alt = GEMMA3N_PER_LAYER * spec["n_layer"], GEMMA3N_ALTUP - 1
+        out += [
+            (name(T.ALTUP_PROJ), (alt, e, e), np.float16),
+            (name(T.ALTUP_UNEMBD_PROJ), (alt, e, e), np.float16),
+            (name(T.PER_LAYER_TOKEN_EMBD), (v, ple), np.float16),
+            (name(T.PER_LAYER_MODEL_PROJ), (ple, e), np.float16),
+            (name(T.PER_LAYER_PROJ_NORM), (GEMMA3N_PER_LAYER,), np.float32),
+        ]
+        return out + [t for il in range(spec["n_layer"]) for t in gemma3n_layer(gguf, spec, il)]
     if arch == "gemma4":
         out.append((name(T.ROPE_FREQS), (spec["head_dim"] // 2,), np.float32))
         if spec.get("per_layer"):
@@ -332,6 +356,43 @@ def gemma4_attention(writer, spec) -> None:
         writer.add_feed_forward_length(
             [spec["n_ff"] * (2 if il >= first_shared else 1) for il in range(spec["n_layer"])]
         )
+
+
+def gemma3n_layer(gguf, spec, il):
+    """A Gemma 3n layer as `llama_model_gemma3n::load_arch_tensors` reads it: Gemma 3's attention
+    (Q, K and V on every layer, used or not) and feed-forward with their norms, AltUp's
+    coefficients, router and scale, Laurel's two projections and norm, the gate and projection of
+    the layer's own embedding."""
+    T = gguf.MODEL_TENSOR
+    name = lambda t: f"{gguf.TENSOR_NAMES[t].format(bid=il)}.weight"
+    e, ff, head, n = spec["n_embd"], spec["n_ff"], spec["head_dim"], GEMMA3N_ALTUP
+    q, kv, w = spec["n_head"] * head, spec["n_head_kv"] * head, GEMMA3N_PER_LAYER
+    return [
+        (name(T.ATTN_NORM), (e,), np.float32),
+        (name(T.ATTN_Q), (q, e), np.float16),
+        (name(T.ATTN_K), (kv, e), np.float16),
+        (name(T.ATTN_V), (kv, e), np.float16),
+        (name(T.ATTN_OUT), (e, q), np.float16),
+        (name(T.ATTN_Q_NORM), (head,), np.float32),
+        (name(T.ATTN_K_NORM), (head,), np.float32),
+        (name(T.ATTN_POST_NORM), (e,), np.float32),
+        (name(T.FFN_NORM), (e,), np.float32),
+        (name(T.FFN_GATE), (ff, e), np.float16),
+        (name(T.FFN_UP), (ff, e), np.float16),
+        (name(T.FFN_DOWN), (e, ff), np.float16),
+        (name(T.FFN_POST_NORM), (e,), np.float32),
+        (name(T.PER_LAYER_INP_GATE), (w, e), np.float16),
+        (name(T.PER_LAYER_PROJ), (e, w), np.float16),
+        (name(T.PER_LAYER_POST_NORM), (e,), np.float32),
+        (name(T.ALTUP_CORRECT_COEF), (n, n), np.float32),
+        (name(T.ALTUP_CORRECT_SCALE), (e,), np.float32),
+        (name(T.ALTUP_PREDICT_COEF), (n * n, n), np.float32),
+        (name(T.ALTUP_ROUTER), (n, e), np.float16),
+        (name(T.ALTUP_ROUTER_NORM), (e,), np.float32),
+        (name(T.LAUREL_L), (GEMMA3N_LAUREL_RANK, e), np.float16),
+        (name(T.LAUREL_R), (e, GEMMA3N_LAUREL_RANK), np.float16),
+        (name(T.LAUREL_POST_NORM), (e,), np.float32),
+    ]
 
 
 def gemma4_layer(gguf, spec, il):

@@ -293,7 +293,7 @@ pub fn shape_of(model: &GgufModel, label: &str) -> Result<ModelShape, ShapeError
             value_length,
             key_length_swa: u32_of(summary.key_length_swa).unwrap_or(0),
             value_length_swa: u32_of(summary.value_length_swa).unwrap_or(0),
-            shared_kv_layers: u32_of(summary.shared_kv_layers).unwrap_or(0),
+            shared_kv_layers: shared_kv_layers(&arch, n_layer, summary.shared_kv_layers),
             mla: summary.mla.as_ref().is_some_and(|m| m.active),
             mla_key_length: mla_width(summary.mla.as_ref(), |m| m.key_length_mla),
             mla_value_length: mla_width(summary.mla.as_ref(), |m| m.value_length_mla),
@@ -371,6 +371,16 @@ fn mla_width(
 
 fn u32_of(v: Option<u64>) -> Option<u32> {
     v.and_then(|v| u32::try_from(v).ok())
+}
+
+/// The last layers that read an earlier layer's cache: the header's count, but for `gemma3n`,
+/// whose first 20 layers alone keep one in llama.cpp whatever the header says.
+fn shared_kv_layers(arch: &str, n_layer: u32, in_header: Option<u64>) -> u32 {
+    const GEMMA3N_CACHED_LAYERS: u32 = 20;
+    if arch == "gemma3n" {
+        return n_layer.saturating_sub(GEMMA3N_CACHED_LAYERS);
+    }
+    u32_of(in_header).unwrap_or(0)
 }
 
 fn expand(value: Option<&PerLayer>, n_layer: u32) -> Option<Vec<u32>> {

@@ -540,6 +540,38 @@ fn gemma4_e4b_style_under_a_small_vocabulary_matches_llama_cpp() {
     assert_exact(spec);
 }
 
+/// Gemma 3n E2B's layers, 22 of its 30 (the last two reading the caches of layers 18 and 19,
+/// as llama.cpp caches only the first 20): 2 048 wide, 8 heads of 256 over 2, a full layer every
+/// fifth, AltUp's four streams, activation sparsity on the first ten feed-forwards, a
+/// 262 144-token vocabulary and each layer's own 256-wide embedding.
+fn gemma3n_e2b_style() -> Value {
+    let pattern: Vec<bool> = (0..22).map(|il| il % 5 != 4).collect();
+    json!({
+        "arch": "gemma3n", "n_vocab": 262_144, "n_embd": 2048, "n_layer": 22, "n_head": 8,
+        "n_head_kv": 2, "head_dim": 256, "n_ff": 8192, "sliding_window": 512,
+        "sliding_window_pattern": pattern, "soft_caps": [0, 30.0], "tied": true,
+    })
+}
+
+#[test]
+fn gemma3n_with_altup_laurel_and_shared_caches_matches_llama_cpp() {
+    assert_exact(gemma3n_e2b_style());
+}
+
+#[test]
+fn gemma3n_e4b_style_under_a_small_vocabulary_matches_llama_cpp() {
+    // E4B's layers (2 048 wide, n_ff 16 384) under 32 000 tokens and an output of its own, so
+    // the layers lead; 12 layers, all with caches and the last two dense.
+    let mut spec = gemma3n_e2b_style();
+    spec["n_vocab"] = json!(32_000);
+    spec["n_ff"] = json!(16_384);
+    spec["n_layer"] = json!(12);
+    let pattern: Vec<bool> = (0..12).map(|il| il % 5 != 4).collect();
+    spec["sliding_window_pattern"] = json!(pattern);
+    spec["tied"] = json!(false);
+    assert_exact(spec);
+}
+
 /// MiniMax-M2's layout in 4 layers: 3 072 wide, 48 heads of 128 over 8 (64 of each rotated),
 /// Q and K normed whole, 256 experts of 1 536 with 8 active chosen by sigmoid gating over a
 /// selection bias, a 200 064-token vocabulary.
@@ -1279,7 +1311,9 @@ fn rpc_and_host_compute(
 
 #[test]
 fn on_a_device_alone_or_after_host_layers_the_plan_is_llama_cpps() {
-    // Every layer on the device: the host looks the tokens up and holds the inputs. Layers on
+    // The output alone on the device (-ngl 1): the end of the host's last layer runs there too,
+    // and the host holds the output rows it reads. Every layer on the device: the host looks
+    // the tokens up and holds the inputs. Layers on
     // the host first (-ngl 3, 5): the end of the host's last layer, after its last weight,
     // runs on the device (the scheduler's expansion), which receives what it reads; and the
     // host holds every graph input, those only the device reads too (gemma3's full-attention
@@ -1295,7 +1329,14 @@ fn on_a_device_alone_or_after_host_layers_the_plan_is_llama_cpps() {
     ] {
         check_on_a_device(
             spec,
-            &[(false, 1), (false, 99), (true, 99), (false, 5), (false, 3), (true, 3)],
+            &[
+                (false, 1),
+                (false, 99),
+                (true, 99),
+                (false, 5),
+                (false, 3),
+                (true, 3),
+            ],
         );
     }
 }
@@ -1341,6 +1382,61 @@ fn gemma4_with_own_embeddings_on_a_device_is_llama_cpps_and_a_split_cache_is_an_
         "{:?}",
         split.notes
     );
+}
+
+#[test]
+fn gemma3n_on_a_device_and_split_with_the_host_is_llama_cpps() {
+    // E2B-shaped: -ngl 99, all on RPC0 (the host looks up both embeddings and holds the
+    // inputs); -ngl 10, layers 13-21 and the output on RPC0, which also stacks the streams
+    // (AltUp's projection is the output's) for the host's layers, then receives the four
+    // streams from the host's last layer.
+    check_on_a_device(
+        gemma3n_e2b_style(),
+        &[(false, 99), (true, 99), (false, 10), (true, 10)],
+    );
+    // Under 32 000 tokens the stacking, not the logits, can be RPC0's largest phase: -ngl 1
+    // puts only the output there.
+    let mut spec = gemma3n_e2b_style();
+    spec["n_vocab"] = json!(32_000);
+    check_on_a_device(spec, &[(false, 1), (true, 5), (false, 12)]);
+}
+
+#[test]
+fn gemma3n_split_over_two_gpus_says_its_figures_are_estimates() {
+    // Layer 0 on GPU 0, the output on GPU 1: the stacking runs on GPU 1 for GPU 0's layers,
+    // which the replay does not build.
+    let python = python();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let shape = load_shape(&write_model(dir.path(), &python, &gemma3n_e2b_style()))
+        .unwrap_or_else(|e| panic!("{e}"))
+        .shape;
+    let mut rig = host_only();
+    for n in 0..2 {
+        rig.push(DeviceSpec {
+            id: DeviceId::Gpu(n),
+            name: format!("GPU {n}"),
+            ..rig[0].clone()
+        });
+    }
+    let note = |options: &PlacementOptions| {
+        rigdeck_placement::report::report(&shape, "e2b.gguf", &rig, options, false)
+            .unwrap_or_else(|e| panic!("{e}"))
+            .notes
+            .into_iter()
+            .find(|n| n.contains("four residual streams are stacked where its output is"))
+    };
+    let two = PlacementOptions {
+        n_gpu_layers: Some(99),
+        tensor_split: vec![1.0, 1.0],
+        ..Default::default()
+    };
+    assert!(note(&two).is_some(), "no estimate note on two GPUs");
+    let one = PlacementOptions {
+        n_gpu_layers: Some(99),
+        devices: vec![DeviceId::Gpu(0)],
+        ..Default::default()
+    };
+    assert_eq!(note(&one), None, "one GPU is replayed");
 }
 
 /// `spec`'s model planned and dry-run on the host and a real `rpc-server`'s CPU as `RPC0`, with

@@ -8,8 +8,11 @@
 //! a token embedding of its own, projected in from the embeddings and gated into the layer's
 //! output, and their last layers attend over an earlier layer's cache, keeping none.
 
-use super::allocator::{Element, Reuse, TensorId};
-use super::builder::{layer_heads, replay, Builder, HostInputs, Router};
+use super::allocator::{Reuse, TensorId};
+use super::builder::{replay, Builder, HostInputs, Router};
+use super::gemma_layers::{
+    self, own_embedding, per_layer_inputs, per_layer_width, shared_cache_elsewhere,
+};
 use super::scheduler::Scheduler;
 use crate::kv::ContextGeometry;
 use crate::layers::LayerDevices;
@@ -166,7 +169,10 @@ impl Layer {
         let normed = b.rms_norm(input);
         let mixed = match b.attention_elsewhere(normed, None) {
             Some(elsewhere) => elsewhere,
-            None => self.attention(b, model, normed, options, g),
+            None => {
+                let value_projection = (self.il, self.tensors.value);
+                gemma_layers::attention(b, model, value_projection, normed, (options, g))
+            }
         };
         let mixed = b.rms_norm(mixed);
         let attended = b.elementwise(mixed, &[input]);
@@ -184,7 +190,8 @@ impl Layer {
         let feed_forward = b.rms_norm(feed_forward);
         let mut out = b.elementwise(feed_forward, &[attended]);
         if let Some((embedded, width)) = self.per_layer {
-            out = own_embedding(b, out, embedded, width);
+            let projected = own_embedding(b, out, embedded, width);
+            out = b.elementwise(out, &[projected]);
         }
         if self.tensors.output_scale {
             let scalar = b.weight([1, 1, 1, 1]);
@@ -192,41 +199,6 @@ impl Layer {
         } else {
             out
         }
-    }
-
-    /// Q with its per-head norm and RoPE; K (and V, or K's projection again as V) normed, K
-    /// roped; [`Builder::attend`]; the output projection.
-    fn attention(
-        &self,
-        b: &mut Builder,
-        model: &ModelShape,
-        normed: TensorId,
-        options: &PlacementOptions,
-        g: &ContextGeometry,
-    ) -> TensorId {
-        let tokens = b.batch.tokens;
-        let (head, heads, kv_heads) = layer_heads(model, self.il);
-        let q = b.matmul(head * heads, normed);
-        let q = b.graph.reshape(q, [head, heads, tokens, 1]);
-        let q = b.rms_norm(q);
-        let q = b.rope(q);
-        let n_embd = b.n_embd;
-        if !model.attention.has_kv(self.il) {
-            let attended = b.attend_shared(model, self.il, q, options, g);
-            return b.matmul(n_embd, attended);
-        }
-        let k = b.matmul(head * kv_heads, normed);
-        let v = if self.tensors.value {
-            b.matmul(head * kv_heads, normed)
-        } else {
-            k
-        };
-        let [k, v] = [k, v].map(|x| b.graph.reshape(x, [head, kv_heads, tokens, 1]));
-        let k = b.rms_norm(k);
-        let v = b.op(Reuse::InPlace, [head, kv_heads, tokens, 1], &[v]);
-        let k = b.rope(k);
-        let attended = b.attend(model, self.il, [q, k, v], options, g);
-        b.matmul(n_embd, attended)
     }
 
     /// The routed experts over the attention's output: their own norm of it as input, the
@@ -255,80 +227,6 @@ impl Layer {
         let out = b.routed_experts(router, expert_ff, self.tensors.fused_gate_up, input);
         b.rms_norm(out)
     }
-}
-
-/// Whether a layer that keeps no cache is on another device than the layer whose cache it
-/// reads (llama.cpp's reuse: the last sliding or full layer before the shared ones), whose
-/// attention then runs where that cache is: not replayed.
-pub(super) fn shared_cache_elsewhere(
-    model: &ModelShape,
-    device_of: impl Fn(usize) -> Option<DeviceId>,
-) -> bool {
-    let attention = &model.attention;
-    let n_layer = model.n_layer as usize;
-    let first_shared = n_layer.saturating_sub(attention.shared_kv_layers as usize);
-    (first_shared..n_layer).any(|il| {
-        let windowed = attention.swa_layers.get(il).copied().unwrap_or(false);
-        let source = first_shared.checked_sub(if windowed { 2 } else { 1 });
-        source.and_then(&device_of) != device_of(il)
-    })
-}
-
-/// The width of each layer's own token embedding (`per_layer_proj_norm`'s), when the model
-/// has them.
-fn per_layer_width(model: &ModelShape) -> Option<u64> {
-    model
-        .tensors
-        .iter()
-        .find(|t| t.name == "per_layer_proj_norm.weight")
-        .map(|t| t.elements)
-        .filter(|&width| width > 0)
-}
-
-/// `build_inp_per_layer` and `project_per_layer_inputs`: each layer's token embeddings looked
-/// up on the host (with a token input of their own) and scaled, the scaled embeddings `scaled`
-/// projected to every layer's width, scaled, normed, added to them and scaled; `[width, tokens,
-/// layers]` made contiguous out.
-fn per_layer_inputs(b: &mut Builder, width: u64, n_layer: u64, scaled: TensorId) -> TensorId {
-    let tokens = b.batch.tokens;
-    let looked_up = b.looked_up_per_layer(width, n_layer);
-    let looked_up = b.elementwise(looked_up, &[]);
-    b.graph.expand(looked_up);
-    let projected = b.matmul(width * n_layer, scaled);
-    let projected = b.elementwise(projected, &[]);
-    let projected = b.graph.reshape(projected, [width, n_layer, tokens, 1]);
-    let projected = b.rms_norm(projected);
-    let summed = b.elementwise(projected, &[looked_up]);
-    let summed = b.elementwise(summed, &[]);
-    let permuted = b.graph.permute(summed, [0, 2, 1, 3]);
-    b.op(Reuse::Fresh, [width, tokens, n_layer, 1], &[permuted])
-}
-
-/// A layer's own embedding gated into its output `out`: the output projected to the
-/// embedding's width, GELU, times this layer's slice of `embedded` (received, a copy of that
-/// slice alone, when made on another device), projected back, normed, added to the output.
-fn own_embedding(
-    b: &mut Builder,
-    out: TensorId,
-    embedded: Option<TensorId>,
-    width: u64,
-) -> TensorId {
-    let tokens = b.batch.tokens;
-    let gate = b.matmul(width, out);
-    let gate = b.elementwise(gate, &[]);
-    let slice = match embedded {
-        Some(all) => {
-            let strides = b.graph.strides(all);
-            let nb = [4, strides[1], strides[2], strides[2]];
-            b.graph.view(all, [width, tokens, 1, 1], nb)
-        }
-        None => b.input(Element::F32, [width, tokens, 1, 1]),
-    };
-    let gated = b.elementwise(gate, &[slice]);
-    let n_embd = b.n_embd;
-    let projected = b.matmul(n_embd, gated);
-    let projected = b.rms_norm(projected);
-    b.elementwise(out, &[projected])
 }
 
 /// The final norm (a graph output: the graph hands it on as `t_h_nextn`), the output rows

@@ -6,7 +6,8 @@
 //! `phi3`, `command-r`, `minimax-m2`: [`llama`]; `deepseek2` with MLA and `glm-dsa` with its
 //! indexer: [`deepseek2`], [`dsa`]; `gpt-oss`: [`gpt_oss`]; `gemma4`, dense, with experts beside the
 //! dense feed-forward or with each layer's own embeddings and shared caches: [`gemma4`];
-//! `minimax-m3` with its sparse attention: [`minimax_m3`];
+//! `gemma3n` with its four AltUp streams: [`gemma3n`]; `minimax-m3` with its sparse attention:
+//! [`minimax_m3`];
 //! `mamba` and `mamba2`: [`mamba`]; Qwen3-Next and Qwen3.5, whose
 //! linear-attention layers defeated such formulas: [`qwen_hybrid`]), it replays ggml's allocator
 //! over it instead
@@ -16,7 +17,9 @@ mod allocator;
 mod builder;
 mod deepseek2;
 mod dsa;
+mod gemma3n;
 mod gemma4;
+mod gemma_layers;
 mod gpt_oss;
 mod llama;
 mod mamba;
@@ -31,7 +34,7 @@ pub(crate) use scheduler::Scheduler;
 
 use super::kv::{self, ContextGeometry};
 use super::layers::LayerDevices;
-use super::model::{ModelShape, RecurrentKind};
+use super::model::{ModelShape, RecurrentKind, TensorRole};
 use super::options::{DeviceId, PlacementOptions};
 use super::plan::Plan;
 
@@ -56,6 +59,7 @@ pub(crate) fn compute_estimate_note(model: &ModelShape) -> Option<String> {
         llama::replays,
         deepseek2::replays,
         gpt_oss::replays,
+        gemma3n::replays,
         gemma4::replays,
         minimax_m3::replays,
         mamba::replays,
@@ -83,18 +87,30 @@ pub(crate) fn compute_estimate_note(model: &ModelShape) -> Option<String> {
     ))
 }
 
-/// When a Gemma 4 layer that keeps no cache is on another device than the layer whose cache it
-/// reads, the line a plan shows: its attention runs where that cache is, which the replay does
-/// not build, so the figures are estimates; `None` otherwise.
-pub(crate) fn shared_cache_note(model: &ModelShape, plan: &Plan) -> Option<String> {
+/// When a split puts part of a Gemma 3n or Gemma 4 graph where the replay does not build it, the
+/// line a plan shows: the figures are estimates; `None` otherwise. A layer that keeps no cache
+/// on another device than the layer whose cache it reads (llama.cpp then runs its attention
+/// there), or Gemma 3n's stacking of its four streams, which runs where the output is, on a
+/// device other than those [`gemma3n`] replays it on.
+pub(crate) fn split_estimate_note(model: &ModelShape, plan: &Plan) -> Option<String> {
     let device_of = |il: usize| {
         plan.devices
             .iter()
             .find(|d| d.usage.layers.contains(&(il as u32)))
-            .map(|d| d.spec.id)
+            .map_or(DeviceId::Cpu, |d| d.spec.id)
     };
-    gemma4::shared_cache_elsewhere(model, device_of).then(|| {
-        "The last layers of this model read the cache of an earlier layer on another device, where llama.cpp then runs their attention: the compute figures are estimates here (the replay builds such a split's graphs only with those layers on one device). Keep the last layers with the ones before them, or check with llama.cpp's dry run.".to_owned()
+    let output = (model.tensors.iter().zip(&plan.tensor_devices))
+        .find(|(t, _)| t.role == TensorRole::Output)
+        .map_or(DeviceId::Cpu, |(_, &d)| d);
+    let layers = LayerDevices {
+        layers: (0..model.n_layer as usize).map(device_of).collect(),
+        output,
+    };
+    if gemma_layers::shared_cache_elsewhere(model, |il| layers.layers.get(il).copied()) {
+        return Some("The last layers of this model read the cache of an earlier layer on another device, where llama.cpp then runs their attention: the compute figures are estimates here (the replay builds such a split's graphs only with those layers on one device). Keep the last layers with the ones before them, or check with llama.cpp's dry run.".to_owned());
+    }
+    (gemma3n::replays(model) && !gemma3n::stacking_replayed(&layers)).then(|| {
+        "This model's four residual streams are stacked where its output is (llama.cpp keeps their projection with the output), which this split puts on another device than layer 0's and the host: the compute figures are estimates here (the replay builds the stacking with layer 0, or on the one device after the host's layers). Check with llama.cpp's dry run.".to_owned()
     })
 }
 
@@ -219,6 +235,7 @@ fn estimate(
         .or_else(|| llama::compute_bytes(model, device, layers, g, share))
         .or_else(|| deepseek2::compute_bytes(model, device, layers, g, share))
         .or_else(|| gpt_oss::compute_bytes(model, device, layers, g, share))
+        .or_else(|| gemma3n::compute_bytes(model, device, layers, g, share))
         .or_else(|| gemma4::compute_bytes(model, device, layers, g, share))
         .or_else(|| minimax_m3::compute_bytes(model, device, layers, g, share))
         .or_else(|| mamba::compute_bytes(model, device, layers, g, share));
