@@ -306,16 +306,7 @@ def minimax_m3_layer(gguf, spec, il):
     name = lambda t, kind="weight": f"{gguf.TENSOR_NAMES[t].format(bid=il)}.{kind}"
     e, head = spec["n_embd"], spec["head_dim"]
     q, kv = spec["n_head"] * head, spec["n_head_kv"] * head
-    out = [
-        (name(T.ATTN_NORM), (e,), np.float32),
-        (name(T.ATTN_Q), (q, e), np.float16),
-        (name(T.ATTN_K), (kv, e), np.float16),
-        (name(T.ATTN_V), (kv, e), np.float16),
-        (name(T.ATTN_OUT), (e, q), np.float16),
-        (name(T.ATTN_Q_NORM), (head,), np.float32),
-        (name(T.ATTN_K_NORM), (head,), np.float32),
-        (name(T.FFN_NORM), (e,), np.float32),
-    ]
+    out = normed_attention(name, T, e, (q, kv, head)) + [(name(T.FFN_NORM), (e,), np.float32)]
     if il < spec.get("dense_lead", 0):
         return out + dense_feed_forward(name, T, e, spec["n_ff"])
     n, w = spec["experts"], spec["expert_ff"]
@@ -367,20 +358,7 @@ def gemma3n_layer(gguf, spec, il):
     name = lambda t: f"{gguf.TENSOR_NAMES[t].format(bid=il)}.weight"
     e, ff, head, n = spec["n_embd"], spec["n_ff"], spec["head_dim"], GEMMA3N_ALTUP
     q, kv, w = spec["n_head"] * head, spec["n_head_kv"] * head, GEMMA3N_PER_LAYER
-    return [
-        (name(T.ATTN_NORM), (e,), np.float32),
-        (name(T.ATTN_Q), (q, e), np.float16),
-        (name(T.ATTN_K), (kv, e), np.float16),
-        (name(T.ATTN_V), (kv, e), np.float16),
-        (name(T.ATTN_OUT), (e, q), np.float16),
-        (name(T.ATTN_Q_NORM), (head,), np.float32),
-        (name(T.ATTN_K_NORM), (head,), np.float32),
-        (name(T.ATTN_POST_NORM), (e,), np.float32),
-        (name(T.FFN_NORM), (e,), np.float32),
-        (name(T.FFN_GATE), (ff, e), np.float16),
-        (name(T.FFN_UP), (ff, e), np.float16),
-        (name(T.FFN_DOWN), (e, ff), np.float16),
-        (name(T.FFN_POST_NORM), (e,), np.float32),
+    return normed_attention(name, T, e, (q, kv, head)) + post_normed(name, T, e, ff) + [
         (name(T.PER_LAYER_INP_GATE), (w, e), np.float16),
         (name(T.PER_LAYER_PROJ), (e, w), np.float16),
         (name(T.PER_LAYER_POST_NORM), (e,), np.float32),
@@ -415,13 +393,7 @@ def gemma4_layer(gguf, spec, il):
         (name(T.ATTN_Q), (q, e), np.float16),
         (name(T.ATTN_OUT), (e, q), np.float16),
         (name(T.ATTN_Q_NORM), (head,), np.float32),
-        (name(T.ATTN_POST_NORM), (e,), np.float32),
-        (name(T.FFN_NORM), (e,), np.float32),
-        (name(T.FFN_GATE), (ff, e), np.float16),
-        (name(T.FFN_UP), (ff, e), np.float16),
-        (name(T.FFN_DOWN), (e, ff), np.float16),
-        (name(T.FFN_POST_NORM), (e,), np.float32),
-    ]
+    ] + post_normed(name, T, e, ff)
     if not shared:
         out += [
             (name(T.ATTN_K), (kv, e), np.float16),
@@ -458,6 +430,31 @@ def gemma4_layer(gguf, spec, il):
     if spec.get("expert_scales"):
         out.append((name(T.FFN_DOWN_EXP, "scale"), (n,), np.float32))
     return out
+
+
+def normed_attention(name, T, e, widths):
+    """A layer's norm, Q, K, V and output projections and the per-head norms of Q and K
+    (`widths`: Q's, K's and V's, and a head's)."""
+    q, kv, head = widths
+    return [
+        (name(T.ATTN_NORM), (e,), np.float32),
+        (name(T.ATTN_Q), (q, e), np.float16),
+        (name(T.ATTN_K), (kv, e), np.float16),
+        (name(T.ATTN_V), (kv, e), np.float16),
+        (name(T.ATTN_OUT), (e, q), np.float16),
+        (name(T.ATTN_Q_NORM), (head,), np.float32),
+        (name(T.ATTN_K_NORM), (head,), np.float32),
+    ]
+
+
+def post_normed(name, T, e, ff):
+    """Gemma's norm after the attention, then its feed-forward (`ff` wide) between a norm
+    before and one after."""
+    return (
+        [(name(T.ATTN_POST_NORM), (e,), np.float32), (name(T.FFN_NORM), (e,), np.float32)]
+        + dense_feed_forward(name, T, e, ff)
+        + [(name(T.FFN_POST_NORM), (e,), np.float32)]
+    )
 
 
 def dense_feed_forward(name, T, e, ff):
