@@ -103,11 +103,8 @@ pub(super) fn replay(
     // The end of the host's last layer before this device's first runs here: the scheduler
     // gives the operations after its last weight to the next device. That layer is built too,
     // and handed over up to there.
-    let before = held
-        .first()
-        .map_or(holds_output.then_some(layers.layers.len()), |&il| Some(il))
-        .and_then(|il| il.checked_sub(1))
-        .filter(|&il| {
+    let before =
+        layer_before(held.first().copied(), holds_output, layers.layers.len()).filter(|&il| {
             !host
                 && !offload.takes_host_layers(tokens)
                 && layers.layers.get(il) == Some(&DeviceId::Cpu)
@@ -161,6 +158,18 @@ pub(super) fn replay(
         built.graph.hand_over_through(cut);
     }
     Some(built.reserve())
+}
+
+/// The layer before a device's share (of `n_layer`): before its first held layer, or where it
+/// holds no layer but the output, the last.
+pub(super) fn layer_before(
+    first_held: Option<usize>,
+    holds_output: bool,
+    n_layer: usize,
+) -> Option<usize> {
+    first_held
+        .or(holds_output.then_some(n_layer))
+        .and_then(|il| il.checked_sub(1))
 }
 
 /// The rows whose logits the reserved batch computes: `min(n_ctx, ubatch)`.

@@ -51,14 +51,14 @@ impl ShareKey {
             .map(|il| il as u32)
             .collect();
         let tokens = super::builder::batch_tokens(g, options);
-        let before = held
-            .first()
-            .and_then(|&il| il.checked_sub(1))
-            .and_then(|il| layers.layers.get(il as usize).copied());
+        let holds_output = layers.output == device;
+        let first_held = held.first().map(|&il| il as usize);
+        let before = super::builder::layer_before(first_held, holds_output, layers.layers.len())
+            .and_then(|il| layers.layers.get(il).copied());
         ShareKey {
             backend: GraphBackend::of(device),
             held,
-            holds_output: layers.output == device,
+            holds_output,
             geometry: (g.n_ctx, g.n_ctx_seq, g.n_stream),
             batch: (options.ubatch, options.batch, options.parallel),
             kv_unified: options.kv_unified,
