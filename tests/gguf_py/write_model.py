@@ -5,7 +5,7 @@ sparse file: `llama-fit-params` reads only the header.
 
 Usage: write_model.py GGUF_PY_DIR OUT.gguf SPEC_JSON
 
-SPEC_JSON keys: arch (gemma, gemma2, gemma3, gemma3n, gemma4, minimax-m2, minimax-m3, qwen2, qwen3, qwen3moe, llama, phi3, command-r,
+SPEC_JSON keys: arch (deepseek4, gemma, gemma2, gemma3, gemma3n, gemma4, minimax-m2, minimax-m3, qwen2, qwen3, qwen3moe, llama, phi3, command-r,
 deepseek2, glm-dsa, gpt-oss, mamba, mamba2), n_vocab, n_embd, n_layer, n_head, n_head_kv, head_dim, n_ff, and optionally context_length,
 sliding_window (gemma2, gemma3, gpt-oss), sliding_window_pattern (gemma3: a list of booleans, one
 per layer), soft_caps (gemma2: [attention logits, final logits]), experts, experts_used, expert_ff, expert_groups ([groups, groups kept]), tied (no output
@@ -45,6 +45,11 @@ the down projection), layer_scale (a scalar per layer) and soft_caps ([0, final 
 smaller models' per_layer (the width of each layer's own token embedding, as E2B's and E4B's 256)
 and shared_kv_layers (the last layers, reading the cache of the last sliding or full layer
 before them, their feed-forward twice n_ff wide).
+deepseek4 (DeepSeek V4: one 512-wide KV head with sinks, Q through a low-rank projection, the
+output through grouped low-rank projections, hyper-connections over hc streams) takes q_lora_rank,
+o_groups, o_lora_rank, rope, hc (the streams), compress_ratios (one per layer: 0, 4 with the
+indexer, or 128), indexer = {heads, head_size, top_k}, hash_layers (the first layers, routed by
+token id), sliding_window, experts, experts_used, expert_ff and shared_experts.
 gemma3n takes gemma3's keys (sliding_window and sliding_window_pattern required) and gives every
 layer what Gemma 3n's layers load: AltUp's four streams (predict and correct coefficients, router
 and its norm, the scale of the corrected stream; the projections in and out beside the output),
@@ -142,6 +147,8 @@ def describe(writer, gguf, spec) -> None:
         writer.add_indexer_top_k(indexer["top_k"])
         if "types" in indexer:
             writer.add_indexer_types(indexer["types"])
+    if spec["arch"] == "deepseek4":
+        deepseek4_header(writer, gguf, spec)
     if spec["arch"] == "gemma3n":
         writer.add_shared_kv_layers(max(spec["n_layer"] - GEMMA3N_CACHED_LAYERS, 0))
         writer.add_altup_active_idx(0)
@@ -202,6 +209,14 @@ def tensors(gguf, spec):
         return out + [t for il in range(spec["n_layer"]) for t in mamba2_layer(gguf, spec, il)]
     if arch == "minimax-m3":
         return out + [t for il in range(spec["n_layer"]) for t in minimax_m3_layer(gguf, spec, il)]
+    if arch == "deepseek4":
+        hc, e_hc = spec["hc"], spec["hc"] * e
+        out += [
+            (name(T.HC_HEAD_FN), (hc, e_hc), np.float32),
+            (name(T.HC_HEAD_BASE), (hc,), np.float32),
+            (name(T.HC_HEAD_SCALE), (1,), np.float32),
+        ]
+        return out + [t for il in range(spec["n_layer"]) for t in deepseek4_layer(gguf, spec, il)]
     if arch == "gemma3n":
         ple, alt = GEMMA3N_PER_LAYER * spec["n_layer"], GEMMA3N_ALTUP - 1
         out += [
@@ -347,6 +362,92 @@ def gemma4_attention(writer, spec) -> None:
         writer.add_feed_forward_length(
             [spec["n_ff"] * (2 if il >= first_shared else 1) for il in range(spec["n_layer"])]
         )
+
+
+def deepseek4_header(writer, gguf, spec) -> None:
+    """DeepSeek V4's keys as `conversion/deepseek.py` writes them."""
+    n = spec["n_layer"]
+    writer.add_q_lora_rank(spec["q_lora_rank"])
+    writer.add_expert_shared_count(spec["shared_experts"])
+    writer.add_expert_weights_scale(1.5)
+    writer.add_expert_weights_norm(True)
+    writer.add_expert_gating_func(gguf.ExpertGatingFuncType.SQRTSOFTPLUS)
+    writer.add_swiglu_clamp_exp([10.0] * n)
+    writer.add_swiglu_clamp_shexp([10.0] * n)
+    writer.add_attention_output_group_count(spec["o_groups"])
+    writer.add_attention_output_lora_rank(spec["o_lora_rank"])
+    writer.add_attention_compress_ratios(spec["compress_ratios"])
+    writer.add_attention_compress_rope_freq_base(160_000.0)
+    writer.add_hyper_connection_count(spec["hc"])
+    writer.add_hyper_connection_sinkhorn_iterations(20)
+    writer.add_hyper_connection_epsilon(1e-6)
+    writer.add_hash_layer_count(spec["hash_layers"])
+    writer.add_embedding_length_out(spec["n_embd"] * spec["hc"])
+
+
+def deepseek4_layer(gguf, spec, il):
+    """A DeepSeek V4 layer as `llama_model_deepseek4::load_arch_tensors` reads it: the
+    attention (sinks, low-rank Q, one KV head, grouped low-rank output), the hyper-connections'
+    mixes, the compressor of a compressed layer (and on a ratio-4 layer the indexer's), the
+    router (by token id on the hash layers, else with a selection bias), routed and shared
+    experts."""
+    T = gguf.MODEL_TENSOR
+    name = lambda t, kind="weight": f"{gguf.TENSOR_NAMES[t].format(bid=il)}.{kind}"
+    e, head, heads, r = spec["n_embd"], spec["head_dim"], spec["n_head"], spec["q_lora_rank"]
+    groups, rank, hc = spec["o_groups"], spec["o_lora_rank"], spec["hc"]
+    mix = (2 + hc) * hc
+    out = [
+        (name(T.ATTN_NORM), (e,), np.float32),
+        (name(T.ATTN_SINKS), (heads,), np.float32),
+        (name(T.ATTN_Q_A), (r, e), np.float16),
+        (name(T.ATTN_Q_A_NORM), (r,), np.float32),
+        (name(T.ATTN_Q_B), (heads * head, r), np.float16),
+        (name(T.ATTN_KV), (head, e), np.float16),
+        (name(T.ATTN_KV_NORM), (head,), np.float32),
+        (name(T.ATTN_OUT_A), (groups * rank, heads * head // groups), np.float16),
+        (name(T.ATTN_OUT_B), (e, groups * rank), np.float16),
+        (name(T.HC_ATTN_FN), (mix, hc * e), np.float32),
+        (name(T.HC_ATTN_BASE), (mix,), np.float32),
+        (name(T.HC_ATTN_SCALE), (3,), np.float32),
+        (name(T.HC_FFN_FN), (mix, hc * e), np.float32),
+        (name(T.HC_FFN_BASE), (mix,), np.float32),
+        (name(T.HC_FFN_SCALE), (3,), np.float32),
+    ]
+    ratio = spec["compress_ratios"][il]
+    if ratio:
+        coff = 2 if ratio == 4 else 1
+        out += [
+            (name(T.ATTN_COMPRESSOR_WKV), (coff * head, e), np.float16),
+            (name(T.ATTN_COMPRESSOR_WGATE), (coff * head, e), np.float16),
+            (name(T.ATTN_COMPRESSOR_APE), (ratio, coff * head), np.float32),
+            (name(T.ATTN_COMPRESSOR_NORM), (head,), np.float32),
+        ]
+    if ratio == 4:
+        ih, iw = spec["indexer"]["heads"], spec["indexer"]["head_size"]
+        out += [
+            (name(T.INDEXER_PROJ), (ih, e), np.float16),
+            (name(T.INDEXER_ATTN_Q_B), (ih * iw, r), np.float16),
+            (name(T.INDEXER_COMPRESSOR_WKV), (2 * iw, e), np.float16),
+            (name(T.INDEXER_COMPRESSOR_WGATE), (2 * iw, e), np.float16),
+            (name(T.INDEXER_COMPRESSOR_APE), (ratio, 2 * iw), np.float32),
+            (name(T.INDEXER_COMPRESSOR_NORM), (iw,), np.float32),
+        ]
+    n, used, w = spec["experts"], spec["experts_used"], spec["expert_ff"]
+    shared = w * spec["shared_experts"]
+    out.append((name(T.FFN_GATE_INP), (n, e), np.float16))
+    if il < spec["hash_layers"]:
+        out.append((name(T.FFN_GATE_TID2EID), (spec["n_vocab"], used), np.int32))
+    else:
+        out.append((name(T.FFN_EXP_PROBS_B, kind="bias"), (n,), np.float32))
+    return out + [
+        (name(T.FFN_NORM), (e,), np.float32),
+        (name(T.FFN_GATE_EXP), (n, w, e), np.float16),
+        (name(T.FFN_DOWN_EXP), (n, e, w), np.float16),
+        (name(T.FFN_UP_EXP), (n, w, e), np.float16),
+        (name(T.FFN_GATE_SHEXP), (shared, e), np.float16),
+        (name(T.FFN_DOWN_SHEXP), (e, shared), np.float16),
+        (name(T.FFN_UP_SHEXP), (shared, e), np.float16),
+    ]
 
 
 def gemma3n_layer(gguf, spec, il):

@@ -253,6 +253,7 @@ pub fn shape_of(model: &GgufModel, label: &str) -> Result<ModelShape, ShapeError
         label,
     )?;
     let n_head = head_count.iter().copied().max().unwrap_or(1).max(1);
+    let compress_ratios = compress_ratios(model, &arch, n_layer, label)?;
     let key_length = u32_of(summary.key_length).unwrap_or(n_embd / n_head);
     let value_length = u32_of(summary.value_length).unwrap_or(n_embd / n_head);
     let tensors = model
@@ -304,7 +305,11 @@ pub fn shape_of(model: &GgufModel, label: &str) -> Result<ModelShape, ShapeError
                 summary.sliding_window_pattern.as_ref(),
                 n_layer,
             ),
-            indexer_key_length: indexer(model, &arch, n_layer, summary.context_length),
+            indexer_key_length: match compress_ratios.is_empty() {
+                true => indexer(model, &arch, n_layer, summary.context_length),
+                // DeepSeek V4's lightning indexer: on the layers compressed by 4.
+                false => compressed_indexer(model, &arch, &compress_ratios),
+            },
             // MiniMax-M3's indexer cache is a whole cache of one head: a V as wide as the
             // model's beside the K.
             indexer_value_length: if arch == "minimax-m3" {
@@ -324,6 +329,7 @@ pub fn shape_of(model: &GgufModel, label: &str) -> Result<ModelShape, ShapeError
                 .metadata
                 .get_u32(&format!("{arch}.attention.indexer.block_size"))
                 .unwrap_or(0),
+            compress_ratios,
             recurrent: recurrent.shape,
             recurrent_layers: recurrent.layers,
         },
@@ -373,6 +379,58 @@ fn u32_of(v: Option<u64>) -> Option<u32> {
     v.and_then(|v| u32::try_from(v).ok())
 }
 
+/// DeepSeek V4's compression of each layer's cache (`attention.compress_ratios`), empty for
+/// another architecture; a list shorter than the layers or a ratio llama.cpp does not build (0,
+/// 4 and 128) is refused, as llama.cpp refuses the file.
+fn compress_ratios(
+    model: &GgufModel,
+    arch: &str,
+    n_layer: u32,
+    label: &str,
+) -> Result<Vec<u32>, ShapeError> {
+    if arch != "deepseek4" {
+        return Ok(Vec::new());
+    }
+    let key = format!("{arch}.attention.compress_ratios");
+    let ratios = match model.metadata.get(&key) {
+        Some(rigdeck_gguf::Value::Array(ratios)) => ratios.to_u64_vec().unwrap_or_default(),
+        _ => Vec::new(),
+    };
+    let refuse = |value: u64, why: String| ShapeError::Implausible {
+        model: label.to_owned(),
+        key: key.clone(),
+        value,
+        why,
+    };
+    if ratios.len() < n_layer as usize {
+        let why = format!("lists ratios for {} of its {n_layer} layers", ratios.len());
+        return Err(refuse(ratios.len() as u64, why));
+    }
+    if let Some(&odd) = ratios.iter().find(|&&r| !matches!(r, 0 | 4 | 128)) {
+        return Err(refuse(
+            odd,
+            "is a compression llama.cpp does not build (0, 4 or 128)".into(),
+        ));
+    }
+    Ok(ratios[..n_layer as usize]
+        .iter()
+        .map(|&r| r as u32)
+        .collect())
+}
+
+/// DeepSeek V4's indexer cache width on each layer: its key length on the layers compressed by
+/// 4, none elsewhere.
+fn compressed_indexer(model: &GgufModel, arch: &str, ratios: &[u32]) -> Vec<u32> {
+    let width = model
+        .metadata
+        .get_u32(&format!("{arch}.attention.indexer.key_length"))
+        .unwrap_or(0);
+    ratios
+        .iter()
+        .map(|&r| if r == 4 { width } else { 0 })
+        .collect()
+}
+
 /// The last layers that read an earlier layer's cache: the header's count, but for `gemma3n`,
 /// whose first 20 layers alone keep one in llama.cpp whatever the header says.
 fn shared_kv_layers(arch: &str, n_layer: u32, in_header: Option<u64>) -> u32 {
@@ -413,6 +471,7 @@ const SWA_DEFAULTS: &[(&str, u64, bool)] = &[
     ("afmoe", 4, false),
     ("smallthinker", 4, true),
     ("plamo3", 8, false),
+    ("deepseek4", 0, false),
 ];
 
 /// Which layers slide: an explicit per-layer list wins, else the period from the file or the
@@ -611,6 +670,34 @@ mod tests {
         let path = dir.path().join("tiny.gguf");
         writer.write_to_path(&path).unwrap();
         load_shape(&path).map(|loaded| loaded.shape)
+    }
+
+    #[test]
+    fn deepseek4_compression_ratios_are_read_and_those_llama_cpp_refuses_are_refused() {
+        let with = |ratios: Vec<u32>| {
+            let mut shape = MoeShape::small();
+            shape.architecture = "deepseek4".into();
+            let mut writer = shape.writer();
+            let key = "deepseek4.attention.compress_ratios";
+            writer.set(key, Value::Array(rigdeck_gguf::Array::U32(ratios)));
+            let dir = tempfile::tempdir().unwrap();
+            let path = dir.path().join("ds4.gguf");
+            writer.write_to_path(&path).unwrap();
+            load_shape(&path).map(|loaded| loaded.shape)
+        };
+        let shape = with(vec![0, 4, 128, 4]).unwrap();
+        assert_eq!(shape.attention.compress_ratios, [0, 4, 128, 4]);
+        assert!(shape.attention.caches_key_only());
+        let short = with(vec![0, 4]).unwrap_err().to_string();
+        assert!(
+            short.contains("compress_ratios = 2, which lists ratios for 2 of its 4 layers"),
+            "{short}"
+        );
+        let odd = with(vec![0, 4, 64, 4]).unwrap_err().to_string();
+        assert!(
+            odd.contains("= 64, which is a compression llama.cpp does not build (0, 4 or 128)"),
+            "{odd}"
+        );
     }
 
     #[test]

@@ -98,12 +98,69 @@ pub fn layer_kv_bytes(
     options: &PlacementOptions,
     g: &ContextGeometry,
 ) -> Result<Vec<u64>, KvError> {
-    let attention_kv = attention_kv_bytes(attention, options, g)?;
+    let attention_kv = if attention.compress_ratios.is_empty() {
+        attention_kv_bytes(attention, options, g)?
+    } else {
+        compressed_kv_bytes(attention, options, g)?
+    };
     Ok(attention_kv
         .into_iter()
         .enumerate()
         .map(|(il, kv)| kv.saturating_add(recurrent_state_bytes(attention, il, options)))
         .collect())
+}
+
+/// DeepSeek V4's caches of each layer (`llama_kv_cache_dsv4`), K alone in `-ctk`'s type and
+/// one stream per slot even with `-kvu`: every layer's raw cache over the window; a layer
+/// compressed by 4 a cache of a row per 4 tokens and its lightning indexer's, one compressed by
+/// 128 a row per 128 tokens (those caches padded to 256 cells); and each compressing layer's
+/// F32 state (values and scores) over twice its ratio in rows (4) or its ratio (128).
+fn compressed_kv_bytes(
+    attention: &AttentionLayout,
+    options: &PlacementOptions,
+    g: &ContextGeometry,
+) -> Result<Vec<u64>, KvError> {
+    let streams = u64::from(options.parallel.max(1));
+    let micro_batch = u64::from(options.ubatch.min(options.batch));
+    let window = u64::from(attention.sliding_window.unwrap_or(0)).saturating_add(micro_batch);
+    let window = pad(g.n_ctx_seq.min(window));
+    let head = u64::from(attention.key_length);
+    let kind = options.cache_type_k;
+    (0..attention.compress_ratios.len())
+        .map(|il| {
+            let row = |width: u64| {
+                row_bytes(kind, width).ok_or(KvError::RowNotDivisible {
+                    kind: kind.name(),
+                    block: kind.block().0,
+                    layer: il as u32,
+                    row: width,
+                })
+            };
+            let ratio = u64::from(attention.compress_ratios[il]);
+            let indexer = u64::from(attention.indexer_key_length.get(il).copied().unwrap_or(0));
+            let mut per_stream = row(head)?.saturating_mul(window);
+            if ratio > 0 {
+                let compressed = pad(g.n_ctx_seq.div_ceil(ratio).max(1));
+                let width_state = |width: u64| {
+                    let state_rows = if ratio == 4 { 2 * ratio } else { ratio };
+                    let doubled = if ratio == 4 { 2 } else { 1 };
+                    (doubled * width)
+                        .saturating_mul(state_rows)
+                        .saturating_mul(2 * 4)
+                };
+                let mut cached = row(head)?;
+                let mut state = width_state(head);
+                if indexer > 0 {
+                    cached = cached.saturating_add(row(indexer)?);
+                    state = state.saturating_add(width_state(indexer));
+                }
+                per_stream = per_stream
+                    .saturating_add(cached.saturating_mul(compressed))
+                    .saturating_add(state);
+            }
+            Ok(per_stream.saturating_mul(streams))
+        })
+        .collect()
 }
 
 /// The recurrent state of layer `il`: conv + SSM state, F32, one row per sequence
@@ -201,6 +258,7 @@ mod tests {
             indexer_heads: 0,
             indexer_top_k: 0,
             indexer_block_size: 0,
+            compress_ratios: Vec::new(),
             recurrent: None,
             recurrent_layers: Vec::new(),
         }

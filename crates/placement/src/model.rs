@@ -87,6 +87,10 @@ pub struct AttentionLayout {
     /// (`attention.indexer.block_size`; its `indexer_top_k` counts blocks); 0 = none.
     #[serde(default)]
     pub indexer_block_size: u32,
+    /// DeepSeek V4's compression of each layer's cache (`attention.compress_ratios`: 0, 4 with
+    /// the lightning indexer, or 128); empty = none.
+    #[serde(default)]
+    pub compress_ratios: Vec<u32>,
     /// The recurrent geometry (Mamba-style SSM or gated delta net), for models with recurrent
     /// layers (`mamba`, `qwen3next`, `jamba`, …); `None` for pure transformers.
     #[serde(default)]
@@ -123,6 +127,12 @@ impl AttentionLayout {
             .map(|il| self.value_width(il))
             .max()
             .unwrap_or(0)
+    }
+
+    /// Whether the cache holds K alone and V is read from it (MLA's latent, DeepSeek V4's
+    /// compressed caches): llama.cpp then takes `-ctk` and `-ctv` as one type.
+    pub fn caches_key_only(&self) -> bool {
+        self.mla || !self.compress_ratios.is_empty()
     }
 
     /// Whether layer `il` has an indexer cache (GLM-5.x's DSA, MiniMax-M3's sparse attention).

@@ -84,6 +84,7 @@ pub fn moe_model(n_layer: u32, dense: u32, layer_bytes: u64, expert_bytes: u64) 
             indexer_heads: 0,
             indexer_top_k: 0,
             indexer_block_size: 0,
+            compress_ratios: Vec::new(),
             recurrent: None,
             recurrent_layers: Vec::new(),
         },

@@ -330,7 +330,7 @@ fn shapes(key_only_cache: bool) -> Vec<Shape> {
 fn misses(family: &str, path: &Path, tolerance: f64) -> Vec<String> {
     let shape = load_shape(path).unwrap_or_else(|e| panic!("{e}")).shape;
     let mut missed = Vec::new();
-    for Shape { label, options } in shapes(shape.attention.mla) {
+    for Shape { label, options } in shapes(shape.attention.caches_key_only()) {
         let plan = plan(&shape, &host_only(), &options).unwrap_or_else(|e| panic!("{e}"));
         let usage = &plan.device(DeviceId::Cpu).expect("the host").usage;
         let (ours, kv, weights) = (
@@ -570,6 +570,55 @@ fn gemma3n_e4b_style_under_a_small_vocabulary_matches_llama_cpp() {
     spec["sliding_window_pattern"] = json!(pattern);
     spec["tied"] = json!(false);
     assert_exact(spec);
+}
+
+/// DeepSeek V4 Flash's layout in 6 layers: 4 096 wide, 64 heads of 512 over one KV head, the
+/// first two layers uncompressed, then compressed by 4 (with the indexer) and by 128 in turn,
+/// 256 experts of 2 048 with 6 active (by token id on the first three layers) beside a shared
+/// one, four hyper-connection streams, 129 280 tokens.
+fn deepseek4_flash_style() -> Value {
+    json!({
+        "arch": "deepseek4", "n_vocab": 129_280, "n_embd": 4096, "n_layer": 6, "n_head": 64,
+        "n_head_kv": 1, "head_dim": 512, "rope": 64, "n_ff": 2048, "q_lora_rank": 1024,
+        "o_groups": 8, "o_lora_rank": 1024, "experts": 256, "experts_used": 6,
+        "expert_ff": 2048, "shared_experts": 1, "sliding_window": 128,
+        "compress_ratios": [0, 0, 4, 128, 4, 128],
+        "indexer": {"heads": 64, "head_size": 128, "top_k": 512}, "hc": 4, "hash_layers": 3,
+    })
+}
+
+#[test]
+fn deepseek4_caches_are_llama_cpps_and_its_compute_estimate_within_its_note() {
+    // DeepSeek V4's caches: the raw window on every layer, the caches compressed by 4 (with
+    // the indexer's) and by 128, the compressors' states, one stream per slot. Its graph is not
+    // replayed: the estimate must stay within what the plan's note says (10 % under to 71 %
+    // over), the cache and weights exact.
+    let python = python();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = write_model(dir.path(), &python, &deepseek4_flash_style());
+    let shape = load_shape(&path).unwrap_or_else(|e| panic!("{e}")).shape;
+    let mut missed = Vec::new();
+    for Shape { label, options } in shapes(true) {
+        let plan = plan(&shape, &host_only(), &options).unwrap_or_else(|e| panic!("{e}"));
+        let usage = &plan.device(DeviceId::Cpu).expect("the host").usage;
+        let theirs = fit_params_compute(&path, &options);
+        let ratio = usage.compute_estimate_bytes as f64 / MIB as f64 / theirs.logged_mib;
+        let line = format!(
+            "deepseek4 {label}: compute {ratio:.3} of llama.cpp's {:.2} MiB; KV {} / {} MiB; weights {} / {} MiB",
+            theirs.logged_mib,
+            usage.kv_bytes / MIB,
+            theirs.context_mib,
+            usage.weights_bytes / MIB,
+            theirs.model_mib,
+        );
+        println!("{line}");
+        let memory_exact = usage.kv_bytes / MIB == theirs.context_mib
+            && usage.weights_bytes / MIB == theirs.model_mib;
+        if !(0.90..=1.71).contains(&ratio) || !memory_exact {
+            missed.push(line);
+        }
+    }
+    assert!(missed.is_empty(), "{}", missed.join("\n"));
 }
 
 /// MiniMax-M2's layout in 4 layers: 3 072 wide, 48 heads of 128 over 8 (64 of each rotated),

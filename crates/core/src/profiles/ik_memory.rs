@@ -110,6 +110,7 @@ mod tests {
             indexer_heads: 0,
             indexer_top_k: 0,
             indexer_block_size: 0,
+            compress_ratios: Vec::new(),
             recurrent: None,
             recurrent_layers: Vec::new(),
         }

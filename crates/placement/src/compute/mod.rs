@@ -74,6 +74,11 @@ pub(crate) fn compute_estimate_note(model: &ModelShape) -> Option<String> {
         "glm-dsa" => {
             "it has come out from 2.5 % under to 13 % over llama.cpp's figure for this architecture"
         }
+        // gguf-py files of DeepSeek V4 Flash's layers; without flash attention the formulas
+        // count the indexer's scores over every cell, not over its cache compressed by 4.
+        "deepseek4" => {
+            "it has come out from 10 % under to 71 % over llama.cpp's figure for this architecture (the most over without flash attention)"
+        }
         // Its sparse attention's block mask (cache cells × tokens × indexer heads) is not in
         // the formulas (gguf-py files of MiniMax-M3's layers).
         "minimax-m3" => {
@@ -119,7 +124,7 @@ pub(crate) fn split_estimate_note(model: &ModelShape, plan: &Plan) -> Option<Str
 /// and MLA's one cache is K and V at once (their types must match), so there a quantized K is a
 /// quantized V.
 fn needs_flash_attention(model: &ModelShape, options: &PlacementOptions) -> bool {
-    let key_is_value = model.attention.mla;
+    let key_is_value = model.attention.caches_key_only();
     !options.flash_attention
         && (options.cache_type_v.is_quantized()
             || (key_is_value && options.cache_type_k.is_quantized()))
@@ -135,10 +140,11 @@ pub(crate) fn flash_attention_note(
     if !needs_flash_attention(model, options) {
         return None;
     }
-    let why = if model.attention.mla {
+    let why = if model.attention.caches_key_only() {
         format!(
-            "this {} model caches K and V as one (MLA), so its V cache is the quantized {} K cache (-ctk and -ctv must match)",
+            "this {} model caches K and V as one ({}), so its V cache is the quantized {} K cache (-ctk and -ctv must match)",
             model.architecture,
+            one_cache(model),
             options.cache_type_k.name()
         )
     } else {
@@ -153,14 +159,24 @@ pub(crate) fn flash_attention_note(
 /// is K and V at once, and `llama_init_from_model` refuses to start with `-ctk` and `-ctv`
 /// apart; `None` otherwise.
 pub(crate) fn cache_types_note(model: &ModelShape, options: &PlacementOptions) -> Option<String> {
-    if !model.attention.mla || options.cache_type_k == options.cache_type_v {
+    if !model.attention.caches_key_only() || options.cache_type_k == options.cache_type_v {
         return None;
     }
     let (k, v) = (options.cache_type_k.name(), options.cache_type_v.name());
     Some(format!(
-        "llama.cpp refuses to start with this cache: this {} model caches K and V as one (MLA), so -ctk and -ctv must be the same type (here {k} and {v}): set both to {k}, or both to {v}.",
-        model.architecture
+        "llama.cpp refuses to start with this cache: this {} model caches K and V as one ({}), so -ctk and -ctv must be the same type (here {k} and {v}): set both to {k}, or both to {v}.",
+        model.architecture,
+        one_cache(model)
     ))
+}
+
+/// Why a model's cache is K and V at once, as a plan says it.
+fn one_cache(model: &ModelShape) -> &'static str {
+    if model.attention.mla {
+        "MLA"
+    } else {
+        "compressed caches"
+    }
 }
 
 /// When layers stay in host memory beside a GPU for a micro-batch under the op-offload
