@@ -817,6 +817,11 @@ impl Builder {
         }
     }
 
+    /// Whether the first held layer's norm arrives from the device before (which ran it).
+    pub(super) fn norm_arrives(&self) -> bool {
+        self.arrived_norm.is_some()
+    }
+
     /// Whether this is the host's graph, which holds the graph's inputs (a device receives
     /// copies of what it reads of them).
     pub(super) fn is_host(&self) -> bool {

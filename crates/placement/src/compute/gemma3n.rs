@@ -52,10 +52,9 @@ pub(super) fn compute_bytes(
     g: &ContextGeometry,
     (options, scheduler): (&PlacementOptions, &Scheduler),
 ) -> Option<u64> {
-    if !replays(model)
-        || shared_cache_elsewhere(model, |il| layers.layers.get(il).copied())
-        || !stacking_replayed(layers)
-    {
+    // Where layer 0 and the output are on two GPUs the stacking is built with layer 0, not
+    // where llama.cpp runs it: the figures are estimates then ([`stacking_replayed`]).
+    if !replays(model) || shared_cache_elsewhere(model, |il| layers.layers.get(il).copied()) {
         return None;
     }
     let width = per_layer_width(model)?;
@@ -85,15 +84,27 @@ pub(super) fn compute_bytes(
         |mut builder, held, holds_output| {
             let mut cur = builder.inputs(model, held, 1, holds_output, options, g);
             let mut embedded = None;
+            let mut arrived = None;
             if held.first() == Some(&0) {
                 let scaled = builder.elementwise(cur, &[]);
                 embedded = Some(per_layer_inputs(&mut builder, width, n_layer, scaled));
                 cur = stacked(&mut builder, scaled, holds_output);
             } else if !held.is_empty() {
-                // The four streams arrive from the host's last layer.
                 let [n_embd, tokens, ..] = builder.graph.extents(cur);
                 builder.graph.drop_leaf(cur);
-                cur = builder.input(Element::F32, [n_embd, tokens, STREAMS, 1]);
+                if builder.norm_arrives() {
+                    // After another device, which ran this layer's first copy of the streams
+                    // and its norm: those arrive (the norm first), then the streams, each
+                    // placed where first read.
+                    let permuted = [STREAMS, n_embd, tokens, 1];
+                    arrived = Some(builder.graph.input(Element::F32, permuted));
+                    cur = builder
+                        .graph
+                        .input(Element::F32, [n_embd, tokens, STREAMS, 1]);
+                } else {
+                    // The four streams arrive from the host's last layer.
+                    cur = builder.input(Element::F32, [n_embd, tokens, STREAMS, 1]);
+                }
             }
             for &il in held {
                 builder.begin_layer(il);
@@ -101,6 +112,7 @@ pub(super) fn compute_bytes(
                     il,
                     n_ff,
                     embedded: (embedded, width),
+                    arrived: arrived.take(),
                 };
                 cur = layer.build(&mut builder, model, cur, (options, g));
             }
@@ -111,21 +123,12 @@ pub(super) fn compute_bytes(
 }
 
 /// Whether the replay places AltUp's stacking as llama.cpp does: it reads `altup_proj`, which
-/// llama.cpp keeps with the output, so it runs where the output is; replayed where the layers
-/// are on one device (or the host) with the output, or layer 0 is on the host and the output
-/// with one device's layers after it.
+/// llama.cpp keeps with the output, so it runs where the output is; replayed where that is
+/// layer 0's device too, or layer 0 is on the host (the output's device stacks the streams
+/// first, [`stacking_phase`]), not where layer 0 and the output are on two GPUs.
 pub(super) fn stacking_replayed(layers: &LayerDevices) -> bool {
-    let mut devices = layers
-        .layers
-        .iter()
-        .chain([&layers.output])
-        .filter(|&&d| d != DeviceId::Cpu);
-    let Some(&first) = devices.next() else {
-        return true;
-    };
-    let one_device = devices.all(|&d| d == first);
     let layer_zero = layers.layers.first().copied().unwrap_or(DeviceId::Cpu);
-    one_device && (layer_zero == DeviceId::Cpu || layers.output == layer_zero)
+    layer_zero == DeviceId::Cpu || layers.output == layer_zero
 }
 
 /// The output's device when layer 0 is on the host: before the layers, the scheduler runs
@@ -165,6 +168,8 @@ struct Layer {
     /// Every layer's own token embeddings (`[width, tokens, layers]`, `None` where made on
     /// another device) and their width.
     embedded: (Option<TensorId>, u64),
+    /// The streams' copy laid out for the prediction's mix, made by the device before.
+    arrived: Option<TensorId>,
 }
 
 impl Layer {
@@ -179,7 +184,7 @@ impl Layer {
         input: TensorId,
         (options, g): (&PlacementOptions, &ContextGeometry),
     ) -> TensorId {
-        let predictions = predicted(b, input);
+        let predictions = predicted(b, input, self.arrived);
         let active = stream(b, predictions);
         let normed = b.rms_norm(active);
         let laurel = laurel(b, normed);
@@ -268,11 +273,14 @@ fn modalities(b: &mut Builder, x: TensorId) -> TensorId {
 }
 
 /// `altup_predict`: each stream of `x` predicted as a mix of all four (coefficients per token
-/// from the active stream's modalities), plus itself.
-fn predicted(b: &mut Builder, x: TensorId) -> TensorId {
+/// from the active stream's modalities), plus itself; the streams laid out for the mix are
+/// made here unless they `arrived`.
+fn predicted(b: &mut Builder, x: TensorId, arrived: Option<TensorId>) -> TensorId {
     let [n_embd, tokens, streams, _] = b.graph.extents(x);
-    let permuted = b.graph.permute(x, [1, 2, 0, 3]);
-    let permuted = b.op(Reuse::Fresh, [streams, n_embd, tokens, 1], &[permuted]);
+    let permuted = arrived.unwrap_or_else(|| {
+        let permuted = b.graph.permute(x, [1, 2, 0, 3]);
+        b.op(Reuse::Fresh, [streams, n_embd, tokens, 1], &[permuted])
+    });
     let active = stream(b, x);
     let modalities = modalities(b, active);
     let coefficients = b.matmul(streams * streams, modalities);
