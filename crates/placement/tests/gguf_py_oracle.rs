@@ -1424,6 +1424,61 @@ fn gemma4_with_own_embeddings_on_a_device_is_llama_cpps_and_a_split_cache_is_an_
     }
 }
 
+#[test]
+fn gemma3n_on_a_device_and_split_with_the_host_is_llama_cpps() {
+    // E2B-shaped: -ngl 99, all on RPC0 (the host looks up both embeddings and holds the
+    // inputs); -ngl 10, layers 13-21 and the output on RPC0, which also stacks the streams
+    // (AltUp's projection is the output's) for the host's layers, then receives the four
+    // streams from the host's last layer.
+    check_on_a_device(
+        gemma3n_e2b_style(),
+        &[(false, 99), (true, 99), (false, 10), (true, 10)],
+    );
+    // Under 32 000 tokens the stacking, not the logits, can be RPC0's largest phase: -ngl 1
+    // puts only the output there.
+    let mut spec = gemma3n_e2b_style();
+    spec["n_vocab"] = json!(32_000);
+    check_on_a_device(spec, &[(false, 1), (true, 5), (false, 12)]);
+}
+
+#[test]
+fn gemma3n_split_over_two_gpus_says_its_figures_are_estimates() {
+    // Layer 0 on GPU 0, the output on GPU 1: the stacking runs on GPU 1 for GPU 0's layers,
+    // which the replay does not build.
+    let python = python();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let shape = load_shape(&write_model(dir.path(), &python, &gemma3n_e2b_style()))
+        .unwrap_or_else(|e| panic!("{e}"))
+        .shape;
+    let mut rig = host_only();
+    for n in 0..2 {
+        rig.push(DeviceSpec {
+            id: DeviceId::Gpu(n),
+            name: format!("GPU {n}"),
+            ..rig[0].clone()
+        });
+    }
+    let note = |options: &PlacementOptions| {
+        rigdeck_placement::report::report(&shape, "e2b.gguf", &rig, options, false)
+            .unwrap_or_else(|e| panic!("{e}"))
+            .notes
+            .into_iter()
+            .find(|n| n.contains("four residual streams are stacked where its output is"))
+    };
+    let two = PlacementOptions {
+        n_gpu_layers: Some(99),
+        tensor_split: vec![1.0, 1.0],
+        ..Default::default()
+    };
+    assert!(note(&two).is_some(), "no estimate note on two GPUs");
+    let one = PlacementOptions {
+        n_gpu_layers: Some(99),
+        devices: vec![DeviceId::Gpu(0)],
+        ..Default::default()
+    };
+    assert_eq!(note(&one), None, "one GPU is replayed");
+}
+
 /// `spec`'s model planned and dry-run on the host and a real `rpc-server`'s CPU as `RPC0`, with
 /// flash attention on or off and `-ngl` as each of `runs` says.
 fn check_on_a_device(spec: Value, runs: &[(bool, u32)]) {
