@@ -16,7 +16,10 @@
 #
 # Needs root (namespaces, tc). RIGDECK_BIN (default: the release build in $CARGO_TARGET_DIR, else
 # target/), RIGDECK_NVML_LIBRARY, LLAMA_BIN_DIR (default: Rigdeck's cached portable CPU build,
-# with rpc-server), MODEL, RUNS (default 3), ROUNDS (default 3), NGL (default 9 of Gemma's 18 layers), RATES.
+# with rpc-server), MODEL, RUNS (default 3), ROUNDS (default 3), NGL (default 9 of Gemma's 18 layers), RATES,
+# PIN (a CPU list, `0:1`: llama-server and both rpc-servers on the first CPUs, both daemons on the
+# second, so the daemons have cores of their own, as on a machine with cores to spare; unset:
+# everything shares every core).
 set -euo pipefail
 
 here="$(cd "$(dirname "$0")" && pwd)"
@@ -31,6 +34,10 @@ runs="${RUNS:-3}"
 rounds="${ROUNDS:-3}"
 ngl="${NGL:-9}"
 rates="${RATES:-1gbit 2.5gbit}"
+pin="${PIN:-}"
+every_cpu="0-$(($(nproc --all) - 1))"
+compute_cpus="${pin:-$every_cpu}" compute_cpus="${compute_cpus%%:*}"
+daemon_cpus="${pin:-$every_cpu}" daemon_cpus="${daemon_cpus##*:}"
 [[ "$(id -u)" == 0 ]] || { echo "run as root: the bench makes network namespaces and shapes their link with tc" >&2; exit 1; }
 for file in "$bin" "$nvml" "$llama_bin/llama-server" "$llama_bin/rpc-server"; do
   [[ -e "$file" ]] || {
@@ -100,7 +107,8 @@ start() {
   echo "$name" >"$dir/config/fleet/name"
   free_port >"$dir/port"
   inside "$name" "$bin" engines register "$llama_bin/llama-server" >/dev/null
-  inside "$name" "$bin" serve --bind "127.0.0.1:$(cat "$dir/port")" --fleet-bind "$ip:$(free_port)" >"$dir/out.log" 2>&1 &
+  inside "$name" taskset -c "$daemon_cpus" "$bin" serve --bind "127.0.0.1:$(cat "$dir/port")" \
+    --fleet-bind "$ip:$(free_port)" >"$dir/out.log" 2>&1 &
   pids+=("$!")
   for _ in $(seq 1 300); do
     inside "$name" "$bin" fleet identity >/dev/null 2>&1 && {
@@ -131,8 +139,8 @@ measure() {
   port="$(free_port)"
   log="$work/llama-server.log"
   start_ns="$(date +%s%N)"
-  ip netns exec "$head_ns" "$llama_bin/llama-server" -m "$model" --rpc "$1" --device RPC0 -ngl "$ngl" \
-    -c 1024 -t 1 --host 127.0.0.1 --port "$port" >"$log" 2>&1 &
+  ip netns exec "$head_ns" taskset -c "$compute_cpus" "$llama_bin/llama-server" -m "$model" \
+    --rpc "$1" --device RPC0 -ngl "$ngl" -c 1024 -t 1 --host 127.0.0.1 --port "$port" >"$log" 2>&1 &
   local server=$!
   until ip netns exec "$head_ns" curl -sf -o /dev/null "http://127.0.0.1:$port/health"; do
     kill -0 "$server" 2>/dev/null || { echo "llama-server failed: $(tail -n 5 "$log")" >&2; exit 1; }
@@ -158,7 +166,8 @@ echo "|---|---|---|---|---|---|"
 direct_round() {
   local rpc_port server
   rpc_port="$(free_port)"
-  ip netns exec "$lender_ns" "$llama_bin/rpc-server" -H "$lender_ip" -p "$rpc_port" -d CPU >"$work/rpc-direct.log" 2>&1 &
+  ip netns exec "$lender_ns" taskset -c "$compute_cpus" "$llama_bin/rpc-server" -H "$lender_ip" \
+    -p "$rpc_port" -d CPU >"$work/rpc-direct.log" 2>&1 &
   server=$!
   until ip netns exec "$head_ns" bash -c "exec 3<>/dev/tcp/$lender_ip/$rpc_port" 2>/dev/null; do sleep 0.05; done
   measure "$lender_ip:$rpc_port"
@@ -175,6 +184,10 @@ daemons_cpu() {
 tunnel_round() {
   local endpoint before load tps after leases lease moved
   endpoint="$(inside head "$bin" fleet lend lender --devices CPU 2>/dev/null)"
+  if [[ -n "$pin" ]]; then
+    # The lender's daemon started it on the daemons' CPUs: it computes beside llama-server.
+    for pid in $(pgrep -f "rpc-server -H 127.0.0.1"); do taskset -a -p -c "$compute_cpus" "$pid" >/dev/null; done
+  fi
   before="$(daemons_cpu)"
   read -r load tps < <(measure "$endpoint")
   after="$(daemons_cpu)"
@@ -208,4 +221,5 @@ print(f"| {link} | tunnel | {tl:.2f} | {tt:.1f} | decode {tt / dt:.1%}, load {tl
 EOF
 done
 echo
+[[ -z "$pin" ]] || echo "Pinned: llama-server and the rpc-servers on CPUs $compute_cpus, both daemons on CPUs $daemon_cpus."
 echo "Link shaped with tc qdisc $qdisc; best of $rounds alternated round(s) per way, each a fresh llama-server (load) and the median of $runs completion(s) of 128 tokens (decode); $(basename "$model"), -ngl $ngl on RPC0."
