@@ -55,6 +55,16 @@ pub fn row_bytes(kind: KvType, n: u64) -> Option<u64> {
         .then(|| (n / block).saturating_mul(bytes))
 }
 
+/// [`row_bytes`] of layer `il`'s cache, or why `kind` cannot hold that row.
+fn layer_row_bytes(kind: KvType, n: u64, il: usize) -> Result<u64, KvError> {
+    row_bytes(kind, n).ok_or(KvError::RowNotDivisible {
+        kind: kind.name(),
+        block: kind.block().0,
+        layer: il as u32,
+        row: n,
+    })
+}
+
 /// Why a KV configuration cannot work, in the user's terms.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum KvError {
@@ -128,26 +138,20 @@ fn compressed_kv_bytes(
     let kind = options.cache_type_k;
     (0..attention.compress_ratios.len())
         .map(|il| {
-            let row = |width: u64| {
-                row_bytes(kind, width).ok_or(KvError::RowNotDivisible {
-                    kind: kind.name(),
-                    block: kind.block().0,
-                    layer: il as u32,
-                    row: width,
-                })
-            };
+            let row = |width: u64| layer_row_bytes(kind, width, il);
             let ratio = u64::from(attention.compress_ratios[il]);
             let indexer = u64::from(attention.indexer_key_length.get(il).copied().unwrap_or(0));
             let mut per_stream = row(head)?.saturating_mul(window);
             if ratio > 0 {
                 let compressed = pad(g.n_ctx_seq.div_ceil(ratio).max(1));
-                let width_state = |width: u64| {
-                    let state_rows = if ratio == 4 { 2 * ratio } else { ratio };
-                    let doubled = if ratio == 4 { 2 } else { 1 };
-                    (doubled * width)
-                        .saturating_mul(state_rows)
-                        .saturating_mul(2 * 4)
+                // The compressor's state: values and scores, F32, twice as wide over twice the
+                // ratio in rows where it compresses by 4, over the ratio where by 128.
+                let (widths, rows) = if ratio == 4 {
+                    (2, 2 * ratio)
+                } else {
+                    (1, ratio)
                 };
+                let width_state = |width: u64| (widths * width).saturating_mul(rows * 2 * 4);
                 let mut cached = row(head)?;
                 let mut state = width_state(head);
                 if indexer > 0 {
@@ -195,14 +199,7 @@ fn attention_kv_bytes(
             let c = cells(attention, il, options, g).saturating_mul(g.n_stream);
             let (key_length, _) = attention.head_lengths(il);
             let k_width = u64::from(key_length).saturating_mul(u64::from(heads));
-            let row = |kind: KvType, width: u64| {
-                row_bytes(kind, width).ok_or(KvError::RowNotDivisible {
-                    kind: kind.name(),
-                    block: kind.block().0,
-                    layer: il as u32,
-                    row: width,
-                })
-            };
+            let row = |kind: KvType, width: u64| layer_row_bytes(kind, width, il);
             let k = row(options.cache_type_k, k_width)?.saturating_mul(c);
             let v = if attention.mla {
                 0

@@ -267,6 +267,9 @@ pub(super) struct Builder {
     interleaved_window: bool,
     /// The widest layer's V row, as wide as every transposed V cache row (no flash attention).
     value_width_max: u64,
+    /// How many residual streams a layer hands the next (Gemma 3n's AltUp: 4), each
+    /// `[n_embd, tokens]`: what a device not holding layer 0 receives.
+    pub(super) residual_streams: u64,
     /// Where each built layer's tensors begin ([`Graph::tensor_count`] when it began), and the
     /// output's.
     layer_starts: Vec<usize>,
@@ -340,6 +343,7 @@ impl Builder {
             value_width_max: model.attention.value_width_max(),
             interleaved_window: model.attention.sliding_window.is_some()
                 && model.attention.swa_layers.contains(&true),
+            residual_streams: 1,
             layer_starts: Vec::new(),
             output_start: None,
         }
@@ -650,14 +654,22 @@ impl Builder {
             let ids = self.input(Element::I32, [tokens, 1, 1, 1]);
             // The embeddings input is allocated though token ids feed this graph.
             self.input(Element::F32, [n_embd, tokens, 1, 1]);
-            LayerInput::Tokens(ids)
-        } else if self.normed_arrives {
+            return LayerInput::Tokens(ids);
+        }
+        // The embeddings looked up on the host, or the residual stream(s) of the layer before.
+        let streams = if held.first() == Some(&0) {
+            1
+        } else {
+            self.residual_streams
+        };
+        let received = [n_embd, tokens, streams, 1];
+        if self.normed_arrives {
             // The norm arrives first, read first; the output itself is placed where the graph
             // first reads it (the first layer's residual).
             self.arrived_norm = Some(self.input(Element::F32, [n_embd, tokens, 1, 1]));
-            LayerInput::Received(self.graph.input(Element::F32, [n_embd, tokens, 1, 1]))
+            LayerInput::Received(self.graph.input(Element::F32, received))
         } else {
-            LayerInput::Received(self.input(Element::F32, [n_embd, tokens, 1, 1]))
+            LayerInput::Received(self.input(Element::F32, received))
         }
     }
 

@@ -82,6 +82,7 @@ pub(super) fn compute_bytes(
         options,
         (host_inputs, scheduler),
         |mut builder, held, holds_output| {
+            builder.residual_streams = STREAMS;
             let mut cur = builder.inputs(model, held, 1, holds_output, options, g);
             let mut embedded = None;
             let mut arrived = None;
@@ -89,22 +90,12 @@ pub(super) fn compute_bytes(
                 let scaled = builder.elementwise(cur, &[]);
                 embedded = Some(per_layer_inputs(&mut builder, width, n_layer, scaled));
                 cur = stacked(&mut builder, scaled, holds_output);
-            } else if !held.is_empty() {
+            } else if builder.norm_arrives() {
+                // After another device, which ran this layer's first copy of the streams and its
+                // norm: the copy arrives too, placed where first read.
                 let [n_embd, tokens, ..] = builder.graph.extents(cur);
-                builder.graph.drop_leaf(cur);
-                if builder.norm_arrives() {
-                    // After another device, which ran this layer's first copy of the streams
-                    // and its norm: those arrive (the norm first), then the streams, each
-                    // placed where first read.
-                    let permuted = [STREAMS, n_embd, tokens, 1];
-                    arrived = Some(builder.graph.input(Element::F32, permuted));
-                    cur = builder
-                        .graph
-                        .input(Element::F32, [n_embd, tokens, STREAMS, 1]);
-                } else {
-                    // The four streams arrive from the host's last layer.
-                    cur = builder.input(Element::F32, [n_embd, tokens, STREAMS, 1]);
-                }
+                let laid_out = [STREAMS, n_embd, tokens, 1];
+                arrived = Some(builder.graph.input(Element::F32, laid_out));
             }
             for &il in held {
                 builder.begin_layer(il);
@@ -150,8 +141,7 @@ fn stacking_phase(
     let embedded = b.input(Element::F32, [n_embd, tokens, 1, 1]);
     let scaled = b.elementwise(embedded, &[]);
     let streams = stacked(&mut b, scaled, true);
-    let permuted = b.graph.permute(streams, [1, 2, 0, 3]);
-    let permuted = b.op(Reuse::Fresh, [STREAMS, n_embd, tokens, 1], &[permuted]);
+    let permuted = laid_out_for_mix(&mut b, streams);
     let active = stream(&mut b, streams);
     let normed = b.op(Reuse::InPlace, [n_embd, tokens, 1, 1], &[active]);
     for handed in [scaled, streams, permuted, normed] {
@@ -238,6 +228,14 @@ fn others(b: &mut Builder, streams: TensorId) -> TensorId {
     b.graph.view(streams, ne, contiguous_strides(ne))
 }
 
+/// `streams` (`[n_embd, tokens, 4]`) made contiguous as `[4, n_embd, tokens]`, the layout
+/// `altup_predict` mixes them in.
+fn laid_out_for_mix(b: &mut Builder, streams: TensorId) -> TensorId {
+    let [n_embd, tokens, count, _] = b.graph.extents(streams);
+    let permuted = b.graph.permute(streams, [1, 2, 0, 3]);
+    b.op(Reuse::Fresh, [count, n_embd, tokens, 1], &[permuted])
+}
+
 /// `calc_magnitude`: the square root of each row's sum of squares.
 fn magnitude(b: &mut Builder, x: TensorId) -> TensorId {
     let [_, rows, planes, _] = b.graph.extents(x);
@@ -277,10 +275,7 @@ fn modalities(b: &mut Builder, x: TensorId) -> TensorId {
 /// made here unless they `arrived`.
 fn predicted(b: &mut Builder, x: TensorId, arrived: Option<TensorId>) -> TensorId {
     let [n_embd, tokens, streams, _] = b.graph.extents(x);
-    let permuted = arrived.unwrap_or_else(|| {
-        let permuted = b.graph.permute(x, [1, 2, 0, 3]);
-        b.op(Reuse::Fresh, [streams, n_embd, tokens, 1], &[permuted])
-    });
+    let permuted = arrived.unwrap_or_else(|| laid_out_for_mix(b, x));
     let active = stream(b, x);
     let modalities = modalities(b, active);
     let coefficients = b.matmul(streams * streams, modalities);
