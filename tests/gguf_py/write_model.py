@@ -5,7 +5,7 @@ sparse file: `llama-fit-params` reads only the header.
 
 Usage: write_model.py GGUF_PY_DIR OUT.gguf SPEC_JSON
 
-SPEC_JSON keys: arch (deepseek4, gemma, gemma2, gemma3, gemma3n, gemma4, minimax-m2, minimax-m3, qwen2, qwen3, qwen3moe, llama, phi3, command-r,
+SPEC_JSON keys: arch (deepseek4, gemma, gemma2, gemma3, gemma-embedding, gemma3n, gemma4, gemma4-assistant, minimax-m2, minimax-m3, qwen2, qwen3, qwen3moe, llama, phi3, command-r,
 deepseek2, glm-dsa, gpt-oss, mamba, mamba2), n_vocab, n_embd, n_layer, n_head, n_head_kv, head_dim, n_ff, and optionally context_length,
 sliding_window (gemma2, gemma3, gpt-oss), sliding_window_pattern (gemma3: a list of booleans, one
 per layer), soft_caps (gemma2: [attention logits, final logits]), experts, experts_used, expert_ff, expert_groups ([groups, groups kept]), tied (no output
@@ -50,6 +50,12 @@ output through grouped low-rank projections, hyper-connections over hc streams) 
 o_groups, o_lora_rank, rope, hc (the streams), compress_ratios (one per layer: 0, 4 with the
 indexer, or 128), indexer = {heads, head_size, top_k}, hash_layers (the first layers, routed by
 token id), sliding_window, experts, experts_used, expert_ff and shared_experts.
+gemma4-assistant (Gemma 4's draft head: Q alone over its target's cache, each layer's output
+scaled, projections from and to the target's width) takes gemma4's attention keys and target
+(the target's embedding width); every block is a next-token-prediction block.
+gemma-embedding (EmbeddingGemma: gemma3's layers, attention over the micro-batch alone, no cache)
+takes gemma3's keys, and optionally pooling (none, mean, cls, last) and dense ([width]: the
+sentence-transformers projections after the final norm, n_embd to width and back).
 gemma3n takes gemma3's keys (sliding_window and sliding_window_pattern required) and gives every
 layer what Gemma 3n's layers load: AltUp's four streams (predict and correct coefficients, router
 and its norm, the scale of the corrected stream; the projections in and out beside the output),
@@ -86,10 +92,11 @@ def describe(writer, gguf, spec) -> None:
     writer.add_context_length(spec.get("context_length", 131072))
     writer.add_embedding_length(spec["n_embd"])
     writer.add_block_count(spec["n_layer"])
-    if spec["arch"] != "gemma4" or not spec.get("shared_kv_layers"):
+    gemma4 = spec["arch"] in ("gemma4", "gemma4-assistant")
+    if not gemma4 or not spec.get("shared_kv_layers"):
         writer.add_feed_forward_length(spec["n_ff"])
     writer.add_head_count(spec["n_head"])
-    if spec["arch"] != "gemma4":
+    if not gemma4:
         writer.add_head_count_kv(spec["n_head_kv"])
     if "ssm" in spec:
         ssm = spec["ssm"]
@@ -101,7 +108,7 @@ def describe(writer, gguf, spec) -> None:
             writer.add_ssm_group_count(ssm["n_group"])
         if ssm.get("dt_b_c_rms"):
             writer.add_ssm_dt_b_c_rms(True)
-    elif spec["arch"] == "gemma4":
+    elif gemma4:
         gemma4_attention(writer, spec)
     elif "mla" not in spec:
         writer.add_key_length(spec["head_dim"])
@@ -149,6 +156,11 @@ def describe(writer, gguf, spec) -> None:
             writer.add_indexer_types(indexer["types"])
     if spec["arch"] == "deepseek4":
         deepseek4_header(writer, gguf, spec)
+    if spec["arch"] == "gemma-embedding":
+        gemma_embedding_header(writer, gguf, spec)
+    if spec["arch"] == "gemma4-assistant":
+        writer.add_embedding_length_out(spec["target"])
+        writer.add_nextn_predict_layers(spec["n_layer"])
     if spec["arch"] == "gemma3n":
         writer.add_shared_kv_layers(max(spec["n_layer"] - GEMMA3N_CACHED_LAYERS, 0))
         writer.add_altup_active_idx(0)
@@ -217,6 +229,11 @@ def tensors(gguf, spec):
             (name(T.HC_HEAD_SCALE), (1,), np.float32),
         ]
         return out + [t for il in range(spec["n_layer"]) for t in deepseek4_layer(gguf, spec, il)]
+    if arch == "gemma-embedding" and "dense" in spec:
+        out += [
+            (name(T.DENSE_2_OUT), (spec["dense"], e), np.float16),
+            (name(T.DENSE_3_OUT), (e, spec["dense"]), np.float16),
+        ]
     if arch == "gemma3n":
         ple, alt = GEMMA3N_PER_LAYER * spec["n_layer"], GEMMA3N_ALTUP - 1
         out += [
@@ -227,6 +244,14 @@ def tensors(gguf, spec):
             (name(T.PER_LAYER_PROJ_NORM), (GEMMA3N_PER_LAYER,), np.float32),
         ]
         return out + [t for il in range(spec["n_layer"]) for t in gemma3n_layer(gguf, spec, il)]
+    if arch == "gemma4-assistant":
+        target = spec["target"]
+        out += [
+            (name(T.ROPE_FREQS), (spec["head_dim"] // 2,), np.float32),
+            (name(T.NEXTN_PROJ_PRE), (e, 2 * target), np.float16),
+            (name(T.NEXTN_PROJ_POST), (target, e), np.float16),
+        ]
+        return out + [t for il in range(spec["n_layer"]) for t in assistant_layer(gguf, spec, il)]
     if arch == "gemma4":
         out.append((name(T.ROPE_FREQS), (spec["head_dim"] // 2,), np.float32))
         if spec.get("per_layer"):
@@ -280,7 +305,7 @@ def tensors(gguf, spec):
                 (name(T.ATTN_K, il, "bias"), (kv,), np.float32),
                 (name(T.ATTN_V, il, "bias"), (kv,), np.float32),
             ]
-        if arch in ("gemma3", "qwen3", "qwen3moe"):
+        if arch in ("gemma3", "gemma-embedding", "qwen3", "qwen3moe"):
             out += [
                 (name(T.ATTN_Q_NORM, il), (spec["head_dim"],), np.float32),
                 (name(T.ATTN_K_NORM, il), (spec["head_dim"],), np.float32),
@@ -291,7 +316,7 @@ def tensors(gguf, spec):
                 (name(T.ATTN_K_NORM, il), (kv,), np.float32),
                 (name(T.FFN_EXP_PROBS_B, il, "bias"), (spec["experts"],), np.float32),
             ]
-        if arch in ("gemma2", "gemma3"):
+        if arch in ("gemma2", "gemma3", "gemma-embedding"):
             out += [
                 (name(T.ATTN_POST_NORM, il), (e,), np.float32),
                 (name(T.FFN_POST_NORM, il), (e,), np.float32),
@@ -362,6 +387,16 @@ def gemma4_attention(writer, spec) -> None:
         writer.add_feed_forward_length(
             [spec["n_ff"] * (2 if il >= first_shared else 1) for il in range(spec["n_layer"])]
         )
+
+
+def gemma_embedding_header(writer, gguf, spec) -> None:
+    """EmbeddingGemma's pooling and its sentence-transformers projections' widths, as llama.cpp's
+    converter writes them (`EmbeddingGemma.set_gguf_parameters`)."""
+    if "pooling" in spec:
+        writer.add_pooling_type(gguf.PoolingType[spec["pooling"].upper()])
+    if "dense" in spec:
+        writer.add_dense_features_dims("dense_2", spec["n_embd"], spec["dense"])
+        writer.add_dense_features_dims("dense_3", spec["dense"], spec["n_embd"])
 
 
 def deepseek4_header(writer, gguf, spec) -> None:
@@ -531,6 +566,24 @@ def gemma4_layer(gguf, spec, il):
     if spec.get("expert_scales"):
         out.append((name(T.FFN_DOWN_EXP, "scale"), (n,), np.float32))
     return out
+
+
+def assistant_layer(gguf, spec, il):
+    """A Gemma 4 assistant's layer as `llama_model_gemma4_assistant::load_arch_tensors` reads it:
+    Q and its per-head norm (K and V are the target's cache), the output projection, the norms
+    after the attention and the feed-forward, the dense feed-forward, the output's scale."""
+    T = gguf.MODEL_TENSOR
+    name = lambda t: f"{gguf.TENSOR_NAMES[t].format(bid=il)}.weight"
+    e = spec["n_embd"]
+    head = spec["head_dim_swa"] if spec["sliding_window_pattern"][il] else spec["head_dim"]
+    q = spec["n_head"] * head
+    return [
+        (name(T.ATTN_NORM), (e,), np.float32),
+        (name(T.ATTN_Q), (q, e), np.float16),
+        (name(T.ATTN_OUT), (e, q), np.float16),
+        (name(T.ATTN_Q_NORM), (head,), np.float32),
+        (name(T.LAYER_OUT_SCALE), (1,), np.float32),
+    ] + post_normed(name, T, e, spec["n_ff"])
 
 
 def normed_attention(name, T, e, widths):

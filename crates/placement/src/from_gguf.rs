@@ -295,6 +295,7 @@ pub fn shape_of(model: &GgufModel, label: &str) -> Result<ModelShape, ShapeError
             key_length_swa: u32_of(summary.key_length_swa).unwrap_or(0),
             value_length_swa: u32_of(summary.value_length_swa).unwrap_or(0),
             shared_kv_layers: shared_kv_layers(&arch, n_layer, summary.shared_kv_layers),
+            cacheless: CACHELESS.contains(&arch.as_str()),
             mla: summary.mla.as_ref().is_some_and(|m| m.active),
             mla_key_length: mla_width(summary.mla.as_ref(), |m| m.key_length_mla),
             mla_value_length: mla_width(summary.mla.as_ref(), |m| m.value_length_mla),
@@ -430,6 +431,26 @@ fn compressed_indexer(model: &GgufModel, arch: &str, ratios: &[u32]) -> Vec<u32>
         .map(|&r| if r == 4 { width } else { 0 })
         .collect()
 }
+
+/// The architectures llama.cpp gives no cache (`llama_model::create_memory` returns none): the
+/// non-causal embedding models and the diffusion decoders, whose attention runs over the
+/// micro-batch alone.
+const CACHELESS: &[&str] = &[
+    "bert",
+    "modern-bert",
+    "nomic-bert",
+    "nomic-bert-moe",
+    "neo-bert",
+    "jina-bert-v2",
+    "jina-bert-v3",
+    "eurobert",
+    "gemma-embedding",
+    "wavtokenizer-dec",
+    "dream",
+    "llada",
+    "llada-moe",
+    "rnd1",
+];
 
 /// The last layers that read an earlier layer's cache: the header's count, but for `gemma3n`,
 /// whose first 20 layers alone keep one in llama.cpp whatever the header says.

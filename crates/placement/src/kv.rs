@@ -245,6 +245,7 @@ mod tests {
             key_length_swa: 0,
             value_length_swa: 0,
             shared_kv_layers: 0,
+            cacheless: false,
             mla: false,
             mla_key_length: 0,
             mla_value_length: 0,

@@ -59,6 +59,10 @@ pub struct AttentionLayout {
     /// (`attention.shared_kv_layers`: Gemma 3n, Gemma 4's E2B and E4B).
     #[serde(default)]
     pub shared_kv_layers: u32,
+    /// No cache at all: a non-causal embedding model (`gemma-embedding`, the BERTs), whose
+    /// attention runs over the micro-batch alone (`llama_model::create_memory` makes none).
+    #[serde(default)]
+    pub cacheless: bool,
     /// MLA (DeepSeek-style): the cache holds one compressed K row per token and no V.
     pub mla: bool,
     /// With MLA, a head's query and key width and its value width once decompressed
@@ -143,10 +147,10 @@ impl AttentionLayout {
     }
 
     /// Whether layer `il` keeps a KV cache of its own (`llama_hparams::has_kv`): all but the
-    /// last [`Self::shared_kv_layers`].
+    /// last [`Self::shared_kv_layers`], none of a [`Self::cacheless`] model's.
     pub fn has_kv(&self, il: usize) -> bool {
         let layers = self.head_count_kv.len();
-        il < layers.saturating_sub(self.shared_kv_layers as usize)
+        !self.cacheless && il < layers.saturating_sub(self.shared_kv_layers as usize)
     }
 
     /// Whether layer `il` keeps a recurrent state.

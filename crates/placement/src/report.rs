@@ -168,12 +168,19 @@ fn load_notes(ceiling: &SpeedCeiling) -> Vec<String> {
         .collect()
 }
 
+/// The architecture of a draft head llama.cpp loads only beside its target model
+/// (`llama_context` refuses it without one: it reads the target's embeddings and cache).
+const DRAFT_HEAD: &str = "gemma4-assistant";
+
 fn gib(bytes: u64) -> String {
     format!("{:.1} GiB", bytes as f64 / (1u64 << 30) as f64)
 }
 
 fn problems(model: &ModelShape, options: &PlacementOptions, plan: &Plan) -> Vec<String> {
     let mut out = Vec::new();
+    if model.architecture == DRAFT_HEAD {
+        out.push(format!("this {DRAFT_HEAD} file is Gemma 4's draft head, not a model to serve: llama.cpp starts it only as the draft of the Gemma 4 model it was made for, over that model's embeddings and cache (llama-server -m GEMMA4.gguf -md THIS.gguf); on its own llama.cpp refuses it, and the figures above are not what it takes beside its model. Serve the Gemma 4 model and give this file as its draft model."));
+    }
     for d in plan.devices.iter().filter(|d| d.overflow_bytes > 0) {
         out.push(format!(
             "{} needs {} but has {} free after its reserve: over by {}",

@@ -74,6 +74,7 @@ pub fn moe_model(n_layer: u32, dense: u32, layer_bytes: u64, expert_bytes: u64) 
             key_length_swa: 0,
             value_length_swa: 0,
             shared_kv_layers: 0,
+            cacheless: false,
             mla: true,
             mla_key_length: 256,
             mla_value_length: 256,

@@ -13,6 +13,7 @@ use std::process::Command;
 
 use rigdeck_placement::from_gguf::load_shape;
 use rigdeck_placement::plan::{plan, DeviceSpec, Plan};
+use rigdeck_placement::report::report;
 use rigdeck_placement::{DeviceId, KvType, PlacementOptions, RpcServer, TensorOverride};
 use serde_json::{json, Value};
 
@@ -687,6 +688,64 @@ fn gemma4_dense_with_separate_projections_matches_llama_cpp() {
         "n_ff": 21_504, "sliding_window": 1024,
         "sliding_window_pattern": [true, true, true, true, true, false, true],
     }));
+}
+
+/// EmbeddingGemma 300M's layout in 6 of its 24 layers: 768 wide, 3 heads of 256 over 1 KV
+/// head, a 512-token window on five layers of six, mean pooling, the sentence-transformers
+/// projections to 3 072 and back, the output tied to the embedding.
+fn embeddinggemma_300m_style() -> Value {
+    json!({
+        "arch": "gemma-embedding", "n_vocab": 262_144, "n_embd": 768, "n_layer": 6,
+        "n_head": 3, "n_head_kv": 1, "head_dim": 256, "n_ff": 1152, "sliding_window": 512,
+        "tied": true, "pooling": "mean", "dense": 3072, "context_length": 2048,
+    })
+}
+
+#[test]
+fn gemma_embedding_without_a_cache_matches_llama_cpp() {
+    // No cache at all (llama.cpp's context column is 0): the attention runs over the
+    // micro-batch, and the graph ends at the final norm.
+    assert_exact(embeddinggemma_300m_style());
+}
+
+#[test]
+fn gemma_embedding_with_grouped_heads_under_a_small_vocabulary_matches_llama_cpp() {
+    let mut spec = embeddinggemma_300m_style();
+    spec["n_vocab"] = json!(32_000);
+    spec["n_embd"] = json!(1024);
+    spec["n_head"] = json!(8);
+    spec["n_head_kv"] = json!(2);
+    spec["head_dim"] = json!(128);
+    spec["n_ff"] = json!(4096);
+    spec["sliding_window_pattern"] = json!([true, false, true, true, false, true]);
+    assert_exact(spec);
+}
+
+#[test]
+fn a_gemma4_assistant_alone_is_refused_by_llama_cpp_and_its_plan_says_why() {
+    // Gemma 4 E2B's draft head: 4 blocks 256 wide over a 1 536-wide target, Q alone.
+    let spec = json!({
+        "arch": "gemma4-assistant", "n_vocab": 262_144, "n_embd": 256, "n_layer": 4,
+        "n_head": 4, "n_head_kv": 1, "n_head_kv_swa": 1, "head_dim": 512, "head_dim_swa": 256,
+        "n_ff": 2048, "sliding_window": 512,
+        "sliding_window_pattern": [true, true, true, false], "tied": true, "target": 1536,
+    });
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = write_model(dir.path(), &python(), &spec);
+    let options = PlacementOptions {
+        context: 4096,
+        ..Default::default()
+    };
+    assert_fit_params_refuses(&path, &options, "on", "requires ctx_other");
+    let shape = load_shape(&path).unwrap_or_else(|e| panic!("{e}")).shape;
+    let said = report(&shape, "assistant.gguf", &host_only(), &options, false)
+        .unwrap_or_else(|e| panic!("{e}"));
+    let problem = said
+        .problems
+        .iter()
+        .find(|p| p.contains("draft head"))
+        .unwrap_or_else(|| panic!("no problem names the draft head: {:?}", said.problems));
+    assert!(problem.contains("-md THIS.gguf"), "{problem}");
 }
 
 #[test]
@@ -2073,4 +2132,14 @@ fn gemma3n_over_two_devices_is_llama_cpps_after_the_host_and_within_its_note_apa
         );
     }
     assert!(missed.is_empty(), "{}", missed.join("\n"));
+}
+
+#[test]
+fn gemma_embedding_on_a_device_and_split_with_the_host_is_llama_cpps() {
+    // All on RPC0 (the host looks the tokens up and holds the two masks over the micro-batch),
+    // and split: layers 3-5 and the output on RPC0, or the output alone.
+    check_on_a_device(
+        embeddinggemma_300m_style(),
+        &[(true, 99), (false, 99), (true, 4), (false, 1)],
+    );
 }

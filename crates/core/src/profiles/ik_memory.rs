@@ -100,6 +100,7 @@ mod tests {
             key_length_swa: 0,
             value_length_swa: 0,
             shared_kv_layers: 0,
+            cacheless: false,
             mla,
             mla_key_length: if mla { 192 } else { 0 },
             mla_value_length: if mla { 128 } else { 0 },

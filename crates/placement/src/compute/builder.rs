@@ -278,11 +278,12 @@ pub(super) struct Builder {
 
 /// The inputs `build_attn_inp_kv` adds: positions, the cache rows K and V are written to, the
 /// mask, and the Hadamard rotations applied to Q/K and to V around a quantized cache. MLA's
-/// K-only cache (`build_attn_inp_k`) has no V rows and no rotations.
+/// K-only cache (`build_attn_inp_k`) has no V rows and no rotations; a cacheless model's
+/// (`build_attn_inp_no_cache`) has no rows at all, and a mask over the micro-batch.
 #[derive(Clone, Copy)]
 struct AttentionInputs {
     positions: TensorId,
-    key_rows: TensorId,
+    key_rows: Option<TensorId>,
     value_rows: Option<TensorId>,
     mask: TensorId,
     key_rotation: Option<TensorId>,
@@ -380,7 +381,8 @@ impl Builder {
             .into_iter()
             .flatten()
         {
-            sources.extend([inputs.positions, inputs.key_rows, inputs.mask]);
+            sources.extend([inputs.positions, inputs.mask]);
+            sources.extend(inputs.key_rows);
             sources.extend(inputs.value_rows);
             sources.extend(inputs.key_rotation);
             sources.extend(inputs.value_rotation);
@@ -493,7 +495,7 @@ impl Builder {
             .map_or(0, |&il| kv::cells(&model.attention, il, options, g));
         let mask_shape = [cells, tokens / streams, 1, streams];
         let positions = self.graph.input(Element::I32, [tokens, 1, 1, 1]);
-        let key_rows = self.graph.input(Element::I64, [tokens, 1, 1, 1]);
+        let key_rows = Some(self.graph.input(Element::I64, [tokens, 1, 1, 1]));
         let mask = self.graph.input(self.mask_element(), mask_shape);
         self.attention = Some(AttentionInputs {
             positions,
@@ -540,7 +542,8 @@ impl Builder {
                 continue;
             }
             let inputs = self.attention_inputs(model, il, 1, positions, options, g);
-            held.extend([inputs.key_rows, inputs.mask]);
+            held.extend(inputs.key_rows);
+            held.push(inputs.mask);
             held.extend(inputs.value_rows);
             match windowed {
                 true => self.window_attention = Some(inputs),
@@ -562,7 +565,8 @@ impl Builder {
         let attention = self
             .attention
             .iter()
-            .flat_map(|a| [a.positions, a.key_rows, a.mask]);
+            .flat_map(|a| [Some(a.positions), a.key_rows, Some(a.mask)])
+            .flatten();
         let leaves: Vec<TensorId> = attention
             .chain(self.output_rows)
             .chain([indexer.key_rows, indexer.mask, indexer.rotation])
@@ -740,6 +744,20 @@ impl Builder {
     ) -> AttentionInputs {
         let tokens = self.batch.tokens;
         let attention = &model.attention;
+        if attention.cacheless {
+            let positions = positions.unwrap_or_else(|| {
+                self.input(Element::I32, [tokens * positions_per_token, 1, 1, 1])
+            });
+            let mask = self.input(self.mask_element(), [tokens, tokens, 1, 1]);
+            return AttentionInputs {
+                positions,
+                key_rows: None,
+                value_rows: None,
+                mask,
+                key_rotation: None,
+                value_rotation: None,
+            };
+        }
         let key_only = attention.mla;
         let rotation = |kind: KvType, head: u32, largest: bool| {
             rotation_block(kind, head, largest).filter(|_| !key_only)
@@ -753,7 +771,7 @@ impl Builder {
             .unwrap_or_else(|| self.input(Element::I32, [tokens * positions_per_token, 1, 1, 1]));
         let value_rotation = rotation(options.cache_type_v, value_length, false)
             .map(|block| self.input(Element::F32, [block, block, 1, 1]));
-        let key_rows = self.input(Element::I64, [tokens, 1, 1, 1]);
+        let key_rows = Some(self.input(Element::I64, [tokens, 1, 1, 1]));
         // Without flash attention V is stored transposed, written element by element.
         let value_rows = if self.flash_attention {
             tokens
@@ -762,13 +780,11 @@ impl Builder {
         };
         let value_rows = (!key_only).then(|| self.input(Element::I64, [value_rows, 1, 1, 1]));
         let cells = kv::cells(attention, il, options, g);
-        let element = if self.flash_attention {
-            Element::F16
-        } else {
-            Element::F32
-        };
         let per_stream = tokens / self.batch.streams;
-        let mask = self.input(element, [cells, per_stream, 1, self.batch.streams]);
+        let mask = self.input(
+            self.mask_element(),
+            [cells, per_stream, 1, self.batch.streams],
+        );
         AttentionInputs {
             positions,
             key_rows,
@@ -967,6 +983,7 @@ impl Builder {
     /// `build_attn` over roped Q and K and V (`[head, heads, tokens]`): K and V written into the
     /// cache, then flash attention over the cache with the mask, or without it the scores, their
     /// masked softmax and the weighted values made contiguous; `[value head × heads, tokens]` out.
+    /// A cacheless model attends over the micro-batch's own K and V ([`Builder::attend_batch`]).
     pub(super) fn attend(
         &mut self,
         model: &ModelShape,
@@ -975,7 +992,75 @@ impl Builder {
         options: &PlacementOptions,
         g: &ContextGeometry,
     ) -> TensorId {
+        if model.attention.cacheless {
+            return self.attend_batch(model, il, [q, k, v]);
+        }
         self.attend_cache(model, il, q, Some([k, v]), options, g)
+    }
+
+    /// `build_attn` with `llm_graph_input_attn_no_cache`: Q, K and V expanded, then over K and V
+    /// themselves (permuted views) flash attention with K and V cast to f16, or the scores,
+    /// their masked softmax, V transposed and made contiguous, the weighted values made
+    /// contiguous; `[value head × heads, tokens]` out.
+    fn attend_batch(
+        &mut self,
+        model: &ModelShape,
+        il: usize,
+        [q, k, v]: [TensorId; 3],
+    ) -> TensorId {
+        let inputs = if is_windowed(model, il) {
+            self.window_attention
+        } else {
+            self.attention
+        };
+        let Some(inputs) = inputs else {
+            return q;
+        };
+        for x in [q, k, v] {
+            self.graph.expand(x);
+        }
+        let tokens = self.batch.tokens;
+        let (head, heads, kv_heads) = layer_heads(model, il);
+        let value_head = u64::from(model.attention.head_lengths(il).1);
+        let [q, k, v] = [q, k, v].map(|x| self.graph.permute(x, [0, 2, 1, 3]));
+        let attended = if self.flash_attention {
+            let k = (self.graph).op(
+                Reuse::Fresh,
+                Element::F16,
+                [head, tokens, kv_heads, 1],
+                &[k],
+            );
+            let v = (self.graph).op(
+                Reuse::Fresh,
+                Element::F16,
+                [value_head, tokens, kv_heads, 1],
+                &[v],
+            );
+            let out = self.op(
+                Reuse::Fresh,
+                [value_head, heads, tokens, 1],
+                &[q, k, v, inputs.mask],
+            );
+            self.graph.reshape(out, [value_head * heads, tokens, 1, 1])
+        } else {
+            let scores = self.op(Reuse::Fresh, [tokens, tokens, heads, 1], &[k, q]);
+            let weights = self.elementwise(scores, &[inputs.mask]);
+            let transposed = self.graph.permute(v, [1, 0, 2, 3]);
+            let values = self.op(
+                Reuse::Fresh,
+                [tokens, value_head, kv_heads, 1],
+                &[transposed],
+            );
+            let mixed = self.op(
+                Reuse::Fresh,
+                [value_head, tokens, heads, 1],
+                &[values, weights],
+            );
+            let mixed = self.graph.permute(mixed, [0, 2, 1, 3]);
+            self.op(Reuse::Fresh, [value_head * heads, tokens, 1, 1], &[mixed])
+        };
+        self.graph.expand(attended);
+        attended
     }
 
     /// [`Builder::attend`] for a layer that keeps no cache of its own (Gemma 4's last layers):
@@ -1106,7 +1191,7 @@ impl Builder {
         // Without flash attention V is written transposed: a V that is a view of a fused QKV
         // projection is first made contiguous (`cpy_v`).
         let rows = [
-            (k, Some(inputs.key_rows), false, head),
+            (k, inputs.key_rows, false, head),
             (v, inputs.value_rows, !self.flash_attention, value_head),
         ];
         for (projection, rows, transposed, head) in rows
@@ -1163,9 +1248,11 @@ impl Builder {
         self.graph.expand(k);
         let flat = self.graph.reshape(k, [width, tokens, 1, 1]);
         let cache = self.graph.external(Element::F16, [width, cells, 1, 1]);
-        let written = self.graph.write_rows(cache, flat, inputs.key_rows);
-        self.cache_written(written);
-        self.graph.expand(written);
+        if let Some(rows) = inputs.key_rows {
+            let written = self.graph.write_rows(cache, flat, rows);
+            self.cache_written(written);
+            self.graph.expand(written);
+        }
         let q = self.graph.reshape(q, [width, heads, per_stream, streams]);
         let q = self.graph.permute(q, [0, 2, 1, 3]);
         let keys = self.cache_read([width, cells, 1, streams], CacheKind::Key);

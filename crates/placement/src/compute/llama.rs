@@ -6,7 +6,8 @@
 //! `phi3.cpp`: one QKV projection, scaled queries, gate and up in one projection;
 //! `command-r.cpp`: layer norms, the attention and the feed-forward side by side;
 //! `minimax-m2.cpp`: Q and K normed over all their heads at once, experts chosen by sigmoid
-//! gating over a selection bias),
+//! gating over a selection bias; `gemma-embedding.cpp`: Gemma 3's layers attending over the
+//! micro-batch alone, without a cache, and no logits after the final norm),
 //! tensor by tensor, so that the compute buffer is llama.cpp's own byte count rather than a phase
 //! formula (whose logits phase missed the rows llama.cpp leaves below them by up to 5 %).
 
@@ -105,7 +106,7 @@ fn decoder(model: &ModelShape) -> Option<Decoder> {
             post_norms: true,
             ..plain
         },
-        "gemma3" if model.experts.is_none() => Decoder {
+        "gemma3" | "gemma-embedding" if model.experts.is_none() => Decoder {
             qk_norm: true,
             gemma: true,
             post_norms: true,
@@ -157,7 +158,9 @@ pub(super) fn compute_bytes(
                 builder.begin_layer(il);
                 cur = layer(&mut builder, model, decoder, il, cur, options, g);
             }
-            builder.finish(cur, holds_output, |b, x| output(b, decoder, x))
+            builder.finish(cur, holds_output, |b, x| {
+                output(b, decoder, !model.attention.cacheless, x)
+            })
         },
     )
 }
@@ -325,8 +328,9 @@ fn projections(
     })
 }
 
-/// The final norm (a graph output) and the logits (Command R's scaled in place).
-fn output(b: &mut Builder, decoder: Decoder, x: TensorId) {
+/// The final norm (a graph output) and the `logits` (Command R's scaled in place); an embedding
+/// model's graph ends at the norm (its pooling is built only with `--embedding`).
+fn output(b: &mut Builder, decoder: Decoder, logits: bool, x: TensorId) {
     let n_vocab = b.n_vocab;
     let normed = if decoder.parallel {
         b.layer_norm(x)
@@ -334,6 +338,10 @@ fn output(b: &mut Builder, decoder: Decoder, x: TensorId) {
         b.rms_norm(x)
     };
     b.graph.mark_output(normed);
+    if !logits {
+        b.graph.expand(normed);
+        return;
+    }
     let mut logits = b.matmul(n_vocab, normed);
     if decoder.parallel {
         logits = b.elementwise(logits, &[]);

@@ -3,7 +3,7 @@
 //! phase with what is alive beside it, not the sum of the phases. Each phase below was measured
 //! against `llama-fit-params -fitp on` on the CPU backend. Where the planner knows the graph
 //! llama.cpp builds (`llama`, `qwen2`, `qwen3`, `qwen3moe`, `gemma3` with its sliding window,
-//! `phi3`, `command-r`, `minimax-m2`: [`llama`]; `deepseek2` with MLA and `glm-dsa` with its
+//! `phi3`, `command-r`, `minimax-m2`, and `gemma-embedding`, which keeps no cache: [`llama`]; `deepseek2` with MLA and `glm-dsa` with its
 //! indexer: [`deepseek2`], [`dsa`]; `gpt-oss`: [`gpt_oss`]; `gemma4`, dense, with experts beside the
 //! dense feed-forward or with each layer's own embeddings and shared caches: [`gemma4`];
 //! `gemma3n` with its four AltUp streams: [`gemma3n`]; `minimax-m3` with its sparse attention:
