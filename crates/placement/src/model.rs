@@ -305,6 +305,16 @@ impl ModelShape {
         matches!(self.architecture.as_str(), "gemma3n" | "gemma4")
     }
 
+    /// The residual streams a layer hands the next: DeepSeek V4's hyper-connections keep
+    /// several (`output_hc_fn.weight` mixes them: as wide as all of them), other models one.
+    pub fn residual_streams(&self) -> u64 {
+        let width = u64::from(self.n_embd).max(1);
+        self.tensors
+            .iter()
+            .find(|t| t.name == "output_hc_fn.weight")
+            .map_or(1, |t| (t.row_length / width).max(1))
+    }
+
     pub fn embedding_bytes(&self) -> u64 {
         self.tensors
             .iter()

@@ -592,20 +592,50 @@ fn deepseek4_flash_style() -> Value {
 fn deepseek4_caches_are_llama_cpps_and_its_compute_estimate_within_its_note() {
     // DeepSeek V4's caches: the raw window on every layer, the caches compressed by 4 (with
     // the indexer's) and by 128, the compressors' states, one stream per slot. Its graph is not
-    // replayed: the estimate must stay within what the plan's note says (10 % under to 71 %
-    // over), the cache and weights exact.
+    // replayed: the estimate must stay within what the plan's note says (never under, at most
+    // 74 % over), the cache and weights exact; under a large vocabulary (the logits lead) and a
+    // small one (the layers lead: before the streams were counted, up to 27 % under).
     let python = python();
-    let dir = tempfile::tempdir().expect("tempdir");
-    let path = write_model(dir.path(), &python, &deepseek4_flash_style());
-    let shape = load_shape(&path).unwrap_or_else(|e| panic!("{e}")).shape;
+    let mut missed = Vec::new();
+    let mut small_vocabulary = deepseek4_flash_style();
+    small_vocabulary["n_vocab"] = json!(32_000);
+    // Narrower under 32 000 tokens (the layers lead): 2 048 wide, 32 heads in 4 output
+    // groups, 64 experts of 1 024 with 4 active.
+    let mut narrow = deepseek4_flash_style();
+    for (key, value) in [
+        ("n_vocab", json!(32_000)),
+        ("n_embd", json!(2048)),
+        ("n_head", json!(32)),
+        ("q_lora_rank", json!(512)),
+        ("o_groups", json!(4)),
+        ("o_lora_rank", json!(512)),
+        ("experts", json!(64)),
+        ("experts_used", json!(4)),
+        ("expert_ff", json!(1024)),
+    ] {
+        narrow[key] = value;
+    }
+    for spec in [deepseek4_flash_style(), small_vocabulary, narrow] {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = write_model(dir.path(), &python, &spec);
+        missed.extend(deepseek4_misses(&path, &spec));
+    }
+    assert!(missed.is_empty(), "{}", missed.join("\n"));
+}
+
+/// The lines of `spec`'s DeepSeek V4 file (at `path`) whose compute estimate is outside the
+/// plan's note or whose cache or weights are not llama.cpp's.
+fn deepseek4_misses(path: &Path, spec: &Value) -> Vec<String> {
+    let shape = load_shape(path).unwrap_or_else(|e| panic!("{e}")).shape;
     let mut missed = Vec::new();
     for Shape { label, options } in shapes(true) {
         let plan = plan(&shape, &host_only(), &options).unwrap_or_else(|e| panic!("{e}"));
         let usage = &plan.device(DeviceId::Cpu).expect("the host").usage;
-        let theirs = fit_params_compute(&path, &options);
+        let theirs = fit_params_compute(path, &options);
         let ratio = usage.compute_estimate_bytes as f64 / MIB as f64 / theirs.logged_mib;
         let line = format!(
-            "deepseek4 {label}: compute {ratio:.3} of llama.cpp's {:.2} MiB; KV {} / {} MiB; weights {} / {} MiB",
+            "deepseek4 ({} tokens) {label}: compute {ratio:.3} of llama.cpp's {:.2} MiB; KV {} / {} MiB; weights {} / {} MiB",
+            spec["n_vocab"],
             theirs.logged_mib,
             usage.kv_bytes / MIB,
             theirs.context_mib,
@@ -615,11 +645,11 @@ fn deepseek4_caches_are_llama_cpps_and_its_compute_estimate_within_its_note() {
         println!("{line}");
         let memory_exact = usage.kv_bytes / MIB == theirs.context_mib
             && usage.weights_bytes / MIB == theirs.model_mib;
-        if !(0.90..=1.71).contains(&ratio) || !memory_exact {
+        if !(1.0..=1.74).contains(&ratio) || !memory_exact {
             missed.push(line);
         }
     }
-    assert!(missed.is_empty(), "{}", missed.join("\n"));
+    missed
 }
 
 /// MiniMax-M2's layout in 4 layers: 3 072 wide, 48 heads of 128 over 8 (64 of each rotated),

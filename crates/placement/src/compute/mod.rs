@@ -45,6 +45,16 @@ const OUTPUT_ROWS: u64 = 2;
 /// Beside the logits of a model without attention (Mamba) one more row is alive (measured).
 const RECURRENT_OUTPUT_ROWS: u64 = 3;
 
+/// Beside the logits of a model with several residual streams (DeepSeek V4's hyper-connections),
+/// on top of the streams of the last layer's output: the head's mix of them, its norm and the
+/// final norm (measured on gguf-py files: up to 6.5 rows of four streams' model).
+const HYPER_CONNECTION_HEAD_ROWS: u64 = 3;
+
+/// Beside a flash attention's queries, output and de-roped output and the layer's input streams
+/// in a model with several residual streams: the normed input, the low-rank output's groups
+/// and what the allocator could not reuse between them (measured: 4.5 rows at most).
+const HYPER_CONNECTION_LAYER_ROWS: u64 = 5;
+
 /// Rows of the embedding width alive beside a feed-forward's gate, up and gated product: the
 /// residual stream, the normed input and the block's output (measured: 4 on every shape).
 const FEED_FORWARD_ROWS: u64 = 4;
@@ -74,10 +84,11 @@ pub(crate) fn compute_estimate_note(model: &ModelShape) -> Option<String> {
         "glm-dsa" => {
             "it has come out from 2.5 % under to 13 % over llama.cpp's figure for this architecture"
         }
-        // gguf-py files of DeepSeek V4 Flash's layers; without flash attention the formulas
-        // count the indexer's scores over every cell, not over its cache compressed by 4.
+        // gguf-py files of DeepSeek V4 Flash's layers under 129 280 and 32 000 tokens, and
+        // narrower ones; without flash attention the formulas count the indexer's scores over
+        // every cell, not over its cache compressed by 4.
         "deepseek4" => {
-            "it has come out from 10 % under to 71 % over llama.cpp's figure for this architecture (the most over without flash attention)"
+            "it has come out from 3 % to 74 % over llama.cpp's figure for this architecture (the most without flash attention)"
         }
         // Its sparse attention's block mask (cache cells × tokens × indexer heads) is not in
         // the formulas (gguf-py files of MiniMax-M3's layers).
@@ -360,13 +371,14 @@ fn attends(model: &ModelShape) -> bool {
     model.attention.head_count_kv.iter().any(|&h| h > 0)
 }
 
-/// The logits (n_vocab × ubatch f32) and the rows beside them. In a hybrid (Qwen3-Next) the
+/// The logits (n_vocab × ubatch f32) and the rows beside them (each residual stream's, with
+/// several). In a hybrid (Qwen3-Next) the
 /// attention mask is still allocated when the logits are (measured from 4 K to 16 K context).
 fn output_phase(model: &ModelShape, ub: u64, mask: u64) -> u64 {
-    let rows = if attends(model) {
-        OUTPUT_ROWS
-    } else {
-        RECURRENT_OUTPUT_ROWS
+    let rows = match model.residual_streams() {
+        1 if attends(model) => OUTPUT_ROWS,
+        1 => RECURRENT_OUTPUT_ROWS,
+        streams => streams.saturating_add(HYPER_CONNECTION_HEAD_ROWS),
     };
     let logits = f32_rows(
         u64::from(model.n_vocab).saturating_add(u64::from(model.n_embd).saturating_mul(rows)),
@@ -441,6 +453,18 @@ fn attention_phase(model: &ModelShape, heads: u64, n_kv: u64, ub: u64, flash: bo
     let rows = |per_token: u64| f32_rows(per_token, ub);
     let n_embd = u64::from(model.n_embd);
     let kv_width = key_value_width(model);
+    let streams = model.residual_streams();
+    if flash && streams > 1 {
+        // Several residual streams (DeepSeek V4, measured on gguf-py files): the queries, the
+        // attention's output and its de-roped copy, a head per query head each, beside the
+        // layer's input streams and [`HYPER_CONNECTION_LAYER_ROWS`] more.
+        let queries = heads.saturating_mul(u64::from(attention.key_length));
+        return rows(
+            queries
+                .saturating_mul(3)
+                .saturating_add(n_embd.saturating_mul(streams + HYPER_CONNECTION_LAYER_ROWS)),
+        );
+    }
     if flash {
         return rows(
             n_embd
