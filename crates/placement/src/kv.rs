@@ -131,9 +131,7 @@ fn compressed_kv_bytes(
     g: &ContextGeometry,
 ) -> Result<Vec<u64>, KvError> {
     let streams = u64::from(options.parallel.max(1));
-    let micro_batch = u64::from(options.ubatch.min(options.batch));
-    let window = u64::from(attention.sliding_window.unwrap_or(0)).saturating_add(micro_batch);
-    let window = pad(g.n_ctx_seq.min(window));
+    let window = raw_window_cells(attention, options, g);
     let head = u64::from(attention.key_length);
     let kind = options.cache_type_k;
     (0..attention.compress_ratios.len())
@@ -143,7 +141,7 @@ fn compressed_kv_bytes(
             let indexer = u64::from(attention.indexer_key_length.get(il).copied().unwrap_or(0));
             let mut per_stream = row(head)?.saturating_mul(window);
             if ratio > 0 {
-                let compressed = pad(g.n_ctx_seq.div_ceil(ratio).max(1));
+                let compressed = compressed_cells(ratio, g);
                 // The compressor's state: values and scores, F32, twice as wide over twice the
                 // ratio in rows where it compresses by 4, over the ratio where by 128.
                 let (widths, rows) = if ratio == 4 {
@@ -165,6 +163,23 @@ fn compressed_kv_bytes(
             Ok(per_stream.saturating_mul(streams))
         })
         .collect()
+}
+
+/// The cells of DeepSeek V4's raw cache: the window and a micro-batch, padded, within the
+/// context.
+pub(crate) fn raw_window_cells(
+    attention: &AttentionLayout,
+    options: &PlacementOptions,
+    g: &ContextGeometry,
+) -> u64 {
+    let micro_batch = u64::from(options.ubatch.min(options.batch));
+    let window = u64::from(attention.sliding_window.unwrap_or(0)).saturating_add(micro_batch);
+    pad(g.n_ctx_seq.min(window))
+}
+
+/// The cells of a cache compressed by `ratio` (a row per `ratio` tokens), padded.
+pub(crate) fn compressed_cells(ratio: u64, g: &ContextGeometry) -> u64 {
+    pad(g.n_ctx_seq.div_ceil(ratio.max(1)).max(1))
 }
 
 /// The recurrent state of layer `il`: conv + SSM state, F32, one row per sequence

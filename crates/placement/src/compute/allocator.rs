@@ -252,6 +252,20 @@ impl Graph {
         self.leaf(element, ne, false, true)
     }
 
+    /// A graph input laid out as a view of another tensor (`nb`'s strides over `ne`): a copy of
+    /// such a view, made where the view's source is, takes the bytes the view spans.
+    pub(crate) fn input_laid_out(
+        &mut self,
+        element: Element,
+        ne: [u64; 4],
+        nb: [u64; 4],
+    ) -> TensorId {
+        self.push(Tensor {
+            input: true,
+            ..Tensor::of(Layout { element, ne, nb })
+        })
+    }
+
     /// Takes `leaf` out of the graph's leaves: nothing reads it, so it takes no memory.
     pub(crate) fn drop_leaf(&mut self, leaf: TensorId) {
         self.leafs.retain(|&l| l != leaf);

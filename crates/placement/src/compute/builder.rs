@@ -92,6 +92,9 @@ pub(super) fn replay(
             .first()
             .and_then(|&il| il.checked_sub(1))
             .is_some_and(after_device);
+    builder.follows_a_device = !host
+        && layer_before(held.first().copied(), holds_output, layers.layers.len())
+            .is_some_and(after_device);
     builder.host_weights = from_host;
     builder.layer_holders = (layers.layers.iter().chain([&layers.output]))
         .map(|&d| match d {
@@ -137,12 +140,18 @@ pub(super) fn replay(
                 let (_, indexer) = builder.sparse_inputs(model, &every_layer, width, options, g);
                 builder.place_sparse_inputs(indexer);
             }
+            HostInputs::Placed { hold } => {
+                builder.embeddings(&every_layer);
+                hold(&mut builder, model, options, g);
+            }
         }
         return Some(builder.reserve());
     }
+    let places_its_inputs = matches!(host_inputs, HostInputs::Placed { .. });
     let Some(before) = before else {
         let mut built = build(builder, &held, holds_output);
-        if host && (held.len() < layers.layers.len() || !holds_output) {
+        let partly = held.len() < layers.layers.len() || !holds_output;
+        if host && partly && !places_its_inputs {
             built.hold_every_input(model, options, g);
         }
         return Some(built.reserve());
@@ -191,9 +200,23 @@ pub(super) fn batch_tokens(g: &ContextGeometry, options: &PlacementOptions) -> u
 #[derive(Clone, Copy)]
 pub(super) enum HostInputs {
     Decoder,
-    Sparse { width: u64 },
-    PerLayer { width: u64, layers: u64 },
-    BlockSparse { positions: u64, blocks: u64 },
+    Sparse {
+        width: u64,
+    },
+    PerLayer {
+        width: u64,
+        layers: u64,
+    },
+    BlockSparse {
+        positions: u64,
+        blocks: u64,
+    },
+    /// A graph whose inputs its family places itself (DeepSeek V4's): on the host, after the
+    /// token lookup, `hold` places every input the devices copy; the host holding some layers
+    /// holds them the same way, not a decoder's.
+    Placed {
+        hold: fn(&mut Builder, &ModelShape, &PlacementOptions, &ContextGeometry),
+    },
 }
 
 /// What in a device's backend shapes its share of the graph's memory, beside the layers.
@@ -259,6 +282,12 @@ pub(super) struct Builder {
     /// norm, which arrives with its input ([`Builder::hand_on`]).
     normed_arrives: bool,
     arrived_norm: Option<TensorId>,
+    /// The width of that norm: the model's, or (DeepSeek V4, whose layers begin with a norm of
+    /// all the streams together) wider.
+    pub(super) arrived_norm_width: u64,
+    /// The layer before this graph's first (or before the output, holding no layer) ran on
+    /// another device, not the host: that device runs on until this one's first weight.
+    pub(super) follows_a_device: bool,
     /// The copies the scheduler keeps of each input (pipeline parallelism: 4).
     input_copies: u32,
     /// Each layer's device (the output's last), as numbers that tell devices apart.
@@ -274,6 +303,8 @@ pub(super) struct Builder {
     /// output's.
     layer_starts: Vec<usize>,
     output_start: Option<usize>,
+    /// The token ids this graph looks up (the host's, holding layer 0).
+    pub(super) token_ids: Option<TensorId>,
 }
 
 /// The inputs `build_attn_inp_kv` adds: positions, the cache rows K and V are written to, the
@@ -339,6 +370,8 @@ impl Builder {
             expert_count: u64::from(model.experts.map_or(0, |e| e.count)),
             normed_arrives: false,
             arrived_norm: None,
+            arrived_norm_width: u64::from(model.n_embd),
+            follows_a_device: false,
             input_copies: 1,
             layer_holders: Vec::new(),
             value_width_max: model.attention.value_width_max(),
@@ -347,6 +380,7 @@ impl Builder {
             residual_streams: 1,
             layer_starts: Vec::new(),
             output_start: None,
+            token_ids: None,
         }
     }
 
@@ -576,8 +610,13 @@ impl Builder {
         }
     }
 
+    /// Whether the graph's attention is flash attention.
+    pub(super) fn flash_attention(&self) -> bool {
+        self.flash_attention
+    }
+
     /// The attention mask's element: f16 for flash attention, f32 for the softmax.
-    fn mask_element(&self) -> Element {
+    pub(super) fn mask_element(&self) -> Element {
         if self.flash_attention {
             Element::F16
         } else {
@@ -590,6 +629,18 @@ impl Builder {
     /// and the original mask added; `None` without MLA's inputs.
     pub(super) fn sparse_mask(&mut self, selected: TensorId) -> Option<TensorId> {
         let mask = self.attention?.mask;
+        Some(self.top_k_mask(mask, selected, Element::F32))
+    }
+
+    /// `mask` (`[cells, tokens per stream, 1, streams]`) filled with -inf, zeros (of
+    /// `zeros_element`) written over the `selected` cells (`[top-k, tokens per stream, 1, streams]`
+    /// I32), and `mask` added: DSA's and DeepSeek V4's `build_top_k_mask`.
+    pub(super) fn top_k_mask(
+        &mut self,
+        mask: TensorId,
+        selected: TensorId,
+        zeros_element: Element,
+    ) -> TensorId {
         let element = self.mask_element();
         let [cells, per_stream, _, streams] = self.graph.extents(mask);
         let [top_k, ..] = self.graph.extents(selected);
@@ -609,20 +660,18 @@ impl Builder {
         let zeros_shape = [1, top_k, per_stream, streams];
         // In another device's layer (built here for its experts) the zeros are that device's.
         let zeros = match self.reads_from_host() {
-            read if read.another_devices() => self.graph.external(Element::F32, zeros_shape),
-            _ => self.graph.scratch(Element::F32, zeros_shape),
+            read if read.another_devices() => self.graph.external(zeros_element, zeros_shape),
+            _ => self.graph.scratch(zeros_element, zeros_shape),
         };
-        let zeros = self.op(Reuse::InPlace, zeros_shape, &[zeros]);
+        let zeros = (self.graph).op(Reuse::InPlace, zeros_element, zeros_shape, &[zeros]);
         let unmasked = self.graph.write_rows(as_rows, zeros, by_token);
         let unmasked = self.graph.view(
             unmasked,
             shape,
             contiguous_strides(shape).map(|nb| nb / 4 * size),
         );
-        Some(
-            self.graph
-                .op(Reuse::Fresh, element, shape, &[unmasked, mask]),
-        )
+        self.graph
+            .op(Reuse::Fresh, element, shape, &[unmasked, mask])
     }
 
     /// The graph's inputs, placed before anything computed in the order the graph meets them,
@@ -658,6 +707,7 @@ impl Builder {
             let ids = self.input(Element::I32, [tokens, 1, 1, 1]);
             // The embeddings input is allocated though token ids feed this graph.
             self.input(Element::F32, [n_embd, tokens, 1, 1]);
+            self.token_ids = Some(ids);
             return LayerInput::Tokens(ids);
         }
         // The embeddings looked up on the host, or the residual stream(s) of the layer before.
@@ -670,11 +720,19 @@ impl Builder {
         if self.normed_arrives {
             // The norm arrives first, read first; the output itself is placed where the graph
             // first reads it (the first layer's residual).
-            self.arrived_norm = Some(self.input(Element::F32, [n_embd, tokens, 1, 1]));
+            let width = self.arrived_norm_width;
+            self.arrived_norm = Some(self.input(Element::F32, [width, tokens, 1, 1]));
             LayerInput::Received(self.graph.input(Element::F32, received))
         } else {
             LayerInput::Received(self.input(Element::F32, received))
         }
+    }
+
+    /// The first held layer's input alone (a graph whose other inputs are its own): the token
+    /// embeddings looked up, or the activations received ([`Builder::inputs`]).
+    pub(super) fn embeddings(&mut self, held: &[usize]) -> TensorId {
+        let first = self.layer_input(held);
+        self.embedded(first)
     }
 
     /// The first held layer's input: the token embeddings looked up, or the activations received.
@@ -937,7 +995,7 @@ impl Builder {
 
     /// The first held layer's norm, when the previous device computed it (its expansion runs
     /// the next layer's first operation): an input of this graph, placed where it is read.
-    fn arrived_norm(&mut self, ne: [u64; 4]) -> Option<TensorId> {
+    pub(super) fn arrived_norm(&mut self, ne: [u64; 4]) -> Option<TensorId> {
         self.arrived_norm
             .take()
             .filter(|&arrived| self.graph.extents(arrived) == ne)
@@ -1428,10 +1486,18 @@ impl Builder {
         // Softmax or sigmoid over every expert, or (gpt-oss) the logits themselves.
         let probabilities = if router.softmax_after_selection {
             logits
+        } else if router.sqrt_softplus {
+            let softplus = self.elementwise(logits, &[]);
+            self.elementwise(softplus, &[])
         } else {
             self.elementwise(logits, &[])
         };
         let per_expert = self.graph.reshape(probabilities, [1, count, tokens, 1]);
+        if let Some(chosen) = router.chosen {
+            let weights = self.op(Reuse::Fresh, [1, used, tokens, 1], &[per_expert, chosen]);
+            let nodes = vec![probabilities, per_expert, chosen, weights];
+            return self.weigh(router, chosen, weights, nodes);
+        }
         let selection = if router.selection_bias {
             let bias = self.weight([count, 1, 1, 1]);
             self.elementwise(probabilities, &[bias])
@@ -1451,12 +1517,25 @@ impl Builder {
         let selected = self
             .graph
             .view(order, [used, tokens, 1, 1], self.graph.strides(order));
-        let mut weights = self.op(Reuse::Fresh, [1, used, tokens, 1], &[per_expert, selected]);
+        let weights = self.op(Reuse::Fresh, [1, used, tokens, 1], &[per_expert, selected]);
         let mut nodes = vec![probabilities, per_expert];
         if selection != probabilities {
             nodes.push(selection);
         }
         nodes.extend([order, selected, weights]);
+        self.weigh(router, selected, weights, nodes)
+    }
+
+    /// The rest of [`Builder::route`] after the selected experts' `weights`: their softmax,
+    /// normalization and scale as `router` says, expanded.
+    fn weigh(
+        &mut self,
+        router: Router,
+        selected: TensorId,
+        mut weights: TensorId,
+        mut nodes: Vec<TensorId>,
+    ) -> Routing {
+        let [_, used, tokens, _] = self.graph.extents(weights);
         if router.softmax_after_selection {
             let flat = self.graph.reshape(weights, [used, tokens, 1, 1]);
             let normed = self.elementwise(flat, &[]);
@@ -1639,6 +1718,11 @@ pub(super) struct Router {
     pub(super) logits: Option<TensorId>,
     /// Gemma 4: each expert's output scaled (`ffn_down_exps.scale`).
     pub(super) down_scaled: bool,
+    /// DeepSeek V4 (`SQRT_SOFTPLUS`): the gating is a softplus, then its square root.
+    pub(super) sqrt_softplus: bool,
+    /// DeepSeek V4's hash layers: the experts each token id is routed to, looked up by the graph
+    /// apart (`ffn_gate_tid2eid`), in place of the top-k.
+    pub(super) chosen: Option<TensorId>,
 }
 
 /// What [`Builder::route`] leaves: the selected experts' ids, their weights, and the routing
@@ -1655,14 +1739,18 @@ const MAX_FUSED_REDUCTION: u64 = 15;
 
 impl Router {
     /// Whether CUDA fuses this routing (`ggml_cuda_topk_moe_fusion` and
-    /// `ggml_cuda_should_use_topk_moe`): the gating over every expert (softmax or sigmoid,
-    /// with a selection bias or not), the top-k, optionally the normalization, with no expert
+    /// `ggml_cuda_should_use_topk_moe`): the gating over every expert (softmax, sigmoid or
+    /// DeepSeek V4's square root of a softplus, with a selection bias or not), the top-k (not
+    /// the experts a hash layer looks up), optionally the normalization, with no expert
     /// groups between them, over a power-of-two count of experts up to 512 (or 288, 576).
     fn fuses_top_k(&self) -> bool {
         let count = self.count;
         let instantiated =
             (count.is_power_of_two() && count <= 512) || count == 288 || count == 576;
-        instantiated && self.groups.is_none() && !self.softmax_after_selection
+        instantiated
+            && self.groups.is_none()
+            && !self.softmax_after_selection
+            && self.chosen.is_none()
     }
 
     /// The softmax router of `experts`' layers, normalized or not (llama.cpp reads the groups
@@ -1682,6 +1770,8 @@ impl Router {
             biased_experts: false,
             logits: None,
             down_scaled: false,
+            sqrt_softplus: false,
+            chosen: None,
         }
     }
 }
@@ -1744,9 +1834,16 @@ fn plausible(model: &ModelShape, batch: &Batch, g: &ContextGeometry) -> bool {
 /// The Hadamard block llama.cpp rotates a quantized cache's rows by
 /// (`llama_kv_cache::build_input_k_rot`): for K the largest power of two from 64 up that divides
 /// the head (`largest`), for V 64; none for an unquantized cache or a head not a multiple of 64.
-fn rotation_block(kind: KvType, head: u32, largest: bool) -> Option<u64> {
-    let head = u64::from(head);
-    if !kind.is_quantized() || head == 0 || !head.is_multiple_of(64) {
+pub(super) fn rotation_block(kind: KvType, head: u32, largest: bool) -> Option<u64> {
+    kind.is_quantized()
+        .then(|| hadamard_block(u64::from(head), largest))
+        .flatten()
+}
+
+/// The Hadamard block rows of `head` are rotated by: the largest power of two from 64 up that
+/// divides it (`largest`), or 64; none for a head not a multiple of 64.
+pub(super) fn hadamard_block(head: u64, largest: bool) -> Option<u64> {
+    if head == 0 || !head.is_multiple_of(64) {
         return None;
     }
     let mut block: u64 = 64;

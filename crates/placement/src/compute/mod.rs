@@ -3,19 +3,20 @@
 //! phase with what is alive beside it, not the sum of the phases. Each phase below was measured
 //! against `llama-fit-params -fitp on` on the CPU backend. Where the planner knows the graph
 //! llama.cpp builds (`llama`, `qwen2`, `qwen3`, `qwen3moe`, `gemma3` with its sliding window,
-//! `phi3`, `command-r`, `minimax-m2`, and `gemma-embedding`, which keeps no cache: [`llama`]; `deepseek2` with MLA and `glm-dsa` with its
-//! indexer: [`deepseek2`], [`dsa`]; `gpt-oss`: [`gpt_oss`]; `gemma4`, dense, with experts beside the
-//! dense feed-forward or with each layer's own embeddings and shared caches: [`gemma4`];
-//! `gemma3n` with its four AltUp streams: [`gemma3n`]; `minimax-m3` with its sparse attention:
-//! [`minimax_m3`];
-//! `mamba` and `mamba2`: [`mamba`]; Qwen3-Next and Qwen3.5, whose
-//! linear-attention layers defeated such formulas: [`qwen_hybrid`]), it replays ggml's allocator
-//! over it instead
-//! ([`allocator`], [`builder`]) and gets llama.cpp's own byte count. `cargo run -p rigdeck-core --example estimate_vs_dry_run` prints the grid.
+//! `phi3`, `command-r`, `minimax-m2`, and `gemma-embedding`, which keeps no cache: [`llama`];
+//! `deepseek2` with MLA and `glm-dsa` with its indexer: [`deepseek2`], [`dsa`]; `deepseek4`
+//! with its hyper-connections and compressed caches: [`deepseek4`]; `gpt-oss`: [`gpt_oss`];
+//! `gemma4`, dense, with experts beside the dense feed-forward or with each layer's own
+//! embeddings and shared caches: [`gemma4`]; `gemma3n` with its four AltUp streams:
+//! [`gemma3n`]; `minimax-m3` with its sparse attention: [`minimax_m3`]; `mamba` and `mamba2`:
+//! [`mamba`]; Qwen3-Next and Qwen3.5, whose linear-attention layers defeated such formulas:
+//! [`qwen_hybrid`]), it replays ggml's allocator over it instead ([`allocator`], [`builder`])
+//! and gets llama.cpp's own byte count. `cargo run -p rigdeck-core --example estimate_vs_dry_run` prints the grid.
 
 mod allocator;
 mod builder;
 mod deepseek2;
+mod deepseek4;
 mod dsa;
 mod gemma3n;
 mod gemma4;
@@ -68,6 +69,7 @@ pub(crate) fn compute_estimate_note(model: &ModelShape) -> Option<String> {
         qwen_hybrid::replays,
         llama::replays,
         deepseek2::replays,
+        deepseek4::replays,
         gpt_oss::replays,
         gemma3n::replays,
         gemma4::replays,
@@ -84,9 +86,10 @@ pub(crate) fn compute_estimate_note(model: &ModelShape) -> Option<String> {
         "glm-dsa" => {
             "it has come out from 2.5 % under to 13 % over llama.cpp's figure for this architecture"
         }
-        // gguf-py files of DeepSeek V4 Flash's layers under 129 280 and 32 000 tokens, and
-        // narrower ones; without flash attention the formulas count the indexer's scores over
-        // every cell, not over its cache compressed by 4.
+        // A header the replay does not read (a compression llama.cpp does not load, widths
+        // that do not divide). Measured on gguf-py files of DeepSeek V4 Flash's layers under
+        // 129 280 and 32 000 tokens, and narrower ones; without flash attention the formulas
+        // count the indexer's scores over every cell, not over its cache compressed by 4.
         "deepseek4" => {
             "it has come out from 3 % to 74 % over llama.cpp's figure for this architecture (the most without flash attention)"
         }
@@ -261,6 +264,7 @@ fn estimate(
     let replayed = qwen_hybrid::compute_bytes(model, device, layers, g, share)
         .or_else(|| llama::compute_bytes(model, device, layers, g, share))
         .or_else(|| deepseek2::compute_bytes(model, device, layers, g, share))
+        .or_else(|| deepseek4::compute_bytes(model, device, layers, g, share))
         .or_else(|| gpt_oss::compute_bytes(model, device, layers, g, share))
         .or_else(|| gemma3n::compute_bytes(model, device, layers, g, share))
         .or_else(|| gemma4::compute_bytes(model, device, layers, g, share))
