@@ -1516,44 +1516,6 @@ fn gemma3n_on_a_device_and_split_with_the_host_is_llama_cpps() {
     check_on_a_device(spec, &[(false, 1), (true, 5), (false, 12)]);
 }
 
-#[test]
-fn gemma3n_split_over_two_gpus_says_its_figures_are_estimates() {
-    // Layer 0 on GPU 0, the output on GPU 1: the stacking runs on GPU 1 for GPU 0's layers,
-    // which the replay does not build.
-    let python = python();
-    let dir = tempfile::tempdir().expect("tempdir");
-    let shape = load_shape(&write_model(dir.path(), &python, &gemma3n_e2b_style()))
-        .unwrap_or_else(|e| panic!("{e}"))
-        .shape;
-    let mut rig = host_only();
-    for n in 0..2 {
-        rig.push(DeviceSpec {
-            id: DeviceId::Gpu(n),
-            name: format!("GPU {n}"),
-            ..rig[0].clone()
-        });
-    }
-    let note = |options: &PlacementOptions| {
-        rigdeck_placement::report::report(&shape, "e2b.gguf", &rig, options, false)
-            .unwrap_or_else(|e| panic!("{e}"))
-            .notes
-            .into_iter()
-            .find(|n| n.contains("four residual streams are stacked where its output is"))
-    };
-    let two = PlacementOptions {
-        n_gpu_layers: Some(99),
-        tensor_split: vec![1.0, 1.0],
-        ..Default::default()
-    };
-    assert!(note(&two).is_some(), "no estimate note on two GPUs");
-    let one = PlacementOptions {
-        n_gpu_layers: Some(99),
-        devices: vec![DeviceId::Gpu(0)],
-        ..Default::default()
-    };
-    assert_eq!(note(&one), None, "one GPU is replayed");
-}
-
 /// `spec`'s model planned and dry-run on the host and a real `rpc-server`'s CPU as `RPC0`, with
 /// flash attention on or off and `-ngl` as each of `runs` says.
 fn check_on_a_device(spec: Value, runs: &[(bool, u32)]) {
@@ -2113,12 +2075,15 @@ fn planned_over_llama_cpps(
 }
 
 #[test]
-fn gemma3n_over_two_devices_is_llama_cpps_after_the_host_and_within_its_note_apart() {
+fn gemma3n_over_two_devices_is_llama_cpps() {
     // Layers from the host on (-ngl 15: layers 8-14 on RPC0, 15-21 and the output on RPC1):
     // RPC1 stacks the streams first for the host, RPC0 runs the end of the host's last layer,
     // RPC1 receives RPC0's copy of the streams laid out for the mix, its norm and the streams.
-    // Every layer on the two (-ngl 99): layer 0 on RPC0, the stacking on RPC1, which the
-    // replay does not build; the plan says so, and how far it has missed.
+    // Every layer on the two (-ngl 99): layer 0 on RPC0, the output on RPC1, which stacks the
+    // streams before its layers (AltUp's projection is the output's) and frees them once RPC0
+    // has its copies: the streams, their layout for the mix, the active one apart, the scaled
+    // embeddings and each layer's own scaled; four of each (pipeline parallelism). The plan
+    // was 53 to 67 % under on RPC0 and 15 to 38 % under on RPC1 before.
     let python = python();
     let dir = tempfile::tempdir().expect("tempdir");
     let path = write_model(dir.path(), &python, &gemma3n_e2b_style());
@@ -2135,18 +2100,14 @@ fn gemma3n_over_two_devices_is_llama_cpps_after_the_host_and_within_its_note_apa
             }
         }
         let (ratios, notes) = planned_over_llama_cpps((&path, &shape), &servers, flash, 99);
-        let bounds = [(0.325, 1.0), (0.615, 1.0), (0.9999, 1.0001)];
-        for ((id, ratio), (low, high)) in ratios.into_iter().zip(bounds) {
-            if !(low..=high).contains(&ratio) {
+        for (id, ratio) in ratios {
+            if (ratio - 1.0).abs() > 1e-4 {
                 missed.push(format!(
-                    "-fa {flash} -ngl 99 {id:?}: {ratio:.3} of llama.cpp's"
+                    "-fa {flash} -ngl 99 {id:?}: {ratio:.4} of llama.cpp's"
                 ));
             }
         }
-        assert!(
-            notes.iter().any(|n| n.contains("53 to 67 % under")),
-            "{notes:?}"
-        );
+        assert!(!notes.iter().any(|n| n.contains("estimates")), "{notes:?}");
     }
     assert!(missed.is_empty(), "{}", missed.join("\n"));
 }

@@ -266,6 +266,13 @@ impl Graph {
         })
     }
 
+    /// `read` are copied by another device (their last readers here): a node of no size that
+    /// reads them, expanded now, so that they are freed once it has run.
+    pub(crate) fn read_elsewhere(&mut self, read: &[TensorId]) {
+        let copied = self.op(Reuse::Fresh, Element::F32, [0, 1, 1, 1], read);
+        self.expand(copied);
+    }
+
     /// Takes `leaf` out of the graph's leaves: nothing reads it, so it takes no memory.
     pub(crate) fn drop_leaf(&mut self, leaf: TensorId) {
         self.leafs.retain(|&l| l != leaf);

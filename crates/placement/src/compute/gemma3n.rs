@@ -11,7 +11,8 @@
 use super::allocator::{Element, Reuse, TensorId};
 use super::builder::{batch_tokens, contiguous_strides, replay, Builder, GraphBackend, HostInputs};
 use super::gemma_layers::{
-    self, own_embedding, per_layer_inputs, per_layer_width, shared_cache_elsewhere,
+    self, own_embedding, per_layer_inputs, per_layer_width, projected_per_layer,
+    shared_cache_elsewhere,
 };
 use super::scheduler::Scheduler;
 use crate::kv::ContextGeometry;
@@ -52,8 +53,6 @@ pub(super) fn compute_bytes(
     g: &ContextGeometry,
     (options, scheduler): (&PlacementOptions, &Scheduler),
 ) -> Option<u64> {
-    // Where layer 0 and the output are on two GPUs the stacking is built with layer 0, not
-    // where llama.cpp runs it: the figures are estimates then ([`stacking_replayed`]).
     if !replays(model) || shared_cache_elsewhere(model, |il| layers.layers.get(il).copied()) {
         return None;
     }
@@ -69,11 +68,14 @@ pub(super) fn compute_bytes(
         .offload
         .takes_host_layers(batch_tokens(g, options));
     let stacking = match layers.layers.first() {
-        Some(&first) if first != device && layers.output == device && !runs_layer_zero => {
+        Some(&DeviceId::Cpu) if layers.output == device && !runs_layer_zero => {
             stacking_phase(model, device, (g, options), width)
         }
         _ => 0,
     };
+    // Layer 0 and the output on two devices: the output's stacks the streams for the other.
+    let layer_zero = layers.layers.first().copied().unwrap_or(DeviceId::Cpu);
+    let apart = layer_zero != DeviceId::Cpu && layer_zero != layers.output;
     let graph = replay(
         model,
         device,
@@ -83,10 +85,25 @@ pub(super) fn compute_bytes(
         (host_inputs, scheduler),
         |mut builder, held, holds_output| {
             builder.residual_streams = STREAMS;
+            if apart && holds_output && device != layer_zero {
+                stack_for_another(&mut builder, width, n_layer);
+            }
             let mut cur = builder.inputs(model, held, 1, holds_output, options, g);
             let mut embedded = None;
             let mut arrived = None;
-            if held.first() == Some(&0) {
+            let mut active = None;
+            if apart && held.first() == Some(&0) {
+                // The output's device stacked the streams: they arrive, with their copy laid out
+                // for the mix, the active one apart, and each layer's own embeddings looked up
+                // and scaled; what arrived as the embeddings is them scaled there.
+                let (n_embd, tokens) = (builder.n_embd, builder.batch.tokens);
+                let scaled = cur;
+                active = Some(builder.input(Element::F32, [n_embd, tokens, 1, 1]));
+                arrived = Some(builder.input(Element::F32, [STREAMS, n_embd, tokens, 1]));
+                cur = builder.input(Element::F32, [n_embd, tokens, STREAMS, 1]);
+                let looked_up = builder.input(Element::F32, [width, n_layer, tokens, 1]);
+                embedded = Some(projected_per_layer(&mut builder, width, looked_up, scaled));
+            } else if held.first() == Some(&0) {
                 let scaled = builder.elementwise(cur, &[]);
                 embedded = Some(per_layer_inputs(&mut builder, width, n_layer, scaled));
                 cur = stacked(&mut builder, scaled, holds_output);
@@ -104,6 +121,7 @@ pub(super) fn compute_bytes(
                     n_ff,
                     embedded: (embedded, width),
                     arrived: arrived.take(),
+                    active: active.take(),
                 };
                 cur = layer.build(&mut builder, model, cur, (options, g));
             }
@@ -113,13 +131,21 @@ pub(super) fn compute_bytes(
     Some(graph.max(stacking))
 }
 
-/// Whether the replay places AltUp's stacking as llama.cpp does: it reads `altup_proj`, which
-/// llama.cpp keeps with the output, so it runs where the output is; replayed where that is
-/// layer 0's device too, or layer 0 is on the host (the output's device stacks the streams
-/// first, [`stacking_phase`]), not where layer 0 and the output are on two GPUs.
-pub(super) fn stacking_replayed(layers: &LayerDevices) -> bool {
-    let layer_zero = layers.layers.first().copied().unwrap_or(DeviceId::Cpu);
-    layer_zero == DeviceId::Cpu || layers.output == layer_zero
+/// On the output's device, where layer 0 is on another device: AltUp's stacking (it reads
+/// `altup_proj`, which llama.cpp keeps with the output) from the embeddings and each layer's own
+/// embeddings looked up on the host, both scaled, before this device's layers; what the other
+/// device copies of it is freed when it has.
+fn stack_for_another(b: &mut Builder, width: u64, n_layer: u64) {
+    let (n_embd, tokens) = (b.n_embd, b.batch.tokens);
+    let looked_up = b.input(Element::F32, [width, n_layer, tokens, 1]);
+    let looked_up = b.elementwise(looked_up, &[]);
+    b.graph.expand(looked_up);
+    let embedded = b.input(Element::F32, [n_embd, tokens, 1, 1]);
+    let scaled = b.elementwise(embedded, &[]);
+    let streams = stacked(b, scaled, true);
+    let permuted = laid_out_for_mix(b, streams);
+    b.graph
+        .read_elsewhere(&[streams, permuted, scaled, looked_up]);
 }
 
 /// The output's device when layer 0 is on the host: before the layers, the scheduler runs
@@ -160,6 +186,8 @@ struct Layer {
     embedded: (Option<TensorId>, u64),
     /// The streams' copy laid out for the prediction's mix, made by the device before.
     arrived: Option<TensorId>,
+    /// The active stream, copied apart from the streams by the device that stacked them.
+    active: Option<TensorId>,
 }
 
 impl Layer {
@@ -174,7 +202,7 @@ impl Layer {
         input: TensorId,
         (options, g): (&PlacementOptions, &ContextGeometry),
     ) -> TensorId {
-        let predictions = predicted(b, input, self.arrived);
+        let predictions = predicted(b, input, (self.arrived, self.active));
         let active = stream(b, predictions);
         let normed = b.rms_norm(active);
         let laurel = laurel(b, normed);
@@ -271,12 +299,16 @@ fn modalities(b: &mut Builder, x: TensorId) -> TensorId {
 }
 
 /// `altup_predict`: each stream of `x` predicted as a mix of all four (coefficients per token
-/// from the active stream's modalities), plus itself; the streams laid out for the mix are
-/// made here unless they `arrived`.
-fn predicted(b: &mut Builder, x: TensorId, arrived: Option<TensorId>) -> TensorId {
+/// from the active stream's modalities), plus itself; the streams laid out for the mix, and the
+/// active one, are taken from `x` here unless they arrived.
+fn predicted(
+    b: &mut Builder,
+    x: TensorId,
+    (arrived, active): (Option<TensorId>, Option<TensorId>),
+) -> TensorId {
     let [n_embd, tokens, streams, _] = b.graph.extents(x);
     let permuted = arrived.unwrap_or_else(|| laid_out_for_mix(b, x));
-    let active = stream(b, x);
+    let active = active.unwrap_or_else(|| stream(b, x));
     let modalities = modalities(b, active);
     let coefficients = b.matmul(streams * streams, modalities);
     let coefficients = b.graph.reshape(coefficients, [streams, streams, tokens, 1]);

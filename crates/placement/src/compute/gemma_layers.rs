@@ -83,10 +83,23 @@ pub(super) fn per_layer_inputs(
     n_layer: u64,
     scaled: TensorId,
 ) -> TensorId {
-    let tokens = b.batch.tokens;
     let looked_up = b.looked_up_per_layer(width, n_layer);
     let looked_up = b.elementwise(looked_up, &[]);
     b.graph.expand(looked_up);
+    projected_per_layer(b, width, looked_up, scaled)
+}
+
+/// The rest of [`per_layer_inputs`] after the lookup: the scaled embeddings `scaled` projected
+/// to every layer's width, scaled, normed, added to the scaled lookup `looked_up` and scaled;
+/// `[width, tokens, layers]` made contiguous out.
+pub(super) fn projected_per_layer(
+    b: &mut Builder,
+    width: u64,
+    looked_up: TensorId,
+    scaled: TensorId,
+) -> TensorId {
+    let tokens = b.batch.tokens;
+    let n_layer = b.graph.extents(looked_up)[1];
     let projected = b.matmul(width * n_layer, scaled);
     let projected = b.elementwise(projected, &[]);
     let projected = b.graph.reshape(projected, [width, n_layer, tokens, 1]);

@@ -35,7 +35,7 @@ pub(crate) use scheduler::Scheduler;
 
 use super::kv::{self, ContextGeometry};
 use super::layers::LayerDevices;
-use super::model::{ModelShape, RecurrentKind, TensorRole};
+use super::model::{ModelShape, RecurrentKind};
 use super::options::{DeviceId, PlacementOptions};
 use super::plan::Plan;
 
@@ -106,11 +106,9 @@ pub(crate) fn compute_estimate_note(model: &ModelShape) -> Option<String> {
     ))
 }
 
-/// When a split puts part of a Gemma 3n or Gemma 4 graph where the replay does not build it, the
-/// line a plan shows: the figures are estimates; `None` otherwise. A layer that keeps no cache
-/// on another device than the layer whose cache it reads (llama.cpp then runs its attention
-/// there), or Gemma 3n's stacking of its four streams, which runs where the output is, on a
-/// device other than those [`gemma3n`] replays it on.
+/// When a split puts a Gemma 4 layer that keeps no cache on another device than the layer whose
+/// cache it reads (llama.cpp then runs its attention there), which the replay does not build,
+/// the line a plan shows: the figures are estimates; `None` otherwise.
 pub(crate) fn split_estimate_note(model: &ModelShape, plan: &Plan) -> Option<String> {
     let device_of = |il: usize| {
         plan.devices
@@ -118,18 +116,8 @@ pub(crate) fn split_estimate_note(model: &ModelShape, plan: &Plan) -> Option<Str
             .find(|d| d.usage.layers.contains(&(il as u32)))
             .map_or(DeviceId::Cpu, |d| d.spec.id)
     };
-    let output = (model.tensors.iter().zip(&plan.tensor_devices))
-        .find(|(t, _)| t.role == TensorRole::Output)
-        .map_or(DeviceId::Cpu, |(_, &d)| d);
-    let layers = LayerDevices {
-        layers: (0..model.n_layer as usize).map(device_of).collect(),
-        output,
-    };
-    if gemma_layers::shared_cache_elsewhere(model, |il| layers.layers.get(il).copied()) {
-        return Some("The last layers of this model read the cache of an earlier layer on another device, where llama.cpp then runs their attention: the compute figures are estimates here (the replay builds such a split's graphs only with those layers on one device; on a gguf-py file of Gemma 4 E2B's layers split between the host and a device they came out up to 11 % under llama.cpp's). Keep the last layers with the ones before them, or check with llama.cpp's dry run.".to_owned());
-    }
-    (gemma3n::replays(model) && !gemma3n::stacking_replayed(&layers)).then(|| {
-        "This model's four residual streams are stacked where its output is (llama.cpp keeps their projection with the output), which this split puts on another GPU than layer 0's: the compute figures are estimates here (the replay builds the stacking with layer 0, and misses the copies of the streams the GPU holding layer 0 receives; on a gguf-py file of Gemma 3n E2B's layers over two GPUs that GPU was planned 53 to 67 % under llama.cpp's, the other 15 to 38 % under). Keep layer 0 on the output's GPU or the host (-ngl below the layer count), or check with llama.cpp's dry run.".to_owned()
+    gemma_layers::shared_cache_elsewhere(model, |il| Some(device_of(il))).then(|| {
+        "The last layers of this model read the cache of an earlier layer on another device, where llama.cpp then runs their attention: the compute figures are estimates here (the replay builds such a split's graphs only with those layers on one device; on a gguf-py file of Gemma 4 E2B's layers split between the host and a device they came out up to 11 % under llama.cpp's). Keep the last layers with the ones before them, or check with llama.cpp's dry run.".to_owned()
     })
 }
 
