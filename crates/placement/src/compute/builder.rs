@@ -1134,6 +1134,28 @@ impl Builder {
         self.attend_cache(model, il, q, None, options, g)
     }
 
+    /// Whether layer `il`, keeping no cache of its own, reads the cache of a layer on another
+    /// device (llama.cpp's reuse: the last sliding or full layer before the shared ones).
+    fn reads_another_devices_cache(&self, model: &ModelShape, il: usize) -> bool {
+        let n_layer = model.n_layer as usize;
+        let first_shared = n_layer.saturating_sub(model.attention.shared_kv_layers as usize);
+        let source = first_shared.checked_sub(if is_windowed(model, il) { 2 } else { 1 });
+        let holder = |il: usize| self.layer_holders.get(il).copied();
+        source.is_some_and(|source| holder(source) != holder(il))
+    }
+
+    /// A copy of a view `ne` of a cache of `kind` on another device: an input of the bytes it
+    /// spans.
+    fn cache_copy(&mut self, ne: [u64; 4], kind: KvType) -> TensorId {
+        if kind == KvType::F16 {
+            return self.graph.input(Element::F16, ne);
+        }
+        let (block, bytes) = kind.block();
+        let elements: u64 = ne.iter().product();
+        let size = elements.div_ceil(block).saturating_mul(bytes);
+        self.graph.input(Element::I8, [size, 1, 1, 1])
+    }
+
     /// [`Builder::attend`], with K and V `written` into the cache or none.
     fn attend_cache(
         &mut self,
@@ -1172,8 +1194,20 @@ impl Builder {
         }
         let q = self.graph.reshape(q, [head, heads, per_stream, streams]);
         let q = self.graph.permute(q, [0, 2, 1, 3]);
-        let keys = self.cache_read([head, cells, kv_heads, streams], CacheKind::Key);
-        let values = self.cache_read([value_head, cells, kv_heads, streams], CacheKind::Value);
+        let key_shape = [head, cells, kv_heads, streams];
+        let value_shape = [value_head, cells, kv_heads, streams];
+        let (keys, values) = if written.is_none() && self.reads_another_devices_cache(model, il) {
+            // The views of that cache this layer reads are copied in apart, for each such layer.
+            (
+                self.cache_copy(key_shape, options.cache_type_k),
+                self.cache_copy(value_shape, options.cache_type_v),
+            )
+        } else {
+            (
+                self.cache_read(key_shape, CacheKind::Key),
+                self.cache_read(value_shape, CacheKind::Value),
+            )
+        };
         let attended = if self.flash_attention {
             let out = self.op(
                 Reuse::Fresh,

@@ -12,7 +12,6 @@ use super::allocator::{Element, Reuse, TensorId};
 use super::builder::{batch_tokens, contiguous_strides, replay, Builder, GraphBackend, HostInputs};
 use super::gemma_layers::{
     self, own_embedding, per_layer_inputs, per_layer_width, projected_per_layer,
-    shared_cache_elsewhere,
 };
 use super::scheduler::Scheduler;
 use crate::kv::ContextGeometry;
@@ -53,7 +52,7 @@ pub(super) fn compute_bytes(
     g: &ContextGeometry,
     (options, scheduler): (&PlacementOptions, &Scheduler),
 ) -> Option<u64> {
-    if !replays(model) || shared_cache_elsewhere(model, |il| layers.layers.get(il).copied()) {
+    if !replays(model) {
         return None;
     }
     let width = per_layer_width(model)?;

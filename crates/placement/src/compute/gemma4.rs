@@ -10,9 +10,7 @@
 
 use super::allocator::{Reuse, TensorId};
 use super::builder::{replay, Builder, HostInputs, Router};
-use super::gemma_layers::{
-    self, own_embedding, per_layer_inputs, per_layer_width, shared_cache_elsewhere,
-};
+use super::gemma_layers::{self, own_embedding, per_layer_inputs, per_layer_width};
 use super::scheduler::Scheduler;
 use crate::kv::ContextGeometry;
 use crate::layers::LayerDevices;
@@ -101,9 +99,6 @@ pub(super) fn compute_bytes(
 ) -> Option<u64> {
     let tensors = layer_tensors(model)?;
     let per_layer = per_layer_width(model);
-    if shared_cache_elsewhere(model, |il| layers.layers.get(il).copied()) {
-        return None;
-    }
     let n_layer = u64::from(model.n_layer);
     let host_inputs = match per_layer {
         Some(width) => HostInputs::PerLayer {

@@ -46,9 +46,11 @@ pub(super) fn attention(
 }
 
 /// Whether a layer that keeps no cache is on another device than the layer whose cache it
-/// reads (llama.cpp's reuse: the last sliding or full layer before the shared ones), whose
-/// attention then runs where that cache is: not replayed.
-pub(super) fn shared_cache_elsewhere(
+/// reads (llama.cpp's reuse: the last sliding or full layer before the shared ones), that
+/// layer's being another GPU: llama.cpp then runs the attention there, where the replay copies
+/// the views of the cache the layer reads to its own device, as llama.cpp does with a cache in
+/// host memory.
+pub(super) fn shared_cache_on_another_device(
     model: &ModelShape,
     device_of: impl Fn(usize) -> Option<DeviceId>,
 ) -> bool {
@@ -57,8 +59,10 @@ pub(super) fn shared_cache_elsewhere(
     let first_shared = n_layer.saturating_sub(attention.shared_kv_layers as usize);
     (first_shared..n_layer).any(|il| {
         let windowed = attention.swa_layers.get(il).copied().unwrap_or(false);
-        let source = first_shared.checked_sub(if windowed { 2 } else { 1 });
-        source.and_then(&device_of) != device_of(il)
+        let source = first_shared
+            .checked_sub(if windowed { 2 } else { 1 })
+            .and_then(&device_of);
+        source != device_of(il) && source != Some(DeviceId::Cpu)
     })
 }
 
