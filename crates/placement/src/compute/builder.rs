@@ -1066,12 +1066,7 @@ impl Builder {
         il: usize,
         [q, k, v]: [TensorId; 3],
     ) -> TensorId {
-        let inputs = if is_windowed(model, il) {
-            self.window_attention
-        } else {
-            self.attention
-        };
-        let Some(inputs) = inputs else {
+        let Some(inputs) = self.layer_attention_inputs(model, il) else {
             return q;
         };
         for x in [q, k, v] {
@@ -1134,6 +1129,16 @@ impl Builder {
         self.attend_cache(model, il, q, None, options, g)
     }
 
+    /// The attention inputs layer `il` reads: the sliding window's or the full attention's
+    /// ([`Builder::inputs`] places them for every graph with an attending layer).
+    fn layer_attention_inputs(&self, model: &ModelShape, il: usize) -> Option<AttentionInputs> {
+        if is_windowed(model, il) {
+            self.window_attention
+        } else {
+            self.attention
+        }
+    }
+
     /// Whether layer `il`, keeping no cache of its own, reads the cache of a layer on another
     /// device (llama.cpp's reuse: the last sliding or full layer before the shared ones).
     fn reads_another_devices_cache(&self, model: &ModelShape, il: usize) -> bool {
@@ -1166,13 +1171,7 @@ impl Builder {
         options: &PlacementOptions,
         g: &ContextGeometry,
     ) -> TensorId {
-        let inputs = if is_windowed(model, il) {
-            self.window_attention
-        } else {
-            self.attention
-        };
-        let Some(inputs) = inputs else {
-            // `inputs` placed them for every graph with an attending layer.
+        let Some(inputs) = self.layer_attention_inputs(model, il) else {
             return q;
         };
         let Batch {

@@ -149,12 +149,7 @@ pub(super) fn compute_bytes(
             builder.residual_streams = shape.streams;
             builder.arrived_norm_width = n_embd * shape.streams;
             if held.is_empty() && builder.follows_a_device {
-                // The output alone after another device's layers: that device runs the output
-                // rows' selection and their norm, which arrive with each stream's rows.
-                let inputs = Inputs::place(&mut builder, model, &shape, (options, g));
-                builder.begin_output();
-                let arrived = Arrived::of(&mut builder, shape.streams, inputs.output_rows);
-                head(&mut builder, &shape, arrived);
+                output_after_a_device(&mut builder, model, &shape, (options, g));
                 return builder;
             }
             let embedded = builder.embeddings(held);
@@ -175,11 +170,7 @@ pub(super) fn compute_bytes(
                 .last()
                 .is_some_and(|&il| il + 1 == model.n_layer as usize);
             if last && !holds_output && !builder.is_host() {
-                // The output's rows and their norm run here, up to the output's first weight.
-                let picked = output_rows(&mut builder, &inputs, cur);
-                let [width, outputs, ..] = builder.graph.extents(picked);
-                let normed = builder.op(Reuse::InPlace, [width, outputs, 1, 1], &[picked]);
-                builder.graph.expand(normed);
+                hand_on_output_rows(&mut builder, &inputs, cur);
                 return builder;
             }
             let mut built = builder.finish(cur, holds_output, |b, x| output(b, &shape, &inputs, x));
@@ -189,6 +180,29 @@ pub(super) fn compute_bytes(
             built
         },
     )
+}
+
+/// The output alone after another device's layers: that device runs the output rows'
+/// selection and their norm, which arrive with each stream's rows; then [`head`].
+fn output_after_a_device(
+    b: &mut Builder,
+    model: &ModelShape,
+    shape: &Shape,
+    (options, g): (&PlacementOptions, &ContextGeometry),
+) {
+    let inputs = Inputs::place(b, model, shape, (options, g));
+    b.begin_output();
+    let arrived = Arrived::of(b, shape.streams, inputs.output_rows);
+    head(b, shape, arrived);
+}
+
+/// The last layer's device, when another holds the output: the output rows of the `streams`
+/// and their norm run here too, up to the output's first weight.
+fn hand_on_output_rows(b: &mut Builder, inputs: &Inputs, streams: TensorId) {
+    let picked = output_rows(b, inputs, streams);
+    let [width, outputs, ..] = b.graph.extents(picked);
+    let normed = b.op(Reuse::InPlace, [width, outputs, 1, 1], &[picked]);
+    b.graph.expand(normed);
 }
 
 /// The host's inputs when it holds no layer: all of them, for the devices to copy.
