@@ -2167,3 +2167,33 @@ fn gemma_embedding_on_a_device_and_split_with_the_host_is_llama_cpps() {
         &[(true, 99), (false, 99), (true, 4), (false, 1)],
     );
 }
+
+#[test]
+fn deepseek4_headers_the_replay_does_not_read_plan_with_the_estimate_and_say_so() {
+    // Three streams (llama.cpp asserts four) and an indexer 96 wide (its rotation needs a
+    // multiple of 64): planned with the formulas, the plan's note naming the estimate.
+    let python = python();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut three_streams = deepseek4_narrow();
+    three_streams["hc"] = json!(3);
+    let mut odd_indexer = deepseek4_narrow();
+    odd_indexer["indexer"]["head_size"] = json!(96);
+    for spec in [three_streams, odd_indexer] {
+        let path = write_model(dir.path(), &python, &spec);
+        let shape = load_shape(&path).unwrap_or_else(|e| panic!("{e}")).shape;
+        let options = PlacementOptions {
+            context: 4096,
+            ..Default::default()
+        };
+        let said =
+            rigdeck_placement::report::report(&shape, "v4.gguf", &host_only(), &options, false)
+                .unwrap_or_else(|e| panic!("{e}"));
+        let compute = said.plan.devices[0].usage.compute_estimate_bytes;
+        assert!(compute > 0 && compute < 1 << 40, "{compute}");
+        assert!(
+            said.notes.iter().any(|n| n.contains("is an estimate")),
+            "{:?}",
+            said.notes
+        );
+    }
+}

@@ -23,6 +23,9 @@ const WITH_INDEXER: u64 = 4;
 /// The coarser compression (`DSV4_HCA_RATIO`).
 const COARSE: u64 = 128;
 
+/// The residual streams llama.cpp's hyper-connections mix (`hyper_connection.count`).
+const STREAMS: u64 = 4;
+
 /// The widths of DeepSeek V4's layers, from the header and the tensors.
 struct Shape {
     /// The residual streams (`hyper_connection.count`).
@@ -48,8 +51,8 @@ struct Shape {
 }
 
 impl Shape {
-    /// `None` for a header this graph does not read: not `deepseek4`, one residual stream, no
-    /// experts, a compression llama.cpp does not load, widths that do not divide.
+    /// `None` for a header this graph does not read: not `deepseek4`, other than four residual
+    /// streams, no experts, a compression llama.cpp does not load, widths that do not divide.
     fn of(model: &ModelShape) -> Option<Shape> {
         if model.architecture != "deepseek4" {
             return None;
@@ -110,7 +113,10 @@ impl Shape {
             || (shape.indexer_heads > 0
                 && shape.indexer_top_k > 0
                 && hadamard_block(shape.indexer_width, true).is_some());
-        let built = streams > 1
+        // llama.cpp's hyper-connections take four streams (`build_hc_pre` asserts it); a rank
+        // read from a tensor's size is a header's width, a u32.
+        let built = streams == STREAMS
+            && query_rank <= u64::from(u32::MAX)
             && known
             && indexed
             && shape.ratios.len() == n_layer
