@@ -1592,10 +1592,10 @@ fn across_two_devices_the_plan_is_llama_cpps() {
 #[test]
 fn shared_caches_on_another_gpu_are_planned_over_never_under() {
     // Gemma 3n E2B's and Gemma 4 E2B's last layers read the caches of earlier ones: split from
-    // them onto another GPU, llama.cpp runs their attention on the GPU holding those caches,
-    // where the replay copies the views of the caches they read to their own GPU (as llama.cpp
-    // does with a cache in host memory, exact on one device). The GPU holding the last layers
-    // comes out at most 7 % over (never under), the others exact; the plan says so.
+    // them onto another GPU, llama.cpp copies the views of the caches they read to their GPU
+    // (as from host memory, exact on one device), and so does the replay, but the GPU holding
+    // the last layers comes out up to 7 % over (never under), the others exact; the plan says
+    // so.
     let mut missed = Vec::new();
     for (run, planned, theirs) in over_two_devices(vec![gemma3n_e2b_style(), gemma4_e2b_style()]) {
         let last_layer = (planned.devices.iter())

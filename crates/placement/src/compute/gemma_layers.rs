@@ -47,9 +47,9 @@ pub(super) fn attention(
 
 /// Whether a layer that keeps no cache is on another device than the layer whose cache it
 /// reads (llama.cpp's reuse: the last sliding or full layer before the shared ones), that
-/// layer's being another GPU: llama.cpp then runs the attention there, where the replay copies
-/// the views of the cache the layer reads to its own device, as llama.cpp does with a cache in
-/// host memory.
+/// layer's being another GPU: llama.cpp copies the views of that cache the layer reads to the
+/// layer's device, as from host memory, and so does the replay, whose figure for that device
+/// has come out over llama.cpp's there (exact with the cache on the host).
 pub(super) fn shared_cache_on_another_device(
     model: &ModelShape,
     device_of: impl Fn(usize) -> Option<DeviceId>,

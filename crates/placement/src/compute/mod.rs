@@ -107,8 +107,9 @@ pub(crate) fn compute_estimate_note(model: &ModelShape) -> Option<String> {
 }
 
 /// When a split puts a Gemma 3n or Gemma 4 layer that keeps no cache on another GPU than the
-/// layer whose cache it reads (llama.cpp then runs its attention there, which the replay does
-/// not build), the line a plan shows: that GPU's figures are estimates; `None` otherwise.
+/// layer whose cache it reads, the line a plan shows: that GPU's figures are estimates (the
+/// replay copies the cache's views there as llama.cpp does, but has come out over); `None`
+/// otherwise.
 pub(crate) fn split_estimate_note(model: &ModelShape, plan: &Plan) -> Option<String> {
     let device_of = |il: usize| {
         plan.devices
@@ -117,7 +118,7 @@ pub(crate) fn split_estimate_note(model: &ModelShape, plan: &Plan) -> Option<Str
             .map_or(DeviceId::Cpu, |d| d.spec.id)
     };
     gemma_layers::shared_cache_on_another_device(model, |il| Some(device_of(il))).then(|| {
-        "The last layers of this model read the cache of an earlier layer on another GPU, where llama.cpp then runs their attention: the compute figures of the GPU holding the last layers are estimates (the replay copies the views of the cache those layers read to their GPU, as llama.cpp does with a cache in host memory; on gguf-py files of Gemma 3n E2B's and Gemma 4 E2B's layers split over two GPUs that GPU came out up to 7 % over llama.cpp's, the others exact). Keep the last layers with the ones before them, or check with llama.cpp's dry run.".to_owned()
+        "The last layers of this model read the cache of an earlier layer on another GPU: the compute figures of the GPU holding the last layers are estimates (llama.cpp copies the views of that cache those layers read to their GPU, and so does the replay, but on gguf-py files of Gemma 3n E2B's and Gemma 4 E2B's layers split over two GPUs it came out up to 7 % over llama.cpp's for that GPU, never under, the others exact). Keep the last layers with the ones before them, or check with llama.cpp's dry run.".to_owned()
     })
 }
 
