@@ -153,6 +153,20 @@ impl AttentionLayout {
         !self.cacheless && il < layers.saturating_sub(self.shared_kv_layers as usize)
     }
 
+    /// The layer whose cache layer `il` reads when it keeps none of its own (llama.cpp's reuse:
+    /// the last sliding-window or full layer before the shared ones, by `il`'s kind); `None`
+    /// for a layer with a cache of its own.
+    pub fn shared_source(&self, il: usize) -> Option<usize> {
+        let layers = self.head_count_kv.len();
+        let first_shared = layers.saturating_sub(self.shared_kv_layers as usize);
+        if !(first_shared..layers).contains(&il) {
+            return None;
+        }
+        let windowed =
+            self.sliding_window.is_some() && self.swa_layers.get(il).copied().unwrap_or(false);
+        first_shared.checked_sub(if windowed { 2 } else { 1 })
+    }
+
     /// Whether layer `il` keeps a recurrent state.
     pub fn is_recurrent(&self, il: usize) -> bool {
         self.recurrent.is_some() && self.recurrent_layers.get(il).copied().unwrap_or(false)

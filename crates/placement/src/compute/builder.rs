@@ -1142,9 +1142,7 @@ impl Builder {
     /// Whether layer `il`, keeping no cache of its own, reads the cache of a layer on another
     /// device (llama.cpp's reuse: the last sliding or full layer before the shared ones).
     fn reads_another_devices_cache(&self, model: &ModelShape, il: usize) -> bool {
-        let n_layer = model.n_layer as usize;
-        let first_shared = n_layer.saturating_sub(model.attention.shared_kv_layers as usize);
-        let source = first_shared.checked_sub(if is_windowed(model, il) { 2 } else { 1 });
+        let source = model.attention.shared_source(il);
         let holder = |il: usize| self.layer_holders.get(il).copied();
         source.is_some_and(|source| holder(source) != holder(il))
     }

@@ -135,16 +135,46 @@ pub(super) fn compute_bytes(
 /// embeddings looked up on the host, both scaled, before this device's layers; what the other
 /// device copies of it is freed when it has.
 fn stack_for_another(b: &mut Builder, width: u64, n_layer: u64) {
-    let (n_embd, tokens) = (b.n_embd, b.batch.tokens);
-    let looked_up = b.input(Element::F32, [width, n_layer, tokens, 1]);
-    let looked_up = b.elementwise(looked_up, &[]);
-    b.graph.expand(looked_up);
-    let embedded = b.input(Element::F32, [n_embd, tokens, 1, 1]);
-    let scaled = b.elementwise(embedded, &[]);
-    let streams = stacked(b, scaled, true);
-    let permuted = laid_out_for_mix(b, streams);
+    let stacking = Stacking::from_lookups(b, width, n_layer);
+    b.graph.expand(stacking.looked_up);
+    let Stacking {
+        looked_up,
+        scaled,
+        streams,
+        permuted,
+    } = stacking;
     b.graph
         .read_elsewhere(&[streams, permuted, scaled, looked_up]);
+}
+
+/// What the output's device makes for another's layer 0 from the host's two lookups: each
+/// layer's own embeddings scaled, the embeddings scaled, AltUp's streams stacked from them and
+/// laid out for the mix.
+struct Stacking {
+    looked_up: TensorId,
+    scaled: TensorId,
+    streams: TensorId,
+    permuted: TensorId,
+}
+
+impl Stacking {
+    /// The two lookups copied in (each layer's own `width` wide, for `n_layer` layers; the
+    /// embeddings), then the rest, none of it expanded.
+    fn from_lookups(b: &mut Builder, width: u64, n_layer: u64) -> Stacking {
+        let (n_embd, tokens) = (b.n_embd, b.batch.tokens);
+        let looked_up = b.input(Element::F32, [width, n_layer, tokens, 1]);
+        let looked_up = b.elementwise(looked_up, &[]);
+        let embedded = b.input(Element::F32, [n_embd, tokens, 1, 1]);
+        let scaled = b.elementwise(embedded, &[]);
+        let streams = stacked(b, scaled, true);
+        let permuted = laid_out_for_mix(b, streams);
+        Stacking {
+            looked_up,
+            scaled,
+            streams,
+            permuted,
+        }
+    }
 }
 
 /// The output's device when layer 0 is on the host: before the layers, the scheduler runs
@@ -160,13 +190,13 @@ fn stacking_phase(
 ) -> u64 {
     let mut b = Builder::new(model, g, options, 0, GraphBackend::of(device));
     let (n_embd, tokens) = (b.n_embd, b.batch.tokens);
-    let looked_up = b.input(Element::F32, [width, u64::from(model.n_layer), tokens, 1]);
-    let looked_up = b.elementwise(looked_up, &[]);
+    let Stacking {
+        looked_up,
+        scaled,
+        streams,
+        permuted,
+    } = Stacking::from_lookups(&mut b, width, u64::from(model.n_layer));
     b.graph.mark_output(looked_up);
-    let embedded = b.input(Element::F32, [n_embd, tokens, 1, 1]);
-    let scaled = b.elementwise(embedded, &[]);
-    let streams = stacked(&mut b, scaled, true);
-    let permuted = laid_out_for_mix(&mut b, streams);
     let active = stream(&mut b, streams);
     let normed = b.op(Reuse::InPlace, [n_embd, tokens, 1, 1], &[active]);
     for handed in [scaled, streams, permuted, normed] {

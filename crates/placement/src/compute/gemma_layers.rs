@@ -46,23 +46,16 @@ pub(super) fn attention(
 }
 
 /// Whether a layer that keeps no cache is on another device than the layer whose cache it
-/// reads (llama.cpp's reuse: the last sliding or full layer before the shared ones), that
-/// layer's being another GPU: llama.cpp copies the views of that cache the layer reads to the
+/// reads ([`crate::model::AttentionLayout::shared_source`]), that layer's being another GPU: llama.cpp copies the views of that cache the layer reads to the
 /// layer's device, as from host memory, and so does the replay, whose figure for that device
 /// has come out over llama.cpp's there (exact with the cache on the host).
 pub(super) fn shared_cache_on_another_device(
     model: &ModelShape,
     device_of: impl Fn(usize) -> Option<DeviceId>,
 ) -> bool {
-    let attention = &model.attention;
-    let n_layer = model.n_layer as usize;
-    let first_shared = n_layer.saturating_sub(attention.shared_kv_layers as usize);
-    (first_shared..n_layer).any(|il| {
-        let windowed = attention.swa_layers.get(il).copied().unwrap_or(false);
-        let source = first_shared
-            .checked_sub(if windowed { 2 } else { 1 })
-            .and_then(&device_of);
-        source != device_of(il) && source != Some(DeviceId::Cpu)
+    (0..model.n_layer as usize).any(|il| {
+        let source = model.attention.shared_source(il).and_then(&device_of);
+        source.is_some() && source != device_of(il) && source != Some(DeviceId::Cpu)
     })
 }
 
