@@ -591,21 +591,28 @@ fn deepseek4_flash_style() -> Value {
 /// DeepSeek V4 narrower, under 32 000 tokens: 2 048 wide, 32 heads in 4 output groups, 64
 /// experts of 1 024 with 4 active.
 fn deepseek4_narrow() -> Value {
-    let mut narrow = deepseek4_flash_style();
-    for (key, value) in [
-        ("n_vocab", json!(32_000)),
-        ("n_embd", json!(2048)),
-        ("n_head", json!(32)),
-        ("q_lora_rank", json!(512)),
-        ("o_groups", json!(4)),
-        ("o_lora_rank", json!(512)),
-        ("experts", json!(64)),
-        ("experts_used", json!(4)),
-        ("expert_ff", json!(1024)),
-    ] {
-        narrow[key] = value;
+    varied(
+        deepseek4_flash_style(),
+        [
+            ("n_vocab", json!(32_000)),
+            ("n_embd", json!(2048)),
+            ("n_head", json!(32)),
+            ("q_lora_rank", json!(512)),
+            ("o_groups", json!(4)),
+            ("o_lora_rank", json!(512)),
+            ("experts", json!(64)),
+            ("experts_used", json!(4)),
+            ("expert_ff", json!(1024)),
+        ],
+    )
+}
+
+/// `spec` with each key of `changes` set to its value.
+fn varied<const N: usize>(mut spec: Value, changes: [(&str, Value); N]) -> Value {
+    for (key, value) in changes {
+        spec[key] = value;
     }
-    narrow
+    spec
 }
 
 #[test]
@@ -627,8 +634,7 @@ fn deepseek4_matches_llama_cpp() {
     // hyper-connections, the raw window's cache, the caches compressed by 4 (with the lightning
     // indexer's) and by 128 and their compressors' states, hash routing on the first layers.
     // Before the replay the formulas were up to 27 % under.
-    let mut small_vocabulary = deepseek4_flash_style();
-    small_vocabulary["n_vocab"] = json!(32_000);
+    let small_vocabulary = varied(deepseek4_flash_style(), [("n_vocab", json!(32_000))]);
     for spec in [
         deepseek4_flash_style(),
         small_vocabulary,
@@ -726,15 +732,21 @@ fn gemma_embedding_without_a_cache_matches_llama_cpp() {
 
 #[test]
 fn gemma_embedding_with_grouped_heads_under_a_small_vocabulary_matches_llama_cpp() {
-    let mut spec = embeddinggemma_300m_style();
-    spec["n_vocab"] = json!(32_000);
-    spec["n_embd"] = json!(1024);
-    spec["n_head"] = json!(8);
-    spec["n_head_kv"] = json!(2);
-    spec["head_dim"] = json!(128);
-    spec["n_ff"] = json!(4096);
-    spec["sliding_window_pattern"] = json!([true, false, true, true, false, true]);
-    assert_exact(spec);
+    assert_exact(varied(
+        embeddinggemma_300m_style(),
+        [
+            ("n_vocab", json!(32_000)),
+            ("n_embd", json!(1024)),
+            ("n_head", json!(8)),
+            ("n_head_kv", json!(2)),
+            ("head_dim", json!(128)),
+            ("n_ff", json!(4096)),
+            (
+                "sliding_window_pattern",
+                json!([true, false, true, true, false, true]),
+            ),
+        ],
+    ));
 }
 
 #[test]
@@ -2174,10 +2186,9 @@ fn deepseek4_headers_the_replay_does_not_read_plan_with_the_estimate_and_say_so(
     // multiple of 64): planned with the formulas, the plan's note naming the estimate.
     let python = python();
     let dir = tempfile::tempdir().expect("tempdir");
-    let mut three_streams = deepseek4_narrow();
-    three_streams["hc"] = json!(3);
-    let mut odd_indexer = deepseek4_narrow();
-    odd_indexer["indexer"]["head_size"] = json!(96);
+    let three_streams = varied(deepseek4_narrow(), [("hc", json!(3))]);
+    let indexer = json!({"heads": 64, "head_size": 96, "top_k": 512});
+    let odd_indexer = varied(deepseek4_narrow(), [("indexer", indexer)]);
     for spec in [three_streams, odd_indexer] {
         let path = write_model(dir.path(), &python, &spec);
         let shape = load_shape(&path).unwrap_or_else(|e| panic!("{e}")).shape;
