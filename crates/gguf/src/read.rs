@@ -165,12 +165,7 @@ impl GgufFile {
     /// Reads a header from any reader (buffered internally: no need for a `BufReader`).
     pub fn read<R: Read>(reader: R, options: &ReadOptions) -> Result<GgufFile, GgufError> {
         let parser = Parser {
-            input: Input {
-                src: reader,
-                buf: Vec::new(),
-                head: 0,
-                eof: false,
-            },
+            input: Input::new(reader),
             pos: 0,
             file_size: options.file_size,
             max_header: options.max_header_bytes.unwrap_or(DEFAULT_MAX_HEADER_BYTES),
@@ -248,56 +243,76 @@ struct ArrayProgress {
 }
 
 /// The source and its buffer. Parsing takes slices straight out of the buffer, so a
-/// 150 000-token vocabulary costs no per-token read calls or copies.
+/// 150 000-token vocabulary costs no per-token read calls or copies; the buffer is kept and
+/// refilled in place, one read call at a time.
 struct Input<R> {
     src: R,
+    /// `buf[..filled]` holds bytes read; the rest is room for the next read.
     buf: Vec<u8>,
+    filled: usize,
     /// Next unread byte in `buf`.
     head: usize,
     eof: bool,
 }
 
 impl<R: Read> Input<R> {
+    fn new(src: R) -> Input<R> {
+        Input {
+            src,
+            buf: Vec::new(),
+            filled: 0,
+            head: 0,
+            eof: false,
+        }
+    }
+
     /// Makes `n` bytes available from `head`, reading as needed; returns how many are
-    /// available (fewer than `n` only at the end of the input).
+    /// available (fewer than `n` only at the end of the input). Bytes read before an error
+    /// are kept.
     fn ensure(&mut self, n: usize) -> std::io::Result<usize> {
-        let available = self.buf.len().saturating_sub(self.head);
+        let available = self.available();
         if available >= n || self.eof {
             return Ok(available);
         }
-        self.buf.drain(..self.head.min(self.buf.len()));
-        self.head = 0;
-        while self.buf.len() < n && !self.eof {
-            let step = n
-                .saturating_sub(self.buf.len())
-                .clamp(READ_CHUNK, MAX_READ_STEP);
-            // `read_to_end` appends without zero-filling first and retries interruptions; a
-            // short count means the source has ended. Bytes read before an error are kept.
-            let got = (&mut self.src)
-                .take(step as u64)
-                .read_to_end(&mut self.buf)?;
-            self.eof = got < step;
+        self.buf.copy_within(self.head..self.filled, 0);
+        (self.filled, self.head) = (available, 0);
+        while self.filled < n && !self.eof {
+            if self.filled == self.buf.len() {
+                // Full: grow toward `n`, by at most MAX_READ_STEP before data arrives (a
+                // forged string length in a stream of unknown size must not allocate 64 MiB).
+                let grow = n
+                    .saturating_sub(self.filled)
+                    .clamp(READ_CHUNK, MAX_READ_STEP);
+                self.buf.resize(self.filled.saturating_add(grow), 0);
+            }
+            let room = self.buf.get_mut(self.filled..).unwrap_or_default();
+            match self.src.read(room) {
+                Ok(0) => self.eof = true,
+                Ok(got) => self.filled = self.filled.saturating_add(got),
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
         }
-        Ok(self.buf.len())
+        Ok(self.filled)
     }
 
     /// Bytes buffered and not yet consumed.
     #[inline]
     fn available(&self) -> usize {
-        self.buf.len().saturating_sub(self.head)
+        self.filled.saturating_sub(self.head)
     }
 
     /// The bytes buffered and not yet consumed.
     #[inline]
     fn unread(&self) -> &[u8] {
-        self.buf.get(self.head..).unwrap_or_default()
+        self.buf.get(self.head..self.filled).unwrap_or_default()
     }
 
     /// The next `n` bytes (which `ensure` made available).
     #[inline]
     fn consume(&mut self, n: usize) -> &[u8] {
         let start = self.head;
-        self.head = start.saturating_add(n);
+        self.head = start.saturating_add(n).min(self.filled);
         self.buf.get(start..self.head).unwrap_or_default()
     }
 }
@@ -741,20 +756,26 @@ impl<R: Read> Parser<R> {
     ) -> Result<(Vec<TensorInfo>, Vec<u64>), GgufError> {
         let mut tensors = Vec::with_capacity(prealloc(n_tensors));
         let mut info_offsets = Vec::with_capacity(prealloc(n_tensors));
-        let mut names: HashSet<String> = HashSet::with_capacity(prealloc(n_tensors));
+        let mut names: HashSet<&str> = HashSet::with_capacity(prealloc(n_tensors));
         for index in 0..n_tensors {
             let info_at = self.pos;
             let name = self.read_string(&Ctx::TensorName(index), false)?;
-            if !names.insert(name.clone()) {
-                return Err(GgufError::at(
-                    ErrorKind::DuplicateTensor { tensor: name },
-                    info_at,
-                ));
-            }
             let info = self.read_tensor_info(name, info_at, alignment)?;
             tensors.push(info);
             info_offsets.push(info_at);
         }
+        // Names are compared once all are read (borrowed, not copied); the first repeated one
+        // is reported where its info begins.
+        for (info, &info_at) in tensors.iter().zip(&info_offsets) {
+            if !names.insert(&info.name) {
+                let tensor = info.name.clone();
+                return Err(GgufError::at(
+                    ErrorKind::DuplicateTensor { tensor },
+                    info_at,
+                ));
+            }
+        }
+        drop(names);
         Ok((tensors, info_offsets))
     }
 

@@ -155,20 +155,23 @@ impl GgufModel {
         for (index, file) in files.iter().enumerate() {
             check_split_keys(file, index, count, total_tensors)?;
         }
-        let mut shards = Vec::with_capacity(count);
-        let mut tensors = Vec::with_capacity(total_tensors);
-        let mut names: HashSet<String> = HashSet::with_capacity(total_tensors);
-        let mut metadata = None;
-        for (index, file) in files.into_iter().enumerate() {
-            let name = shard_name(&file, index);
+        let mut names: HashSet<&str> = HashSet::with_capacity(total_tensors);
+        for (index, file) in files.iter().enumerate() {
             for info in &file.tensors {
-                if !names.insert(info.name.clone()) {
+                if !names.insert(&info.name) {
                     let kind = ErrorKind::DuplicateTensor {
                         tensor: info.name.clone(),
                     };
-                    return Err(GgufError::new(kind).in_file(&name));
+                    return Err(GgufError::new(kind).in_file(&shard_name(file, index)));
                 }
             }
+        }
+        drop(names);
+        let mut shards = Vec::with_capacity(count);
+        let mut tensors = Vec::with_capacity(total_tensors);
+        let mut metadata = None;
+        for (index, file) in files.into_iter().enumerate() {
+            let name = shard_name(&file, index);
             shards.push(ShardInfo {
                 name,
                 version: file.version,

@@ -125,6 +125,45 @@ fn reading_from_a_plain_reader_without_a_size_works() {
     assert_eq!(file.tensors.len(), 7);
 }
 
+/// A source that hands out at most `step` bytes a call and is interrupted every other call,
+/// as pipes and slow disks may be.
+struct Trickle<'a> {
+    bytes: &'a [u8],
+    step: usize,
+    calls: usize,
+}
+
+impl std::io::Read for Trickle<'_> {
+    fn read(&mut self, out: &mut [u8]) -> std::io::Result<usize> {
+        self.calls += 1;
+        if self.calls.is_multiple_of(2) {
+            return Err(std::io::ErrorKind::Interrupted.into());
+        }
+        let n = self.step.min(out.len()).min(self.bytes.len());
+        out[..n].copy_from_slice(&self.bytes[..n]);
+        self.bytes = &self.bytes[n..];
+        Ok(n)
+    }
+}
+
+#[test]
+fn short_and_interrupted_reads_give_the_same_header() {
+    let writer = MoeShape::small().writer();
+    let bytes = writer.to_bytes().unwrap();
+    let whole = GgufFile::from_bytes(&bytes, None).unwrap();
+    for step in [1, 7, 4096, 300_000] {
+        let source = Trickle {
+            bytes: &bytes,
+            step,
+            calls: 0,
+        };
+        let read = GgufFile::read(source, &ReadOptions::default()).unwrap();
+        assert_eq!(read.metadata, whole.metadata, "step {step}");
+        assert_eq!(read.tensors, whole.tensors, "step {step}");
+        assert_eq!(read.data_offset, whole.data_offset, "step {step}");
+    }
+}
+
 #[test]
 fn writer_refuses_partial_blocks_and_wrong_data_lengths() {
     let mut w = GgufWriter::new();
