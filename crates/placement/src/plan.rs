@@ -4,8 +4,6 @@
 use regex::Regex;
 use serde::{Deserialize, Serialize};
 
-use std::rc::Rc;
-
 use super::compute::{compute_estimate, remembered_matches, Scheduler};
 use super::correction::Correction;
 use super::kv::{self, KvError};
@@ -136,32 +134,33 @@ fn check_override_devices(
 }
 
 /// For each of `model`'s tensors, the first override whose pattern matches its name (llama.cpp
-/// applies the first), remembered while a solver plans the model ([`remembered_matches`]).
+/// applies the first); each pattern's matches remembered while a solver plans the model
+/// ([`remembered_matches`]).
 fn first_matches(
     model: &ModelShape,
     options: &PlacementOptions,
-) -> Result<Rc<[Option<usize>]>, PlanError> {
-    let patterns: Vec<&str> = options
+) -> Result<Vec<Option<usize>>, PlanError> {
+    let matches = options
         .overrides
         .iter()
-        .map(|o| o.pattern.as_str())
-        .collect();
-    remembered_matches(&patterns, || {
-        let regexes = patterns
-            .iter()
-            .map(|&pattern| {
-                Regex::new(pattern).map_err(|e| PlanError::BadPattern {
+        .map(|o| {
+            let pattern = o.pattern.as_str();
+            remembered_matches(pattern, || {
+                let regex = Regex::new(pattern).map_err(|e| PlanError::BadPattern {
                     pattern: pattern.to_owned(),
                     reason: e.to_string(),
-                })
+                })?;
+                Ok(model
+                    .tensors
+                    .iter()
+                    .map(|t| regex.is_match(&t.name))
+                    .collect())
             })
-            .collect::<Result<Vec<Regex>, PlanError>>()?;
-        Ok(model
-            .tensors
-            .iter()
-            .map(|t| regexes.iter().position(|r| r.is_match(&t.name)))
-            .collect())
-    })
+        })
+        .collect::<Result<Vec<_>, PlanError>>()?;
+    Ok((0..model.tensors.len())
+        .map(|i| matches.iter().position(|hits| hits.get(i) == Some(&true)))
+        .collect())
 }
 
 /// The devices layers can be offloaded to, in the order llama.cpp uses them, which `-ts`, `-mg`

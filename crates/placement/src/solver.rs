@@ -13,6 +13,8 @@
 //! llama.cpp's own order (lent devices before local GPUs). How many layers go is the count with
 //! the best speed ceiling, links counted; a tie keeps more here.
 
+use std::collections::HashMap;
+
 use serde::{Deserialize, Serialize};
 
 use super::ceiling::ceiling_across;
@@ -447,6 +449,7 @@ fn bring_experts_back(
     options: &PlacementOptions,
     start: &Plan,
 ) -> Result<Vec<TensorOverride>, PlanError> {
+    let experts_by_layer = expert_bytes(model);
     let mut overrides = Vec::new();
     for device in start.devices.iter().filter(|d| d.spec.id.is_offload()) {
         let room = device
@@ -456,7 +459,7 @@ fn bring_experts_back(
         let mut used = device.usage.total_bytes();
         let mut layers = Vec::new();
         for &layer in &device.usage.layers {
-            let experts = expert_bytes(model, layer);
+            let experts = experts_by_layer.get(&layer).copied().unwrap_or(0);
             if experts > 0 && used.saturating_add(experts) <= room {
                 used = used.saturating_add(experts);
                 layers.push(layer);
@@ -485,12 +488,20 @@ fn bring_experts_back(
     Ok(vec![PlacementOptions::cpu_moe_override()])
 }
 
-fn expert_bytes(model: &ModelShape, layer: u32) -> u64 {
-    model
+/// The bytes of each layer's routed experts, by layer.
+fn expert_bytes(model: &ModelShape) -> HashMap<u32, u64> {
+    let mut bytes = HashMap::new();
+    for t in model
         .tensors
         .iter()
-        .filter(|t| t.role == TensorRole::Experts && t.layer == Some(layer))
-        .fold(0, |sum, t| sum.saturating_add(t.bytes))
+        .filter(|t| t.role == TensorRole::Experts)
+    {
+        if let Some(il) = t.layer {
+            let sum = bytes.entry(il).or_insert(0u64);
+            *sum = sum.saturating_add(t.bytes);
+        }
+    }
+    bytes
 }
 
 /// With only degraded links, a model that fits whole on one card goes there alone (`-sm none`).

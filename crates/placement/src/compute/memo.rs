@@ -80,8 +80,8 @@ impl ShareKey {
 struct Remembered {
     /// Compute buffers by share.
     shares: HashMap<ShareKey, u64>,
-    /// For each `-ot` pattern list, each tensor's first matching pattern.
-    matches: HashMap<Vec<String>, Rc<[Option<usize>]>>,
+    /// For each `-ot` pattern, whether each tensor's name matches it.
+    matches: HashMap<String, Rc<[bool]>>,
 }
 
 thread_local! {
@@ -145,24 +145,24 @@ pub(super) fn recall(
     bytes
 }
 
-/// Each tensor's first matching pattern among `patterns`: remembered inside [`remembering`],
-/// else `find`-ed (and remembered there when found).
+/// Whether each tensor's name matches `pattern`: remembered inside [`remembering`], else
+/// `find`-ed (and remembered there when found). Kept per pattern, so the lists a solver tries
+/// (each a new device's pattern before the same catch-all) match each pattern once.
 pub(crate) fn remembered_matches<E>(
-    patterns: &[&str],
-    find: impl FnOnce() -> Result<Vec<Option<usize>>, E>,
-) -> Result<Rc<[Option<usize>]>, E> {
+    pattern: &str,
+    find: impl FnOnce() -> Result<Vec<bool>, E>,
+) -> Result<Rc<[bool]>, E> {
     if !active() {
         return find().map(Rc::from);
     }
-    let key: Vec<String> = patterns.iter().map(|&p| p.to_owned()).collect();
-    let known = REMEMBERED.with(|memo| memo.borrow().as_ref()?.matches.get(&key).cloned());
+    let known = REMEMBERED.with(|memo| memo.borrow().as_ref()?.matches.get(pattern).cloned());
     if let Some(matches) = known {
         return Ok(matches);
     }
-    let matches: Rc<[Option<usize>]> = Rc::from(find()?);
+    let matches: Rc<[bool]> = Rc::from(find()?);
     REMEMBERED.with(|memo| {
         if let Some(memo) = memo.borrow_mut().as_mut() {
-            memo.matches.insert(key, Rc::clone(&matches));
+            memo.matches.insert(pattern.to_owned(), Rc::clone(&matches));
         }
     });
     Ok(matches)
