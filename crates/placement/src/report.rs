@@ -6,7 +6,6 @@ use serde::{Deserialize, Serialize};
 use super::ceiling::{ceiling_across, SpeedCeiling};
 use super::compute::{
     cache_types_note, compute_estimate_note, flash_attention_note, host_layers_note,
-    split_estimate_note,
 };
 use super::flags::{command_line, to_args_for, FlagError, Offload};
 use super::link::{rpc_servers, RemoteBox};
@@ -72,7 +71,6 @@ pub fn report_across(
     };
     notes.extend(compute_estimate_note(model));
     notes.extend(host_layers_note(&plan, &options));
-    notes.extend(split_estimate_note(model, &plan));
     notes.extend(flash_attention_note(model, &options));
     notes.extend(cache_types_note(model, &options));
     let ceiling = ceiling_across(model, &plan, boxes);

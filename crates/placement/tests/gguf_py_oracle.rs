@@ -1582,8 +1582,13 @@ fn across_two_devices_the_plan_is_llama_cpps() {
     // (the scheduler's expansion: no weight places it), and the next device receives that norm
     // first, then the last layer's output where its residual reads it. Every layer on the
     // devices (-ngl 99): pipeline parallelism, each device (and the host) holding four copies
-    // of every input it receives, allocated first and kept.
+    // of every input it receives, allocated first and kept. Gemma 3n E2B's and Gemma 4 E2B's
+    // last layers read the caches of earlier ones: split from them, their device receives the
+    // views of those caches it reads, and only the inputs its nodes read (a device holding
+    // only such layers writes no cache: no row indices come to it).
     let specs = vec![
+        gemma3n_e2b_style(),
+        gemma4_e2b_style(),
         llama_of_the_gpu_check(),
         qwen3moe_of_the_gpu_check(),
         gemma3_of_the_gpu_check(),
@@ -1597,45 +1602,6 @@ fn across_two_devices_the_plan_is_llama_cpps() {
         let ids = [DeviceId::Rpc(0), DeviceId::Rpc(1), DeviceId::Cpu];
         let figures = ids.into_iter().zip(theirs.into_iter().map(Some));
         missed.extend(misses_per_device(&planned, figures, &run, "llama.cpp"));
-    }
-    assert!(missed.is_empty(), "{}", missed.join("\n"));
-}
-
-#[test]
-fn shared_caches_on_another_gpu_are_planned_over_never_under() {
-    // Gemma 3n E2B's and Gemma 4 E2B's last layers read the caches of earlier ones: split from
-    // them onto another GPU, llama.cpp copies the views of the caches they read to their GPU
-    // (as from host memory, exact on one device), and so does the replay, but the GPU holding
-    // the last layers comes out up to 7 % over (never under), the others exact; the plan says
-    // so.
-    let mut missed = Vec::new();
-    for (run, planned, theirs) in over_two_devices(vec![gemma3n_e2b_style(), gemma4_e2b_style()]) {
-        let last_layer = (planned.devices.iter())
-            .flat_map(|d| d.usage.layers.iter().max())
-            .max();
-        let last = (planned.devices.iter())
-            .find(|d| d.usage.layers.iter().max() == last_layer)
-            .map(|d| d.spec.id);
-        let ids = [DeviceId::Rpc(0), DeviceId::Rpc(1), DeviceId::Cpu];
-        for (id, theirs) in ids.into_iter().zip(theirs) {
-            let ours = planned
-                .device(id)
-                .expect("the device")
-                .usage
-                .compute_estimate_bytes as f64
-                / MIB as f64;
-            let ratio = ours / theirs;
-            let allowed = if Some(id) == last {
-                0.9999..=1.07
-            } else {
-                0.9999..=1.0001
-            };
-            if !allowed.contains(&ratio) && (ours - theirs).abs() > EXACT {
-                missed.push(format!(
-                    "{run}, {id:?}: planned {ours:.2} MiB, llama.cpp {theirs} MiB"
-                ));
-            }
-        }
     }
     assert!(missed.is_empty(), "{}", missed.join("\n"));
 }

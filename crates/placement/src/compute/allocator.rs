@@ -273,9 +273,18 @@ impl Graph {
         self.expand(copied);
     }
 
-    /// Takes `leaf` out of the graph's leaves: nothing reads it, so it takes no memory.
-    pub(crate) fn drop_leaf(&mut self, leaf: TensorId) {
-        self.leafs.retain(|&l| l != leaf);
+    /// Takes the inputs nothing reads out of a device's graph: the scheduler copies to a device
+    /// only what its nodes read (the host's graph keeps every input: they are its leaves).
+    pub(crate) fn drop_unread_inputs(&mut self) {
+        let mut read = vec![false; self.tensors.len()];
+        for node in self.allocation_order().iter() {
+            for &source in self.tensors[node.index()].sources.as_slice() {
+                read[source.index()] = true;
+            }
+        }
+        let tensors = &self.tensors;
+        self.leafs
+            .retain(|&leaf| !tensors[leaf.index()].input || read[leaf.index()]);
     }
 
     /// A tensor the graph makes without an operation (a block of zeros a later one fills),
@@ -1151,6 +1160,22 @@ mod tests {
         // there beside `b` and `c` (`d` then takes `b`'s block).
         graph.keep_until(&[a], d);
         assert_eq!(reserve(&graph, 32), 3 * KIB);
+    }
+
+    #[test]
+    fn a_devices_unread_input_takes_no_memory() {
+        let mut graph = Graph::default();
+        let read = graph.input(Element::F32, [256, 1, 1, 1]);
+        let unread = graph.input(Element::F32, [256, 1, 1, 1]);
+        graph.expand(read);
+        graph.expand(unread);
+        let w = weight(&mut graph);
+        let a = kib(&mut graph, Reuse::Fresh, &[w, read]);
+        graph.expand(a);
+        // The host's graph holds both inputs (its leaves); a device receives only what it reads.
+        assert_eq!(reserve(&graph, 32), 3 * KIB);
+        graph.drop_unread_inputs();
+        assert_eq!(reserve(&graph, 32), 2 * KIB);
     }
 
     #[test]

@@ -866,6 +866,9 @@ impl Builder {
 
     /// The compute buffer this graph needs (with the copies of what it reads from host memory).
     pub(super) fn reserve(mut self) -> u64 {
+        if self.backend != GraphBackend::Host {
+            self.graph.drop_unread_inputs();
+        }
         if self.input_copies > 1 {
             // Pipeline parallelism: every input's copies first, kept for the whole graph.
             self.graph.keep_input_copies(self.input_copies, ALIGNMENT);
@@ -893,14 +896,6 @@ impl Builder {
         let rows = self.op(Reuse::Fresh, [width * layers, tokens, 1, 1], &[table, ids]);
         self.graph.expand(rows);
         self.graph.reshape(rows, ne)
-    }
-
-    /// Leaves the attention's mask out of this graph: nothing here reads it (MiniMax-M3's
-    /// sparse layers after the first device's read a copy made from it there).
-    pub(super) fn drop_attention_mask(&mut self) {
-        if let Some(mask) = self.attention.map(|a| a.mask) {
-            self.graph.drop_leaf(mask);
-        }
     }
 
     /// Whether the first held layer's norm arrives from the device before (which ran it).

@@ -7,7 +7,7 @@ use super::allocator::{Element, Reuse, TensorId};
 use super::builder::{layer_heads, Builder};
 use crate::kv::ContextGeometry;
 use crate::model::ModelShape;
-use crate::options::{DeviceId, PlacementOptions};
+use crate::options::PlacementOptions;
 
 /// Layer `il`'s attention over its `normed` input: Q with its per-head norm and RoPE; K (and V
 /// its own projection, or K's again where `value_projection` is false) normed, K roped;
@@ -43,20 +43,6 @@ pub(super) fn attention(
     let k = b.rope(k);
     let attended = b.attend(model, il, [q, k, v], options, g);
     b.matmul(n_embd, attended)
-}
-
-/// Whether a layer that keeps no cache is on another device than the layer whose cache it
-/// reads ([`crate::model::AttentionLayout::shared_source`]), that layer's being another GPU: llama.cpp copies the views of that cache the layer reads to the
-/// layer's device, as from host memory, and so does the replay, whose figure for that device
-/// has come out over llama.cpp's there (exact with the cache on the host).
-pub(super) fn shared_cache_on_another_device(
-    model: &ModelShape,
-    device_of: impl Fn(usize) -> Option<DeviceId>,
-) -> bool {
-    (0..model.n_layer as usize).any(|il| {
-        let source = model.attention.shared_source(il).and_then(&device_of);
-        source.is_some() && source != device_of(il) && source != Some(DeviceId::Cpu)
-    })
 }
 
 /// The width of each layer's own token embedding (`per_layer_proj_norm`'s), when the model

@@ -198,9 +198,6 @@ impl SparseInputs {
         // four, then (made on an earlier device) the f32 mask's.
         let mut views = views;
         let mut received_masks = VecDeque::new();
-        if receives_mask {
-            b.drop_attention_mask();
-        }
         for _ in 0..reads {
             if b.is_host() {
                 break;

@@ -106,22 +106,6 @@ pub(crate) fn compute_estimate_note(model: &ModelShape) -> Option<String> {
     ))
 }
 
-/// When a split puts a Gemma 3n or Gemma 4 layer that keeps no cache on another GPU than the
-/// layer whose cache it reads, the line a plan shows: that GPU's figures are estimates (the
-/// replay copies the cache's views there as llama.cpp does, but has come out over); `None`
-/// otherwise.
-pub(crate) fn split_estimate_note(model: &ModelShape, plan: &Plan) -> Option<String> {
-    let device_of = |il: usize| {
-        plan.devices
-            .iter()
-            .find(|d| d.usage.layers.contains(&(il as u32)))
-            .map_or(DeviceId::Cpu, |d| d.spec.id)
-    };
-    gemma_layers::shared_cache_on_another_device(model, |il| Some(device_of(il))).then(|| {
-        "The last layers of this model read the cache of an earlier layer on another GPU: the compute figures of the GPU holding the last layers are estimates (llama.cpp copies the views of that cache those layers read to their GPU, and so does the replay, but on gguf-py files of Gemma 3n E2B's and Gemma 4 E2B's layers split over two GPUs it came out up to 7 % over llama.cpp's for that GPU, never under, the others exact). Keep the last layers with the ones before them, or check with llama.cpp's dry run.".to_owned()
-    })
-}
-
 /// Whether llama.cpp runs `options`' cache with flash attention though `-fa` is off: a quantized
 /// V cache needs it (`llama_init_from_model` turns `-fa auto` on for one and refuses `-fa off`),
 /// and MLA's one cache is K and V at once (their types must match), so there a quantized K is a
