@@ -194,6 +194,8 @@ pub(crate) struct Graph {
     gap_pending: bool,
     /// The device whose layer is being built ([`Graph::made_for`]).
     making_for: u32,
+    /// Inputs nothing reads take no memory ([`Graph::drop_unread_inputs`]).
+    unread_inputs_dropped: bool,
 }
 
 impl Graph {
@@ -208,6 +210,7 @@ impl Graph {
             kept_until: Vec::new(),
             gap_pending: false,
             making_for: 0,
+            unread_inputs_dropped: false,
         }
     }
 
@@ -276,15 +279,7 @@ impl Graph {
     /// Takes the inputs nothing reads out of a device's graph: the scheduler copies to a device
     /// only what its nodes read (the host's graph keeps every input: they are its leaves).
     pub(crate) fn drop_unread_inputs(&mut self) {
-        let mut read = vec![false; self.tensors.len()];
-        for node in self.allocation_order().iter() {
-            for &source in self.tensors[node.index()].sources.as_slice() {
-                read[source.index()] = true;
-            }
-        }
-        let tensors = &self.tensors;
-        self.leafs
-            .retain(|&leaf| !tensors[leaf.index()].input || read[leaf.index()]);
+        self.unread_inputs_dropped = true;
     }
 
     /// A tensor the graph makes without an operation (a block of zeros a later one fills),
@@ -976,21 +971,29 @@ struct Replay<'a> {
 impl Replay<'_> {
     fn run(&mut self) {
         let graph = self.graph;
-        for &leaf in &graph.leafs {
-            self.allocate(leaf);
-        }
         let nodes = graph.allocation_order();
-        // Count children and views; inputs are placed before anything computed.
         for &node in nodes.iter() {
             let tensor = graph.tensor(node);
             if let Some(root) = tensor.view_of {
                 self.slots[root.index()].views += 1;
             }
+            for &source in tensor.sources.as_slice() {
+                self.slots[source.index()].children += 1;
+            }
+        }
+        for &leaf in &graph.leafs {
+            let unread = graph.tensor(leaf).input && self.slots[leaf.index()].children == 0;
+            if !(unread && graph.unread_inputs_dropped) {
+                self.allocate(leaf);
+            }
+        }
+        // Inputs are placed before anything computed.
+        for &node in nodes.iter() {
+            let tensor = graph.tensor(node);
             if tensor.input {
                 self.allocate(node);
             }
             for &source in tensor.sources.as_slice() {
-                self.slots[source.index()].children += 1;
                 if graph.tensor(source).input {
                     self.allocate(source);
                 }
