@@ -261,8 +261,8 @@ impl<'a> LentSplit<'a> {
             return Ok(None);
         }
         if self.moe {
-            options.overrides = bring_experts_back(self.model, self.devices, &options, &current)?;
-            current = plan(self.model, self.devices, &options)?;
+            (options.overrides, current) =
+                bring_experts_back(self.model, self.devices, &options, current)?;
         }
         if !current.fits() {
             return Ok(None);
@@ -365,8 +365,7 @@ fn solve_here(
         ));
     }
     if moe && ngl > 0 {
-        options.overrides = bring_experts_back(model, devices, &options, &current)?;
-        current = plan(model, devices, &options)?;
+        (options.overrides, current) = bring_experts_back(model, devices, &options, current)?;
         let kept: usize = current
             .devices
             .iter()
@@ -442,13 +441,14 @@ fn split_by_room(gpus: &[&DeviceSpec], healthy: &[&DeviceSpec]) -> Vec<f64> {
         .collect()
 }
 
-/// Per GPU, the experts of its own layers for as long as they fit, then a CPU catch-all last.
+/// Per GPU, the experts of its own layers for as long as they fit, then a CPU catch-all last;
+/// with the plan they make (`start` itself when they do not fit after all).
 fn bring_experts_back(
     model: &ModelShape,
     devices: &[DeviceSpec],
     options: &PlacementOptions,
-    start: &Plan,
-) -> Result<Vec<TensorOverride>, PlanError> {
+    start: Plan,
+) -> Result<(Vec<TensorOverride>, Plan), PlanError> {
     let experts_by_layer = expert_bytes(model);
     let mut overrides = Vec::new();
     for device in start.devices.iter().filter(|d| d.spec.id.is_offload()) {
@@ -483,9 +483,9 @@ fn bring_experts_back(
     trial.overrides = overrides.clone();
     let checked = plan(model, devices, &trial)?;
     if gpus_fit(&checked) {
-        return Ok(overrides);
+        return Ok((overrides, checked));
     }
-    Ok(vec![PlacementOptions::cpu_moe_override()])
+    Ok((vec![PlacementOptions::cpu_moe_override()], start))
 }
 
 /// The bytes of each layer's routed experts, by layer.
