@@ -327,6 +327,15 @@ struct Parser<R> {
     progress: Option<ArrayProgress>,
 }
 
+/// The first of `tensors` whose name an earlier one has, with what it came with (names are
+/// compared borrowed, not copied).
+pub(crate) fn first_repeated<'a, T>(
+    mut tensors: impl Iterator<Item = (T, &'a TensorInfo)>,
+) -> Option<(T, &'a TensorInfo)> {
+    let mut names: HashSet<&str> = HashSet::with_capacity(tensors.size_hint().0);
+    tensors.find(|(_, info)| !names.insert(info.name.as_str()))
+}
+
 /// Up-front capacity for `count` elements: never more than [`MAX_PREALLOC`].
 fn prealloc(count: u64) -> usize {
     usize::try_from(count.min(MAX_PREALLOC)).unwrap_or(0)
@@ -756,7 +765,6 @@ impl<R: Read> Parser<R> {
     ) -> Result<(Vec<TensorInfo>, Vec<u64>), GgufError> {
         let mut tensors = Vec::with_capacity(prealloc(n_tensors));
         let mut info_offsets = Vec::with_capacity(prealloc(n_tensors));
-        let mut names: HashSet<&str> = HashSet::with_capacity(prealloc(n_tensors));
         for index in 0..n_tensors {
             let info_at = self.pos;
             let name = self.read_string(&Ctx::TensorName(index), false)?;
@@ -764,18 +772,15 @@ impl<R: Read> Parser<R> {
             tensors.push(info);
             info_offsets.push(info_at);
         }
-        // Names are compared once all are read (borrowed, not copied); the first repeated one
-        // is reported where its info begins.
-        for (info, &info_at) in tensors.iter().zip(&info_offsets) {
-            if !names.insert(&info.name) {
-                let tensor = info.name.clone();
-                return Err(GgufError::at(
-                    ErrorKind::DuplicateTensor { tensor },
-                    info_at,
-                ));
-            }
+        // Names are compared once all are read; the first repeated one is reported where its
+        // info begins.
+        if let Some((&info_at, info)) = first_repeated(info_offsets.iter().zip(&tensors)) {
+            let tensor = info.name.clone();
+            return Err(GgufError::at(
+                ErrorKind::DuplicateTensor { tensor },
+                info_at,
+            ));
         }
-        drop(names);
         Ok((tensors, info_offsets))
     }
 

@@ -8,10 +8,9 @@
 //! tensors from all, each tensor knowing its part.
 
 use crate::error::{ErrorKind, GgufError};
-use crate::read::{GgufFile, TensorInfo, TokenizerArrays};
+use crate::read::{first_repeated, GgufFile, TensorInfo, TokenizerArrays};
 use crate::value::Metadata;
 use serde::Serialize;
-use std::collections::HashSet;
 use std::path::Path;
 
 pub use crate::parts::{split_file_name, MissingParts, MAX_SPLIT_PARTS};
@@ -155,18 +154,14 @@ impl GgufModel {
         for (index, file) in files.iter().enumerate() {
             check_split_keys(file, index, count, total_tensors)?;
         }
-        let mut names: HashSet<&str> = HashSet::with_capacity(total_tensors);
-        for (index, file) in files.iter().enumerate() {
-            for info in &file.tensors {
-                if !names.insert(&info.name) {
-                    let kind = ErrorKind::DuplicateTensor {
-                        tensor: info.name.clone(),
-                    };
-                    return Err(GgufError::new(kind).in_file(&shard_name(file, index)));
-                }
-            }
+        let in_files = (files.iter().enumerate())
+            .flat_map(|(index, file)| file.tensors.iter().map(move |t| ((index, file), t)));
+        if let Some(((index, file), info)) = first_repeated(in_files) {
+            let kind = ErrorKind::DuplicateTensor {
+                tensor: info.name.clone(),
+            };
+            return Err(GgufError::new(kind).in_file(&shard_name(file, index)));
         }
-        drop(names);
         let mut shards = Vec::with_capacity(count);
         let mut tensors = Vec::with_capacity(total_tensors);
         let mut metadata = None;

@@ -194,8 +194,8 @@ pub(crate) struct Graph {
     gap_pending: bool,
     /// The device whose layer is being built ([`Graph::made_for`]).
     making_for: u32,
-    /// Inputs nothing reads take no memory ([`Graph::drop_unread_inputs`]).
-    unread_inputs_dropped: bool,
+    /// Inputs nothing reads take no memory ([`Graph::receive_only_read_inputs`]).
+    only_read_inputs: bool,
 }
 
 impl Graph {
@@ -210,7 +210,7 @@ impl Graph {
             kept_until: Vec::new(),
             gap_pending: false,
             making_for: 0,
-            unread_inputs_dropped: false,
+            only_read_inputs: false,
         }
     }
 
@@ -276,10 +276,11 @@ impl Graph {
         self.expand(copied);
     }
 
-    /// Takes the inputs nothing reads out of a device's graph: the scheduler copies to a device
-    /// only what its nodes read (the host's graph keeps every input: they are its leaves).
-    pub(crate) fn drop_unread_inputs(&mut self) {
-        self.unread_inputs_dropped = true;
+    /// Marks this as a device's graph, whose inputs nothing reads take no memory: the scheduler
+    /// copies to a device only what its nodes read (the host's graph keeps every input: they
+    /// are its leaves).
+    pub(crate) fn receive_only_read_inputs(&mut self) {
+        self.only_read_inputs = true;
     }
 
     /// A tensor the graph makes without an operation (a block of zeros a later one fills),
@@ -983,7 +984,7 @@ impl Replay<'_> {
         }
         for &leaf in &graph.leafs {
             let unread = graph.tensor(leaf).input && self.slots[leaf.index()].children == 0;
-            if !(unread && graph.unread_inputs_dropped) {
+            if !(unread && graph.only_read_inputs) {
                 self.allocate(leaf);
             }
         }
@@ -1177,7 +1178,7 @@ mod tests {
         graph.expand(a);
         // The host's graph holds both inputs (its leaves); a device receives only what it reads.
         assert_eq!(reserve(&graph, 32), 3 * KIB);
-        graph.drop_unread_inputs();
+        graph.receive_only_read_inputs();
         assert_eq!(reserve(&graph, 32), 2 * KIB);
     }
 

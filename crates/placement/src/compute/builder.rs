@@ -867,7 +867,7 @@ impl Builder {
     /// The compute buffer this graph needs (with the copies of what it reads from host memory).
     pub(super) fn reserve(mut self) -> u64 {
         if self.backend != GraphBackend::Host {
-            self.graph.drop_unread_inputs();
+            self.graph.receive_only_read_inputs();
         }
         if self.input_copies > 1 {
             // Pipeline parallelism: every input's copies first, kept for the whole graph.
